@@ -1,0 +1,45 @@
+//! GPU kernels of the `gemm` library, written in Rust for the stock
+//! `nvptx64-nvidia-cuda` target (LLVM's NVPTX back end).
+//!
+//! One module per stage (`s01_naive`, ... `s04_outputs_per_thread`); each is
+//! generic over the element type ([`element::Element`]: f64, f32) and over its
+//! tile constants (const generics). [`entry_points`] exports one
+//! `#[no_mangle] extern "ptx-kernel"` function per line of
+//! [`gemm_core::kernel_menu!`], which is also what the host registry lists.
+//!
+//! On the host this crate compiles to nothing; `cargo xtask ptx` builds it to
+//! the PTX files that the host library embeds (`gemm-host/ptx/`).
+//!
+//! Every kernel computes `C <- alpha * A * B + beta * C` for row-major A (m x k,
+//! leading dimension lda), B (k x n, ldb) and C (m x n, ldc), all in elements;
+//! when `beta == 0`, C is not read (so it may hold NaN).
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)
+)]
+#![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
+
+#[cfg(target_arch = "nvptx64")]
+pub mod element;
+#[cfg(target_arch = "nvptx64")]
+pub mod entry_points;
+#[cfg(target_arch = "nvptx64")]
+pub mod s01_naive;
+#[cfg(target_arch = "nvptx64")]
+pub mod s02_coalesced;
+#[cfg(target_arch = "nvptx64")]
+pub mod s03_smem_tiled;
+#[cfg(target_arch = "nvptx64")]
+pub mod s04_outputs_per_thread;
+#[cfg(target_arch = "nvptx64")]
+pub mod thread;
+
+/// A kernel that panics traps: the launch fails with an error the host reports
+/// (bounds-checked indexing is kept out of the kernels; this should not run).
+#[cfg(target_arch = "nvptx64")]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` aborts the kernel; it has no preconditions.
+    unsafe { core::arch::nvptx::trap() }
+}

@@ -1,0 +1,54 @@
+//! Stage 1, naive: one thread per element of C, `C <- alpha * A * B + beta * C`.
+//!
+//! # Shapes
+//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major, in elements.
+//!
+//! # Launch
+//! Block Bx x By chosen at run time (any Bx * By <= 1024); grid
+//! (ceil(m / Bx), ceil(n / By)); no shared memory
+//! (`gemm_core::KernelConfig::Naive`).
+//!
+//! # Thread mapping
+//! x walks down the rows of C: thread (x, y) of block (bx, by) owns
+//! C(bx*Bx + x, by*By + y) (`gemm_core::config::naive_element`). The 32
+//! lanes of a warp therefore read 32 rows of A that lie `lda` elements apart,
+//! all read the same element of B, and write down a column of C: uncoalesced
+//! for row-major storage. Stage 2 swaps the axes.
+//!
+//! # Source
+//! Seed 000 (section 2: the naive algorithm and its Bx x By sweep), seed 003
+//! (the rectangular naive kernel with bounds checks).
+
+use crate::element::Element;
+use crate::thread::{block_dim, block_idx, store_c, thread_idx, GemmArgs};
+use gemm_core::config::naive_element;
+
+/// Stage 1 (see the module docs).
+///
+/// # Safety
+/// The pointers and leading dimensions of `g` must describe valid matrices of
+/// the stated shapes; C must not alias A or B.
+#[inline(always)]
+pub unsafe fn naive<T: Element>(g: GemmArgs<T>) {
+    one_thread_per_element::<T, false>(g)
+}
+
+/// The naive kernel with either thread mapping: `LANES_ALONG_N == false` is
+/// stage 1, `true` is stage 2 ([`crate::s02_coalesced`]).
+///
+/// # Safety
+/// As [`naive`].
+#[inline(always)]
+pub unsafe fn one_thread_per_element<T: Element, const LANES_ALONG_N: bool>(g: GemmArgs<T>) {
+    let (row, col) = naive_element(LANES_ALONG_N, block_idx(), block_dim(), thread_idx());
+    if row < g.m && col < g.n {
+        // Row `row` of A and column `col` of B, one fma per term.
+        let a_row = g.a.add(row as usize * g.lda as usize);
+        let b_col = g.b.add(col as usize);
+        let mut acc = T::ZERO;
+        for p in 0..g.k as usize {
+            acc = T::fma(*a_row.add(p), *b_col.add(p * g.ldb as usize), acc);
+        }
+        store_c(g.c, row, col, g.ldc, acc, g.alpha, g.beta);
+    }
+}
