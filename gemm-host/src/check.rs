@@ -1,0 +1,166 @@
+//! Checking results: random inputs, a CPU reference in f64, and the error
+//! bound every GPU result is held to.
+//!
+//! **Bound.** For `C <- alpha * A * B + beta * C0` with elements of machine
+//! epsilon `eps` (2^-52 for f64, 2^-23 for f32), each element must satisfy
+//!
+//! ```text
+//! |C - C_ref| <= (k + 2) * eps * (|alpha| * (|A| * |B|) + |beta| * |C0|)
+//! ```
+//!
+//! elementwise, where `C_ref` is computed in f64 on the CPU (matrixmultiply)
+//! and `|A| * |B|` is the product of the absolute values. A k-term dot
+//! product with fused multiply-adds has error at most `k * u * (|A| * |B|)`
+//! (`u = eps / 2`, Higham, *Accuracy and Stability of Numerical Algorithms*,
+//! section 3.1); the f64 reference contributes at most as much again; the
+//! `+ 2` covers the alpha/beta epilogue. Any NaN or infinity fails.
+
+use crate::element::Element;
+use crate::matrix::Matrix;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A `rows x cols` matrix with elements drawn uniformly from [-1, 1), from `seed`.
+pub fn random_matrix<T: Element>(rows: usize, cols: usize, seed: u64) -> Matrix<T> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    Matrix::from_fn(rows, cols, |_, _| T::from_f64(rng.random_range(-1.0..1.0)))
+}
+
+/// A `rows x cols` matrix of small integers in [-4, 4] from `seed`: products
+/// of such matrices are exact in f32 while `k * 16 < 2^24`, so results can be
+/// compared for equality.
+pub fn random_int_matrix<T: Element>(rows: usize, cols: usize, seed: u64) -> Matrix<T> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    Matrix::from_fn(rows, cols, |_, _| T::from_f64(rng.random_range(-4i32..=4) as f64))
+}
+
+fn to_f64_packed<T: Element>(m: &Matrix<T>, abs: bool) -> Vec<f64> {
+    let mut out = Vec::with_capacity(m.rows() * m.cols());
+    for i in 0..m.rows() {
+        out.extend(m.row(i).iter().map(|x| if abs { x.to_f64().abs() } else { x.to_f64() }));
+    }
+    out
+}
+
+fn dgemm_cpu(m: usize, n: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    // SAFETY: a is m x k, b is k x n, c is m x n, all packed row-major
+    // (row stride = columns, column stride 1), as their lengths show.
+    unsafe {
+        matrixmultiply::dgemm(
+            m, k, n, 1.0,
+            a.as_ptr(), k as isize, 1,
+            b.as_ptr(), n as isize, 1,
+            0.0,
+            c.as_mut_ptr(), n as isize, 1,
+        );
+    }
+}
+
+/// The CPU reference `alpha * A * B + beta * C0` and the error bound of each
+/// element (see the module docs), both m x n, packed, in f64.
+pub struct Reference {
+    /// Rows.
+    pub m: usize,
+    /// Columns.
+    pub n: usize,
+    /// Expected values.
+    pub value: Vec<f64>,
+    /// Allowed |error| per element.
+    pub bound: Vec<f64>,
+}
+
+impl Reference {
+    /// Computes the reference for `alpha * A * B + beta * C0` (`c0` is only
+    /// read when `beta != 0`).
+    ///
+    /// # Panics
+    /// When the shapes do not match (a bug in the caller's test).
+    pub fn new<T: Element>(alpha: f64, a: &Matrix<T>, b: &Matrix<T>, beta: f64, c0: &Matrix<T>) -> Self {
+        let (m, k, n) = (a.rows(), a.cols(), b.cols());
+        assert_eq!(b.rows(), k, "reference: inner dimensions");
+        let mut ab = vec![0.0; m * n];
+        let mut abs_ab = vec![0.0; m * n];
+        dgemm_cpu(m, n, k, &to_f64_packed(a, false), &to_f64_packed(b, false), &mut ab);
+        dgemm_cpu(m, n, k, &to_f64_packed(a, true), &to_f64_packed(b, true), &mut abs_ab);
+        let scale = (k as f64 + 2.0) * T::EPSILON;
+        let mut value = vec![0.0; m * n];
+        let mut bound = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let o = i * n + j;
+                let c = if beta != 0.0 { c0[(i, j)].to_f64() } else { 0.0 };
+                value[o] = alpha * ab[o] + beta * c;
+                bound[o] = scale * (alpha.abs() * abs_ab[o] + beta.abs() * c.abs());
+            }
+        }
+        Reference { m, n, value, bound }
+    }
+
+    /// Compares a GPU result with the reference.
+    pub fn compare<T: Element>(&self, got: &Matrix<T>) -> Comparison {
+        assert_eq!((got.rows(), got.cols()), (self.m, self.n), "compare: shape");
+        let mut cmp = Comparison { checked: self.m * self.n, ..Default::default() };
+        for i in 0..self.m {
+            for (j, x) in got.row(i).iter().enumerate() {
+                let o = i * self.n + j;
+                let x = x.to_f64();
+                let err = (x - self.value[o]).abs();
+                if !x.is_finite() {
+                    cmp.non_finite += 1;
+                    cmp.first_bad.get_or_insert((i, j, x, self.value[o]));
+                    continue;
+                }
+                cmp.max_abs_error = cmp.max_abs_error.max(err);
+                if err > self.bound[o] {
+                    cmp.out_of_bound += 1;
+                    cmp.first_bad.get_or_insert((i, j, x, self.value[o]));
+                }
+                if self.bound[o] > 0.0 {
+                    cmp.max_error_over_bound = cmp.max_error_over_bound.max(err / self.bound[o]);
+                }
+            }
+        }
+        cmp
+    }
+}
+
+/// The outcome of [`Reference::compare`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Comparison {
+    /// Elements compared.
+    pub checked: usize,
+    /// Elements that are NaN or infinite (e.g. never written over a NaN-poisoned C).
+    pub non_finite: usize,
+    /// Finite elements outside the bound.
+    pub out_of_bound: usize,
+    /// Largest |C - C_ref| over finite elements.
+    pub max_abs_error: f64,
+    /// Largest |C - C_ref| / bound (below 1 passes).
+    pub max_error_over_bound: f64,
+    /// The first failing element: (i, j, got, expected).
+    pub first_bad: Option<(usize, usize, f64, f64)>,
+}
+
+impl Comparison {
+    /// True when every element is finite and inside the bound.
+    pub fn passed(&self) -> bool {
+        self.non_finite == 0 && self.out_of_bound == 0
+    }
+}
+
+impl core::fmt::Display for Comparison {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.passed() {
+            write!(f, "ok: {} elements within (k+2)*eps*(|A||B|) (max error {:.2e}, {:.3} of the bound)", self.checked, self.max_abs_error, self.max_error_over_bound)
+        } else {
+            write!(f, "WRONG: {} non-finite, {} outside the bound of {} elements", self.non_finite, self.out_of_bound, self.checked)?;
+            if let Some((i, j, got, want)) = self.first_bad {
+                write!(f, "; first at ({i}, {j}): got {got}, expected {want}")?;
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The GPU: context, stream, the loaded PTX module and the device's limits.
+
+use crate::error::{DriverContext, Error};
+use crate::registry;
+use cudarc::driver::sys::{CUdevice_attribute as Attr, CUfunction_attribute as FnAttr};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use gemm_core::{DeviceLimits, KernelConfig, Precision};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// One GPU with the library's kernels loaded: a CUDA context, the stream all
+/// of the library's work on this device is ordered on, and the PTX module
+/// matching the device's compute capability ([`crate::ptx`]).
+pub struct Device {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    name: String,
+    compute_capability: (i32, i32),
+    ptx_arch: &'static str,
+    limits: DeviceLimits,
+    sm_count: u32,
+    clock_khz: u32,
+    max_threads_per_sm: u32,
+    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+}
+
+impl core::fmt::Debug for Device {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Device")
+            .field("name", &self.name)
+            .field("ordinal", &self.ctx.ordinal())
+            .field("compute_capability", &self.compute_capability)
+            .field("ptx", &self.ptx_arch)
+            .finish()
+    }
+}
+
+/// Launch resources of one compiled kernel on a device, read from the driver
+/// (the columns of seed 000's outputs-per-thread table).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelInfo {
+    /// PTX entry point.
+    pub name: &'static str,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Local memory per thread, in bytes (0 unless the kernel spills).
+    pub local_bytes: u32,
+    /// Threads per block of the configuration.
+    pub threads_per_block: u32,
+    /// Dynamic shared memory per block, in bytes.
+    pub smem_bytes: u32,
+    /// Resident blocks per multiprocessor (the driver's occupancy calculator).
+    pub blocks_per_sm: u32,
+    /// Resident threads over the multiprocessor's maximum, in 0..=1.
+    pub occupancy: f64,
+}
+
+static DEFAULT: Mutex<Option<Arc<Device>>> = Mutex::new(None);
+
+/// The default device (ordinal 0), created on first use and shared after.
+/// `dgemm`, `sgemm` and [`crate::Gemm::run`] use it unless told otherwise.
+///
+/// # Errors
+/// [`Error::NoDriver`] without an NVIDIA driver, [`Error::NoDevice`] without
+/// a GPU, [`Error::UnsupportedDevice`] below compute capability 8.0,
+/// [`Error::Driver`] if the driver fails. A failure is not cached.
+pub fn default_device() -> Result<Arc<Device>, Error> {
+    let mut slot = DEFAULT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(d) = slot.as_ref() {
+        return Ok(d.clone());
+    }
+    let d = Device::new(0)?;
+    *slot = Some(d.clone());
+    Ok(d)
+}
+
+fn attr(ctx: &CudaContext, a: Attr) -> Result<u32, Error> {
+    ctx.attribute(a).during("cuDeviceGetAttribute").map(|v| v.max(0) as u32)
+}
+
+impl Device {
+    /// Opens GPU `ordinal`, loads the PTX for its architecture and reads its limits.
+    ///
+    /// # Errors
+    /// As [`default_device`].
+    pub fn new(ordinal: usize) -> Result<Arc<Device>, Error> {
+        // cudarc panics when libcuda is missing: ask first.
+        // SAFETY: only tries to dlopen the driver library.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(Error::NoDriver);
+        }
+        let count = match CudaContext::device_count() {
+            Ok(c) => c.max(0) as usize,
+            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE => 0,
+            Err(e) => return Err(Error::Driver { call: "cuInit", source: e }),
+        };
+        if ordinal >= count {
+            return Err(Error::NoDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal).during("cuDevicePrimaryCtxRetain")?;
+        let name = ctx.name().during("cuDeviceGetName")?;
+        let (major, minor) = ctx.compute_capability().during("cuDeviceGetAttribute")?;
+        let Some((ptx_arch, ptx)) = crate::ptx::for_compute_capability(major, minor) else {
+            return Err(Error::UnsupportedDevice { name, major, minor });
+        };
+        let module = ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .during("cuModuleLoadData")?;
+        let stream = ctx.new_stream().during("cuStreamCreate")?;
+        let limits = DeviceLimits {
+            max_threads_per_block: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_block_dim: [
+                attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ],
+            max_grid_dim: [
+                attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ],
+            max_smem_per_block: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+        };
+        Ok(Arc::new(Device {
+            sm_count: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            clock_khz: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
+            max_threads_per_sm: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+            ctx,
+            stream,
+            module,
+            name,
+            compute_capability: (major, minor),
+            ptx_arch,
+            limits,
+            functions: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// The device's name as the driver reports it (e.g. "NVIDIA H100 80GB HBM3").
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Compute capability (major, minor).
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.compute_capability
+    }
+
+    /// Which embedded PTX was loaded ("sm_80" or "sm_90").
+    pub fn ptx_arch(&self) -> &'static str {
+        self.ptx_arch
+    }
+
+    /// Launch limits (threads, block and grid dimensions, shared memory).
+    pub fn limits(&self) -> &DeviceLimits {
+        &self.limits
+    }
+
+    /// Streaming multiprocessors.
+    pub fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+
+    /// Peak SM clock in MHz, as the driver reports it.
+    pub fn clock_mhz(&self) -> f64 {
+        self.clock_khz as f64 / 1000.0
+    }
+
+    /// Peak rate of fused multiply-adds on the CUDA cores (no tensor cores),
+    /// in GFLOP/s: SMs x clock x FMA per clock per SM x 2. FMA units per SM:
+    /// sm_80 32 (f64) / 64 (f32); sm_90 64 / 128; other architectures 2 / 128.
+    /// This is the ceiling for stages that use FFMA/DFMA.
+    pub fn peak_fma_gflops(&self, precision: Precision) -> f64 {
+        let per_sm = match (self.compute_capability, precision) {
+            ((8, 0), Precision::F64) => 32.0,
+            ((8, 0), Precision::F32) => 64.0,
+            ((9, 0), Precision::F64) => 64.0,
+            ((9, 0), Precision::F32) => 128.0,
+            (_, Precision::F64) => 2.0,
+            (_, Precision::F32) => 128.0,
+        };
+        self.sm_count as f64 * self.clock_mhz() * 1e-3 * per_sm * 2.0
+    }
+
+    /// The CUDA context (for interoperation with cudarc).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream the library's work on this device is ordered on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Waits for all of the library's work on this device to finish.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if a kernel failed.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        self.stream.synchronize().during("cuStreamSynchronize")
+    }
+
+    /// The loaded function of a PTX entry point (cached).
+    pub(crate) fn function(&self, name: &'static str) -> Result<CudaFunction, Error> {
+        let mut map = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = map.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self.module.load_function(name).during("cuModuleGetFunction")?;
+        map.insert(name, f.clone());
+        Ok(f)
+    }
+
+    /// Registers, threads, shared memory, resident blocks per SM and occupancy
+    /// of the kernel serving `config` at `precision`, read from the driver.
+    ///
+    /// # Errors
+    /// [`Error::Config`]/[`Error::NoKernel`] for a configuration not compiled;
+    /// [`Error::Driver`] on driver failure.
+    pub fn kernel_info(&self, precision: Precision, config: KernelConfig) -> Result<KernelInfo, Error> {
+        let entry = registry::entry_point(precision, config)?;
+        let f = self.function(entry.name)?;
+        let (bx, by) = config.block_dim();
+        let threads = bx * by;
+        let smem = config.smem_bytes(precision);
+        let get = |a: FnAttr| f.get_attribute(a).during("cuFuncGetAttribute").map(|v| v.max(0) as u32);
+        let blocks = f
+            .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)
+            .during("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+        Ok(KernelInfo {
+            name: entry.name,
+            registers: get(FnAttr::CU_FUNC_ATTRIBUTE_NUM_REGS)?,
+            local_bytes: get(FnAttr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
+            threads_per_block: threads,
+            smem_bytes: smem,
+            blocks_per_sm: blocks,
+            occupancy: (blocks * threads) as f64 / self.max_threads_per_sm.max(1) as f64,
+        })
+    }
+}

@@ -1,0 +1,83 @@
+//! Launching one configuration: geometry from gemm-core, checks against the
+//! device's limits, then the driver call.
+
+use crate::device::Device;
+use crate::element::Element;
+use crate::error::{DriverContext, Error};
+use crate::registry;
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use gemm_core::{GemmDims, KernelConfig};
+
+/// The grid, block and shared memory `config` needs for `dims`, checked
+/// against the device's limits.
+pub(crate) fn checked_geometry<T: Element>(
+    device: &Device,
+    config: KernelConfig,
+    dims: &GemmDims,
+) -> Result<LaunchConfig, Error> {
+    config.validate()?;
+    registry::entry_point(T::PRECISION, config)?;
+    // Dimensions were validated <= i32::MAX, so they fit u32.
+    let g = config.geometry(dims.m as u32, dims.n as u32, T::PRECISION);
+    g.check(device.limits()).map_err(|source| Error::DeviceLimit {
+        config,
+        device: device.name().to_string(),
+        source,
+    })?;
+    Ok(LaunchConfig {
+        grid_dim: (g.grid[0], g.grid[1], g.grid[2]),
+        block_dim: (g.block[0], g.block[1], g.block[2]),
+        shared_mem_bytes: g.smem_bytes,
+    })
+}
+
+/// Enqueues `C <- alpha * A * B + beta * C` on the device's stream.
+/// `dims` must have been validated against the three buffers.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch<T: Element>(
+    device: &Device,
+    config: KernelConfig,
+    dims: &GemmDims,
+    alpha: T,
+    a: &CudaSlice<T>,
+    b: &CudaSlice<T>,
+    beta: T,
+    c: &mut CudaSlice<T>,
+) -> Result<(), Error> {
+    let cfg = checked_geometry::<T>(device, config, dims)?;
+    if dims.is_empty() {
+        return Ok(()); // no element of C to write; a grid of 0 blocks is not a valid launch
+    }
+    let entry = registry::entry_point(T::PRECISION, config)?;
+    let func = device.function(entry.name)?;
+    if cfg.shared_mem_bytes > 48 * 1024 {
+        func.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            cfg.shared_mem_bytes as i32,
+        )
+        .during("cuFuncSetAttribute")?;
+    }
+    let (m, n, k) = (dims.m as u32, dims.n as u32, dims.k as u32);
+    let (lda, ldb, ldc) = (dims.lda as u32, dims.ldb as u32, dims.ldc as u32);
+    let mut builder = device.stream().launch_builder(&func);
+    builder
+        .arg(&m)
+        .arg(&n)
+        .arg(&k)
+        .arg(&alpha)
+        .arg(a)
+        .arg(&lda)
+        .arg(b)
+        .arg(&ldb)
+        .arg(&beta)
+        .arg(c)
+        .arg(&ldc);
+    // SAFETY: the argument list matches the entry point's signature
+    // (gemm-kernels/src/entry_points.rs: m, n, k, alpha, a, lda, b, ldb, beta,
+    // c, ldc); the shapes were validated against the buffers' lengths, so
+    // every access the kernel makes lies inside them; the geometry is the
+    // configuration's own (gemm-core) and fits the device.
+    unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    Ok(())
+}
