@@ -1,1 +1,291 @@
+//! GPU tests: every stage and configuration against the CPU reference at odd,
+//! square and rectangular sizes, f64 and f32, with C poisoned by NaN before
+//! each run. Bound: |C - C_ref| <= (k + 2) * eps * (|alpha| |A||B| + |beta| |C0|)
+//! elementwise (gemm::check). They need an NVIDIA GPU: ignored by default, run
+//! with `--include-ignored`; without a GPU they fail, never pass.
+//!
+//! `GEMM_TEST_SIZES=1,7,33` restricts the sizes (for compute-sanitizer runs).
 
+use gemm::check::{random_int_matrix, random_matrix, Reference};
+use gemm::registry::stage_configs;
+use gemm::{default_device, BlockDim, DeviceMatrix, Element, Error, Gemm, KernelConfig, LimitError, Matrix, Stage};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn device() -> std::sync::Arc<gemm::Device> {
+    default_device().unwrap_or_else(|e| panic!("GPU tests need an NVIDIA GPU: {e}"))
+}
+
+/// A fresh seed for every matrix drawn.
+fn seed() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0x5eed);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn restricted_sizes() -> Option<Vec<usize>> {
+    std::env::var("GEMM_TEST_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+}
+
+/// (m, n, k) shapes: the odd squares from DESIGN.md plus rectangles.
+fn shapes() -> Vec<(usize, usize, usize)> {
+    if let Some(sizes) = restricted_sizes() {
+        let mut s: Vec<_> = sizes.iter().map(|&n| (n, n, n)).collect();
+        s.extend([(7, 33, 1), (33, 7, 65), (65, 1, 33)]);
+        return s;
+    }
+    let mut s: Vec<_> = [1, 7, 31, 32, 33, 100, 257, 1000, 1023, 1025].iter().map(|&n| (n, n, n)).collect();
+    s.extend([(300, 200, 100), (1, 1025, 7), (1025, 1, 33), (33, 65, 1), (127, 1023, 65), (1000, 31, 257), (65, 7, 1000), (2, 3, 4000)]);
+    s
+}
+
+/// The configurations each stage is tested with: every compiled tile
+/// configuration, and for the naive stages a spread of block shapes.
+fn configs(stage: Stage) -> Vec<KernelConfig> {
+    match stage {
+        Stage::Naive | Stage::Coalesced => [(32, 8), (16, 16), (1, 64), (7, 13), (1024, 1), (1, 1024), (33, 31)]
+            .iter()
+            .map(|&(x, y)| {
+                let block = BlockDim::new(x, y);
+                if stage == Stage::Naive { KernelConfig::Naive { block } } else { KernelConfig::Coalesced { block } }
+            })
+            .collect(),
+        _ => stage_configs(stage),
+    }
+}
+
+fn builder(config: KernelConfig) -> Gemm {
+    match config {
+        KernelConfig::Naive { block } => Gemm::new().stage(Stage::Naive).block_dim(block.x, block.y),
+        KernelConfig::Coalesced { block } => Gemm::new().stage(Stage::Coalesced).block_dim(block.x, block.y),
+        KernelConfig::SmemTiled { tile } => Gemm::new().stage(Stage::SmemTiled).tile_size(tile),
+        KernelConfig::OutputsPerThread { tile, outputs } => Gemm::new().tile_size(tile).outputs_per_thread(outputs),
+        other => panic!("untested configuration {other:?}"),
+    }
+}
+
+fn check_stage<T: Element>(stage: Stage) {
+    let dev = device();
+    for (m, n, k) in shapes() {
+        let a = random_matrix::<T>(m, k, seed());
+        let b = random_matrix::<T>(k, n, seed());
+        let poison = Matrix::<T>::filled(m, n, T::NAN);
+        let reference = Reference::new(1.0, &a, &b, 0.0, &poison);
+        for config in configs(stage) {
+            let g = builder(config).device(&dev);
+            assert_eq!(g.config().unwrap(), config);
+            let mut c = poison.clone();
+            g.run(&a, &b, &mut c).unwrap_or_else(|e| panic!("{stage} {config} at {m}x{n}x{k}: {e}"));
+            let cmp = reference.compare(&c);
+            assert!(cmp.passed(), "{} {stage} {config} at m={m} n={n} k={k}: {cmp}", T::PRECISION.name());
+        }
+    }
+}
+
+macro_rules! stage_tests {
+    ($($name:ident: $t:ty, $stage:expr;)*) => {$(
+        #[test]
+        #[ignore = "needs an NVIDIA GPU"]
+        fn $name() {
+            check_stage::<$t>($stage);
+        }
+    )*};
+}
+
+stage_tests! {
+    stage1_naive_f64: f64, Stage::Naive;
+    stage1_naive_f32: f32, Stage::Naive;
+    stage2_coalesced_f64: f64, Stage::Coalesced;
+    stage2_coalesced_f32: f32, Stage::Coalesced;
+    stage3_smem_tiled_f64: f64, Stage::SmemTiled;
+    stage3_smem_tiled_f32: f32, Stage::SmemTiled;
+    stage4_outputs_per_thread_f64: f64, Stage::OutputsPerThread;
+    stage4_outputs_per_thread_f32: f32, Stage::OutputsPerThread;
+}
+
+/// Small integers make every product exact: all stages must agree bit for bit
+/// with the reference.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn exact_on_small_integers_every_stage() {
+    let dev = device();
+    let (m, n, k) = (129, 65, 257);
+    fn run_all<T: Element>(dev: &std::sync::Arc<gemm::Device>, m: usize, n: usize, k: usize) {
+        let a = random_int_matrix::<T>(m, k, seed());
+        let b = random_int_matrix::<T>(k, n, seed());
+        let r = Reference::new(1.0, &a, &b, 0.0, &Matrix::<T>::zeros(m, n));
+        for stage in Stage::ALL {
+            for config in configs(stage) {
+                let mut c = Matrix::<T>::filled(m, n, T::NAN);
+                builder(config).device(dev).run(&a, &b, &mut c).unwrap();
+                for i in 0..m {
+                    for j in 0..n {
+                        assert_eq!(c[(i, j)].to_f64(), r.value[i * n + j], "{stage} {config} ({i}, {j})");
+                    }
+                }
+            }
+        }
+    }
+    run_all::<f64>(&dev, m, n, k);
+    run_all::<f32>(&dev, m, n, k);
+}
+
+/// alpha, beta and leading dimensions larger than the rows: padding is never
+/// written, beta * C is added, for every stage.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn alpha_beta_and_padded_leading_dimensions() {
+    let dev = device();
+    let (m, n, k) = (70, 45, 33);
+    let pad = |rows: usize, cols: usize, ld: usize, s: u64| {
+        let src = random_matrix::<f64>(rows, cols, s);
+        let mut data = vec![f64::NAN; (rows - 1) * ld + cols];
+        for i in 0..rows {
+            data[i * ld..i * ld + cols].copy_from_slice(src.row(i));
+        }
+        Matrix::from_vec_with_ld(rows, cols, ld, data).unwrap()
+    };
+    let a = pad(m, k, k + 3, seed());
+    let b = pad(k, n, n + 5, seed());
+    let c0 = pad(m, n, n + 2, seed());
+    let r = Reference::new(1.5, &a, &b, -0.75, &c0);
+    for stage in Stage::ALL {
+        for config in configs(stage) {
+            let mut c = c0.clone();
+            builder(config).alpha(1.5).beta(-0.75).device(&dev).run(&a, &b, &mut c).unwrap();
+            let cmp = r.compare(&c);
+            assert!(cmp.passed(), "{stage} {config}: {cmp}");
+            for i in 0..m - 1 {
+                assert!(c.as_slice()[i * c.ld() + n..(i + 1) * c.ld()].iter().all(|x| x.is_nan()), "{stage} {config}: padding written");
+            }
+        }
+    }
+}
+
+/// k = 0: C = beta * C (here 0 * NaN is not read: beta = 0 gives zeros).
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn k_zero_and_empty_shapes() {
+    let dev = device();
+    let a = Matrix::<f64>::zeros(5, 0);
+    let b = Matrix::<f64>::zeros(0, 3);
+    let mut c = Matrix::<f64>::filled(5, 3, f64::NAN);
+    gemm::Gemm::new().device(&dev).run(&a, &b, &mut c).unwrap();
+    assert!(c.as_slice().iter().all(|&x| x == 0.0));
+    let mut c = Matrix::<f64>::filled(5, 3, 2.0);
+    gemm::Gemm::new().beta(0.5).device(&dev).run(&a, &b, &mut c).unwrap();
+    assert!(c.as_slice().iter().all(|&x| x == 1.0));
+    let mut empty = Matrix::<f64>::zeros(0, 3);
+    gemm::Gemm::new().device(&dev).run(&Matrix::zeros(0, 4), &Matrix::zeros(4, 3), &mut empty).unwrap();
+}
+
+/// The one-call functions and the builder program of the README.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn dgemm_sgemm_and_the_builder() {
+    device();
+    let a = Matrix::<f64>::from_fn(300, 200, |i, j| (i as f64 - j as f64) / 7.0);
+    let b = Matrix::<f64>::from_fn(200, 100, |i, j| ((i * j) % 5) as f64);
+    let r = Reference::new(1.0, &a, &b, 0.0, &Matrix::zeros(300, 100));
+    let mut c = Matrix::<f64>::filled(300, 100, f64::NAN);
+    gemm::dgemm(&a, &b, &mut c).unwrap();
+    assert!(r.compare(&c).passed());
+    let mut c = Matrix::<f64>::filled(300, 100, f64::NAN);
+    Gemm::new().tile_size(32).outputs_per_thread(8).run(&a, &b, &mut c).unwrap();
+    assert!(r.compare(&c).passed());
+    let x = random_matrix::<f32>(65, 33, seed());
+    let y = random_matrix::<f32>(33, 17, seed());
+    let mut z = Matrix::<f32>::filled(65, 17, f32::NAN);
+    gemm::sgemm(&x, &y, &mut z).unwrap();
+    assert!(Reference::new(1.0, &x, &y, 0.0, &Matrix::zeros(65, 17)).compare(&z).passed());
+}
+
+/// Device matrices chain products without host copies: D = (A B) E.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn device_matrices_chain_products() {
+    let dev = device();
+    let a = random_matrix::<f64>(120, 70, seed());
+    let b = random_matrix::<f64>(70, 90, seed());
+    let e = random_matrix::<f64>(90, 33, seed());
+    let (da, db, de) = (
+        DeviceMatrix::from_host(&dev, &a).unwrap(),
+        DeviceMatrix::from_host(&dev, &b).unwrap(),
+        DeviceMatrix::from_host(&dev, &e).unwrap(),
+    );
+    let mut dab = DeviceMatrix::<f64>::zeros(&dev, 120, 90).unwrap();
+    let mut dd = DeviceMatrix::<f64>::zeros(&dev, 120, 33).unwrap();
+    Gemm::new().run_device(&da, &db, &mut dab).unwrap();
+    Gemm::new().tile_size(16).run_device(&dab, &de, &mut dd).unwrap();
+    let ab = dab.to_host().unwrap();
+    assert!(Reference::new(1.0, &a, &b, 0.0, &Matrix::zeros(120, 90)).compare(&ab).passed());
+    let d = dd.to_host().unwrap();
+    let cmp = Reference::new(1.0, &ab, &e, 0.0, &Matrix::zeros(120, 33)).compare(&d);
+    assert!(cmp.passed(), "{cmp}");
+    // A mismatched shape on the device path is an error, before any launch.
+    let err = Gemm::new().run_device(&da, &de, &mut dd).unwrap_err();
+    assert!(matches!(err, Error::Shape(_)), "{err:?}");
+}
+
+/// A grid the device cannot launch is a typed error naming the limit; C is untouched.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn grid_beyond_the_device_limit_is_a_typed_error() {
+    let dev = device();
+    let a = Matrix::<f32>::zeros(70_000, 1);
+    let b = Matrix::<f32>::zeros(1, 1);
+    let mut c = Matrix::<f32>::filled(70_000, 1, 3.0);
+    let err = Gemm::new().stage(Stage::Coalesced).block_dim(1024, 1).device(&dev).run(&a, &b, &mut c).unwrap_err();
+    assert!(matches!(err, Error::DeviceLimit { source: LimitError::GridDim { axis: 'y', requested: 70_000, .. }, .. }), "{err:?}");
+    assert!(c.as_slice().iter().all(|&x| x == 3.0));
+}
+
+/// Stage-4 kernels use no local memory (no spills) on this device.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn no_kernel_uses_local_memory() {
+    let dev = device();
+    for precision in [gemm::Precision::F64, gemm::Precision::F32] {
+        for stage in Stage::ALL {
+            for config in configs(stage) {
+                let info = dev.kernel_info(precision, config).unwrap();
+                assert_eq!(info.local_bytes, 0, "{} uses local memory", info.name);
+                assert!(info.blocks_per_sm >= 1, "{} cannot be resident", info.name);
+            }
+        }
+    }
+}
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        /// Random shapes, stages and configurations, f64 and f32.
+        #[test]
+        #[ignore = "needs an NVIDIA GPU"]
+        fn prop_random_shapes(m in 1usize..300, n in 1usize..300, k in 0usize..300,
+                              stage in 0usize..4, pick in 0usize..64, double in any::<bool>()) {
+            let dev = device();
+            let stage = Stage::ALL[stage];
+            let all = configs(stage);
+            let config = all[pick % all.len()];
+            if double {
+                let a = random_matrix::<f64>(m, k, seed());
+                let b = random_matrix::<f64>(k, n, seed());
+                let mut c = Matrix::<f64>::filled(m, n, f64::NAN);
+                builder(config).device(&dev).run(&a, &b, &mut c).unwrap();
+                let cmp = Reference::new(1.0, &a, &b, 0.0, &Matrix::zeros(m, n)).compare(&c);
+                prop_assert!(cmp.passed(), "{} {} {}x{}x{}: {}", stage, config, m, n, k, cmp);
+            } else {
+                let a = random_matrix::<f32>(m, k, seed());
+                let b = random_matrix::<f32>(k, n, seed());
+                let mut c = Matrix::<f32>::filled(m, n, f32::NAN);
+                builder(config).device(&dev).run(&a, &b, &mut c).unwrap();
+                let cmp = Reference::new(1.0, &a, &b, 0.0, &Matrix::zeros(m, n)).compare(&c);
+                prop_assert!(cmp.passed(), "{} {} {}x{}x{}: {}", stage, config, m, n, k, cmp);
+            }
+        }
+    }
+}

@@ -1,1 +1,37 @@
+//! The host's list of entry points agrees with the PTX, for every target.
 
+use gemm::registry::{entry_point, stage_configs, ENTRY_POINTS};
+use gemm::{Precision, Stage};
+use std::collections::BTreeSet;
+
+#[test]
+fn registry_and_ptx_list_the_same_entry_points() {
+    let registry: BTreeSet<&str> = ENTRY_POINTS.iter().map(|e| e.name).collect();
+    assert_eq!(registry.len(), ENTRY_POINTS.len(), "duplicate names in the registry");
+    for (arch, ptx) in gemm::ptx::ALL {
+        assert!(ptx.contains(&format!(".target {arch}")), "{arch} PTX targets another architecture");
+        let in_ptx: BTreeSet<&str> = gemm::ptx::entry_names(ptx).into_iter().collect();
+        assert_eq!(in_ptx, registry, "{arch}: PTX entry points differ from the registry");
+    }
+}
+
+#[test]
+fn every_menu_configuration_has_an_entry_point_named_for_it() {
+    for precision in [Precision::F32, Precision::F64] {
+        for stage in Stage::ALL {
+            for config in stage_configs(stage) {
+                let e = entry_point(precision, config).unwrap_or_else(|err| panic!("{config:?}: {err}"));
+                assert_eq!(e.stage, stage);
+                assert!(e.name.starts_with(&format!("{}gemm_{}", precision.blas_prefix(), stage.symbol())), "{}", e.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn ptx_for_each_architecture() {
+    assert_eq!(gemm::ptx::for_compute_capability(9, 0).unwrap().0, "sm_90");
+    assert_eq!(gemm::ptx::for_compute_capability(10, 0).unwrap().0, "sm_90");
+    assert_eq!(gemm::ptx::for_compute_capability(8, 6).unwrap().0, "sm_80");
+    assert!(gemm::ptx::for_compute_capability(7, 5).is_none());
+}
