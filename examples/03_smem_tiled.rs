@@ -1,1 +1,20 @@
-fn main(){}
+//! Stage 3, shared-memory tiling (seed 000 section 3.1, seed 003): T x T tiles
+//! of A and B in shared memory, T in {8, 16, 32}, coalesced loads.
+//!
+//! `cargo run --release --example 03_smem_tiled [N] [--f32]`
+
+mod common;
+
+use gemm::{Element, Stage};
+
+fn run<T: Element>(args: &common::Args)
+{
+    let (device, cublas) = common::open();
+    let configs = gemm::registry::stage_configs(Stage::SmemTiled);
+    common::run_table::<T>(&device, &cublas, args, &configs);
+}
+
+fn main() {
+    let args = common::args(4096);
+    by_precision!(args, run);
+}

@@ -15,8 +15,10 @@
 //! section 3.1); the f64 reference contributes at most as much again; the
 //! `+ 2` covers the alpha/beta epilogue. Any NaN or infinity fails.
 
+use crate::cublas::Cublas;
 use crate::element::Element;
-use crate::matrix::Matrix;
+use crate::error::Error;
+use crate::matrix::{DeviceMatrix, Matrix};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -97,6 +99,31 @@ impl Reference {
             }
         }
         Reference { m, n, value, bound }
+    }
+
+    /// The reference computed by cuBLAS on the GPU (for sizes where the CPU is
+    /// too slow): values from cuBLAS `?gemm` of A and B, bounds from cuBLAS of
+    /// |A| and |B|. cuBLAS's own error is within `k * u * (|A||B|)`, so the same
+    /// bound `(k + 2) * eps * (|A||B|)` holds for the difference (alpha = 1, beta = 0).
+    ///
+    /// # Errors
+    /// cuBLAS or driver failures, mismatched shapes.
+    pub fn from_cublas<T: Element>(cublas: &Cublas, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>) -> Result<Self, Error>
+    {
+        let (m, k, n) = (a.rows(), a.cols(), b.cols());
+        let device = a.device();
+        let mut c = DeviceMatrix::<T>::zeros(device, m, n)?;
+        cublas.gemm(1.0, a, b, 0.0, &mut c)?;
+        let value = to_f64_packed(&c.to_host()?, false);
+        let abs = |x: &DeviceMatrix<T>| -> Result<DeviceMatrix<T>, Error> {
+            let h = x.to_host()?;
+            let h = Matrix::from_fn(h.rows(), h.cols(), |i, j| T::from_f64(h[(i, j)].to_f64().abs()));
+            DeviceMatrix::from_host(device, &h)
+        };
+        cublas.gemm(1.0, &abs(a)?, &abs(b)?, 0.0, &mut c)?;
+        let scale = (k as f64 + 2.0) * T::EPSILON;
+        let bound = to_f64_packed(&c.to_host()?, false).into_iter().map(|x| scale * x).collect();
+        Ok(Reference { m, n, value, bound })
     }
 
     /// Compares a GPU result with the reference.

@@ -37,8 +37,6 @@ impl Cublas {
     /// # Errors
     /// [`Error::Shape`] on mismatched shapes; [`Error::Cublas`].
     pub fn gemm<T: Element>(&self, alpha: f64, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>, beta: f64, c: &mut DeviceMatrix<T>) -> Result<(), Error>
-    where
-        CudaBlas: cudarc::cublas::Gemm<T>,
     {
         let dims = GemmDims::from_operands(a.dims(), a.buffer().len(), b.dims(), b.buffer().len(), c.dims(), c.buffer().len())?;
         if !Arc::ptr_eq(a.device(), &self.device) || !Arc::ptr_eq(b.device(), &self.device) || !Arc::ptr_eq(c.device(), &self.device) {
@@ -61,7 +59,7 @@ impl Cublas {
         };
         // SAFETY: the shapes were validated against the buffers' lengths, so
         // cuBLAS reads and writes inside them.
-        unsafe { cudarc::cublas::Gemm::gemm(&self.blas, cfg, b.buffer(), a.buffer(), c.buffer_mut()) }
+        unsafe { T::cublas_gemm(&self.blas, cfg, b.buffer(), a.buffer(), c.buffer_mut()) }
             .map_err(|source| Error::Cublas { call: "cublas?gemm", source })
     }
 }

@@ -22,6 +22,7 @@ pub struct Device {
     sm_count: u32,
     clock_khz: u32,
     max_threads_per_sm: u32,
+    l2_bytes: usize,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
 }
 
@@ -126,6 +127,7 @@ impl Device {
             sm_count: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
             clock_khz: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
             max_threads_per_sm: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+            l2_bytes: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
             ctx,
             stream,
             module,
@@ -181,6 +183,16 @@ impl Device {
             (_, Precision::F32) => 128.0,
         };
         self.sm_count as f64 * self.clock_mhz() * 1e-3 * per_sm * 2.0
+    }
+
+    /// L2 cache size in bytes.
+    pub fn l2_bytes(&self) -> usize {
+        self.l2_bytes
+    }
+
+    /// Resident threads per multiprocessor at most.
+    pub fn max_threads_per_sm(&self) -> u32 {
+        self.max_threads_per_sm
     }
 
     /// The CUDA context (for interoperation with cudarc).

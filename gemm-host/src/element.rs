@@ -1,6 +1,8 @@
 //! Host-side element types: f64 (DGEMM) and f32 (SGEMM).
 
-use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+use cudarc::cublas::result::CublasError;
+use cudarc::cublas::{CudaBlas, GemmConfig};
+use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
 use gemm_core::Precision;
 
 mod sealed {
@@ -23,6 +25,12 @@ pub trait Element:
     fn to_f64(self) -> f64;
     /// Quiet NaN (to poison outputs in checks).
     const NAN: Self;
+    /// cuBLAS `?gemm` for this type (used by [`crate::cublas::Cublas`]).
+    ///
+    /// # Safety
+    /// `cfg` must describe matrices that fit in the buffers.
+    #[doc(hidden)]
+    unsafe fn cublas_gemm(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError>;
 }
 
 impl Element for f64 {
@@ -35,6 +43,10 @@ impl Element for f64 {
     fn to_f64(self) -> f64 {
         self
     }
+    unsafe fn cublas_gemm(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError> {
+        // SAFETY: forwarded from the caller.
+        unsafe { cudarc::cublas::Gemm::gemm(blas, cfg, a, b, c) }
+    }
 }
 
 impl Element for f32 {
@@ -46,5 +58,9 @@ impl Element for f32 {
     }
     fn to_f64(self) -> f64 {
         self as f64
+    }
+    unsafe fn cublas_gemm(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError> {
+        // SAFETY: forwarded from the caller.
+        unsafe { cudarc::cublas::Gemm::gemm(blas, cfg, a, b, c) }
     }
 }
