@@ -233,6 +233,8 @@ impl Device {
     pub fn kernel_info(&self, precision: Precision, config: KernelConfig) -> Result<KernelInfo, Error> {
         let entry = registry::entry_point(precision, config)?;
         let f = self.function(entry.name)?;
+        // The occupancy calculator needs the context current on this thread.
+        self.ctx.bind_to_thread().during("cuCtxSetCurrent")?;
         let (bx, by) = config.block_dim();
         let threads = bx * by;
         let smem = config.smem_bytes(precision);
