@@ -64,7 +64,13 @@ struct SweepRow {
     ok: bool,
 }
 
-fn bench_precision<T: Element>(device: &Arc<Device>, cublas: &Cublas, sizes: &[usize], ladder: &mut Vec<LadderRow>, sweep: &mut Vec<SweepRow>) -> Result<(), Error> {
+fn bench_precision<T: Element>(
+    device: &Arc<Device>,
+    cublas: &Cublas,
+    sizes: &[usize],
+    ladder: &mut Vec<LadderRow>,
+    sweep: &mut Vec<SweepRow>,
+) -> Result<(), Error> {
     let p = T::PRECISION;
     // 1. Sweep at N = 1024.
     let mut problem = Problem::<T>::random(device, SWEEP_N, SWEEP_N, SWEEP_N, 7)?;
@@ -89,11 +95,26 @@ fn bench_precision<T: Element>(device: &Arc<Device>, cublas: &Cublas, sizes: &[u
         let mut problem = Problem::<T>::random(device, n, n, n, 11 + n as u64)?;
         let reference = problem.reference(cublas)?;
         let blas = measure_cublas(cublas, &mut problem, 500.0)?;
-        ladder.push(LadderRow { precision: p, stage: None, config: "cublas".into(), n, ms: blas.timing.median_ms, gflops: blas.gflops, cublas_gflops: blas.gflops, check: "reference".into() });
+        ladder.push(LadderRow {
+            precision: p,
+            stage: None,
+            config: "cublas".into(),
+            n,
+            ms: blas.timing.median_ms,
+            gflops: blas.gflops,
+            cublas_gflops: blas.gflops,
+            check: "reference".into(),
+        });
         for &(stage, config) in &best {
             let cmp = problem.check(&reference, config)?;
             let m = measure(&mut problem, config, 500.0)?;
-            eprintln!("ladder {} n={n} {stage} {config}: {:.1} GFLOP/s ({:.3} of cuBLAS) {}", p.name(), m.gflops, m.gflops / blas.gflops, cmp);
+            eprintln!(
+                "ladder {} n={n} {stage} {config}: {:.1} GFLOP/s ({:.3} of cuBLAS) {}",
+                p.name(),
+                m.gflops,
+                m.gflops / blas.gflops,
+                cmp
+            );
             ladder.push(LadderRow {
                 precision: p,
                 stage: Some(stage),
@@ -102,7 +123,11 @@ fn bench_precision<T: Element>(device: &Arc<Device>, cublas: &Cublas, sizes: &[u
                 ms: m.timing.median_ms,
                 gflops: m.gflops,
                 cublas_gflops: blas.gflops,
-                check: if cmp.passed() { format!("ok ({:.2} of bound)", cmp.max_error_over_bound) } else { "WRONG".into() },
+                check: if cmp.passed() {
+                    format!("ok ({:.2} of bound)", cmp.max_error_over_bound)
+                } else {
+                    "WRONG".into()
+                },
             });
         }
     }
@@ -147,7 +172,17 @@ fn main() {
     std::fs::write(o.out.join("ladder.csv"), &csv).expect("write ladder.csv");
     let mut sw = String::from("device,date,commit,precision,stage,stage_name,configuration,n,gflops,check\n");
     for r in &sweep {
-        writeln!(sw, "{dev},{date},{commit},{},{},{},{},{SWEEP_N},{:.1},{}", r.precision.name(), r.stage.number(), r.stage.name(), r.config.to_string().replace(',', ";"), r.gflops, if r.ok { "ok" } else { "WRONG" }).unwrap();
+        writeln!(
+            sw,
+            "{dev},{date},{commit},{},{},{},{},{SWEEP_N},{:.1},{}",
+            r.precision.name(),
+            r.stage.number(),
+            r.stage.name(),
+            r.config.to_string().replace(',', ";"),
+            r.gflops,
+            if r.ok { "ok" } else { "WRONG" }
+        )
+        .unwrap();
     }
     std::fs::write(o.out.join("sweep.csv"), &sw).expect("write sweep.csv");
 
@@ -155,7 +190,15 @@ fn main() {
     let mut md = String::new();
     writeln!(md, "# Benchmarks\n").unwrap();
     writeln!(md, "Written by `benches/ladder.rs` (`cargo bench --bench ladder`); do not edit by hand.\n").unwrap();
-    writeln!(md, "- device: {} ({} SMs, {:.0} MHz, PTX {})", device.name(), device.sm_count(), device.clock_mhz(), device.ptx_arch()).unwrap();
+    writeln!(
+        md,
+        "- device: {} ({} SMs, {:.0} MHz, PTX {})",
+        device.name(),
+        device.sm_count(),
+        device.clock_mhz(),
+        device.ptx_arch()
+    )
+    .unwrap();
     writeln!(md, "- date: {date}; commit: {commit}").unwrap();
     writeln!(md, "- square m = n = k; kernel time only (CUDA events, median), random inputs in [-1, 1); every result checked against cuBLAS within (k+2)·eps·(|A||B|)").unwrap();
     writeln!(md, "- each stage at its fastest configuration in a sweep at N = {SWEEP_N} (sweep.csv); % of peak is of the FMA peak without tensor cores (f64 {:.0}, f32 {:.0} GFLOP/s); cuBLAS DGEMM uses the FP64 tensor cores, SGEMM runs without TF32\n", device.peak_fma_gflops(Precision::F64), device.peak_fma_gflops(Precision::F32)).unwrap();

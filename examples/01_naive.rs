@@ -9,8 +9,7 @@ mod common;
 
 use gemm::{BlockDim, Element, KernelConfig};
 
-fn run<T: Element>(args: &common::Args)
-{
+fn run<T: Element>(args: &common::Args) {
     let (device, cublas) = common::open();
     let blocks: Vec<BlockDim> = if args.sweep {
         gemm::registry::naive_block_sweep()

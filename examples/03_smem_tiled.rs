@@ -7,8 +7,7 @@ mod common;
 
 use gemm::{Element, Stage};
 
-fn run<T: Element>(args: &common::Args)
-{
+fn run<T: Element>(args: &common::Args) {
     let (device, cublas) = common::open();
     let configs = gemm::registry::stage_configs(Stage::SmemTiled);
     common::run_table::<T>(&device, &cublas, args, &configs);

@@ -9,12 +9,14 @@ mod common;
 
 use gemm::{Element, KernelConfig, Stage};
 
-fn run<T: Element>(args: &common::Args)
-{
+fn run<T: Element>(args: &common::Args) {
     let (device, cublas) = common::open();
     let configs = gemm::registry::stage_configs(Stage::OutputsPerThread);
     let (rows, blas) = common::run_table::<T>(&device, &cublas, args, &configs);
-    println!("\n{:>8} {:>10} {:>9} {:>10} {:>11} {:>8} {:>10} {:>9}", "outputs", "GFLOP/s", "x cuBLAS", "registers", "threads/blk", "blk/SM", "occupancy", "smem B");
+    println!(
+        "\n{:>8} {:>10} {:>9} {:>10} {:>11} {:>8} {:>10} {:>9}",
+        "outputs", "GFLOP/s", "x cuBLAS", "registers", "threads/blk", "blk/SM", "occupancy", "smem B"
+    );
     for r in &rows {
         let KernelConfig::OutputsPerThread { outputs, .. } = r.config else { continue };
         let info = device.kernel_info(T::PRECISION, r.config).unwrap_or_else(|e| {

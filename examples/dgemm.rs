@@ -22,11 +22,19 @@ fn main() -> Result<(), gemm::Error> {
     let flops = gemm::bench::gflops(2.0 * (n as f64).powi(3), secs * 1e3);
     let device = gemm::default_device()?;
     println!("device: {}", device.name());
-    println!("dgemm {n}x{n}x{n} (default kernel, {}): {:.1} ms with transfers, {flops:.1} GFLOP/s", gemm::Gemm::new().config()?, secs * 1e3);
+    println!(
+        "dgemm {n}x{n}x{n} (default kernel, {}): {:.1} ms with transfers, {flops:.1} GFLOP/s",
+        gemm::default_config(gemm::Precision::F64),
+        secs * 1e3
+    );
 
     // Check against cuBLAS DGEMM on the same inputs: |C - C_ref| <= (k+2) eps |A||B|.
     let cublas = Cublas::new(&device)?;
-    let reference = Reference::from_cublas(&cublas, &DeviceMatrix::from_host(&device, &a)?, &DeviceMatrix::from_host(&device, &b)?)?;
+    let reference = Reference::from_cublas(
+        &cublas,
+        &DeviceMatrix::from_host(&device, &a)?,
+        &DeviceMatrix::from_host(&device, &b)?,
+    )?;
     let cmp = reference.compare(&c);
     println!("check against cuBLAS: {cmp}");
     if !cmp.passed() {

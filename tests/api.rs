@@ -20,7 +20,10 @@ fn mismatched_inner_dimension_is_named_and_c_untouched() {
     let mut c = poisoned(300, 100);
     let before = c.clone();
     let err = gemm::dgemm(&a, &b, &mut c).unwrap_err();
-    assert!(matches!(err, Error::Shape(ShapeError::InnerDimension { a_rows: 300, a_cols: 200, b_rows: 199, b_cols: 100 })), "{err:?}");
+    assert!(
+        matches!(err, Error::Shape(ShapeError::InnerDimension { a_rows: 300, a_cols: 200, b_rows: 199, b_cols: 100 })),
+        "{err:?}"
+    );
     assert_eq!(err.to_string(), "shape mismatch: A is 300x200 but B is 199x100 (A's columns must equal B's rows)");
     assert!(same_bits(&c, &before));
 }
@@ -38,7 +41,10 @@ fn mismatched_output_is_named() {
 fn configurations_outside_the_menu_are_typed_errors() {
     let e = Gemm::new().tile_size(12).config().unwrap_err();
     assert!(matches!(e, Error::Config(ConfigError::TileSize { tile: 12, .. })), "{e:?}");
-    assert_eq!(e.to_string(), "invalid configuration: stage 3 (smem-tiled) has no tile size 12; compiled tile sizes: [8, 16, 32]");
+    assert_eq!(
+        e.to_string(),
+        "invalid configuration: stage 3 (smem-tiled) has no tile size 12; compiled tile sizes: [8, 16, 32]"
+    );
 
     let e = Gemm::new().outputs_per_thread(3).config().unwrap_err();
     assert!(matches!(e, Error::Config(ConfigError::OutputsPerThread { outputs: 3, .. })), "{e:?}");
@@ -47,7 +53,10 @@ fn configurations_outside_the_menu_are_typed_errors() {
     assert!(e.to_string().contains("stage 4 (outputs-per-thread) has no tile size 16"), "{e}");
 
     let e = Gemm::new().block_dim(64, 32).config().unwrap_err();
-    assert_eq!(e.to_string(), "invalid configuration: block 64x32 has 2048 threads; at most 1024 are allowed per block");
+    assert_eq!(
+        e.to_string(),
+        "invalid configuration: block 64x32 has 2048 threads; at most 1024 are allowed per block"
+    );
 
     let e = Gemm::new().stage(Stage::Naive).tile_size(8).config().unwrap_err();
     assert_eq!(e.to_string(), "invalid configuration: option `tile_size` does not apply to stage 1 (naive)");
@@ -68,7 +77,10 @@ fn a_bad_configuration_fails_before_the_gpu_and_leaves_c() {
 
 #[test]
 fn the_stage_follows_from_the_options() {
-    assert_eq!(Gemm::new().tile_size(32).outputs_per_thread(8).config().unwrap(), KernelConfig::OutputsPerThread { tile: 32, outputs: 8 });
+    assert_eq!(
+        Gemm::new().tile_size(32).outputs_per_thread(8).config().unwrap(),
+        KernelConfig::OutputsPerThread { tile: 32, outputs: 8 }
+    );
     assert_eq!(Gemm::new().tile_size(16).config().unwrap(), KernelConfig::SmemTiled { tile: 16 });
     assert_eq!(
         Gemm::new().block_dim(16, 4).config().unwrap(),
@@ -78,7 +90,10 @@ fn the_stage_follows_from_the_options() {
         Gemm::new().stage(Stage::Naive).block_dim(16, 4).config().unwrap(),
         KernelConfig::Naive { block: gemm::BlockDim::new(16, 4) }
     );
-    assert_eq!(Gemm::new().stage(Stage::OutputsPerThread).outputs_per_thread(16).config().unwrap().stage(), Stage::OutputsPerThread);
+    assert_eq!(
+        Gemm::new().stage(Stage::OutputsPerThread).outputs_per_thread(16).config().unwrap().stage(),
+        Stage::OutputsPerThread
+    );
     assert!(Gemm::new().config().is_ok());
 }
 

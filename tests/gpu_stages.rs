@@ -22,9 +22,7 @@ fn seed() -> u64 {
 }
 
 fn restricted_sizes() -> Option<Vec<usize>> {
-    std::env::var("GEMM_TEST_SIZES")
-        .ok()
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+    std::env::var("GEMM_TEST_SIZES").ok().map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
 }
 
 /// (m, n, k) shapes: the odd squares from DESIGN.md plus rectangles.
@@ -35,7 +33,16 @@ fn shapes() -> Vec<(usize, usize, usize)> {
         return s;
     }
     let mut s: Vec<_> = [1, 7, 31, 32, 33, 100, 257, 1000, 1023, 1025].iter().map(|&n| (n, n, n)).collect();
-    s.extend([(300, 200, 100), (1, 1025, 7), (1025, 1, 33), (33, 65, 1), (127, 1023, 65), (1000, 31, 257), (65, 7, 1000), (2, 3, 4000)]);
+    s.extend([
+        (300, 200, 100),
+        (1, 1025, 7),
+        (1025, 1, 33),
+        (33, 65, 1),
+        (127, 1023, 65),
+        (1000, 31, 257),
+        (65, 7, 1000),
+        (2, 3, 4000),
+    ]);
     s
 }
 
@@ -47,7 +54,11 @@ fn configs(stage: Stage) -> Vec<KernelConfig> {
             .iter()
             .map(|&(x, y)| {
                 let block = BlockDim::new(x, y);
-                if stage == Stage::Naive { KernelConfig::Naive { block } } else { KernelConfig::Coalesced { block } }
+                if stage == Stage::Naive {
+                    KernelConfig::Naive { block }
+                } else {
+                    KernelConfig::Coalesced { block }
+                }
             })
             .collect(),
         _ => stage_configs(stage),
@@ -156,7 +167,10 @@ fn alpha_beta_and_padded_leading_dimensions() {
             let cmp = r.compare(&c);
             assert!(cmp.passed(), "{stage} {config}: {cmp}");
             for i in 0..m - 1 {
-                assert!(c.as_slice()[i * c.ld() + n..(i + 1) * c.ld()].iter().all(|x| x.is_nan()), "{stage} {config}: padding written");
+                assert!(
+                    c.as_slice()[i * c.ld() + n..(i + 1) * c.ld()].iter().all(|x| x.is_nan()),
+                    "{stage} {config}: padding written"
+                );
             }
         }
     }
@@ -236,7 +250,10 @@ fn grid_beyond_the_device_limit_is_a_typed_error() {
     let b = Matrix::<f32>::zeros(1, 1);
     let mut c = Matrix::<f32>::filled(70_000, 1, 3.0);
     let err = Gemm::new().stage(Stage::Coalesced).block_dim(1024, 1).device(&dev).run(&a, &b, &mut c).unwrap_err();
-    assert!(matches!(err, Error::DeviceLimit { source: LimitError::GridDim { axis: 'y', requested: 70_000, .. }, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::DeviceLimit { source: LimitError::GridDim { axis: 'y', requested: 70_000, .. }, .. }),
+        "{err:?}"
+    );
     assert!(c.as_slice().iter().all(|&x| x == 3.0));
 }
 

@@ -22,7 +22,11 @@ fn every_menu_configuration_has_an_entry_point_named_for_it() {
             for config in stage_configs(stage) {
                 let e = entry_point(precision, config).unwrap_or_else(|err| panic!("{config:?}: {err}"));
                 assert_eq!(e.stage, stage);
-                assert!(e.name.starts_with(&format!("{}gemm_{}", precision.blas_prefix(), stage.symbol())), "{}", e.name);
+                assert!(
+                    e.name.starts_with(&format!("{}gemm_{}", precision.blas_prefix(), stage.symbol())),
+                    "{}",
+                    e.name
+                );
             }
         }
     }
@@ -34,4 +38,17 @@ fn ptx_for_each_architecture() {
     assert_eq!(gemm::ptx::for_compute_capability(10, 0).unwrap().0, "sm_90");
     assert_eq!(gemm::ptx::for_compute_capability(8, 6).unwrap().0, "sm_80");
     assert!(gemm::ptx::for_compute_capability(7, 5).is_none());
+}
+
+/// A newcomer finds each stage's kernel and example by the stage's name.
+#[test]
+fn every_stage_has_its_kernel_module_and_example() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    for stage in Stage::ALL {
+        let kernel = root.join(format!("gemm-kernels/src/s{}.rs", stage.file_stem()));
+        let example = root.join(format!("examples/{}.rs", stage.file_stem()));
+        assert!(kernel.is_file(), "{stage}: missing {}", kernel.display());
+        assert!(example.is_file(), "{stage}: missing {}", example.display());
+        assert!(stage.file_stem().starts_with(&format!("{:02}_", stage.number())));
+    }
 }

@@ -21,7 +21,8 @@ pub struct Args {
 }
 
 pub fn args(default_n: usize) -> Args {
-    let mut a = Args { dims: (default_n, default_n, default_n), precision: Precision::F64, sweep: false, budget_ms: 300.0 };
+    let mut a =
+        Args { dims: (default_n, default_n, default_n), precision: Precision::F64, sweep: false, budget_ms: 300.0 };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         match x.as_str() {
@@ -80,8 +81,12 @@ pub struct Row {
 /// cuBLAS reference (NaN-poisoned C), times it and cuBLAS, and prints one
 /// line each. Returns the rows and cuBLAS's measurement; exits 1 after the
 /// table if any result was wrong.
-pub fn run_table<T: Element>(device: &Arc<Device>, cublas: &Cublas, args: &Args, configs: &[KernelConfig]) -> (Vec<Row>, Measurement)
-{
+pub fn run_table<T: Element>(
+    device: &Arc<Device>,
+    cublas: &Cublas,
+    args: &Args,
+    configs: &[KernelConfig],
+) -> (Vec<Row>, Measurement) {
     let fail = |e: gemm::Error| -> ! {
         eprintln!("error: {e}");
         exit(2)

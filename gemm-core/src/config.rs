@@ -180,12 +180,7 @@ const fn check_block(block: BlockDim) -> Result<(), ConfigError> {
     }
     let threads = block.x as u64 * block.y as u64;
     if threads > MAX_THREADS_PER_BLOCK as u64 {
-        return Err(ConfigError::BlockTooLarge {
-            x: block.x,
-            y: block.y,
-            threads,
-            max: MAX_THREADS_PER_BLOCK,
-        });
+        return Err(ConfigError::BlockTooLarge { x: block.x, y: block.y, threads, max: MAX_THREADS_PER_BLOCK });
     }
     Ok(())
 }
@@ -265,11 +260,7 @@ impl KernelConfig {
                 [ceil_div(n, tile), ceil_div(m, tile), 1]
             }
         };
-        LaunchGeometry {
-            grid,
-            block: [bx, by, 1],
-            smem_bytes: self.smem_bytes(precision),
-        }
+        LaunchGeometry { grid, block: [bx, by, 1], smem_bytes: self.smem_bytes(precision) }
     }
 }
 
@@ -303,7 +294,12 @@ pub const fn rows_per_pass(tile: u32, outputs: u32) -> u32 {
 /// columns, so a warp reads consecutive elements of B and writes consecutive
 /// elements of C. Arguments are (x, y) pairs of blockIdx, blockDim, threadIdx.
 #[inline(always)]
-pub const fn naive_element(lanes_along_n: bool, block_idx: [u32; 2], block_dim: [u32; 2], thread_idx: [u32; 2]) -> (u32, u32) {
+pub const fn naive_element(
+    lanes_along_n: bool,
+    block_idx: [u32; 2],
+    block_dim: [u32; 2],
+    thread_idx: [u32; 2],
+) -> (u32, u32) {
     let fast = block_idx[0] * block_dim[0] + thread_idx[0];
     let slow = block_idx[1] * block_dim[1] + thread_idx[1];
     if lanes_along_n {
@@ -368,10 +364,7 @@ mod tests {
         for o in OUTPUTS_PER_THREAD {
             assert_eq!(KernelConfig::OutputsPerThread { tile: 32, outputs: o }.validate(), Ok(()));
         }
-        assert!(matches!(
-            KernelConfig::SmemTiled { tile: 12 }.validate(),
-            Err(ConfigError::TileSize { tile: 12, .. })
-        ));
+        assert!(matches!(KernelConfig::SmemTiled { tile: 12 }.validate(), Err(ConfigError::TileSize { tile: 12, .. })));
         assert!(matches!(
             KernelConfig::OutputsPerThread { tile: 32, outputs: 3 }.validate(),
             Err(ConfigError::OutputsPerThread { outputs: 3, .. })
@@ -409,8 +402,12 @@ mod tests {
                 for tx in 0..g.block[0] {
                     for ty in 0..g.block[1] {
                         let cells: std::vec::Vec<(u32, u32)> = match config {
-                            KernelConfig::Naive { .. } => std::vec![naive_element(false, [bx, by], [g.block[0], g.block[1]], [tx, ty])],
-                            KernelConfig::Coalesced { .. } => std::vec![naive_element(true, [bx, by], [g.block[0], g.block[1]], [tx, ty])],
+                            KernelConfig::Naive { .. } => {
+                                std::vec![naive_element(false, [bx, by], [g.block[0], g.block[1]], [tx, ty])]
+                            }
+                            KernelConfig::Coalesced { .. } => {
+                                std::vec![naive_element(true, [bx, by], [g.block[0], g.block[1]], [tx, ty])]
+                            }
                             KernelConfig::SmemTiled { tile } => {
                                 let (r0, c0) = tile_origin([bx, by], tile);
                                 std::vec![(r0 + ty, c0 + tx)]

@@ -112,11 +112,7 @@ pub struct MatrixDims {
 impl MatrixDims {
     /// A densely packed shape (`ld = max(1, cols)`).
     pub const fn packed(rows: usize, cols: usize) -> Self {
-        MatrixDims {
-            rows,
-            cols,
-            ld: if cols == 0 { 1 } else { cols },
-        }
+        MatrixDims { rows, cols, ld: if cols == 0 { 1 } else { cols } }
     }
 
     /// Elements of storage the shape needs: `(rows - 1) * ld + cols`, or 0 without rows.
@@ -151,14 +147,9 @@ impl MatrixDims {
         }
         match self.required_len() {
             Some(needed) if needed <= len => Ok(()),
-            Some(needed) => Err(ShapeError::Storage {
-                operand,
-                rows: self.rows,
-                cols: self.cols,
-                ld: self.ld,
-                needed,
-                len,
-            }),
+            Some(needed) => {
+                Err(ShapeError::Storage { operand, rows: self.rows, cols: self.cols, ld: self.ld, needed, len })
+            }
             None => Err(ShapeError::TooLarge { operand, value: self.rows, max: MAX_DIM }),
         }
     }
@@ -195,20 +186,10 @@ impl GemmDims {
         c_len: usize,
     ) -> Result<GemmDims, ShapeError> {
         if a.cols != b.rows {
-            return Err(ShapeError::InnerDimension {
-                a_rows: a.rows,
-                a_cols: a.cols,
-                b_rows: b.rows,
-                b_cols: b.cols,
-            });
+            return Err(ShapeError::InnerDimension { a_rows: a.rows, a_cols: a.cols, b_rows: b.rows, b_cols: b.cols });
         }
         if c.rows != a.rows || c.cols != b.cols {
-            return Err(ShapeError::Output {
-                m: a.rows,
-                n: b.cols,
-                c_rows: c.rows,
-                c_cols: c.cols,
-            });
+            return Err(ShapeError::Output { m: a.rows, n: b.cols, c_rows: c.rows, c_cols: c.cols });
         }
         if a.cols > MAX_DIM {
             return Err(ShapeError::TooLarge { operand: Operand::A, value: a.cols, max: MAX_DIM });
@@ -222,14 +203,7 @@ impl GemmDims {
         if let Err(e) = c.validate(Operand::C, c_len) {
             return Err(e);
         }
-        Ok(GemmDims {
-            m: a.rows,
-            n: b.cols,
-            k: a.cols,
-            lda: a.ld,
-            ldb: b.ld,
-            ldc: c.ld,
-        })
+        Ok(GemmDims { m: a.rows, n: b.cols, k: a.cols, lda: a.ld, ldb: b.ld, ldc: c.ld })
     }
 
     /// Floating-point operations of the product: `2 * m * n * k`.
@@ -272,19 +246,13 @@ mod tests {
             30000,
         )
         .unwrap_err();
-        assert_eq!(
-            e,
-            ShapeError::InnerDimension { a_rows: 300, a_cols: 200, b_rows: 199, b_cols: 100 }
-        );
+        assert_eq!(e, ShapeError::InnerDimension { a_rows: 300, a_cols: 200, b_rows: 199, b_cols: 100 });
     }
 
     #[test]
     fn short_leading_dimension_is_rejected() {
         let d = MatrixDims { rows: 4, cols: 5, ld: 4 };
-        assert!(matches!(
-            d.validate(Operand::B, 100),
-            Err(ShapeError::LeadingDimension { ld: 4, cols: 5, .. })
-        ));
+        assert!(matches!(d.validate(Operand::B, 100), Err(ShapeError::LeadingDimension { ld: 4, cols: 5, .. })));
         let z = MatrixDims { rows: 4, cols: 0, ld: 0 };
         assert!(z.validate(Operand::A, 0).is_err());
     }

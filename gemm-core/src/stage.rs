@@ -24,12 +24,7 @@ pub enum Stage {
 
 impl Stage {
     /// Every stage, in ladder order.
-    pub const ALL: [Stage; 4] = [
-        Stage::Naive,
-        Stage::Coalesced,
-        Stage::SmemTiled,
-        Stage::OutputsPerThread,
-    ];
+    pub const ALL: [Stage; 4] = [Stage::Naive, Stage::Coalesced, Stage::SmemTiled, Stage::OutputsPerThread];
 
     /// The stage's number in the ladder (1-based).
     pub const fn number(self) -> u32 {
@@ -69,6 +64,17 @@ impl Stage {
             Stage::Coalesced => "coalesced",
             Stage::SmemTiled => "tiled",
             Stage::OutputsPerThread => "opt",
+        }
+    }
+
+    /// File stem of the stage's example (`examples/<stem>.rs`); its kernel
+    /// module is `gemm-kernels/src/s<stem>.rs`.
+    pub const fn file_stem(self) -> &'static str {
+        match self {
+            Stage::Naive => "01_naive",
+            Stage::Coalesced => "02_coalesced",
+            Stage::SmemTiled => "03_smem_tiled",
+            Stage::OutputsPerThread => "04_outputs_per_thread",
         }
     }
 

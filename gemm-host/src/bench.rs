@@ -32,7 +32,12 @@ pub struct Timing {
 ///
 /// # Errors
 /// Whatever `f` returns, or [`Error::Driver`] from the events.
-pub fn time_kernel(device: &Device, budget_ms: f64, max_reps: usize, mut f: impl FnMut(usize) -> Result<(), Error>) -> Result<Timing, Error> {
+pub fn time_kernel(
+    device: &Device,
+    budget_ms: f64,
+    max_reps: usize,
+    mut f: impl FnMut(usize) -> Result<(), Error>,
+) -> Result<Timing, Error> {
     let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
     let mut calls = 0;
     let mut timed = |calls: &mut usize| -> Result<f64, Error> {
@@ -72,10 +77,7 @@ pub fn commit() -> &'static str {
 
 /// Today's date in UTC as YYYY-MM-DD.
 pub fn today_utc() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = (secs / 86_400) as i64 + 719_468;
     let era = z.div_euclid(146_097);
@@ -129,8 +131,7 @@ impl<T: Element> Problem<T> {
     ///
     /// # Errors
     /// Driver or cuBLAS failures.
-    pub fn reference(&self, cublas: &Cublas) -> Result<Reference, Error>
-    {
+    pub fn reference(&self, cublas: &Cublas) -> Result<Reference, Error> {
         Reference::from_cublas(cublas, &self.sets[0].0, &self.sets[0].1)
     }
 
@@ -162,7 +163,11 @@ pub struct Measurement {
 ///
 /// # Errors
 /// As [`Gemm::run_device`].
-pub fn measure<T: Element>(problem: &mut Problem<T>, config: KernelConfig, budget_ms: f64) -> Result<Measurement, Error> {
+pub fn measure<T: Element>(
+    problem: &mut Problem<T>,
+    config: KernelConfig,
+    budget_ms: f64,
+) -> Result<Measurement, Error> {
     let device = problem.c.device().clone();
     let gemm = gemm_for(config);
     let Problem { sets, c, .. } = problem;
@@ -177,8 +182,11 @@ pub fn measure<T: Element>(problem: &mut Problem<T>, config: KernelConfig, budge
 ///
 /// # Errors
 /// cuBLAS or driver failures.
-pub fn measure_cublas<T: Element>(cublas: &Cublas, problem: &mut Problem<T>, budget_ms: f64) -> Result<Measurement, Error>
-{
+pub fn measure_cublas<T: Element>(
+    cublas: &Cublas,
+    problem: &mut Problem<T>,
+    budget_ms: f64,
+) -> Result<Measurement, Error> {
     let device = problem.c.device().clone();
     let Problem { sets, c, .. } = problem;
     let timing = time_kernel(&device, budget_ms, 50, |i| {

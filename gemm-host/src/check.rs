@@ -52,11 +52,20 @@ fn dgemm_cpu(m: usize, n: usize, k: usize, a: &[f64], b: &[f64], c: &mut [f64]) 
     // (row stride = columns, column stride 1), as their lengths show.
     unsafe {
         matrixmultiply::dgemm(
-            m, k, n, 1.0,
-            a.as_ptr(), k as isize, 1,
-            b.as_ptr(), n as isize, 1,
+            m,
+            k,
+            n,
+            1.0,
+            a.as_ptr(),
+            k as isize,
+            1,
+            b.as_ptr(),
+            n as isize,
+            1,
             0.0,
-            c.as_mut_ptr(), n as isize, 1,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
         );
     }
 }
@@ -108,8 +117,7 @@ impl Reference {
     ///
     /// # Errors
     /// cuBLAS or driver failures, mismatched shapes.
-    pub fn from_cublas<T: Element>(cublas: &Cublas, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>) -> Result<Self, Error>
-    {
+    pub fn from_cublas<T: Element>(cublas: &Cublas, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>) -> Result<Self, Error> {
         let (m, k, n) = (a.rows(), a.cols(), b.cols());
         let device = a.device();
         let mut c = DeviceMatrix::<T>::zeros(device, m, n)?;
@@ -181,9 +189,17 @@ impl Comparison {
 impl core::fmt::Display for Comparison {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         if self.passed() {
-            write!(f, "ok: {} elements within (k+2)*eps*(|A||B|) (max error {:.2e}, {:.3} of the bound)", self.checked, self.max_abs_error, self.max_error_over_bound)
+            write!(
+                f,
+                "ok: {} elements within (k+2)*eps*(|A||B|) (max error {:.2e}, {:.3} of the bound)",
+                self.checked, self.max_abs_error, self.max_error_over_bound
+            )
         } else {
-            write!(f, "WRONG: {} non-finite, {} outside the bound of {} elements", self.non_finite, self.out_of_bound, self.checked)?;
+            write!(
+                f,
+                "WRONG: {} non-finite, {} outside the bound of {} elements",
+                self.non_finite, self.out_of_bound, self.checked
+            )?;
             if let Some((i, j, got, want)) = self.first_bad {
                 write!(f, "; first at ({i}, {j}): got {got}, expected {want}")?;
             }

@@ -26,7 +26,8 @@ impl Cublas {
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(Error::NoCublas);
         }
-        let blas = CudaBlas::new(device.stream().clone()).map_err(|source| Error::Cublas { call: "cublasCreate", source })?;
+        let blas =
+            CudaBlas::new(device.stream().clone()).map_err(|source| Error::Cublas { call: "cublasCreate", source })?;
         Ok(Cublas { blas, device: device.clone() })
     }
 
@@ -36,10 +37,26 @@ impl Cublas {
     ///
     /// # Errors
     /// [`Error::Shape`] on mismatched shapes; [`Error::Cublas`].
-    pub fn gemm<T: Element>(&self, alpha: f64, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>, beta: f64, c: &mut DeviceMatrix<T>) -> Result<(), Error>
-    {
-        let dims = GemmDims::from_operands(a.dims(), a.buffer().len(), b.dims(), b.buffer().len(), c.dims(), c.buffer().len())?;
-        if !Arc::ptr_eq(a.device(), &self.device) || !Arc::ptr_eq(b.device(), &self.device) || !Arc::ptr_eq(c.device(), &self.device) {
+    pub fn gemm<T: Element>(
+        &self,
+        alpha: f64,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+        beta: f64,
+        c: &mut DeviceMatrix<T>,
+    ) -> Result<(), Error> {
+        let dims = GemmDims::from_operands(
+            a.dims(),
+            a.buffer().len(),
+            b.dims(),
+            b.buffer().len(),
+            c.dims(),
+            c.buffer().len(),
+        )?;
+        if !Arc::ptr_eq(a.device(), &self.device)
+            || !Arc::ptr_eq(b.device(), &self.device)
+            || !Arc::ptr_eq(c.device(), &self.device)
+        {
             return Err(Error::DeviceMismatch(a.device().name().into(), self.device.name().into()));
         }
         if dims.is_empty() {

@@ -105,9 +105,7 @@ impl Device {
         let Some((ptx_arch, ptx)) = crate::ptx::for_compute_capability(major, minor) else {
             return Err(Error::UnsupportedDevice { name, major, minor });
         };
-        let module = ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-            .during("cuModuleLoadData")?;
+        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).during("cuModuleLoadData")?;
         let stream = ctx.new_stream().during("cuStreamCreate")?;
         let limits = DeviceLimits {
             max_threads_per_block: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,

@@ -13,7 +13,17 @@ mod sealed {
 
 /// An element type the library has kernels for: `f64` or `f32` (sealed).
 pub trait Element:
-    sealed::Sealed + Copy + Default + PartialEq + PartialOrd + core::fmt::Debug + Send + Sync + DeviceRepr + ValidAsZeroBits + 'static
+    sealed::Sealed
+    + Copy
+    + Default
+    + PartialEq
+    + PartialOrd
+    + core::fmt::Debug
+    + Send
+    + Sync
+    + DeviceRepr
+    + ValidAsZeroBits
+    + 'static
 {
     /// Which kernels serve it.
     const PRECISION: Precision;
@@ -30,7 +40,13 @@ pub trait Element:
     /// # Safety
     /// `cfg` must describe matrices that fit in the buffers.
     #[doc(hidden)]
-    unsafe fn cublas_gemm(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError>;
+    unsafe fn cublas_gemm(
+        blas: &CudaBlas,
+        cfg: GemmConfig<Self>,
+        a: &CudaSlice<Self>,
+        b: &CudaSlice<Self>,
+        c: &mut CudaSlice<Self>,
+    ) -> Result<(), CublasError>;
 }
 
 impl Element for f64 {
@@ -43,7 +59,13 @@ impl Element for f64 {
     fn to_f64(self) -> f64 {
         self
     }
-    unsafe fn cublas_gemm(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError> {
+    unsafe fn cublas_gemm(
+        blas: &CudaBlas,
+        cfg: GemmConfig<Self>,
+        a: &CudaSlice<Self>,
+        b: &CudaSlice<Self>,
+        c: &mut CudaSlice<Self>,
+    ) -> Result<(), CublasError> {
         // SAFETY: forwarded from the caller.
         unsafe { cudarc::cublas::Gemm::gemm(blas, cfg, a, b, c) }
     }
@@ -59,7 +81,13 @@ impl Element for f32 {
     fn to_f64(self) -> f64 {
         self as f64
     }
-    unsafe fn cublas_gemm(blas: &CudaBlas, cfg: GemmConfig<Self>, a: &CudaSlice<Self>, b: &CudaSlice<Self>, c: &mut CudaSlice<Self>) -> Result<(), CublasError> {
+    unsafe fn cublas_gemm(
+        blas: &CudaBlas,
+        cfg: GemmConfig<Self>,
+        a: &CudaSlice<Self>,
+        b: &CudaSlice<Self>,
+        c: &mut CudaSlice<Self>,
+    ) -> Result<(), CublasError> {
         // SAFETY: forwarded from the caller.
         unsafe { cudarc::cublas::Gemm::gemm(blas, cfg, a, b, c) }
     }

@@ -6,12 +6,19 @@ use crate::error::{DriverContext, Error};
 use crate::launch::{checked_geometry, launch};
 use crate::matrix::{DeviceMatrix, Matrix};
 use gemm_core::config::OPT_TILE_SIZES;
-use gemm_core::{BlockDim, ConfigError, GemmDims, KernelConfig, Stage};
+use gemm_core::{BlockDim, ConfigError, GemmDims, KernelConfig, Precision, Stage};
 use std::sync::Arc;
 
-/// The configuration `dgemm`/`sgemm` use: stage 4 with the outputs per thread
-/// that measured fastest (BENCHMARKS.md).
-pub const DEFAULT_CONFIG: KernelConfig = KernelConfig::OutputsPerThread { tile: 32, outputs: 8 };
+/// The configuration `dgemm`/`sgemm` (and a [`Gemm`] given no options) use:
+/// the fastest stage so far, stage 4, with the outputs per thread that
+/// measured fastest in the ladder benchmark's sweep at N = 1024 (BENCHMARKS.md,
+/// NVIDIA H200, 2026-11-21): 8 for f64, 16 for f32.
+pub const fn default_config(precision: Precision) -> KernelConfig {
+    match precision {
+        Precision::F64 => KernelConfig::OutputsPerThread { tile: 32, outputs: 8 },
+        Precision::F32 => KernelConfig::OutputsPerThread { tile: 32, outputs: 16 },
+    }
+}
 
 /// Block shape of the naive stages when none is given.
 pub const DEFAULT_NAIVE_BLOCK: BlockDim = BlockDim::new(32, 8);
@@ -42,7 +49,7 @@ pub fn sgemm(a: &Matrix<f32>, b: &Matrix<f32>, c: &mut Matrix<f32>) -> Result<()
 /// Choose a stage and its configuration, or leave them to the defaults:
 /// - `.stage(s)` picks a [`Stage`]; without it the stage follows from the
 ///   options given: `outputs_per_thread` means stage 4, `tile_size` stage 3,
-///   `block_dim` stage 2; none of them, the default ([`DEFAULT_CONFIG`]).
+///   `block_dim` stage 2; none of them, the default ([`default_config`]).
 /// - `.block_dim(x, y)` (stages 1, 2): any x * y <= 1024.
 /// - `.tile_size(t)` (stage 3: 8, 16, 32; stage 4: 32).
 /// - `.outputs_per_thread(o)` (stage 4: 1, 2, 4, 8, 16).
@@ -115,19 +122,29 @@ impl Gemm {
         self
     }
 
-    /// The configuration this builder will run, checked against the compiled
-    /// menu (but not yet against a device or a problem size).
+    /// The configuration this builder will run for f64 ([`Gemm::config_for`]).
+    ///
+    /// # Errors
+    /// As [`Gemm::config_for`].
+    pub fn config(&self) -> Result<KernelConfig, Error> {
+        self.config_for(Precision::F64)
+    }
+
+    /// The configuration this builder will run for `precision`, checked
+    /// against the compiled menu (but not yet against a device or a problem
+    /// size).
     ///
     /// # Errors
     /// [`Error::Config`] when an option does not apply to the stage or the
     /// configuration is not compiled.
-    pub fn config(&self) -> Result<KernelConfig, Error> {
+    pub fn config_for(&self, precision: Precision) -> Result<KernelConfig, Error> {
+        let default = default_config(precision);
         let stage = match self.stage {
             Some(s) => s,
             None if self.outputs.is_some() => Stage::OutputsPerThread,
             None if self.tile.is_some() => Stage::SmemTiled,
             None if self.block.is_some() => Stage::Coalesced,
-            None => return Ok(DEFAULT_CONFIG),
+            None => return Ok(default),
         };
         let reject = |option: &'static str| Err(Error::Config(ConfigError::OptionNotForStage { option, stage }));
         let config = match stage {
@@ -158,7 +175,7 @@ impl Gemm {
                 if self.block.is_some() {
                     return reject("block_dim");
                 }
-                let outputs = match (self.outputs, DEFAULT_CONFIG) {
+                let outputs = match (self.outputs, default) {
                     (Some(o), _) => o,
                     (None, KernelConfig::OutputsPerThread { outputs, .. }) => outputs,
                     (None, _) => 8,
@@ -179,7 +196,7 @@ impl Gemm {
     /// [`Error::DeviceLimit`], [`Error::NoDriver`], [`Error::NoDevice`],
     /// [`Error::Driver`]. C is untouched on error.
     pub fn run<T: Element>(&self, a: &Matrix<T>, b: &Matrix<T>, c: &mut Matrix<T>) -> Result<(), Error> {
-        let config = self.config()?;
+        let config = self.config_for(T::PRECISION)?;
         let dims = GemmDims::from_operands(
             a.dims(),
             a.as_slice().len(),
@@ -209,7 +226,16 @@ impl Gemm {
             let data = unsafe { device.stream().alloc::<T>(len) }.during("cuMemAlloc")?;
             DeviceMatrix::from_raw(data, c.dims(), &device)
         };
-        launch(&device, config, &dims, T::from_f64(self.alpha), da.buffer(), db.buffer(), T::from_f64(self.beta), dc.buffer_mut())?;
+        launch(
+            &device,
+            config,
+            &dims,
+            T::from_f64(self.alpha),
+            da.buffer(),
+            db.buffer(),
+            T::from_f64(self.beta),
+            dc.buffer_mut(),
+        )?;
         device.synchronize()?;
         dc.copy_to_host(c)
     }
@@ -222,15 +248,30 @@ impl Gemm {
     /// # Errors
     /// As [`Gemm::run`], plus [`Error::DeviceMismatch`] when the operands live
     /// on different devices (or not on the device set with [`Gemm::device`]).
-    pub fn run_device<T: Element>(&self, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>, c: &mut DeviceMatrix<T>) -> Result<(), Error> {
-        let config = self.config()?;
-        let dims = GemmDims::from_operands(a.dims(), a.storage_len(), b.dims(), b.storage_len(), c.dims(), c.storage_len())?;
+    pub fn run_device<T: Element>(
+        &self,
+        a: &DeviceMatrix<T>,
+        b: &DeviceMatrix<T>,
+        c: &mut DeviceMatrix<T>,
+    ) -> Result<(), Error> {
+        let config = self.config_for(T::PRECISION)?;
+        let dims =
+            GemmDims::from_operands(a.dims(), a.storage_len(), b.dims(), b.storage_len(), c.dims(), c.storage_len())?;
         let device = c.device().clone();
         for other in [a.device(), b.device()].into_iter().chain(self.device.as_ref()) {
             if !Arc::ptr_eq(other, &device) {
                 return Err(Error::DeviceMismatch(other.name().to_string(), device.name().to_string()));
             }
         }
-        launch(&device, config, &dims, T::from_f64(self.alpha), a.buffer(), b.buffer(), T::from_f64(self.beta), c.buffer_mut())
+        launch(
+            &device,
+            config,
+            &dims,
+            T::from_f64(self.alpha),
+            a.buffer(),
+            b.buffer(),
+            T::from_f64(self.beta),
+            c.buffer_mut(),
+        )
     }
 }

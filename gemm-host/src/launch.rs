@@ -61,18 +61,7 @@ pub(crate) fn launch<T: Element>(
     let (m, n, k) = (dims.m as u32, dims.n as u32, dims.k as u32);
     let (lda, ldb, ldc) = (dims.lda as u32, dims.ldb as u32, dims.ldc as u32);
     let mut builder = device.stream().launch_builder(&func);
-    builder
-        .arg(&m)
-        .arg(&n)
-        .arg(&k)
-        .arg(&alpha)
-        .arg(a)
-        .arg(&lda)
-        .arg(b)
-        .arg(&ldb)
-        .arg(&beta)
-        .arg(c)
-        .arg(&ldc);
+    builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(a).arg(&lda).arg(b).arg(&ldb).arg(&beta).arg(c).arg(&ldc);
     // SAFETY: the argument list matches the entry point's signature
     // (gemm-kernels/src/entry_points.rs: m, n, k, alpha, a, lda, b, ldb, beta,
     // c, ldc); the shapes were validated against the buffers' lengths, so

@@ -41,6 +41,6 @@ pub mod registry;
 pub use device::{default_device, Device, KernelInfo};
 pub use element::Element;
 pub use error::Error;
-pub use gemm::{dgemm, sgemm, Gemm};
+pub use gemm::{default_config, dgemm, sgemm, Gemm};
 pub use gemm_core::{BlockDim, ConfigError, DeviceLimits, KernelConfig, LimitError, Precision, ShapeError, Stage};
 pub use matrix::{DeviceMatrix, Matrix};

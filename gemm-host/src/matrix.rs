@@ -141,14 +141,24 @@ impl<T: Element> core::ops::Index<(usize, usize)> for Matrix<T> {
     /// # Panics
     /// Outside the matrix.
     fn index(&self, (i, j): (usize, usize)) -> &T {
-        assert!(i < self.dims.rows && j < self.dims.cols, "index ({i}, {j}) outside a {}x{} matrix", self.dims.rows, self.dims.cols);
+        assert!(
+            i < self.dims.rows && j < self.dims.cols,
+            "index ({i}, {j}) outside a {}x{} matrix",
+            self.dims.rows,
+            self.dims.cols
+        );
         &self.data[self.dims.offset(i, j)]
     }
 }
 
 impl<T: Element> core::ops::IndexMut<(usize, usize)> for Matrix<T> {
     fn index_mut(&mut self, (i, j): (usize, usize)) -> &mut T {
-        assert!(i < self.dims.rows && j < self.dims.cols, "index ({i}, {j}) outside a {}x{} matrix", self.dims.rows, self.dims.cols);
+        assert!(
+            i < self.dims.rows && j < self.dims.cols,
+            "index ({i}, {j}) outside a {}x{} matrix",
+            self.dims.rows,
+            self.dims.cols
+        );
         let o = self.dims.offset(i, j);
         &mut self.data[o]
     }

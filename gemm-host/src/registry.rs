@@ -75,7 +75,9 @@ pub fn stage_configs(stage: Stage) -> Vec<KernelConfig> {
         Stage::SmemTiled => SMEM_TILE_SIZES.iter().map(|&tile| KernelConfig::SmemTiled { tile }).collect(),
         _ => OPT_TILE_SIZES
             .iter()
-            .flat_map(|&tile| OUTPUTS_PER_THREAD.iter().map(move |&outputs| KernelConfig::OutputsPerThread { tile, outputs }))
+            .flat_map(|&tile| {
+                OUTPUTS_PER_THREAD.iter().map(move |&outputs| KernelConfig::OutputsPerThread { tile, outputs })
+            })
             .collect(),
     }
 }

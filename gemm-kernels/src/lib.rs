@@ -14,10 +14,7 @@
 //! leading dimension lda), B (k x n, ldb) and C (m x n, ldc), all in elements;
 //! when `beta == 0`, C is not read (so it may hold NaN).
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-#![cfg_attr(
-    target_arch = "nvptx64",
-    feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)
-)]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics))]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 #[cfg(target_arch = "nvptx64")]

@@ -37,10 +37,7 @@ use gemm_core::config::{rows_per_pass, tile_origin, OPT_TILE_SIZES};
 pub unsafe fn outputs_per_thread<T: Element, const TILE: u32, const OUTPUTS: usize>(g: GemmArgs<T>) {
     const {
         assert!(TILE == OPT_TILE_SIZES[0], "stage 4 tiles are 32 x 32");
-        assert!(
-            OUTPUTS > 0 && TILE as usize % OUTPUTS == 0,
-            "outputs per thread must divide the tile size"
-        );
+        assert!(OUTPUTS > 0 && TILE as usize % OUTPUTS == 0, "outputs per thread must divide the tile size");
     };
     let rpp = rows_per_pass(TILE, OUTPUTS as u32);
     let [tx, ty] = thread_idx();
