@@ -1,6 +1,7 @@
 //! Quick start: `C = A * B` in f64 with `gemm::dgemm`, N = 4096 by default.
-//! Prints the time (kernel and transfers, as a user sees it), GFLOP/s and the
-//! check against cuBLAS DGEMM; exits non-zero on a wrong result.
+//! Prints the time of the call as a user sees it (transfers included) and of
+//! the kernel alone, GFLOP/s, and the check against cuBLAS DGEMM; exits
+//! non-zero on a wrong result.
 //!
 //! `cargo run --release --example dgemm [N]`
 
@@ -28,13 +29,16 @@ fn main() -> Result<(), gemm::Error> {
         secs * 1e3
     );
 
+    // The kernel alone, on matrices already on the GPU (CUDA events, median).
+    let (da, db) = (DeviceMatrix::from_host(&device, &a)?, DeviceMatrix::from_host(&device, &b)?);
+    let mut dc = DeviceMatrix::<f64>::zeros(&device, n, n)?;
+    let t = gemm::bench::time_kernel(&device, 500.0, 20, |_| gemm::Gemm::new().run_device(&da, &db, &mut dc))?;
+    let kernel_gflops = gemm::bench::gflops(2.0 * (n as f64).powi(3), t.median_ms);
+    println!("kernel alone: {:.2} ms (median of {}), {kernel_gflops:.1} GFLOP/s", t.median_ms, t.reps);
+
     // Check against cuBLAS DGEMM on the same inputs: |C - C_ref| <= (k+2) eps |A||B|.
     let cublas = Cublas::new(&device)?;
-    let reference = Reference::from_cublas(
-        &cublas,
-        &DeviceMatrix::from_host(&device, &a)?,
-        &DeviceMatrix::from_host(&device, &b)?,
-    )?;
+    let reference = Reference::from_cublas(&cublas, &da, &db)?;
     let cmp = reference.compare(&c);
     println!("check against cuBLAS: {cmp}");
     if !cmp.passed() {

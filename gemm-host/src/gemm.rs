@@ -10,13 +10,13 @@ use gemm_core::{BlockDim, ConfigError, GemmDims, KernelConfig, Precision, Stage}
 use std::sync::Arc;
 
 /// The configuration `dgemm`/`sgemm` (and a [`Gemm`] given no options) use:
-/// the fastest stage so far, stage 4, with the outputs per thread that
-/// measured fastest in the ladder benchmark's sweep at N = 1024 (BENCHMARKS.md,
-/// NVIDIA H200, 2026-11-21): 8 for f64, 16 for f32.
+/// the fastest stage so far, stage 4, with 16 outputs per thread, the fastest
+/// at N = 4096 for both precisions (`examples/04_outputs_per_thread.rs` on an
+/// NVIDIA H200, 2026-11-21: f64 11.6 TFLOP/s against 10.9 with 8 outputs;
+/// f32 21.3 against 20.1; see BENCHMARKS.md for the other sizes).
 pub const fn default_config(precision: Precision) -> KernelConfig {
     match precision {
-        Precision::F64 => KernelConfig::OutputsPerThread { tile: 32, outputs: 8 },
-        Precision::F32 => KernelConfig::OutputsPerThread { tile: 32, outputs: 16 },
+        Precision::F64 | Precision::F32 => KernelConfig::OutputsPerThread { tile: 32, outputs: 16 },
     }
 }
 
