@@ -26,8 +26,11 @@ use std::process::{exit, Command};
 /// one not above the device's compute capability.
 const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 
-/// Full unrolling of the per-thread loops keeps accumulators in registers
-/// (without it stage 4 with 16 outputs put its accumulators on the stack).
+/// LLVM's full-unroll budget. At the default, stage 4's accumulator loop with
+/// 16 outputs was left rolled (accumulators on the stack) and its k loop with
+/// 8 and 16 outputs was not unrolled; at 4000 every loop over the tile is
+/// unrolled and, measured on an H200 (2026-11-21, N = 4096), sgemm with 8
+/// outputs per thread went from 11.3 to 20.1 TFLOP/s.
 const UNROLL_THRESHOLD: &str = "-unroll-threshold=4000";
 
 type Result<T> = std::result::Result<T, String>;
