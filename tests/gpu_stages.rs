@@ -277,6 +277,16 @@ mod prop {
     use super::*;
     use proptest::prelude::*;
 
+    fn one<T: Element>(config: KernelConfig, m: usize, n: usize, k: usize) -> Result<(), TestCaseError> {
+        let a = random_matrix::<T>(m, k, seed());
+        let b = random_matrix::<T>(k, n, seed());
+        let mut c = Matrix::<T>::filled(m, n, T::NAN);
+        builder(config).device(&device()).run(&a, &b, &mut c).unwrap();
+        let cmp = Reference::new(1.0, &a, &b, 0.0, &Matrix::zeros(m, n)).compare(&c);
+        prop_assert!(cmp.passed(), "{} {} {}x{}x{}: {}", T::PRECISION.name(), config, m, n, k, cmp);
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
         /// Random shapes, stages and configurations, f64 and f32.
@@ -284,25 +294,9 @@ mod prop {
         #[ignore = "needs an NVIDIA GPU"]
         fn prop_random_shapes(m in 1usize..300, n in 1usize..300, k in 0usize..300,
                               stage in 0usize..4, pick in 0usize..64, double in any::<bool>()) {
-            let dev = device();
-            let stage = Stage::ALL[stage];
-            let all = configs(stage);
+            let all = configs(Stage::ALL[stage]);
             let config = all[pick % all.len()];
-            if double {
-                let a = random_matrix::<f64>(m, k, seed());
-                let b = random_matrix::<f64>(k, n, seed());
-                let mut c = Matrix::<f64>::filled(m, n, f64::NAN);
-                builder(config).device(&dev).run(&a, &b, &mut c).unwrap();
-                let cmp = Reference::new(1.0, &a, &b, 0.0, &Matrix::zeros(m, n)).compare(&c);
-                prop_assert!(cmp.passed(), "{} {} {}x{}x{}: {}", stage, config, m, n, k, cmp);
-            } else {
-                let a = random_matrix::<f32>(m, k, seed());
-                let b = random_matrix::<f32>(k, n, seed());
-                let mut c = Matrix::<f32>::filled(m, n, f32::NAN);
-                builder(config).device(&dev).run(&a, &b, &mut c).unwrap();
-                let cmp = Reference::new(1.0, &a, &b, 0.0, &Matrix::zeros(m, n)).compare(&c);
-                prop_assert!(cmp.passed(), "{} {} {}x{}x{}: {}", stage, config, m, n, k, cmp);
-            }
+            if double { one::<f64>(config, m, n, k)? } else { one::<f32>(config, m, n, k)? }
         }
     }
 }

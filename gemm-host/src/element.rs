@@ -49,46 +49,31 @@ pub trait Element:
     ) -> Result<(), CublasError>;
 }
 
-impl Element for f64 {
-    const PRECISION: Precision = Precision::F64;
-    const EPSILON: f64 = f64::EPSILON;
-    const NAN: Self = f64::NAN;
-    fn from_f64(x: f64) -> Self {
-        x
-    }
-    fn to_f64(self) -> f64 {
-        self
-    }
-    unsafe fn cublas_gemm(
-        blas: &CudaBlas,
-        cfg: GemmConfig<Self>,
-        a: &CudaSlice<Self>,
-        b: &CudaSlice<Self>,
-        c: &mut CudaSlice<Self>,
-    ) -> Result<(), CublasError> {
-        // SAFETY: forwarded from the caller.
-        unsafe { cudarc::cublas::Gemm::gemm(blas, cfg, a, b, c) }
-    }
+macro_rules! impl_element {
+    ($t:ty, $precision:expr) => {
+        impl Element for $t {
+            const PRECISION: Precision = $precision;
+            const EPSILON: f64 = <$t>::EPSILON as f64;
+            const NAN: Self = <$t>::NAN;
+            fn from_f64(x: f64) -> Self {
+                x as $t
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            unsafe fn cublas_gemm(
+                blas: &CudaBlas,
+                cfg: GemmConfig<Self>,
+                a: &CudaSlice<Self>,
+                b: &CudaSlice<Self>,
+                c: &mut CudaSlice<Self>,
+            ) -> Result<(), CublasError> {
+                // SAFETY: forwarded from the caller.
+                unsafe { cudarc::cublas::Gemm::gemm(blas, cfg, a, b, c) }
+            }
+        }
+    };
 }
 
-impl Element for f32 {
-    const PRECISION: Precision = Precision::F32;
-    const EPSILON: f64 = f32::EPSILON as f64;
-    const NAN: Self = f32::NAN;
-    fn from_f64(x: f64) -> Self {
-        x as f32
-    }
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    unsafe fn cublas_gemm(
-        blas: &CudaBlas,
-        cfg: GemmConfig<Self>,
-        a: &CudaSlice<Self>,
-        b: &CudaSlice<Self>,
-        c: &mut CudaSlice<Self>,
-    ) -> Result<(), CublasError> {
-        // SAFETY: forwarded from the caller.
-        unsafe { cudarc::cublas::Gemm::gemm(blas, cfg, a, b, c) }
-    }
-}
+impl_element!(f64, Precision::F64);
+impl_element!(f32, Precision::F32);
