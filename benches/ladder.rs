@@ -225,21 +225,25 @@ fn main() {
     writeln!(md, "- each stage at its fastest configuration at that N (candidates: every tile configuration; for the naive stages the 5 fastest block shapes of the sweep at N = {SWEEP_N}; all timings in sweep.csv); % of peak is of the FMA peak without tensor cores (f64 {:.0}, f32 {:.0} GFLOP/s); cuBLAS DGEMM uses the FP64 tensor cores, SGEMM runs without TF32\n", device.peak_fma_gflops(Precision::F64), device.peak_fma_gflops(Precision::F32)).unwrap();
     for p in [Precision::F64, Precision::F32] {
         writeln!(md, "## {}gemm ({})\n", p.blas_prefix(), p.name()).unwrap();
-        write!(md, "| stage | configuration |").unwrap();
+        write!(md, "| stage |").unwrap();
         for n in &o.sizes {
-            write!(md, " N={n} GFLOP/s (x cuBLAS) |").unwrap();
+            write!(md, " N={n}: GFLOP/s (x cuBLAS), configuration |").unwrap();
         }
         writeln!(md).unwrap();
-        writeln!(md, "|---|---|{}", "---|".repeat(o.sizes.len())).unwrap();
+        writeln!(md, "|---|{}", "---|".repeat(o.sizes.len())).unwrap();
         let mut stages: Vec<Option<Stage>> = Stage::ALL.iter().copied().map(Some).collect();
         stages.push(None);
         for s in stages {
-            let rows: Vec<&LadderRow> = ladder.iter().filter(|r| r.precision == p && r.stage == s).collect();
-            let Some(first) = rows.first() else { continue };
             let name = s.map_or("cuBLAS".to_string(), |s| format!("{} {}", s.number(), s.title()));
-            write!(md, "| {name} | {} |", first.config).unwrap();
-            for r in &rows {
-                write!(md, " {:.0} ({:.3}) |", r.gflops, r.gflops / r.cublas_gflops).unwrap();
+            write!(md, "| {name} |").unwrap();
+            for &n in &o.sizes {
+                match ladder.iter().find(|r| r.precision == p && r.stage == s && r.n == n) {
+                    Some(r) if s.is_some() => {
+                        write!(md, " {:.0} ({:.3}), {} |", r.gflops, r.gflops / r.cublas_gflops, r.config).unwrap()
+                    }
+                    Some(r) => write!(md, " {:.0} |", r.gflops).unwrap(),
+                    None => write!(md, " - |").unwrap(),
+                }
             }
             writeln!(md).unwrap();
         }

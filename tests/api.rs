@@ -102,7 +102,10 @@ fn matrix_constructors_check_their_storage() {
     let e = Matrix::<f64>::from_vec(3, 4, vec![0.0; 11]).unwrap_err();
     assert!(matches!(e, Error::Shape(ShapeError::Storage { needed: 12, len: 11, .. })), "{e:?}");
     let e = Matrix::<f64>::from_vec_with_ld(3, 4, 3, vec![0.0; 100]).unwrap_err();
-    assert!(e.to_string().contains("leading dimension of A is 3"), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "leading dimension of the matrix is 3, but its rows hold 4 elements (need ld >= max(1, 4))"
+    );
     let m = Matrix::<f64>::from_vec_with_ld(3, 4, 6, vec![1.0; 16]).unwrap();
     assert_eq!((m.rows(), m.cols(), m.ld()), (3, 4, 6));
     assert_eq!(m.get(2, 3), Some(1.0));

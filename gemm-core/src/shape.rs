@@ -19,6 +19,8 @@ pub enum Operand {
     B,
     /// The m x n result.
     C,
+    /// A matrix being constructed, not yet an operand.
+    Matrix,
 }
 
 impl core::fmt::Display for Operand {
@@ -27,6 +29,7 @@ impl core::fmt::Display for Operand {
             Operand::A => "A",
             Operand::B => "B",
             Operand::C => "C",
+            Operand::Matrix => "the matrix",
         })
     }
 }

@@ -47,10 +47,10 @@ impl<T: Element> Matrix<T> {
     /// [`Error::Shape`] when the length does not match.
     pub fn from_vec(rows: usize, cols: usize, data: Vec<T>) -> Result<Self, Error> {
         let dims = MatrixDims::packed(rows, cols);
-        dims.validate(Operand::A, data.len())?;
+        dims.validate(Operand::Matrix, data.len())?;
         if data.len() != rows * cols {
             return Err(gemm_core::ShapeError::Storage {
-                operand: Operand::A,
+                operand: Operand::Matrix,
                 rows,
                 cols,
                 ld: dims.ld,
@@ -69,7 +69,7 @@ impl<T: Element> Matrix<T> {
     /// [`Error::Shape`] when `ld < cols` or the storage is too short.
     pub fn from_vec_with_ld(rows: usize, cols: usize, ld: usize, data: Vec<T>) -> Result<Self, Error> {
         let dims = MatrixDims { rows, cols, ld };
-        dims.validate(Operand::A, data.len())?;
+        dims.validate(Operand::Matrix, data.len())?;
         Ok(Matrix { data, dims })
     }
 
