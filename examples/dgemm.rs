@@ -10,7 +10,14 @@ use gemm::cublas::Cublas;
 use gemm::{DeviceMatrix, Matrix};
 use std::time::Instant;
 
-fn main() -> Result<(), gemm::Error> {
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
+}
+
+fn run() -> Result<(), gemm::Error> {
     let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(4096);
     let a = random_matrix::<f64>(n, n, 1);
     let b = random_matrix::<f64>(n, n, 2);

@@ -1,6 +1,6 @@
 //! Kernel configurations: which stage, which tile constants, checked once.
 //!
-//! The menu of compiled configurations is [`kernel_menu!`]: the kernel crate
+//! The menu of compiled configurations is [`crate::kernel_menu!`]: the kernel crate
 //! instantiates and exports one PTX entry point per line, and the host builds
 //! its registry from the same lines (one source of truth, CONVENTIONS.md rule 3).
 

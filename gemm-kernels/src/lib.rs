@@ -2,8 +2,8 @@
 //! `nvptx64-nvidia-cuda` target (LLVM's NVPTX back end).
 //!
 //! One module per stage (`s01_naive`, ... `s04_outputs_per_thread`); each is
-//! generic over the element type ([`element::Element`]: f64, f32) and over its
-//! tile constants (const generics). [`entry_points`] exports one
+//! generic over the element type (`element::Element`: f64, f32) and over its
+//! tile constants (const generics). `entry_points` exports one
 //! `#[no_mangle] extern "ptx-kernel"` function per line of
 //! [`gemm_core::kernel_menu!`], which is also what the host registry lists.
 //!
