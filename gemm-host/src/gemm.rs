@@ -14,11 +14,12 @@ use std::sync::Arc;
 /// at N = 4096 for both precisions (`examples/04_outputs_per_thread.rs` on an
 /// NVIDIA H200, 2026-11-21: f64 11.6 TFLOP/s against 10.9 with 8 outputs;
 /// f32 21.3 against 20.1; see BENCHMARKS.md for the other sizes).
-pub const fn default_config(precision: Precision) -> KernelConfig {
-    match precision {
-        Precision::F64 | Precision::F32 => KernelConfig::OutputsPerThread { tile: 32, outputs: 16 },
-    }
+pub const fn default_config(_precision: Precision) -> KernelConfig {
+    KernelConfig::OutputsPerThread { tile: OPT_TILE_SIZES[0], outputs: DEFAULT_OUTPUTS_PER_THREAD }
 }
+
+/// Outputs per thread of stage 4 when none is given (see [`default_config`]).
+pub const DEFAULT_OUTPUTS_PER_THREAD: u32 = 16;
 
 /// Block shape of the naive stages when none is given.
 pub const DEFAULT_NAIVE_BLOCK: BlockDim = BlockDim::new(32, 8);
@@ -138,13 +139,12 @@ impl Gemm {
     /// [`Error::Config`] when an option does not apply to the stage or the
     /// configuration is not compiled.
     pub fn config_for(&self, precision: Precision) -> Result<KernelConfig, Error> {
-        let default = default_config(precision);
         let stage = match self.stage {
             Some(s) => s,
             None if self.outputs.is_some() => Stage::OutputsPerThread,
             None if self.tile.is_some() => Stage::SmemTiled,
             None if self.block.is_some() => Stage::Coalesced,
-            None => return Ok(default),
+            None => return Ok(default_config(precision)),
         };
         let reject = |option: &'static str| Err(Error::Config(ConfigError::OptionNotForStage { option, stage }));
         let config = match stage {
@@ -175,12 +175,10 @@ impl Gemm {
                 if self.block.is_some() {
                     return reject("block_dim");
                 }
-                let outputs = match (self.outputs, default) {
-                    (Some(o), _) => o,
-                    (None, KernelConfig::OutputsPerThread { outputs, .. }) => outputs,
-                    (None, _) => 8,
-                };
-                KernelConfig::OutputsPerThread { tile: self.tile.unwrap_or(OPT_TILE_SIZES[0]), outputs }
+                KernelConfig::OutputsPerThread {
+                    tile: self.tile.unwrap_or(OPT_TILE_SIZES[0]),
+                    outputs: self.outputs.unwrap_or(DEFAULT_OUTPUTS_PER_THREAD),
+                }
             }
         };
         config.validate()?;
@@ -209,6 +207,7 @@ impl Gemm {
             Some(d) => d.clone(),
             None => default_device()?,
         };
+        // Fail on device limits before any host-device copy.
         checked_geometry::<T>(&device, config, &dims)?;
         if dims.is_empty() {
             return Ok(());

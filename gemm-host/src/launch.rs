@@ -4,32 +4,32 @@
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
-use crate::registry;
+use crate::registry::{self, EntryPoint};
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gemm_core::{GemmDims, KernelConfig};
 
-/// The grid, block and shared memory `config` needs for `dims`, checked
-/// against the device's limits.
+/// The entry point serving `config` and the grid, block and shared memory it
+/// needs for `dims`, checked against the device's limits.
 pub(crate) fn checked_geometry<T: Element>(
     device: &Device,
     config: KernelConfig,
     dims: &GemmDims,
-) -> Result<LaunchConfig, Error> {
-    config.validate()?;
-    registry::entry_point(T::PRECISION, config)?;
-    // Dimensions were validated <= i32::MAX, so they fit u32.
+) -> Result<(&'static EntryPoint, LaunchConfig), Error> {
+    let entry = registry::entry_point(T::PRECISION, config)?; // validates the configuration
+                                                              // Dimensions were validated <= i32::MAX, so they fit u32.
     let g = config.geometry(dims.m as u32, dims.n as u32, T::PRECISION);
     g.check(device.limits()).map_err(|source| Error::DeviceLimit {
         config,
         device: device.name().to_string(),
         source,
     })?;
-    Ok(LaunchConfig {
+    let cfg = LaunchConfig {
         grid_dim: (g.grid[0], g.grid[1], g.grid[2]),
         block_dim: (g.block[0], g.block[1], g.block[2]),
         shared_mem_bytes: g.smem_bytes,
-    })
+    };
+    Ok((entry, cfg))
 }
 
 /// Enqueues `C <- alpha * A * B + beta * C` on the device's stream.
@@ -45,11 +45,10 @@ pub(crate) fn launch<T: Element>(
     beta: T,
     c: &mut CudaSlice<T>,
 ) -> Result<(), Error> {
-    let cfg = checked_geometry::<T>(device, config, dims)?;
+    let (entry, cfg) = checked_geometry::<T>(device, config, dims)?;
     if dims.is_empty() {
         return Ok(()); // no element of C to write; a grid of 0 blocks is not a valid launch
     }
-    let entry = registry::entry_point(T::PRECISION, config)?;
     let func = device.function(entry.name)?;
     if cfg.shared_mem_bytes > 48 * 1024 {
         func.set_attribute(

@@ -21,15 +21,19 @@
 //! lanes of a warp read the same A element (broadcast) and consecutive B
 //! elements: no bank conflicts.
 //!
+//! The code is [`tiled`], written once for any number of outputs per thread:
+//! stage 3 is its `OUTPUTS = 1` case; stage 4
+//! ([`crate::s04_outputs_per_thread`]) raises OUTPUTS.
+//!
 //! # Source
 //! Seed 000 (section 3.1: tiling, coalesced loads, two barriers per step),
 //! seed 003 (tiled kernel for rectangular matrices).
 
 use crate::element::Element;
 use crate::thread::{block_idx, load_or_zero, smem_base, store_c, sync_threads, thread_idx, GemmArgs};
-use gemm_core::config::{tile_origin, SMEM_TILE_SIZES};
+use gemm_core::config::{rows_per_pass, tile_origin, SMEM_TILE_SIZES};
 
-/// Stage 3 (see the module docs).
+/// Stage 3 (see the module docs): [`tiled`] with one output per thread.
 ///
 /// # Safety
 /// As [`crate::s01_naive::naive`]; launched with T x T threads and at least
@@ -42,28 +46,55 @@ pub unsafe fn smem_tiled<T: Element, const TILE: u32>(g: GemmArgs<T>) {
             "stage 3 tile size must be one of SMEM_TILE_SIZES"
         )
     };
+    tiled::<T, TILE, 1>(g)
+}
+
+/// The shared-memory tiled kernel with OUTPUTS outputs per thread.
+///
+/// Block T x R threads with R = T / OUTPUTS rows per pass
+/// (`gemm_core::config::rows_per_pass`); thread (x, y) of block (bx, by)
+/// owns C(by*T + y + r*R, bx*T + x) for r in 0..OUTPUTS (rows R apart, seed
+/// 000's listing) and keeps them in registers. For each step of T along k it
+/// loads OUTPUTS elements of each tile, at the same rows, x fast (coalesced);
+/// out-of-range elements load as zero.
+///
+/// # Safety
+/// As [`crate::s01_naive::naive`]; launched with T x (T / OUTPUTS) threads
+/// and at least `2 * T * T * size_of::<T>()` bytes of dynamic shared memory.
+#[inline(always)]
+pub unsafe fn tiled<T: Element, const TILE: u32, const OUTPUTS: usize>(g: GemmArgs<T>) {
+    const { assert!(OUTPUTS > 0 && TILE as usize % OUTPUTS == 0, "outputs per thread must divide the tile size") };
+    let rpp = rows_per_pass(TILE, OUTPUTS as u32);
     let [tx, ty] = thread_idx();
     let (row0, col0) = tile_origin(block_idx(), TILE);
-    let (row, col) = (row0 + ty, col0 + tx);
+    let col = col0 + tx;
     let a_tile = smem_base(); // (T, T) of A, row-major: [row][k]
     let b_tile = a_tile + TILE * TILE * T::BYTES; // (T, T) of B, row-major: [k][col]
-    let mine = (ty * TILE + tx) * T::BYTES;
 
-    let mut acc = T::ZERO;
+    let mut acc = [T::ZERO; OUTPUTS]; // (OUTPUTS) of C's column `col`, in registers
     let mut k0 = 0;
     while k0 < g.k {
-        T::st_shared(a_tile + mine, load_or_zero(g.a, row, k0 + tx, g.m, g.k, g.lda));
-        T::st_shared(b_tile + mine, load_or_zero(g.b, k0 + ty, col, g.k, g.n, g.ldb));
+        for r in 0..OUTPUTS as u32 {
+            let tr = ty + r * rpp; // tile row this thread loads
+            let slot = (tr * TILE + tx) * T::BYTES;
+            T::st_shared(a_tile + slot, load_or_zero(g.a, row0 + tr, k0 + tx, g.m, g.k, g.lda));
+            T::st_shared(b_tile + slot, load_or_zero(g.b, k0 + tr, col, g.k, g.n, g.ldb));
+        }
         sync_threads();
         for kk in 0..TILE {
-            let a = T::ld_shared(a_tile + (ty * TILE + kk) * T::BYTES);
             let b = T::ld_shared(b_tile + (kk * TILE + tx) * T::BYTES);
-            acc = T::fma(a, b, acc);
+            for (r, c) in acc.iter_mut().enumerate() {
+                let a = T::ld_shared(a_tile + ((ty + r as u32 * rpp) * TILE + kk) * T::BYTES);
+                *c = T::fma(a, b, *c);
+            }
         }
         sync_threads();
         k0 += TILE;
     }
-    if row < g.m && col < g.n {
-        store_c(g.c, row, col, g.ldc, acc, g.alpha, g.beta);
+    for (r, c) in acc.iter().enumerate() {
+        let row = row0 + ty + r as u32 * rpp;
+        if row < g.m && col < g.n {
+            store_c(g.c, row, col, g.ldc, *c, g.alpha, g.beta);
+        }
     }
 }
