@@ -9,7 +9,7 @@ use gemm::{Element, Stage};
 
 fn run<T: Element>(args: &common::Args) {
     let (device, cublas) = common::open();
-    let configs = gemm::registry::stage_configs(Stage::SmemTiled);
+    let configs = gemm::registry::stage_configs(Stage::SmemTiled, T::PRECISION);
     common::run_table::<T>(&device, &cublas, args, &configs);
 }
 

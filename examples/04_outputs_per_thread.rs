@@ -11,7 +11,7 @@ use gemm::{Element, KernelConfig, Stage};
 
 fn run<T: Element>(args: &common::Args) {
     let (device, cublas) = common::open();
-    let configs = gemm::registry::stage_configs(Stage::OutputsPerThread);
+    let configs = gemm::registry::stage_configs(Stage::OutputsPerThread, T::PRECISION);
     let (rows, blas) = common::run_table::<T>(&device, &cublas, args, &configs);
     println!(
         "\n{:>8} {:>10} {:>9} {:>10} {:>11} {:>8} {:>10} {:>9}",

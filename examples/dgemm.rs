@@ -31,9 +31,9 @@ fn run() -> Result<(), gemm::Error> {
     let device = gemm::default_device()?;
     println!("device: {}", device.name());
     println!(
-        "dgemm {n}x{n}x{n} (default kernel, {}): {:.1} ms with transfers, {flops:.1} GFLOP/s",
-        gemm::default_config(gemm::Precision::F64),
-        secs * 1e3
+        "dgemm {n}x{n}x{n}: {:.1} ms with transfers, {flops:.1} GFLOP/s\nkernel: {}",
+        secs * 1e3,
+        gemm::Gemm::new().plan(gemm::Precision::F64, n, n, n)?
     );
 
     // The kernel alone, on matrices already on the GPU (CUDA events, median).

@@ -8,7 +8,7 @@
 
 use gemm::check::{random_int_matrix, random_matrix, Reference};
 use gemm::registry::stage_configs;
-use gemm::{default_device, BlockDim, DeviceMatrix, Element, Error, Gemm, KernelConfig, LimitError, Matrix, Stage};
+use gemm::{default_device, BlockDim, Precision, DeviceMatrix, Element, Error, Gemm, KernelConfig, LimitError, Matrix, Stage};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 fn device() -> std::sync::Arc<gemm::Device> {
@@ -48,7 +48,7 @@ fn shapes() -> Vec<(usize, usize, usize)> {
 
 /// The configurations each stage is tested with: every compiled tile
 /// configuration, and for the naive stages a spread of block shapes.
-fn configs(stage: Stage) -> Vec<KernelConfig> {
+fn configs(stage: Stage, precision: Precision) -> Vec<KernelConfig> {
     match stage {
         Stage::Naive | Stage::Coalesced => [(32, 8), (16, 16), (1, 64), (7, 13), (1024, 1), (1, 1024), (33, 31)]
             .iter()
@@ -61,7 +61,7 @@ fn configs(stage: Stage) -> Vec<KernelConfig> {
                 }
             })
             .collect(),
-        _ => stage_configs(stage),
+        _ => stage_configs(stage, precision),
     }
 }
 
@@ -71,7 +71,21 @@ fn builder(config: KernelConfig) -> Gemm {
         KernelConfig::Coalesced { block } => Gemm::new().stage(Stage::Coalesced).block_dim(block.x, block.y),
         KernelConfig::SmemTiled { tile } => Gemm::new().stage(Stage::SmemTiled).tile_size(tile),
         KernelConfig::OutputsPerThread { tile, outputs } => Gemm::new().tile_size(tile).outputs_per_thread(outputs),
-        other => panic!("untested configuration {other:?}"),
+        KernelConfig::RegisterTiled { block: b, thread: t } => {
+            Gemm::new().block_tile(b.bm, b.bn, b.bk).thread_tile(t.tm, t.tn)
+        }
+        KernelConfig::Vectorized { block: b, thread: t } => {
+            Gemm::new().stage(Stage::Vectorized).block_tile(b.bm, b.bn, b.bk).thread_tile(t.tm, t.tn)
+        }
+        KernelConfig::Pipelined { block: b, warp: w, thread: t, stages } => Gemm::new()
+            .block_tile(b.bm, b.bn, b.bk)
+            .warp_tile(w.wm, w.wn)
+            .thread_tile(t.tm, t.tn)
+            .pipeline_stages(stages),
+        KernelConfig::TensorCore { block: b, warp: w, stages } => {
+            Gemm::new().block_tile(b.bm, b.bn, b.bk).warp_tile(w.wm, w.wn).pipeline_stages(stages)
+        }
+        other => Gemm::new().kernel(other),
     }
 }
 
@@ -82,9 +96,9 @@ fn check_stage<T: Element>(stage: Stage) {
         let b = random_matrix::<T>(k, n, seed());
         let poison = Matrix::<T>::filled(m, n, T::NAN);
         let reference = Reference::new(1.0, &a, &b, 0.0, &poison);
-        for config in configs(stage) {
+        for config in configs(stage, T::PRECISION) {
             let g = builder(config).device(&dev);
-            assert_eq!(g.config().unwrap(), config);
+            assert_eq!(g.config_for(T::PRECISION).unwrap(), config);
             let mut c = poison.clone();
             g.run(&a, &b, &mut c).unwrap_or_else(|e| panic!("{stage} {config} at {m}x{n}x{k}: {e}"));
             let cmp = reference.compare(&c);
@@ -112,6 +126,13 @@ stage_tests! {
     stage3_smem_tiled_f32: f32, Stage::SmemTiled;
     stage4_outputs_per_thread_f64: f64, Stage::OutputsPerThread;
     stage4_outputs_per_thread_f32: f32, Stage::OutputsPerThread;
+    stage5_register_tiled_f64: f64, Stage::RegisterTiled;
+    stage5_register_tiled_f32: f32, Stage::RegisterTiled;
+    stage6_vectorized_f64: f64, Stage::Vectorized;
+    stage6_vectorized_f32: f32, Stage::Vectorized;
+    stage7_pipelined_f64: f64, Stage::Pipelined;
+    stage7_pipelined_f32: f32, Stage::Pipelined;
+    stage8_tensor_core_f64: f64, Stage::TensorCore;
 }
 
 /// Small integers make every product exact: all stages must agree bit for bit
@@ -126,7 +147,7 @@ fn exact_on_small_integers_every_stage() {
         let b = random_int_matrix::<T>(k, n, seed());
         let r = Reference::new(1.0, &a, &b, 0.0, &Matrix::<T>::zeros(m, n));
         for stage in Stage::ALL {
-            for config in configs(stage) {
+            for config in configs(stage, T::PRECISION) {
                 let mut c = Matrix::<T>::filled(m, n, T::NAN);
                 builder(config).device(dev).run(&a, &b, &mut c).unwrap();
                 for i in 0..m {
@@ -142,12 +163,20 @@ fn exact_on_small_integers_every_stage() {
 }
 
 /// alpha, beta and leading dimensions larger than the rows: padding is never
-/// written, beta * C is added, for every stage.
+/// written, beta * C is added, for every stage. Odd pads take the scalar
+/// paths of stages 6-8, pads that keep rows 16-byte aligned the vector paths
+/// (with n odd, the last column of C is a fringe).
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn alpha_beta_and_padded_leading_dimensions() {
+    for pads in [[3, 5, 2], [2, 3, 1]] {
+        alpha_beta_padded(pads);
+    }
+}
+
+fn alpha_beta_padded([pa, pb, pc]: [usize; 3]) {
     let dev = device();
-    let (m, n, k) = (70, 45, 33);
+    let (m, n, k) = (70, 45, 34);
     let pad = |rows: usize, cols: usize, ld: usize, s: u64| {
         let src = random_matrix::<f64>(rows, cols, s);
         let mut data = vec![f64::NAN; (rows - 1) * ld + cols];
@@ -156,12 +185,12 @@ fn alpha_beta_and_padded_leading_dimensions() {
         }
         Matrix::from_vec_with_ld(rows, cols, ld, data).unwrap()
     };
-    let a = pad(m, k, k + 3, seed());
-    let b = pad(k, n, n + 5, seed());
-    let c0 = pad(m, n, n + 2, seed());
+    let a = pad(m, k, k + pa, seed());
+    let b = pad(k, n, n + pb, seed());
+    let c0 = pad(m, n, n + pc, seed());
     let r = Reference::new(1.5, &a, &b, -0.75, &c0);
     for stage in Stage::ALL {
-        for config in configs(stage) {
+        for config in configs(stage, Precision::F64) {
             let mut c = c0.clone();
             builder(config).alpha(1.5).beta(-0.75).device(&dev).run(&a, &b, &mut c).unwrap();
             let cmp = r.compare(&c);
@@ -257,14 +286,14 @@ fn grid_beyond_the_device_limit_is_a_typed_error() {
     assert!(c.as_slice().iter().all(|&x| x == 3.0));
 }
 
-/// Stage-4 kernels use no local memory (no spills) on this device.
+/// No kernel uses local memory (no spills) on this device.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn no_kernel_uses_local_memory() {
     let dev = device();
     for precision in [gemm::Precision::F64, gemm::Precision::F32] {
         for stage in Stage::ALL {
-            for config in configs(stage) {
+            for config in configs(stage, precision) {
                 let info = dev.kernel_info(precision, config).unwrap();
                 assert_eq!(info.local_bytes, 0, "{} uses local memory", info.name);
                 assert!(info.blocks_per_sm >= 1, "{} cannot be resident", info.name);
@@ -293,10 +322,11 @@ mod prop {
         #[test]
         #[ignore = "needs an NVIDIA GPU"]
         fn prop_random_shapes(m in 1usize..300, n in 1usize..300, k in 0usize..300,
-                              stage in 0usize..4, pick in 0usize..64, double in any::<bool>()) {
-            let all = configs(Stage::ALL[stage]);
+                              stage in 0usize..8, pick in 0usize..64, double in any::<bool>()) {
+            let precision = if double || Stage::ALL[stage] == Stage::TensorCore { Precision::F64 } else { Precision::F32 };
+            let all = configs(Stage::ALL[stage], precision);
             let config = all[pick % all.len()];
-            if double { one::<f64>(config, m, n, k)? } else { one::<f32>(config, m, n, k)? }
+            if precision == Precision::F64 { one::<f64>(config, m, n, k)? } else { one::<f32>(config, m, n, k)? }
         }
     }
 }

@@ -96,15 +96,21 @@ pub fn run_table<T: Element>(
     let reference = problem.reference(cublas).unwrap_or_else(|e| fail(e));
     let blas = measure_cublas(cublas, &mut problem, args.budget_ms).unwrap_or_else(|e| fail(e));
     let peak = device.peak_fma_gflops(T::PRECISION);
-    println!("{}gemm m={m} n={n} k={k}; FMA peak (no tensor cores) {:.0} GFLOP/s", T::PRECISION.blas_prefix(), peak);
-    println!("{:<34} {:>10} {:>10} {:>7} {:>9}  check", "stage / configuration", "ms", "GFLOP/s", "% peak", "x cuBLAS");
+    let tensor = device.peak_fp64_tensor_gflops();
+    println!(
+        "{}gemm m={m} n={n} k={k}; peaks: FMA {peak:.0} GFLOP/s, FP64 tensor cores {tensor:.0} GFLOP/s",
+        T::PRECISION.blas_prefix()
+    );
+    println!("(% peak is of the FMA peak for stages 1-7, of the tensor-core peak for stage 8)");
+    println!("{:<52} {:>10} {:>10} {:>7} {:>9}  check", "stage / configuration", "ms", "GFLOP/s", "% peak", "x cuBLAS");
     let mut rows = Vec::new();
     let mut all_ok = true;
     for &config in configs {
+        let peak = device.peak_gflops(T::PRECISION, config.stage());
         let cmp = problem.check(&reference, config).unwrap_or_else(|e| fail(e));
         let meas = measure(&mut problem, config, args.budget_ms).unwrap_or_else(|e| fail(e));
         println!(
-            "{:<34} {:>10.3} {:>10.1} {:>6.1}% {:>9.3}  {}",
+            "{:<52} {:>10.3} {:>10.1} {:>6.1}% {:>9.3}  {}",
             format!("{} {}", config.stage().number(), config),
             meas.timing.median_ms,
             meas.gflops,
@@ -115,12 +121,13 @@ pub fn run_table<T: Element>(
         all_ok &= cmp.passed();
         rows.push(Row { config, measurement: meas, ok: cmp.passed() });
     }
+    let blas_peak = if T::PRECISION == Precision::F64 { tensor } else { peak };
     println!(
-        "{:<34} {:>10.3} {:>10.1} {:>6.1}% {:>9.3}",
+        "{:<52} {:>10.3} {:>10.1} {:>6.1}% {:>9.3}",
         "cuBLAS",
         blas.timing.median_ms,
         blas.gflops,
-        100.0 * blas.gflops / peak,
+        100.0 * blas.gflops / blas_peak,
         1.0
     );
     if !all_ok {
@@ -128,6 +135,18 @@ pub fn run_table<T: Element>(
         exit(1);
     }
     (rows, blas)
+}
+
+/// The example of one of stages 5-8: every compiled configuration of the
+/// stage for the precision asked for, in one table.
+pub fn run_stage<T: Element>(stage: gemm::Stage, args: &Args) {
+    let (device, cublas) = open();
+    let configs = gemm::registry::stage_configs(stage, T::PRECISION);
+    if configs.is_empty() {
+        eprintln!("{stage} has no {} kernels", T::PRECISION.name());
+        exit(2);
+    }
+    run_table::<T>(&device, &cublas, args, &configs);
 }
 
 /// Dispatches on the precision asked for.

@@ -6,6 +6,7 @@
 
 use crate::geometry::{ceil_div, LaunchGeometry};
 use crate::stage::Stage;
+use crate::tiling::{s05_layout, s06_layout, s07_layout, s08_layout, BlockTile, ThreadTile, WarpTile, WARP_SIZE};
 use thiserror::Error;
 
 /// Element precision of a kernel: `f64` (DGEMM) or `f32` (SGEMM).
@@ -123,6 +124,42 @@ pub enum ConfigError {
         /// The counts compiled.
         menu: &'static [u32],
     },
+    /// A tile dimension that must divide another does not (stages 5-8).
+    #[error("{stage}: {what} = {value} is not a multiple of {by_what} = {by}")]
+    Indivisible {
+        /// The stage asked for.
+        stage: Stage,
+        /// The dimension that must be a multiple (e.g. "BM").
+        what: &'static str,
+        /// Its value.
+        value: u32,
+        /// The dimension it must be a multiple of (e.g. "TM").
+        by_what: &'static str,
+        /// Its value.
+        by: u32,
+    },
+    /// The tiles give a thread count no block can have (stages 5-8).
+    #[error("{stage}: the tiles need {threads} threads per block; {reason}")]
+    Threads {
+        /// The stage asked for.
+        stage: Stage,
+        /// Threads per block the tiles imply.
+        threads: u32,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A pipeline with fewer than 2 shared-memory buffers (stages 7, 8).
+    #[error("{stage}: a pipeline needs at least 2 stages (shared-memory buffers), got {stages}")]
+    PipelineStages {
+        /// The stage asked for.
+        stage: Stage,
+        /// Pipeline depth asked for.
+        stages: u32,
+    },
+    /// A well-formed configuration of stages 5-8 that is not compiled; the
+    /// compiled ones are listed by [`compiled_configs`].
+    #[error("{} is not among the compiled configurations of {}; compiled: {}", .0, .0.stage(), MenuList(.0.stage()))]
+    NotCompiled(KernelConfig),
     /// An option was given that the chosen stage does not take.
     #[error("option `{option}` does not apply to {stage}")]
     OptionNotForStage {
@@ -161,6 +198,129 @@ pub enum KernelConfig {
         /// Outputs per thread.
         outputs: u32,
     },
+    /// Stage 5: BM x BN x BK block tile, TM x TN thread tile,
+    /// (BM / TM) * (BN / TN) threads.
+    RegisterTiled {
+        /// Block tile.
+        block: BlockTile,
+        /// Thread tile.
+        thread: ThreadTile,
+    },
+    /// Stage 6: as stage 5, with 16-byte vector access (TM, TN and BK
+    /// multiples of 4, the f32 vector width).
+    Vectorized {
+        /// Block tile.
+        block: BlockTile,
+        /// Thread tile.
+        thread: ThreadTile,
+    },
+    /// Stage 7: block tile split into WM x WN warp tiles of 32 threads with
+    /// TM x TN thread tiles each ((WM / TM) * (WN / TN) = 32), `stages`
+    /// shared-memory buffers filled by cp.async.
+    Pipelined {
+        /// Block tile.
+        block: BlockTile,
+        /// Warp tile.
+        warp: WarpTile,
+        /// Thread tile.
+        thread: ThreadTile,
+        /// Pipeline depth (shared-memory buffers), at least 2.
+        stages: u32,
+    },
+    /// Stage 8 (f64): block tile split into WM x WN warp tiles computed with
+    /// 16 x 8 x 16 tensor-core tiles (WM multiple of 16, WN of 8, BK of 16),
+    /// `stages` cp.async buffers.
+    TensorCore {
+        /// Block tile.
+        block: BlockTile,
+        /// Warp tile.
+        warp: WarpTile,
+        /// Pipeline depth (shared-memory buffers), at least 2.
+        stages: u32,
+    },
+}
+
+/// Builds a [`KernelConfig`] from one line of [`kernel_menu!`]: the stage and
+/// its numbers, `[]` (stages 1, 2: the block shape is a run-time choice, given
+/// here as 0 x 0), `[T]`, `[T, outputs]`, `[BM, BN, BK, TM, TN]` (stages 5, 6),
+/// `[BM, BN, BK, WM, WN, TM, TN, stages]` (7), `[BM, BN, BK, WM, WN, stages]` (8).
+#[macro_export]
+macro_rules! menu_config {
+    (Naive, []) => { $crate::KernelConfig::Naive { block: $crate::BlockDim::new(0, 0) } };
+    (Coalesced, []) => { $crate::KernelConfig::Coalesced { block: $crate::BlockDim::new(0, 0) } };
+    (SmemTiled, [$t:literal]) => { $crate::KernelConfig::SmemTiled { tile: $t } };
+    (OutputsPerThread, [$t:literal, $o:literal]) => { $crate::KernelConfig::OutputsPerThread { tile: $t, outputs: $o } };
+    (RegisterTiled, [$bm:literal, $bn:literal, $bk:literal, $tm:literal, $tn:literal]) => {
+        $crate::KernelConfig::RegisterTiled {
+            block: $crate::tiling::BlockTile::new($bm, $bn, $bk),
+            thread: $crate::tiling::ThreadTile::new($tm, $tn),
+        }
+    };
+    (Vectorized, [$bm:literal, $bn:literal, $bk:literal, $tm:literal, $tn:literal]) => {
+        $crate::KernelConfig::Vectorized {
+            block: $crate::tiling::BlockTile::new($bm, $bn, $bk),
+            thread: $crate::tiling::ThreadTile::new($tm, $tn),
+        }
+    };
+    (Pipelined, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $tm:literal, $tn:literal, $s:literal]) => {
+        $crate::KernelConfig::Pipelined {
+            block: $crate::tiling::BlockTile::new($bm, $bn, $bk),
+            warp: $crate::tiling::WarpTile::new($wm, $wn),
+            thread: $crate::tiling::ThreadTile::new($tm, $tn),
+            stages: $s,
+        }
+    };
+    (TensorCore, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $s:literal]) => {
+        $crate::KernelConfig::TensorCore {
+            block: $crate::tiling::BlockTile::new($bm, $bn, $bk),
+            warp: $crate::tiling::WarpTile::new($wm, $wn),
+            stages: $s,
+        }
+    };
+}
+
+/// Precision of a `kernel_menu!` element type.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! menu_precision {
+    (f64) => {
+        $crate::Precision::F64
+    };
+    (f32) => {
+        $crate::Precision::F32
+    };
+}
+
+macro_rules! compiled_list {
+    ($( ($name:ident, $t:ident, $stage:ident, [$($p:literal),*]) )*) => {
+        &[$(($crate::menu_precision!($t), $crate::menu_config!($stage, [$($p),*]))),*]
+    };
+}
+
+static COMPILED: &[(Precision, KernelConfig)] = crate::kernel_menu!(compiled_list);
+
+/// Every compiled (precision, configuration) pair, in menu order (stages 1
+/// and 2 appear once each, with a 0 x 0 block: their block is chosen at run
+/// time).
+pub fn compiled_configs() -> &'static [(Precision, KernelConfig)] {
+    COMPILED
+}
+
+/// Lists the compiled configurations of one stage (for error messages).
+struct MenuList(Stage);
+
+impl core::fmt::Display for MenuList {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut first = true;
+        for (p, c) in COMPILED.iter().filter(|(_, c)| c.stage() == self.0) {
+            if !first {
+                f.write_str("; ")?;
+            }
+            first = false;
+            write!(f, "{} {c}", p.name())?;
+        }
+        Ok(())
+    }
 }
 
 const fn in_menu(x: u32, menu: &[u32]) -> bool {
@@ -193,12 +353,115 @@ impl KernelConfig {
             KernelConfig::Coalesced { .. } => Stage::Coalesced,
             KernelConfig::SmemTiled { .. } => Stage::SmemTiled,
             KernelConfig::OutputsPerThread { .. } => Stage::OutputsPerThread,
+            KernelConfig::RegisterTiled { .. } => Stage::RegisterTiled,
+            KernelConfig::Vectorized { .. } => Stage::Vectorized,
+            KernelConfig::Pipelined { .. } => Stage::Pipelined,
+            KernelConfig::TensorCore { .. } => Stage::TensorCore,
+        }
+    }
+
+    /// The part of the configuration fixed at compile time (stages 1 and 2
+    /// with their block set to 0 x 0): what selects the PTX entry point.
+    pub const fn kernel_key(&self) -> KernelConfig {
+        match *self {
+            KernelConfig::Naive { .. } => KernelConfig::Naive { block: BlockDim::new(0, 0) },
+            KernelConfig::Coalesced { .. } => KernelConfig::Coalesced { block: BlockDim::new(0, 0) },
+            other => other,
         }
     }
 
     /// Checks the configuration against the compiled menu and the per-block
     /// thread limit (device-specific limits are checked by [`LaunchGeometry::check`]).
-    pub const fn validate(&self) -> Result<(), ConfigError> {
+    /// For stages 5-8 the tile shapes are checked first (each error names the
+    /// two numbers that disagree), then membership in the compiled menu.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(result) = self.validate_tiles() {
+            result?;
+            return if COMPILED.iter().any(|(_, c)| *c == *self) { Ok(()) } else { Err(ConfigError::NotCompiled(*self)) };
+        }
+        self.validate_square()
+    }
+
+    /// Shape rules of stages 5-8; `None` for stages 1-4.
+    const fn validate_tiles(&self) -> Option<Result<(), ConfigError>> {
+        let stage = self.stage();
+        let (block, warp, thread, stages) = match *self {
+            KernelConfig::RegisterTiled { block, thread } | KernelConfig::Vectorized { block, thread } => {
+                (block, WarpTile::new(block.bm, block.bn), thread, 0)
+            }
+            KernelConfig::Pipelined { block, warp, thread, stages } => (block, warp, thread, stages),
+            KernelConfig::TensorCore { block, warp, stages } => (block, warp, ThreadTile::new(16, 8), stages),
+            _ => return None,
+        };
+        macro_rules! multiple {
+            ($what:literal, $value:expr, $by_what:literal, $by:expr) => {
+                if $by == 0 || $value == 0 || $value % $by != 0 {
+                    return Some(Err(ConfigError::Indivisible {
+                        stage,
+                        what: $what,
+                        value: $value,
+                        by_what: $by_what,
+                        by: $by,
+                    }));
+                }
+            };
+        }
+        if matches!(self, KernelConfig::RegisterTiled { .. } | KernelConfig::Vectorized { .. }) {
+            multiple!("BM", block.bm, "TM", thread.tm);
+            multiple!("BN", block.bn, "TN", thread.tn);
+        } else {
+            multiple!("BM", block.bm, "WM", warp.wm);
+            multiple!("BN", block.bn, "WN", warp.wn);
+        }
+        if matches!(self, KernelConfig::TensorCore { .. }) {
+            multiple!("WM", warp.wm, "the mma tile's 16 rows", 16);
+            multiple!("WN", warp.wn, "the mma tile's 8 columns", 8);
+            multiple!("BK", block.bk, "the mma tile's k of 16", 16);
+        } else {
+            multiple!("WM", warp.wm, "TM", thread.tm);
+            multiple!("WN", warp.wn, "TN", thread.tn);
+        }
+        if matches!(self, KernelConfig::Vectorized { .. } | KernelConfig::Pipelined { .. }) {
+            multiple!("TM", thread.tm, "the f32 vector width", 4);
+            multiple!("TN", thread.tn, "the f32 vector width", 4);
+            multiple!("BK", block.bk, "the f32 vector width", 4);
+        }
+        if stages < 2 && matches!(self, KernelConfig::Pipelined { .. } | KernelConfig::TensorCore { .. }) {
+            return Some(Err(ConfigError::PipelineStages { stage, stages }));
+        }
+        let threads = self.threads();
+        if matches!(self, KernelConfig::Pipelined { .. }) && (warp.wm / thread.tm) * (warp.wn / thread.tn) != WARP_SIZE {
+            return Some(Err(ConfigError::Threads {
+                stage,
+                threads,
+                reason: "a warp tile must hold (WM / TM) * (WN / TN) = 32 thread tiles",
+            }));
+        }
+        if threads > MAX_THREADS_PER_BLOCK || threads % WARP_SIZE != 0 {
+            return Some(Err(ConfigError::Threads {
+                stage,
+                threads,
+                reason: "a block must have a multiple of 32 threads, at most 1024",
+            }));
+        }
+        Some(Ok(()))
+    }
+
+    /// Threads per block of stages 5-8 (1D blocks).
+    const fn threads(&self) -> u32 {
+        match *self {
+            KernelConfig::RegisterTiled { block, thread } | KernelConfig::Vectorized { block, thread } => {
+                (block.bm / thread.tm) * (block.bn / thread.tn)
+            }
+            KernelConfig::Pipelined { block, warp, .. } | KernelConfig::TensorCore { block, warp, .. } => {
+                (block.bm / warp.wm) * (block.bn / warp.wn) * WARP_SIZE
+            }
+            _ => 0,
+        }
+    }
+
+    /// Rules of stages 1-4.
+    const fn validate_square(&self) -> Result<(), ConfigError> {
         match *self {
             KernelConfig::Naive { block } | KernelConfig::Coalesced { block } => check_block(block),
             KernelConfig::SmemTiled { tile } => {
@@ -221,25 +484,54 @@ impl KernelConfig {
                     Ok(())
                 }
             }
+            _ => Ok(()),
         }
     }
 
-    /// Threads per block as (x, y).
+    /// Threads per block as (x, y); stages 5-8 use 1D blocks (x, 1).
     pub const fn block_dim(&self) -> (u32, u32) {
         match *self {
             KernelConfig::Naive { block } | KernelConfig::Coalesced { block } => (block.x, block.y),
             KernelConfig::SmemTiled { tile } => (tile, tile),
             KernelConfig::OutputsPerThread { tile, outputs } => (tile, rows_per_pass(tile, outputs)),
+            _ => (self.threads(), 1),
         }
     }
 
     /// Dynamic shared memory per block in bytes: two T x T tiles (A and B) for
-    /// stages 3 and 4, none for stages 1 and 2.
+    /// stages 3 and 4, none for stages 1 and 2, the [`crate::tiling`] layout
+    /// (times the pipeline depth) for stages 5-8.
     pub const fn smem_bytes(&self, precision: Precision) -> u32 {
+        let bytes = precision.bytes();
         match *self {
             KernelConfig::Naive { .. } | KernelConfig::Coalesced { .. } => 0,
             KernelConfig::SmemTiled { tile } | KernelConfig::OutputsPerThread { tile, .. } => {
-                tile_pair_smem_bytes(tile, precision.bytes())
+                tile_pair_smem_bytes(tile, bytes)
+            }
+            KernelConfig::RegisterTiled { block, .. } => s05_layout(block).stage_elems * bytes,
+            KernelConfig::Vectorized { block, .. } => s06_layout(block, bytes).stage_elems * bytes,
+            KernelConfig::Pipelined { block, stages, .. } => s07_layout(block, bytes).stage_elems * bytes * stages,
+            KernelConfig::TensorCore { block, stages, .. } => s08_layout(block).stage_elems * bytes * stages,
+        }
+    }
+
+    /// Modeled arithmetic intensity in flop/byte: the flops of one block over
+    /// the bytes it loads from global memory (seed 003's CGMA ratio, in
+    /// bytes): 1 / size for the naive stages (two loads per fma), T / size
+    /// for T x T tiles, 2 BM BN / ((BM + BN) size) for a BM x BN block tile.
+    /// Caches are ignored, so this places a stage on a roofline by its
+    /// design, not by a measurement.
+    pub fn modeled_intensity(&self, precision: Precision) -> f64 {
+        let bytes = precision.bytes() as f64;
+        match *self {
+            KernelConfig::Naive { .. } | KernelConfig::Coalesced { .. } => 1.0 / bytes,
+            KernelConfig::SmemTiled { tile } | KernelConfig::OutputsPerThread { tile, .. } => tile as f64 / bytes,
+            KernelConfig::RegisterTiled { block, .. }
+            | KernelConfig::Vectorized { block, .. }
+            | KernelConfig::Pipelined { block, .. }
+            | KernelConfig::TensorCore { block, .. } => {
+                let (bm, bn) = (block.bm as f64, block.bn as f64);
+                2.0 * bm * bn / ((bm + bn) * bytes)
             }
         }
     }
@@ -249,8 +541,11 @@ impl KernelConfig {
     ///
     /// - naive: grid (ceil(m / x), ceil(n / y)): x walks down the rows of C;
     /// - coalesced: grid (ceil(n / x), ceil(m / y)): x walks along a row of C;
-    /// - tiled stages: grid (ceil(n / T), ceil(m / T)): block (bx, by) owns the
-    ///   T x T tile of C at rows by*T.., columns bx*T.. ([`tile_origin`]).
+    /// - stages 3, 4: grid (ceil(n / T), ceil(m / T)): block (bx, by) owns the
+    ///   T x T tile of C at rows by*T.., columns bx*T.. ([`tile_origin`]);
+    /// - stages 5-8: grid (ceil(n / BN), ceil(m / BM)); stages 5-7 map block
+    ///   (bx, by) to the block tile (by, bx), stage 8 rasterizes
+    ///   ([`crate::tiling::raster`]).
     pub const fn geometry(&self, m: u32, n: u32, precision: Precision) -> LaunchGeometry {
         let (bx, by) = self.block_dim();
         let grid = match *self {
@@ -259,6 +554,10 @@ impl KernelConfig {
             KernelConfig::SmemTiled { tile } | KernelConfig::OutputsPerThread { tile, .. } => {
                 [ceil_div(n, tile), ceil_div(m, tile), 1]
             }
+            KernelConfig::RegisterTiled { block, .. }
+            | KernelConfig::Vectorized { block, .. }
+            | KernelConfig::Pipelined { block, .. }
+            | KernelConfig::TensorCore { block, .. } => [ceil_div(n, block.bn), ceil_div(m, block.bm), 1],
         };
         LaunchGeometry { grid, block: [bx, by, 1], smem_bytes: self.smem_bytes(precision) }
     }
@@ -272,6 +571,13 @@ impl core::fmt::Display for KernelConfig {
             KernelConfig::OutputsPerThread { tile, outputs } => {
                 write!(f, "tile {tile}x{tile}, {outputs} outputs/thread")
             }
+            KernelConfig::RegisterTiled { block, thread } | KernelConfig::Vectorized { block, thread } => {
+                write!(f, "block {block}, thread {thread}")
+            }
+            KernelConfig::Pipelined { block, warp, thread, stages } => {
+                write!(f, "block {block}, warp {warp}, thread {thread}, {stages} stages")
+            }
+            KernelConfig::TensorCore { block, warp, stages } => write!(f, "block {block}, warp {warp}, {stages} stages"),
         }
     }
 }
@@ -317,8 +623,8 @@ pub const fn tile_origin(block_idx: [u32; 2], tile: u32) -> (u32, u32) {
 }
 
 /// The menu of compiled kernels: one line per exported PTX entry point, as
-/// `(symbol, element type, stage, tile, outputs per thread)` (0 where a stage
-/// takes no such constant). Invoke with a macro that takes the whole list:
+/// `(symbol, element type, stage, [numbers])`, the numbers as
+/// [`menu_config!`] reads them. Invoke with a macro that takes the whole list:
 /// `gemm_core::kernel_menu!(my_macro)` expands to `my_macro! { (..) (..) ... }`.
 ///
 /// The kernel crate exports exactly these symbols; the host registry lists
@@ -327,26 +633,51 @@ pub const fn tile_origin(block_idx: [u32; 2], tile: u32) -> (u32, u32) {
 macro_rules! kernel_menu {
     ($callback:ident) => {
         $callback! {
-            (dgemm_naive, f64, Naive, 0, 0)
-            (sgemm_naive, f32, Naive, 0, 0)
-            (dgemm_coalesced, f64, Coalesced, 0, 0)
-            (sgemm_coalesced, f32, Coalesced, 0, 0)
-            (dgemm_tiled_t8, f64, SmemTiled, 8, 1)
-            (dgemm_tiled_t16, f64, SmemTiled, 16, 1)
-            (dgemm_tiled_t32, f64, SmemTiled, 32, 1)
-            (sgemm_tiled_t8, f32, SmemTiled, 8, 1)
-            (sgemm_tiled_t16, f32, SmemTiled, 16, 1)
-            (sgemm_tiled_t32, f32, SmemTiled, 32, 1)
-            (dgemm_opt_t32_o1, f64, OutputsPerThread, 32, 1)
-            (dgemm_opt_t32_o2, f64, OutputsPerThread, 32, 2)
-            (dgemm_opt_t32_o4, f64, OutputsPerThread, 32, 4)
-            (dgemm_opt_t32_o8, f64, OutputsPerThread, 32, 8)
-            (dgemm_opt_t32_o16, f64, OutputsPerThread, 32, 16)
-            (sgemm_opt_t32_o1, f32, OutputsPerThread, 32, 1)
-            (sgemm_opt_t32_o2, f32, OutputsPerThread, 32, 2)
-            (sgemm_opt_t32_o4, f32, OutputsPerThread, 32, 4)
-            (sgemm_opt_t32_o8, f32, OutputsPerThread, 32, 8)
-            (sgemm_opt_t32_o16, f32, OutputsPerThread, 32, 16)
+            (dgemm_naive, f64, Naive, [])
+            (sgemm_naive, f32, Naive, [])
+            (dgemm_coalesced, f64, Coalesced, [])
+            (sgemm_coalesced, f32, Coalesced, [])
+            (dgemm_tiled_t8, f64, SmemTiled, [8])
+            (dgemm_tiled_t16, f64, SmemTiled, [16])
+            (dgemm_tiled_t32, f64, SmemTiled, [32])
+            (sgemm_tiled_t8, f32, SmemTiled, [8])
+            (sgemm_tiled_t16, f32, SmemTiled, [16])
+            (sgemm_tiled_t32, f32, SmemTiled, [32])
+            (dgemm_opt_t32_o1, f64, OutputsPerThread, [32, 1])
+            (dgemm_opt_t32_o2, f64, OutputsPerThread, [32, 2])
+            (dgemm_opt_t32_o4, f64, OutputsPerThread, [32, 4])
+            (dgemm_opt_t32_o8, f64, OutputsPerThread, [32, 8])
+            (dgemm_opt_t32_o16, f64, OutputsPerThread, [32, 16])
+            (sgemm_opt_t32_o1, f32, OutputsPerThread, [32, 1])
+            (sgemm_opt_t32_o2, f32, OutputsPerThread, [32, 2])
+            (sgemm_opt_t32_o4, f32, OutputsPerThread, [32, 4])
+            (sgemm_opt_t32_o8, f32, OutputsPerThread, [32, 8])
+            (sgemm_opt_t32_o16, f32, OutputsPerThread, [32, 16])
+            (dgemm_regtile_b64x64x8_t4x4, f64, RegisterTiled, [64, 64, 8, 4, 4])
+            (dgemm_regtile_b128x128x8_t8x8, f64, RegisterTiled, [128, 128, 8, 8, 8])
+            (dgemm_regtile_b128x128x16_t8x8, f64, RegisterTiled, [128, 128, 16, 8, 8])
+            (sgemm_regtile_b64x64x8_t4x4, f32, RegisterTiled, [64, 64, 8, 4, 4])
+            (sgemm_regtile_b128x128x8_t8x8, f32, RegisterTiled, [128, 128, 8, 8, 8])
+            (sgemm_regtile_b128x128x16_t8x8, f32, RegisterTiled, [128, 128, 16, 8, 8])
+            (dgemm_vector_b64x64x16_t4x4, f64, Vectorized, [64, 64, 16, 4, 4])
+            (dgemm_vector_b128x64x16_t8x4, f64, Vectorized, [128, 64, 16, 8, 4])
+            (dgemm_vector_b128x128x16_t8x8, f64, Vectorized, [128, 128, 16, 8, 8])
+            (sgemm_vector_b64x64x16_t4x4, f32, Vectorized, [64, 64, 16, 4, 4])
+            (sgemm_vector_b128x64x16_t8x4, f32, Vectorized, [128, 64, 16, 8, 4])
+            (sgemm_vector_b128x128x16_t8x8, f32, Vectorized, [128, 128, 16, 8, 8])
+            (dgemm_pipelined_b64x64x16_w32x32_t4x8_s3, f64, Pipelined, [64, 64, 16, 32, 32, 4, 8, 3])
+            (dgemm_pipelined_b128x64x16_w32x32_t4x8_s3, f64, Pipelined, [128, 64, 16, 32, 32, 4, 8, 3])
+            (dgemm_pipelined_b128x64x16_w64x16_t8x4_s3, f64, Pipelined, [128, 64, 16, 64, 16, 8, 4, 3])
+            (dgemm_pipelined_b128x64x16_w32x32_t4x8_s4, f64, Pipelined, [128, 64, 16, 32, 32, 4, 8, 4])
+            (sgemm_pipelined_b64x64x16_w32x32_t4x8_s3, f32, Pipelined, [64, 64, 16, 32, 32, 4, 8, 3])
+            (sgemm_pipelined_b128x64x16_w64x32_t8x8_s3, f32, Pipelined, [128, 64, 16, 64, 32, 8, 8, 3])
+            (sgemm_pipelined_b128x128x16_w64x32_t8x8_s3, f32, Pipelined, [128, 128, 16, 64, 32, 8, 8, 3])
+            (sgemm_pipelined_b128x128x32_w64x32_t8x8_s3, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 3])
+            (dgemm_mma_b64x64x16_w32x32_s3, f64, TensorCore, [64, 64, 16, 32, 32, 3])
+            (dgemm_mma_b128x64x16_w64x32_s3, f64, TensorCore, [128, 64, 16, 64, 32, 3])
+            (dgemm_mma_b128x64x16_w64x32_s4, f64, TensorCore, [128, 64, 16, 64, 32, 4])
+            (dgemm_mma_b128x64x32_w64x32_s3, f64, TensorCore, [128, 64, 32, 64, 32, 3])
+            (dgemm_mma_b128x128x16_w64x32_s3, f64, TensorCore, [128, 128, 16, 64, 32, 3])
         }
     };
 }
@@ -417,6 +748,7 @@ mod tests {
                                 let rpp = rows_per_pass(tile, outputs);
                                 (0..outputs).map(|r| (r0 + ty + r * rpp, c0 + tx)).collect()
                             }
+                            _ => unreachable!("stages 5-8 are covered by `tiled_grids_cover_c`"),
                         };
                         for (i, j) in cells {
                             if i < m && j < n {
@@ -431,6 +763,55 @@ mod tests {
     }
 
     extern crate std;
+
+    #[test]
+    fn compiled_tiled_configs_validate_and_their_grids_cover_c() {
+        for &(_, c) in compiled_configs().iter().filter(|(_, c)| c.stage().number() >= 3) {
+            assert_eq!(c.validate(), Ok(()), "{c}");
+        }
+        for &(p, c) in compiled_configs().iter().filter(|(_, c)| c.stage().number() >= 5) {
+            let (KernelConfig::RegisterTiled { block, .. }
+            | KernelConfig::Vectorized { block, .. }
+            | KernelConfig::Pipelined { block, .. }
+            | KernelConfig::TensorCore { block, .. }) = c
+            else {
+                unreachable!()
+            };
+            for (m, n) in [(1, 1), (127, 129), (1000, 1023)] {
+                let g = c.geometry(m, n, p);
+                assert!(g.grid[0] * block.bn >= n && (g.grid[0] - 1) * block.bn < n, "{c}");
+                assert!(g.grid[1] * block.bm >= m && (g.grid[1] - 1) * block.bm < m, "{c}");
+                assert_eq!(g.block[0] % 32, 0);
+                assert!(g.smem_bytes <= 227 * 1024, "{c}: {} bytes", g.smem_bytes);
+            }
+        }
+    }
+
+    #[test]
+    fn tiled_configs_name_what_is_wrong() {
+        use crate::tiling::{BlockTile, ThreadTile, WarpTile};
+        let bad = KernelConfig::RegisterTiled { block: BlockTile::new(128, 100, 16), thread: ThreadTile::new(8, 8) };
+        assert!(matches!(bad.validate(), Err(ConfigError::Indivisible { what: "BN", value: 100, by: 8, .. })));
+        let big = KernelConfig::RegisterTiled { block: BlockTile::new(256, 256, 8), thread: ThreadTile::new(4, 4) };
+        assert!(matches!(big.validate(), Err(ConfigError::Threads { threads: 4096, .. })));
+        let odd = KernelConfig::Vectorized { block: BlockTile::new(128, 128, 16), thread: ThreadTile::new(8, 6) };
+        assert!(matches!(odd.validate(), Err(ConfigError::Indivisible { .. })));
+        let warp = KernelConfig::Pipelined {
+            block: BlockTile::new(128, 128, 16),
+            warp: WarpTile::new(64, 64),
+            thread: ThreadTile::new(8, 8),
+            stages: 3,
+        };
+        assert!(matches!(warp.validate(), Err(ConfigError::Threads { .. })));
+        let shallow =
+            KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(64, 32), stages: 1 };
+        assert_eq!(shallow.validate(), Err(ConfigError::PipelineStages { stage: Stage::TensorCore, stages: 1 }));
+        let absent =
+            KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(32, 32), stages: 3 };
+        assert_eq!(absent.validate(), Err(ConfigError::NotCompiled(absent)));
+        let msg = std::format!("{}", ConfigError::NotCompiled(absent));
+        assert!(msg.contains("f64 block 128x64x16, warp 64x32, 3 stages"), "{msg}");
+    }
 
     proptest! {
         #[test]

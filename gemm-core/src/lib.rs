@@ -16,8 +16,10 @@ pub mod config;
 pub mod geometry;
 pub mod shape;
 pub mod stage;
+pub mod tiling;
 
 pub use config::{BlockDim, ConfigError, KernelConfig, Precision};
 pub use geometry::{ceil_div, DeviceLimits, LaunchGeometry, LimitError};
 pub use shape::{gemm_flops, GemmDims, MatrixDims, ShapeError};
 pub use stage::Stage;
+pub use tiling::{BlockTile, ThreadTile, WarpTile};

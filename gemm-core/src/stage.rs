@@ -20,11 +20,32 @@ pub enum Stage {
     /// Stage 4: 32 x 32 shared-memory tiles, each thread computing several
     /// outputs of one column of C from registers.
     OutputsPerThread,
+    /// Stage 5: 2D register tiling: a BM x BN x BK block tile, each thread
+    /// computing a TM x TN tile of C from registers (outer products).
+    RegisterTiled,
+    /// Stage 6: stage 5 with 16-byte global loads and stores, the A tile stored
+    /// k-major in shared memory, and bank-conflict-free shared-memory reads.
+    Vectorized,
+    /// Stage 7: multi-stage shared-memory pipeline filled by `cp.async` while the
+    /// previous tile is computed, and warp tiling.
+    Pipelined,
+    /// Stage 8: FP64 tensor cores (`mma.sync` f64), warp tiles, a cp.async
+    /// pipeline, block rasterization, a vectorized epilogue. f64 only.
+    TensorCore,
 }
 
 impl Stage {
     /// Every stage, in ladder order.
-    pub const ALL: [Stage; 4] = [Stage::Naive, Stage::Coalesced, Stage::SmemTiled, Stage::OutputsPerThread];
+    pub const ALL: [Stage; 8] = [
+        Stage::Naive,
+        Stage::Coalesced,
+        Stage::SmemTiled,
+        Stage::OutputsPerThread,
+        Stage::RegisterTiled,
+        Stage::Vectorized,
+        Stage::Pipelined,
+        Stage::TensorCore,
+    ];
 
     /// The stage's number in the ladder (1-based).
     pub const fn number(self) -> u32 {
@@ -33,6 +54,10 @@ impl Stage {
             Stage::Coalesced => 2,
             Stage::SmemTiled => 3,
             Stage::OutputsPerThread => 4,
+            Stage::RegisterTiled => 5,
+            Stage::Vectorized => 6,
+            Stage::Pipelined => 7,
+            Stage::TensorCore => 8,
         }
     }
 
@@ -43,6 +68,10 @@ impl Stage {
             Stage::Coalesced => "coalesced",
             Stage::SmemTiled => "smem-tiled",
             Stage::OutputsPerThread => "outputs-per-thread",
+            Stage::RegisterTiled => "register-tiled",
+            Stage::Vectorized => "vectorized",
+            Stage::Pipelined => "pipelined",
+            Stage::TensorCore => "tensor-core",
         }
     }
 
@@ -53,6 +82,10 @@ impl Stage {
             Stage::Coalesced => "Coalesced thread mapping",
             Stage::SmemTiled => "Shared-memory tiling",
             Stage::OutputsPerThread => "Several outputs per thread",
+            Stage::RegisterTiled => "2D register tiling",
+            Stage::Vectorized => "16-byte vectorized access",
+            Stage::Pipelined => "cp.async pipeline and warp tiling",
+            Stage::TensorCore => "FP64 tensor cores (mma.sync)",
         }
     }
 
@@ -64,6 +97,10 @@ impl Stage {
             Stage::Coalesced => "coalesced",
             Stage::SmemTiled => "tiled",
             Stage::OutputsPerThread => "opt",
+            Stage::RegisterTiled => "regtile",
+            Stage::Vectorized => "vector",
+            Stage::Pipelined => "pipelined",
+            Stage::TensorCore => "mma",
         }
     }
 
@@ -75,6 +112,10 @@ impl Stage {
             Stage::Coalesced => "02_coalesced",
             Stage::SmemTiled => "03_smem_tiled",
             Stage::OutputsPerThread => "04_outputs_per_thread",
+            Stage::RegisterTiled => "05_register_tiled",
+            Stage::Vectorized => "06_vectorized",
+            Stage::Pipelined => "07_pipelined",
+            Stage::TensorCore => "08_tensor_core",
         }
     }
 
@@ -85,6 +126,10 @@ impl Stage {
             Stage::Coalesced => "seed 000 (section 3.1.3), seed 003",
             Stage::SmemTiled => "seed 000 (section 3.1), seed 003",
             Stage::OutputsPerThread => "seed 000 (section 3.2), seed 001",
+            Stage::RegisterTiled => "seed 004 (2D tiling), seed 001",
+            Stage::Vectorized => "seed 004 (vectorized loads)",
+            Stage::Pipelined => "seed 004 (next steps), seed 001 (prefetching)",
+            Stage::TensorCore => "PTX ISA, warp-level mma (m16n8k16 / m8n8k4 .f64)",
         }
     }
 
@@ -95,6 +140,10 @@ impl Stage {
             2 => Some(Stage::Coalesced),
             3 => Some(Stage::SmemTiled),
             4 => Some(Stage::OutputsPerThread),
+            5 => Some(Stage::RegisterTiled),
+            6 => Some(Stage::Vectorized),
+            7 => Some(Stage::Pipelined),
+            8 => Some(Stage::TensorCore),
             _ => None,
         }
     }
@@ -117,6 +166,6 @@ mod tests {
             assert_eq!(Stage::from_number(s.number()), Some(*s));
         }
         assert_eq!(Stage::from_number(0), None);
-        assert_eq!(Stage::from_number(5), None);
+        assert_eq!(Stage::from_number(9), None);
     }
 }

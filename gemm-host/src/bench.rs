@@ -198,11 +198,5 @@ pub fn measure_cublas<T: Element>(
 
 /// The builder that runs exactly `config`.
 pub fn gemm_for(config: KernelConfig) -> Gemm {
-    let g = Gemm::new().stage(config.stage());
-    match config {
-        KernelConfig::Naive { block } | KernelConfig::Coalesced { block } => g.block_dim(block.x, block.y),
-        KernelConfig::SmemTiled { tile } => g.tile_size(tile),
-        KernelConfig::OutputsPerThread { tile, outputs } => g.tile_size(tile).outputs_per_thread(outputs),
-        _ => g,
-    }
+    Gemm::new().kernel(config)
 }

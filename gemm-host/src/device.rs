@@ -23,6 +23,8 @@ pub struct Device {
     clock_khz: u32,
     max_threads_per_sm: u32,
     l2_bytes: usize,
+    memory_clock_khz: u32,
+    memory_bus_bits: u32,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
 }
 
@@ -126,6 +128,8 @@ impl Device {
             clock_khz: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
             max_threads_per_sm: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
             l2_bytes: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize,
+            memory_clock_khz: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)?,
+            memory_bus_bits: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?,
             ctx,
             stream,
             module,
@@ -181,6 +185,34 @@ impl Device {
             (_, Precision::F32) => 128.0,
         };
         self.sm_count as f64 * self.clock_mhz() * 1e-3 * per_sm * 2.0
+    }
+
+    /// Theoretical FP64 tensor-core peak in GFLOP/s (stage 8's ceiling): SMs x
+    /// clock x FP64 mma flops per clock per SM (sm_80 128, sm_90 256, others 0:
+    /// no FP64 tensor cores known).
+    pub fn peak_fp64_tensor_gflops(&self) -> f64 {
+        let per_sm = match self.compute_capability {
+            (8, 0) => 128.0,
+            (9, 0) => 256.0,
+            _ => 0.0,
+        };
+        self.sm_count as f64 * self.clock_mhz() * 1e-3 * per_sm
+    }
+
+    /// Theoretical DRAM bandwidth in GB/s: 2 (double data rate) x memory clock
+    /// x bus width, from the driver's attributes.
+    pub fn dram_gbs(&self) -> f64 {
+        2.0 * self.memory_clock_khz as f64 * 1e3 * self.memory_bus_bits as f64 / 8.0 * 1e-9
+    }
+
+    /// The ceiling of a stage in GFLOP/s: the FP64 tensor-core peak for stage
+    /// 8, the FMA peak ([`Device::peak_fma_gflops`]) for the others.
+    pub fn peak_gflops(&self, precision: Precision, stage: gemm_core::Stage) -> f64 {
+        if stage == gemm_core::Stage::TensorCore {
+            self.peak_fp64_tensor_gflops()
+        } else {
+            self.peak_fma_gflops(precision)
+        }
     }
 
     /// L2 cache size in bytes.

@@ -37,10 +37,15 @@ mod launch;
 mod matrix;
 pub mod ptx;
 pub mod registry;
+pub mod tuning;
 
 pub use device::{default_device, Device, KernelInfo};
 pub use element::Element;
 pub use error::Error;
-pub use gemm::{default_config, dgemm, sgemm, Gemm};
-pub use gemm_core::{BlockDim, ConfigError, DeviceLimits, KernelConfig, LimitError, Precision, ShapeError, Stage};
+pub use gemm::{dgemm, sgemm, stage_default, Gemm};
+pub use tuning::{Plan, PlanSource};
+pub use gemm_core::{
+    BlockDim, BlockTile, ConfigError, DeviceLimits, KernelConfig, LimitError, Precision, ShapeError, Stage, ThreadTile,
+    WarpTile,
+};
 pub use matrix::{DeviceMatrix, Matrix};

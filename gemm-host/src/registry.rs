@@ -2,9 +2,7 @@
 //! the same list the kernel crate exports, so the two cannot drift (a test
 //! also checks this list against the PTX).
 
-use crate::element::Element;
 use crate::error::Error;
-use gemm_core::config::{OPT_TILE_SIZES, OUTPUTS_PER_THREAD, SMEM_TILE_SIZES};
 use gemm_core::{BlockDim, KernelConfig, Precision, Stage};
 
 /// One exported PTX entry point and the configuration it implements.
@@ -14,22 +12,24 @@ pub struct EntryPoint {
     pub name: &'static str,
     /// Element type.
     pub precision: Precision,
-    /// Stage.
-    pub stage: Stage,
-    /// Tile size T (0 for stages without one).
-    pub tile: u32,
-    /// Outputs per thread (0 for the naive stages).
-    pub outputs: u32,
+    /// The compiled configuration ([`KernelConfig::kernel_key`]: stages 1 and
+    /// 2 with a 0 x 0 block, their block being a run-time choice).
+    pub config: KernelConfig,
+}
+
+impl EntryPoint {
+    /// The entry point's stage.
+    pub fn stage(&self) -> Stage {
+        self.config.stage()
+    }
 }
 
 macro_rules! registry_entries {
-    ($( ($name:ident, $t:ty, $stage:ident, $tile:literal, $outputs:literal) )*) => {
+    ($( ($name:ident, $t:tt, $stage:ident, [$($p:literal),*]) )*) => {
         &[$(EntryPoint {
             name: stringify!($name),
-            precision: <$t as Element>::PRECISION,
-            stage: Stage::$stage,
-            tile: $tile,
-            outputs: $outputs,
+            precision: gemm_core::menu_precision!($t),
+            config: gemm_core::menu_config!($stage, [$($p),*]),
         }),*]
     };
 }
@@ -38,16 +38,17 @@ macro_rules! registry_entries {
 pub static ENTRY_POINTS: &[EntryPoint] = gemm_core::kernel_menu!(registry_entries);
 
 /// The entry point that runs `config` for `precision`.
+///
+/// # Errors
+/// [`Error::Config`] when the configuration is invalid or not compiled for
+/// any precision; [`Error::NoKernel`] when it is compiled, but not for this
+/// precision (stage 8 is f64 only).
 pub fn entry_point(precision: Precision, config: KernelConfig) -> Result<&'static EntryPoint, Error> {
     config.validate()?;
-    let (stage, tile, outputs) = match config {
-        KernelConfig::SmemTiled { tile } => (Stage::SmemTiled, tile, 1),
-        KernelConfig::OutputsPerThread { tile, outputs } => (Stage::OutputsPerThread, tile, outputs),
-        other => (other.stage(), 0, 0),
-    };
+    let key = config.kernel_key();
     ENTRY_POINTS
         .iter()
-        .find(|e| e.precision == precision && e.stage == stage && e.tile == tile && e.outputs == outputs)
+        .find(|e| e.precision == precision && e.config == key)
         .ok_or(Error::NoKernel { precision, config })
 }
 
@@ -66,18 +67,13 @@ pub fn naive_block_sweep() -> Vec<BlockDim> {
     out
 }
 
-/// Every configuration of a stage that is worth a sweep: the compiled menu for
-/// the tiled stages, [`naive_block_sweep`] for the naive ones.
-pub fn stage_configs(stage: Stage) -> Vec<KernelConfig> {
+/// Every configuration of a stage that is worth a sweep for `precision`: the
+/// compiled menu for the tiled stages, [`naive_block_sweep`] for the naive
+/// ones (empty for stage 8 in f32).
+pub fn stage_configs(stage: Stage, precision: Precision) -> Vec<KernelConfig> {
     match stage {
         Stage::Naive => naive_block_sweep().into_iter().map(|block| KernelConfig::Naive { block }).collect(),
         Stage::Coalesced => naive_block_sweep().into_iter().map(|block| KernelConfig::Coalesced { block }).collect(),
-        Stage::SmemTiled => SMEM_TILE_SIZES.iter().map(|&tile| KernelConfig::SmemTiled { tile }).collect(),
-        _ => OPT_TILE_SIZES
-            .iter()
-            .flat_map(|&tile| {
-                OUTPUTS_PER_THREAD.iter().map(move |&outputs| KernelConfig::OutputsPerThread { tile, outputs })
-            })
-            .collect(),
+        _ => ENTRY_POINTS.iter().filter(|e| e.stage() == stage && e.precision == precision).map(|e| e.config).collect(),
     }
 }

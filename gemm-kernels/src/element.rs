@@ -30,6 +30,36 @@ pub trait Element: Copy + PartialEq + Add<Output = Self> + Mul<Output = Self> + 
     /// # Safety
     /// See the trait's safety section.
     unsafe fn st_shared(addr: u32, value: Self);
+    /// Elements per 16-byte vector (2 for f64, 4 for f32).
+    const VEC: usize;
+    /// 16-byte `ld.shared.v*` into `out[..VEC]`.
+    ///
+    /// # Safety
+    /// As `ld_shared`, with `addr` 16-byte aligned.
+    unsafe fn ld_shared_vec(addr: u32, out: &mut [Self; 4]);
+    /// 16-byte `st.shared.v*` of `v[..VEC]`.
+    ///
+    /// # Safety
+    /// As `st_shared`, with `addr` 16-byte aligned.
+    unsafe fn st_shared_vec(addr: u32, v: &[Self; 4]);
+    /// 16-byte `ld.global.nc.v*` (read-only path) into `out[..VEC]`.
+    ///
+    /// # Safety
+    /// `p` points to VEC readable elements of global memory, 16-byte aligned,
+    /// not written during the kernel.
+    unsafe fn ld_global_vec(p: *const Self, out: &mut [Self; 4]);
+    /// 16-byte `st.global.v*` of `v[..VEC]`.
+    ///
+    /// # Safety
+    /// `p` points to VEC writable elements of global memory, 16-byte aligned.
+    unsafe fn st_global_vec(p: *mut Self, v: &[Self; 4]);
+    /// `cp.async.ca.shared.global` of one element (4 or 8 bytes), zero-filled
+    /// when `valid` is false (then `src` is not read). PTX ISA, "cp.async".
+    ///
+    /// # Safety
+    /// `dst` is an aligned shared address inside the launch's buffer; when
+    /// `valid`, `src` points to a readable element.
+    unsafe fn cp_async_elem(dst: u32, src: *const Self, valid: bool);
 }
 
 impl Element for f64 {
@@ -58,6 +88,33 @@ impl Element for f64 {
         asm!("st.shared.f64 [{a}], {v};", a = in(reg32) addr, v = in(reg64) value,
              options(nostack, preserves_flags));
     }
+    const VEC: usize = 2;
+    #[inline(always)]
+    unsafe fn ld_shared_vec(addr: u32, out: &mut [Self; 4]) {
+        asm!("ld.shared.v2.f64 {{{x}, {y}}}, [{a}];", x = out(reg64) out[0], y = out(reg64) out[1],
+             a = in(reg32) addr, options(readonly, nostack, preserves_flags));
+    }
+    #[inline(always)]
+    unsafe fn st_shared_vec(addr: u32, v: &[Self; 4]) {
+        asm!("st.shared.v2.f64 [{a}], {{{x}, {y}}};", a = in(reg32) addr, x = in(reg64) v[0], y = in(reg64) v[1],
+             options(nostack, preserves_flags));
+    }
+    #[inline(always)]
+    unsafe fn ld_global_vec(p: *const Self, out: &mut [Self; 4]) {
+        asm!("ld.global.nc.v2.f64 {{{x}, {y}}}, [{p}];", x = out(reg64) out[0], y = out(reg64) out[1],
+             p = in(reg64) p, options(readonly, nostack, preserves_flags));
+    }
+    #[inline(always)]
+    unsafe fn st_global_vec(p: *mut Self, v: &[Self; 4]) {
+        asm!("st.global.v2.f64 [{p}], {{{x}, {y}}};", p = in(reg64) p, x = in(reg64) v[0], y = in(reg64) v[1],
+             options(nostack, preserves_flags));
+    }
+    #[inline(always)]
+    unsafe fn cp_async_elem(dst: u32, src: *const Self, valid: bool) {
+        let n: u32 = if valid { 8 } else { 0 };
+        asm!("cp.async.ca.shared.global [{d}], [{s}], 8, {n};", d = in(reg32) dst, s = in(reg64) src,
+             n = in(reg32) n, options(nostack, preserves_flags));
+    }
 }
 
 impl Element for f32 {
@@ -83,5 +140,34 @@ impl Element for f32 {
     unsafe fn st_shared(addr: u32, value: Self) {
         asm!("st.shared.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) value,
              options(nostack, preserves_flags));
+    }
+    const VEC: usize = 4;
+    #[inline(always)]
+    unsafe fn ld_shared_vec(addr: u32, out: &mut [Self; 4]) {
+        asm!("ld.shared.v4.f32 {{{x}, {y}, {z}, {w}}}, [{a}];", x = out(reg32) out[0], y = out(reg32) out[1],
+             z = out(reg32) out[2], w = out(reg32) out[3], a = in(reg32) addr,
+             options(readonly, nostack, preserves_flags));
+    }
+    #[inline(always)]
+    unsafe fn st_shared_vec(addr: u32, v: &[Self; 4]) {
+        asm!("st.shared.v4.f32 [{a}], {{{x}, {y}, {z}, {w}}};", a = in(reg32) addr, x = in(reg32) v[0],
+             y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3], options(nostack, preserves_flags));
+    }
+    #[inline(always)]
+    unsafe fn ld_global_vec(p: *const Self, out: &mut [Self; 4]) {
+        asm!("ld.global.nc.v4.f32 {{{x}, {y}, {z}, {w}}}, [{p}];", x = out(reg32) out[0], y = out(reg32) out[1],
+             z = out(reg32) out[2], w = out(reg32) out[3], p = in(reg64) p,
+             options(readonly, nostack, preserves_flags));
+    }
+    #[inline(always)]
+    unsafe fn st_global_vec(p: *mut Self, v: &[Self; 4]) {
+        asm!("st.global.v4.f32 [{p}], {{{x}, {y}, {z}, {w}}};", p = in(reg64) p, x = in(reg32) v[0],
+             y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3], options(nostack, preserves_flags));
+    }
+    #[inline(always)]
+    unsafe fn cp_async_elem(dst: u32, src: *const Self, valid: bool) {
+        let n: u32 = if valid { 4 } else { 0 };
+        asm!("cp.async.ca.shared.global [{d}], [{s}], 4, {n};", d = in(reg32) dst, s = in(reg64) src,
+             n = in(reg32) n, options(nostack, preserves_flags));
     }
 }

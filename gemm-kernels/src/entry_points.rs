@@ -8,28 +8,43 @@
 //! and computes `C <- alpha * A * B + beta * C` (row-major, in elements).
 
 use crate::thread::GemmArgs;
-use crate::{s01_naive, s02_coalesced, s03_smem_tiled, s04_outputs_per_thread};
+use crate::{
+    s01_naive, s02_coalesced, s03_smem_tiled, s04_outputs_per_thread, s05_register_tiled, s06_vectorized,
+    s07_pipelined, s08_tensor_core,
+};
 
 macro_rules! stage_kernel {
-    (Naive, $t:ty, $tile:literal, $outputs:literal, $g:ident) => {
+    (Naive, $t:ty, [], $g:ident) => {
         s01_naive::naive::<$t>($g)
     };
-    (Coalesced, $t:ty, $tile:literal, $outputs:literal, $g:ident) => {
+    (Coalesced, $t:ty, [], $g:ident) => {
         s02_coalesced::coalesced::<$t>($g)
     };
-    (SmemTiled, $t:ty, $tile:literal, $outputs:literal, $g:ident) => {
+    (SmemTiled, $t:ty, [$tile:literal], $g:ident) => {
         s03_smem_tiled::smem_tiled::<$t, $tile>($g)
     };
-    (OutputsPerThread, $t:ty, $tile:literal, $outputs:literal, $g:ident) => {
+    (OutputsPerThread, $t:ty, [$tile:literal, $outputs:literal], $g:ident) => {
         s04_outputs_per_thread::outputs_per_thread::<$t, $tile, $outputs>($g)
+    };
+    (RegisterTiled, $t:ty, [$bm:literal, $bn:literal, $bk:literal, $tm:literal, $tn:literal], $g:ident) => {
+        s05_register_tiled::register_tiled::<$t, $bm, $bn, $bk, $tm, $tn>($g)
+    };
+    (Vectorized, $t:ty, [$bm:literal, $bn:literal, $bk:literal, $tm:literal, $tn:literal], $g:ident) => {
+        s06_vectorized::vectorized::<$t, $bm, $bn, $bk, $tm, $tn>($g)
+    };
+    (Pipelined, $t:ty, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $tm:literal, $tn:literal,
+                        $s:literal], $g:ident) => {
+        s07_pipelined::pipelined::<$t, $bm, $bn, $bk, $wm, $wn, $tm, $tn, $s>($g)
+    };
+    (TensorCore, f64, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $s:literal], $g:ident) => {
+        s08_tensor_core::tensor_core::<$bm, $bn, $bk, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }>($g)
     };
 }
 
 macro_rules! export_kernels {
-    ($( ($name:ident, $t:ty, $stage:ident, $tile:literal, $outputs:literal) )*) => {$(
-        #[doc = concat!("Entry point `", stringify!($name), "`: stage ", stringify!($stage),
-                        ", ", stringify!($t), ", tile ", stringify!($tile),
-                        ", outputs per thread ", stringify!($outputs), ".")]
+    ($( ($name:ident, $t:tt, $stage:ident, [$($p:literal),*]) )*) => {$(
+        #[doc = concat!("Entry point `", stringify!($name), "`: ", stringify!($stage),
+                        ", ", stringify!($t), ", [", stringify!($($p),*), "].")]
         ///
         /// # Safety
         /// Launched by the host with the geometry of its `KernelConfig`, on
@@ -43,7 +58,7 @@ macro_rules! export_kernels {
             beta: $t, c: *mut $t, ldc: u32,
         ) {
             let g = GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc };
-            stage_kernel!($stage, $t, $tile, $outputs, g)
+            stage_kernel!($stage, $t, [$($p),*], g)
         }
     )*};
 }

@@ -1,7 +1,7 @@
 //! GPU kernels of the `gemm` library, written in Rust for the stock
 //! `nvptx64-nvidia-cuda` target (LLVM's NVPTX back end).
 //!
-//! One module per stage (`s01_naive`, ... `s04_outputs_per_thread`); each is
+//! One module per stage (`s01_naive`, ... `s08_tensor_core`); stages 1-7 are
 //! generic over the element type (`element::Element`: f64, f32) and over its
 //! tile constants (const generics). `entry_points` exports one
 //! `#[no_mangle] extern "ptx-kernel"` function per line of
@@ -29,6 +29,14 @@ pub mod s02_coalesced;
 pub mod s03_smem_tiled;
 #[cfg(target_arch = "nvptx64")]
 pub mod s04_outputs_per_thread;
+#[cfg(target_arch = "nvptx64")]
+pub mod s05_register_tiled;
+#[cfg(target_arch = "nvptx64")]
+pub mod s06_vectorized;
+#[cfg(target_arch = "nvptx64")]
+pub mod s07_pipelined;
+#[cfg(target_arch = "nvptx64")]
+pub mod s08_tensor_core;
 #[cfg(target_arch = "nvptx64")]
 pub mod thread;
 

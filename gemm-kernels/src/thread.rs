@@ -29,6 +29,13 @@ pub fn block_dim() -> [u32; 2] {
     unsafe { [nvptx::_block_dim_x() as u32, nvptx::_block_dim_y() as u32] }
 }
 
+/// (x, y) of gridDim.
+#[inline(always)]
+pub fn grid_dim() -> [u32; 2] {
+    // SAFETY: as above.
+    unsafe { [nvptx::_grid_dim_x() as u32, nvptx::_grid_dim_y() as u32] }
+}
+
 /// `bar.sync 0`: every thread of the block waits here.
 ///
 /// # Safety
@@ -99,4 +106,90 @@ pub struct GemmArgs<T> {
     pub c: *mut T,
     /// Leading dimension of C (>= n).
     pub ldc: u32,
+}
+
+/// Whether 16-byte vector access is allowed on a matrix: its base address is
+/// 16-byte aligned and its leading dimension a multiple of the vector width,
+/// so every row starts 16-byte aligned. Uniform over the launch.
+#[inline(always)]
+pub fn vector_ok<T: Element>(p: *const T, ld: u32) -> bool {
+    (p as usize) % 16 == 0 && ld as usize % T::VEC == 0
+}
+
+/// `cp.async.cg.shared.global` of 16 bytes, of which the first `src_bytes`
+/// (0..=16) are read from `src` and the rest zero-filled (PTX ISA,
+/// "Data movement: cp.async"). The copy completes asynchronously: see
+/// [`cp_async_commit`] and [`cp_async_wait`].
+///
+/// # Safety
+/// `dst` is a 16-byte aligned shared address inside the launch's buffer;
+/// `src` is 16-byte aligned and its first `src_bytes` bytes are readable.
+#[inline(always)]
+pub unsafe fn cp_async_16(dst: u32, src: *const u8, src_bytes: u32) {
+    asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src,
+         n = in(reg32) src_bytes, options(nostack, preserves_flags));
+}
+
+/// `cp.async.commit_group`: closes the group of this thread's cp.async copies
+/// issued since the last commit.
+///
+/// # Safety
+/// None beyond being on sm_80 or newer.
+#[inline(always)]
+pub unsafe fn cp_async_commit() {
+    asm!("cp.async.commit_group;", options(nostack, preserves_flags));
+}
+
+/// `cp.async.wait_group N`: waits until at most `pending` of this thread's
+/// committed groups are still in flight (0..=3; larger waits for all). Other
+/// threads' copies are visible only after a following barrier.
+///
+/// # Safety
+/// None beyond being on sm_80 or newer.
+#[inline(always)]
+pub unsafe fn cp_async_wait(pending: u32) {
+    // The operand must be an immediate; `pending` is a constant at every call.
+    match pending {
+        0 => asm!("cp.async.wait_group 0;", options(nostack, preserves_flags)),
+        1 => asm!("cp.async.wait_group 1;", options(nostack, preserves_flags)),
+        2 => asm!("cp.async.wait_group 2;", options(nostack, preserves_flags)),
+        3 => asm!("cp.async.wait_group 3;", options(nostack, preserves_flags)),
+        _ => asm!("cp.async.wait_all;", options(nostack, preserves_flags)),
+    }
+}
+
+/// Writes VEC consecutive elements `alpha * acc[e] + beta * C(row, col + e)`
+/// of a row of C, with one 16-byte store when `vec` (C allows vector access,
+/// see [`vector_ok`]) and all VEC columns lie inside C, else element by
+/// element with bounds checks (the fringe). `beta == 0` never reads C.
+///
+/// # Safety
+/// `c` is C (m x n, ldc); `col` is a multiple of VEC.
+#[inline(always)]
+pub unsafe fn store_c_vec<T: Element>(g: &GemmArgs<T>, vec: bool, row: u32, col: u32, acc: &[T; 4]) {
+    if row >= g.m {
+        return;
+    }
+    if vec && col + T::VEC as u32 <= g.n {
+        let p = g.c.add(row as usize * g.ldc as usize + col as usize);
+        let mut out = [T::ZERO; 4];
+        if g.beta == T::ZERO {
+            for e in 0..T::VEC {
+                out[e] = g.alpha * acc[e];
+            }
+        } else {
+            // Plain loads: `ld_global_vec` takes the read-only path, and C is
+            // written by this kernel.
+            for e in 0..T::VEC {
+                out[e] = T::fma(g.beta, *p.add(e), g.alpha * acc[e]);
+            }
+        }
+        T::st_global_vec(p, &out);
+    } else {
+        for e in 0..T::VEC as u32 {
+            if col + e < g.n {
+                store_c(g.c, row, col + e, g.ldc, acc[e as usize], g.alpha, g.beta);
+            }
+        }
+    }
 }

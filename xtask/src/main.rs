@@ -84,7 +84,10 @@ fn build_ptx(arch: &str) -> Result<String> {
         .arg(&target_dir)
         .args(["--", "--emit=asm", "-C", "linker=/bin/true"])
         .arg(format!("-Ctarget-cpu={arch}"))
-        .arg(format!("-Cllvm-args={UNROLL_THRESHOLD}"));
+        .arg(format!("-Cllvm-args={UNROLL_THRESHOLD}"))
+        // Architecture-specific kernel code (stage 8's m16n8k16) is compiled
+        // only into the sm_90 PTX.
+        .args(if arch == "sm_90" { &["--cfg", "gemm_sm90"][..] } else { &[][..] });
     run(&mut cmd).map_err(|e| format!("{e}\n(the kernel toolchain is described in DESIGN.md and README.md)"))?;
     let asm = target_dir.join("nvptx64-nvidia-cuda/ptx/deps/gemm_kernels.s");
     let text = fs::read_to_string(&asm).map_err(|e| format!("{}: {e}", asm.display()))?;

@@ -1,0 +1,195 @@
+//! Block, warp and thread tiles of stages 5-8, the shared-memory layouts the
+//! kernels and the launcher agree on, and block rasterization.
+//!
+//! Words: the block tile is BM x BN of C, stepping BK along k; a warp tile is
+//! WM x WN; a thread tile TM x TN. A "stage" of a pipeline is one buffer of
+//! shared memory holding a BM x BK tile of A and a BK x BN tile of B.
+
+/// Block tile: BM rows x BN columns of C per block, BK along k per step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockTile {
+    /// BM: rows of C per block.
+    pub bm: u32,
+    /// BN: columns of C per block.
+    pub bn: u32,
+    /// BK: step along k (columns of the A tile, rows of the B tile).
+    pub bk: u32,
+}
+
+impl BlockTile {
+    /// A BM x BN x BK block tile.
+    pub const fn new(bm: u32, bn: u32, bk: u32) -> Self {
+        BlockTile { bm, bn, bk }
+    }
+}
+
+impl core::fmt::Display for BlockTile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}x{}x{}", self.bm, self.bn, self.bk)
+    }
+}
+
+/// Warp tile: WM x WN of C per warp (stages 7 and 8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WarpTile {
+    /// WM: rows of C per warp.
+    pub wm: u32,
+    /// WN: columns of C per warp.
+    pub wn: u32,
+}
+
+impl WarpTile {
+    /// A WM x WN warp tile.
+    pub const fn new(wm: u32, wn: u32) -> Self {
+        WarpTile { wm, wn }
+    }
+}
+
+impl core::fmt::Display for WarpTile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}x{}", self.wm, self.wn)
+    }
+}
+
+/// Thread tile: TM x TN elements of C held in one thread's registers
+/// (stages 5-7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ThreadTile {
+    /// TM: rows of C per thread.
+    pub tm: u32,
+    /// TN: columns of C per thread.
+    pub tn: u32,
+}
+
+impl ThreadTile {
+    /// A TM x TN thread tile.
+    pub const fn new(tm: u32, tn: u32) -> Self {
+        ThreadTile { tm, tn }
+    }
+}
+
+impl core::fmt::Display for ThreadTile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}x{}", self.tm, self.tn)
+    }
+}
+
+/// Bytes moved by one vector access: 16 (`ld.global.v2.f64`, `.v4.f32`,
+/// `cp.async ... 16`).
+pub const VECTOR_BYTES: u32 = 16;
+
+/// Elements per 16-byte vector: 2 for f64, 4 for f32.
+pub const fn vector_width(element_bytes: u32) -> u32 {
+    VECTOR_BYTES / element_bytes
+}
+
+/// Threads of the lane grid in one warp.
+pub const WARP_SIZE: u32 = 32;
+
+/// Shared-memory layout of one pipeline stage (or the single buffer of stages
+/// 5 and 6), in elements: the A tile at offset 0 with row stride `a_ld`, the B
+/// tile at `b_offset` with row stride `b_ld`; `stage_elems` per stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmemLayout {
+    /// Row stride of the A tile (elements).
+    pub a_ld: u32,
+    /// Offset of the B tile from the stage's start (elements).
+    pub b_offset: u32,
+    /// Row stride of the B tile (elements).
+    pub b_ld: u32,
+    /// Elements per stage (A tile + B tile, padding included).
+    pub stage_elems: u32,
+}
+
+/// Stage 5: A row-major `[BM][BK]`, B row-major `[BK][BN]`, no padding (the
+/// bank conflicts of the A reads are what stage 6 removes).
+pub const fn s05_layout(t: BlockTile) -> SmemLayout {
+    SmemLayout { a_ld: t.bk, b_offset: t.bm * t.bk, b_ld: t.bn, stage_elems: t.bm * t.bk + t.bk * t.bn }
+}
+
+/// Stage 6: A stored k-major (transposed) `[BK][BM + V]`, B `[BK][BN]`, with
+/// V = [`vector_width`]. The V-element pad keeps rows 16-byte aligned and
+/// moves consecutive k rows by V elements, so the transposing stores of a
+/// warp spread over all banks (f64: each 8-byte bank hit exactly twice by 32
+/// lanes, the minimum); the 16-byte reads of both tiles are conflict-free by
+/// the thread mapping (`gemm-kernels/src/s06_vectorized.rs`).
+pub const fn s06_layout(t: BlockTile, element_bytes: u32) -> SmemLayout {
+    let a_ld = t.bm + vector_width(element_bytes);
+    SmemLayout { a_ld, b_offset: t.bk * a_ld, b_ld: t.bn, stage_elems: t.bk * a_ld + t.bk * t.bn }
+}
+
+/// Stage 7: A row-major `[BM][BK + V]` (cp.async cannot transpose), B
+/// `[BK][BN]`. The pad makes the row stride an odd number of 16-byte units, so
+/// the 8 rows a warp reads at once (16-byte reads along k) fall in 8 distinct
+/// 16-byte bank groups.
+pub const fn s07_layout(t: BlockTile, element_bytes: u32) -> SmemLayout {
+    let a_ld = t.bk + vector_width(element_bytes);
+    SmemLayout { a_ld, b_offset: t.bm * a_ld, b_ld: t.bn, stage_elems: t.bm * a_ld + t.bk * t.bn }
+}
+
+/// Stage 8 (f64): A row-major `[BM][BK + 4]`, B `[BK][BN + 4]`. With g = lane
+/// / 4 and t = lane % 4, a warp reads A(g, t + c) and B(t + c, g) for its mma
+/// fragments; a pad of 4 doubles maps those 32 reads onto the 16 8-byte bank
+/// pairs exactly twice each (the minimum for 256 bytes), and keeps rows
+/// 16-byte aligned for cp.async.
+pub const fn s08_layout(t: BlockTile) -> SmemLayout {
+    let a_ld = t.bk + 4;
+    let b_ld = t.bn + 4;
+    SmemLayout { a_ld, b_offset: t.bm * a_ld, b_ld, stage_elems: t.bm * a_ld + t.bk * b_ld }
+}
+
+/// Rows of block tiles in one raster group (stage 8): consecutive blocks walk
+/// down a group of this many tile rows before moving to the next column, so
+/// the tiles of A and B they share stay in L2.
+pub const RASTER_GROUP: u32 = 8;
+
+/// The block tile (tile row, tile column) that block `linear` (0-based, in
+/// launch order) computes, for `tiles_m x tiles_n` block tiles, with blocks
+/// rasterized in groups of `group` tile rows: inside a group, consecutive
+/// blocks go down a column. Every tile is visited exactly once (a test checks).
+#[inline(always)]
+pub const fn raster(linear: u32, tiles_m: u32, tiles_n: u32, group: u32) -> (u32, u32) {
+    let per_group = group * tiles_n;
+    let g = linear / per_group;
+    let first_m = g * group;
+    let rows = if tiles_m - first_m < group { tiles_m - first_m } else { group };
+    let within = linear - g * per_group;
+    (first_m + within % rows, within / rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    extern crate std;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn raster_visits_every_tile_once(tiles_m in 1u32..40, tiles_n in 1u32..40, group in 1u32..10) {
+            let mut seen = std::vec![0u8; (tiles_m * tiles_n) as usize];
+            for linear in 0..tiles_m * tiles_n {
+                let (r, c) = raster(linear, tiles_m, tiles_n, group);
+                prop_assert!(r < tiles_m && c < tiles_n);
+                seen[(r * tiles_n + c) as usize] += 1;
+            }
+            prop_assert!(seen.iter().all(|&x| x == 1));
+        }
+    }
+
+    #[test]
+    fn layouts_keep_rows_16_byte_aligned() {
+        let t = BlockTile::new(128, 64, 16);
+        for bytes in [4, 8] {
+            for l in [s06_layout(t, bytes), s07_layout(t, bytes)] {
+                assert_eq!(l.a_ld * bytes % 16, 0);
+                assert_eq!(l.b_offset * bytes % 16, 0);
+                assert_eq!(l.stage_elems * bytes % 16, 0);
+            }
+        }
+        let l = s08_layout(t);
+        assert_eq!((l.a_ld * 8 % 16, l.b_ld * 8 % 16, l.b_offset * 8 % 16), (0, 0, 0));
+        // Stage 7: the row stride is an odd number of 16-byte units.
+        assert_eq!(s07_layout(t, 8).a_ld * 8 / 16 % 2, 1);
+        assert_eq!(s07_layout(t, 4).a_ld * 4 / 16 % 2, 1);
+    }
+}

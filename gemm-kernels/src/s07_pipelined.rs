@@ -1,0 +1,215 @@
+//! Stage 7, pipelining and warp tiling: the shared-memory tiles are filled by
+//! `cp.async` (global to shared memory without passing through registers)
+//! into STAGES buffers, so the copies of the next tiles overlap the
+//! arithmetic on the current one; the block tile is split into warp tiles.
+//!
+//! # Shapes
+//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major, in elements.
+//!
+//! # Launch
+//! 1D block of (BM / WM) * (BN / WN) warps, grid (ceil(n / BN), ceil(m / BM)),
+//! STAGES buffers of the layout `gemm_core::tiling::s07_layout` (A row-major
+//! `[BM][BK + V]`, B `[BK][BN]`) (`KernelConfig::Pipelined`).
+//!
+//! # Pipeline
+//! STAGES - 1 tiles are requested before the loop; at step kt the thread waits
+//! for its copies of tile kt (`cp.async.wait_group STAGES - 2`), the block
+//! meets at one barrier (after which every thread's copies of tile kt are
+//! visible, and every thread has finished computing tile kt - 1), tile
+//! kt + STAGES - 1 is requested into the buffer tile kt - 1 used, and tile kt
+//! is computed. One barrier per step.
+//!
+//! # Thread mapping
+//! Warp w computes the WM x WN warp tile at (w / (BN / WN), w % (BN / WN)).
+//! Its 32 lanes form an LM x LN grid (LN = WN / TN, LM = 32 / LN); lane (lr, lc)
+//! owns rows `lr + i * LM` (i < TM) and column vectors `lc * V + w' * LN * V`
+//! (w' < TN / V). Per V steps of k a thread reads, for each of its rows, V
+//! consecutive k elements of A (a 16-byte read; the LM rows a warp reads at
+//! once fall in distinct bank groups because the padded row stride is an odd
+//! number of 16-byte units) and V rows of TN elements of B (16-byte reads, LN
+//! consecutive vectors); then TM * TN * V fma.
+//!
+//! # Fringe
+//! With 16-byte aligned rows (`thread::vector_ok`), each 16-byte copy reads
+//! only the bytes inside the matrix and cp.async zero-fills the rest (its
+//! `src-size` operand); otherwise each element is copied on its own (4 or 8
+//! bytes, zero-filled outside). The epilogue is `thread::store_c_vec`.
+//!
+//! # Source
+//! Seed 004 ("next steps": double buffering), seed 001 (prefetching, ILP);
+//! PTX ISA, "Data movement: cp.async", "cp.async.wait_group".
+
+use crate::element::Element;
+use crate::thread::{
+    block_idx, cp_async_16, cp_async_commit, cp_async_wait, smem_base, store_c_vec, sync_threads, thread_idx,
+    vector_ok, GemmArgs,
+};
+use gemm_core::ceil_div;
+use gemm_core::tiling::{s07_layout, BlockTile, SmemLayout, WARP_SIZE};
+
+/// Requests a `rows x cols` tile of a row-major matrix (top-left element
+/// (row0, col0), `ld`; the matrix has `rows_max x cols_max` elements) into
+/// shared memory at `dst` with row stride `dst_ld`, as 16-byte cp.async
+/// copies spread over `threads` threads; out-of-range elements are zero.
+/// `cols` must be a multiple of V.
+///
+/// # Safety
+/// `p` points to the matrix; `dst` is a 16-byte aligned shared address with
+/// room for the tile; `vec` is `vector_ok(p, ld)`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn copy_tile_async<T: Element>(
+    p: *const T,
+    vec: bool,
+    ld: u32,
+    (row0, col0): (u32, u32),
+    (rows_max, cols_max): (u32, u32),
+    (rows, cols): (u32, u32),
+    dst: u32,
+    dst_ld: u32,
+    (tid, threads): (u32, u32),
+) {
+    let v = T::VEC as u32;
+    let chunks = rows * cols / v;
+    for i in 0..ceil_div(chunks, threads) {
+        let c = tid + i * threads;
+        if c < chunks {
+            let (r, cc) = (c / (cols / v), c % (cols / v) * v);
+            let (row, col) = (row0 + r, col0 + cc);
+            let d = dst + (r * dst_ld + cc) * T::BYTES;
+            let inside = if row < rows_max && col < cols_max { (cols_max - col).min(v) } else { 0 };
+            // Out-of-range copies read nothing; they still need a valid address.
+            let src = if inside > 0 { p.add(row as usize * ld as usize + col as usize) } else { p };
+            if vec {
+                cp_async_16(d, src as *const u8, inside * T::BYTES);
+            } else {
+                for e in 0..v {
+                    let ok = e < inside;
+                    T::cp_async_elem(d + e * T::BYTES, if ok { src.add(e as usize) } else { p }, ok);
+                }
+            }
+        }
+    }
+}
+
+/// Requests tile `kt` (k from kt * BK) of A and B into the pipeline buffer at
+/// shared address `stage`.
+///
+/// # Safety
+/// As [`copy_tile_async`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn request_tiles<T: Element>(
+    g: &GemmArgs<T>,
+    (a_vec, b_vec): (bool, bool),
+    tile: BlockTile,
+    layout: SmemLayout,
+    (row0, col0): (u32, u32),
+    kt: u32,
+    stage: u32,
+    (tid, threads): (u32, u32),
+) {
+    let k0 = kt * tile.bk;
+    copy_tile_async(g.a, a_vec, g.lda, (row0, k0), (g.m, g.k), (tile.bm, tile.bk), stage, layout.a_ld, (tid, threads));
+    let b_dst = stage + layout.b_offset * T::BYTES;
+    copy_tile_async(g.b, b_vec, g.ldb, (k0, col0), (g.k, g.n), (tile.bk, tile.bn), b_dst, layout.b_ld, (tid, threads));
+}
+
+/// Stage 7 (see the module docs).
+///
+/// # Safety
+/// Launched with the geometry of `KernelConfig::Pipelined` for these
+/// constants on an sm_80 or newer GPU, on device pointers to matrices of the
+/// shapes in `g`.
+#[inline(always)]
+pub unsafe fn pipelined<
+    T: Element,
+    const BM: u32,
+    const BN: u32,
+    const BK: u32,
+    const WM: u32,
+    const WN: u32,
+    const TM: usize,
+    const TN: usize,
+    const STAGES: u32,
+>(
+    g: GemmArgs<T>,
+) {
+    const { assert!(BM % WM == 0 && BN % WN == 0 && STAGES >= 2, "warp tiles must divide the block tile") };
+    const {
+        assert!(
+            (WM / TM as u32) * (WN / TN as u32) == WARP_SIZE,
+            "a warp tile must hold 32 thread tiles"
+        )
+    };
+    let v = T::VEC as u32;
+    let tile = BlockTile::new(BM, BN, BK);
+    let layout = s07_layout(tile, T::BYTES);
+    let stage_bytes = layout.stage_elems * T::BYTES;
+    let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
+    let tid = thread_idx()[0];
+    let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
+    let (wr, wc) = (warp / (BN / WN), warp % (BN / WN));
+    let lanes_n = WN / TN as u32;
+    let lanes_m = WARP_SIZE / lanes_n;
+    let (lr, lc) = (lane / lanes_n, lane % lanes_n);
+    let [bx, by] = block_idx();
+    let (row0, col0) = (by * BM, bx * BN);
+    let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
+    let base = smem_base();
+    // Row (within the block tile) of the thread's i-th row, column of its w-th vector.
+    let tile_row = |i: u32| wr * WM + lr + i * lanes_m;
+    let tile_col = |w: u32| wc * WN + w * lanes_n * v + lc * v;
+
+    let k_tiles = ceil_div(g.k, BK);
+    for s in 0..STAGES - 1 {
+        if s < k_tiles {
+            request_tiles(&g, vecs, tile, layout, (row0, col0), s, base + s * stage_bytes, (tid, threads));
+        }
+        cp_async_commit(); // empty groups keep the count of groups uniform
+    }
+    let mut acc = [[T::ZERO; TN]; TM];
+    let (mut read, mut write) = (0, STAGES - 1); // buffer of tile kt, of tile kt + STAGES - 1
+    for kt in 0..k_tiles {
+        cp_async_wait(STAGES - 2);
+        sync_threads();
+        if kt + STAGES - 1 < k_tiles {
+            request_tiles(&g, vecs, tile, layout, (row0, col0), kt + STAGES - 1, base + write * stage_bytes, (tid, threads));
+        }
+        cp_async_commit();
+        let a_tile = base + read * stage_bytes;
+        let b_tile = a_tile + layout.b_offset * T::BYTES;
+        for kv in 0..BK / v {
+            let mut a = [[T::ZERO; 4]; TM]; // a[i][e] = A(row i, k = kv * V + e)
+            for (i, ai) in a.iter_mut().enumerate() {
+                T::ld_shared_vec(a_tile + (tile_row(i as u32) * layout.a_ld + kv * v) * T::BYTES, ai);
+            }
+            for e in 0..T::VEC {
+                let kk = kv * v + e as u32;
+                let mut b = [T::ZERO; TN];
+                for w in 0..TN as u32 / v {
+                    let mut x = [T::ZERO; 4];
+                    T::ld_shared_vec(b_tile + (kk * layout.b_ld + tile_col(w)) * T::BYTES, &mut x);
+                    b[(w * v) as usize..][..T::VEC].copy_from_slice(&x[..T::VEC]);
+                }
+                for i in 0..TM {
+                    for j in 0..TN {
+                        acc[i][j] = T::fma(a[i][e], b[j], acc[i][j]);
+                    }
+                }
+            }
+        }
+        read = if read + 1 == STAGES { 0 } else { read + 1 };
+        write = if write + 1 == STAGES { 0 } else { write + 1 };
+    }
+    let c_vec = vector_ok(g.c as *const T, g.ldc);
+    for (i, acc_row) in acc.iter().enumerate() {
+        let row = row0 + tile_row(i as u32);
+        for w in 0..TN as u32 / v {
+            let j = (w * v) as usize;
+            let mut x = [T::ZERO; 4];
+            x[..T::VEC].copy_from_slice(&acc_row[j..j + T::VEC]);
+            store_c_vec(&g, c_vec, row, col0 + tile_col(w), &x);
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Stage 8, FP64 tensor cores: DGEMM with warp-level `mma.sync` on f64
+//! fragments, a cp.async pipeline of STAGES buffers (stage 7's), padded
+//! (conflict-free) shared memory, block rasterization and a 16-byte epilogue.
+//!
+//! # Shapes
+//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major f64, in elements.
+//!
+//! # Launch
+//! 1D block of (BM / WM) * (BN / WN) warps, grid (ceil(n / BN), ceil(m / BM)),
+//! STAGES buffers of `gemm_core::tiling::s08_layout` (A `[BM][BK + 4]`,
+//! B `[BK][BN + 4]`) (`KernelConfig::TensorCore`).
+//!
+//! # The mma tile
+//! A warp computes its WM x WN warp tile as (WM / 16) x (WN / 8) tiles of
+//! 16 x 8, each accumulated over k in steps of 16: on sm_90 one
+//! `mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64`, on sm_80 the same
+//! fragments fed to eight `m8n8k4` (the m16n8k16 fragments are exactly those
+//! of two m8n8k4 tiles in m, four in k). With g = lane / 4, t = lane % 4
+//! (PTX ISA, "Matrix fragments for mma.m16n8k16" with .f64; DESIGN.md):
+//! a[2j] = A(g, 4j + t), a[2j + 1] = A(g + 8, 4j + t) for j < 4;
+//! b[i] = B(t + 4i, g) for i < 4; c = C(g, 2t), C(g, 2t + 1), C(g + 8, 2t),
+//! C(g + 8, 2t + 1). `ldmatrix` moves 16-bit elements only, so fragments are
+//! read with 8-byte `ld.shared`; the 4-double pad maps the 32 reads of a
+//! fragment onto every bank pair exactly twice (see `s08_layout`).
+//!
+//! Register budget: WM / 16 * WN / 8 * 4 accumulators (64 for a 64 x 32 warp
+//! tile), the B fragments of the warp tile's columns (16), one A fragment (8).
+//!
+//! # Rasterization
+//! Block b (launch order) computes the block tile `gemm_core::tiling::raster`
+//! gives: consecutive blocks walk down groups of `RASTER_GROUP` tile rows, so
+//! the blocks resident at once share rows of A and columns of B in L2.
+//!
+//! # Source
+//! PTX ISA, "Warp-level matrix multiply-accumulate instructions" (mma.m8n8k4,
+//! mma.m16n8k16 with .f64), "cp.async"; CUTLASS's sm_90 FP64 default (block
+//! tile 128 x 64 x 16, 2 x 2 warps of 64 x 32, 3 stages) as the starting point
+//! named in the project's issue.
+
+use crate::s07_pipelined::request_tiles;
+use crate::thread::{
+    block_idx, cp_async_commit, cp_async_wait, grid_dim, smem_base, store_c_vec, sync_threads, thread_idx,
+    vector_ok, GemmArgs,
+};
+use crate::element::Element;
+use core::arch::asm;
+use gemm_core::ceil_div;
+use gemm_core::tiling::{raster, s08_layout, BlockTile, RASTER_GROUP, WARP_SIZE};
+
+/// `d <- a * b + d` on one 16 x 8 x 16 f64 tile held in fragments (layout in
+/// the module docs): one `mma.m16n8k16` (sm_90).
+#[cfg(gemm_sm90)]
+#[inline(always)]
+fn mma_16x8x16(d: &mut [f64; 4], a: &[f64; 8], b: &[f64; 4]) {
+    // SAFETY: a warp-collective instruction reached by all 32 lanes in
+    // warp-uniform control flow (the caller's loops have constant bounds); not
+    // `pure`/`nomem`, so LLVM does not merge or move it (DESIGN.md).
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {{{d0}, {d1}, {d2}, {d3}}}, \
+             {{{a0}, {a1}, {a2}, {a3}, {a4}, {a5}, {a6}, {a7}}}, {{{b0}, {b1}, {b2}, {b3}}}, \
+             {{{d0}, {d1}, {d2}, {d3}}};",
+            d0 = inout(reg64) d[0], d1 = inout(reg64) d[1], d2 = inout(reg64) d[2], d3 = inout(reg64) d[3],
+            a0 = in(reg64) a[0], a1 = in(reg64) a[1], a2 = in(reg64) a[2], a3 = in(reg64) a[3],
+            a4 = in(reg64) a[4], a5 = in(reg64) a[5], a6 = in(reg64) a[6], a7 = in(reg64) a[7],
+            b0 = in(reg64) b[0], b1 = in(reg64) b[1], b2 = in(reg64) b[2], b3 = in(reg64) b[3],
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
+/// `d <- a * b + d` on one 16 x 8 x 16 f64 tile (sm_80): eight `mma.m8n8k4`,
+/// rows g and g + 8 for each k step of 4 (the fragments of m16n8k16 are
+/// those of m8n8k4: a0 = A(g, t), b0 = B(t, g), c = C(g, 2t), C(g, 2t + 1)).
+#[cfg(not(gemm_sm90))]
+#[inline(always)]
+fn mma_16x8x16(d: &mut [f64; 4], a: &[f64; 8], b: &[f64; 4]) {
+    for j in 0..4 {
+        for h in 0..2 {
+            let (c0, c1) = d.split_at_mut(2 * h + 1);
+            let (lo, hi) = (&mut c0[2 * h], &mut c1[0]);
+            // SAFETY: as the sm_90 version.
+            unsafe {
+                asm!(
+                    "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {{{d0}, {d1}}}, {{{a0}}}, {{{b0}}}, {{{d0}, {d1}}};",
+                    d0 = inout(reg64) *lo, d1 = inout(reg64) *hi,
+                    a0 = in(reg64) a[2 * j + h], b0 = in(reg64) b[j],
+                    options(nostack, preserves_flags),
+                );
+            }
+        }
+    }
+}
+
+/// Stage 8 (see the module docs); MT = WM / 16 and NT = WN / 8 are the
+/// warp tile's mma tiles along m and n.
+///
+/// # Safety
+/// Launched with the geometry of `KernelConfig::TensorCore` for these
+/// constants on an sm_80 or newer GPU (the sm_90 PTX on sm_90), on device
+/// pointers to matrices of the shapes in `g`.
+#[inline(always)]
+pub unsafe fn tensor_core<
+    const BM: u32,
+    const BN: u32,
+    const BK: u32,
+    const WM: u32,
+    const WN: u32,
+    const STAGES: u32,
+    const MT: usize,
+    const NT: usize,
+>(
+    g: GemmArgs<f64>,
+) {
+    const { assert!(BM % WM == 0 && BN % WN == 0 && STAGES >= 2, "warp tiles must divide the block tile") };
+    const { assert!(WM % 16 == 0 && WN % 8 == 0 && BK % 16 == 0, "WM, WN, BK must be multiples of 16, 8, 16") };
+    const { assert!(MT as u32 * 16 == WM && NT as u32 * 8 == WN, "MT = WM / 16, NT = WN / 8") };
+    let tile = BlockTile::new(BM, BN, BK);
+    let layout = s08_layout(tile);
+    let bytes = f64::BYTES;
+    let stage_bytes = layout.stage_elems * bytes;
+    let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
+    let tid = thread_idx()[0];
+    let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
+    let (wr, wc) = (warp / (BN / WN), warp % (BN / WN));
+    let (gq, tq) = (lane / 4, lane % 4); // g and t of the fragment layouts
+    let [bx, by] = block_idx();
+    let [gx, gy] = grid_dim();
+    let (tile_m, tile_n) = raster(by * gx + bx, gy, gx, RASTER_GROUP);
+    let (row0, col0) = (tile_m * BM, tile_n * BN);
+    let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
+    let base = smem_base();
+
+    let k_tiles = ceil_div(g.k, BK);
+    for s in 0..STAGES - 1 {
+        if s < k_tiles {
+            request_tiles(&g, vecs, tile, layout, (row0, col0), s, base + s * stage_bytes, (tid, threads));
+        }
+        cp_async_commit();
+    }
+    let mut acc = [[[0.0f64; 4]; NT]; MT];
+    let (mut read, mut write) = (0, STAGES - 1);
+    for kt in 0..k_tiles {
+        cp_async_wait(STAGES - 2);
+        sync_threads();
+        if kt + STAGES - 1 < k_tiles {
+            request_tiles(&g, vecs, tile, layout, (row0, col0), kt + STAGES - 1, base + write * stage_bytes, (tid, threads));
+        }
+        cp_async_commit();
+        let a_tile = base + read * stage_bytes;
+        let b_tile = a_tile + layout.b_offset * bytes;
+        for ks in 0..BK / 16 {
+            let mut b = [[0.0f64; 4]; NT];
+            for (nt, bf) in b.iter_mut().enumerate() {
+                let col = wc * WN + nt as u32 * 8 + gq;
+                for (i, x) in bf.iter_mut().enumerate() {
+                    *x = f64::ld_shared(b_tile + ((ks * 16 + tq + 4 * i as u32) * layout.b_ld + col) * bytes);
+                }
+            }
+            for (mt, acc_m) in acc.iter_mut().enumerate() {
+                let row = wr * WM + mt as u32 * 16 + gq;
+                let mut a = [0.0f64; 8];
+                for j in 0..4u32 {
+                    let k = ks * 16 + 4 * j + tq;
+                    a[2 * j as usize] = f64::ld_shared(a_tile + (row * layout.a_ld + k) * bytes);
+                    a[2 * j as usize + 1] = f64::ld_shared(a_tile + ((row + 8) * layout.a_ld + k) * bytes);
+                }
+                for (d, bf) in acc_m.iter_mut().zip(b.iter()) {
+                    mma_16x8x16(d, &a, bf);
+                }
+            }
+        }
+        read = if read + 1 == STAGES { 0 } else { read + 1 };
+        write = if write + 1 == STAGES { 0 } else { write + 1 };
+    }
+    let c_vec = vector_ok(g.c as *const f64, g.ldc);
+    for (mt, acc_m) in acc.iter().enumerate() {
+        let row = row0 + wr * WM + mt as u32 * 16 + gq;
+        for (nt, d) in acc_m.iter().enumerate() {
+            let col = col0 + wc * WN + nt as u32 * 8 + 2 * tq;
+            store_c_vec(&g, c_vec, row, col, &[d[0], d[1], 0.0, 0.0]);
+            store_c_vec(&g, c_vec, row + 8, col, &[d[2], d[3], 0.0, 0.0]);
+        }
+    }
+}
