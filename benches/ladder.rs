@@ -55,7 +55,8 @@ fn parse_shape(s: &str) -> Shape {
 }
 
 fn options() -> Options {
-    let mut shapes: Vec<Shape> = [256, 512, 1000, 1023, 1024, 2048, 3000, 4096, 8192].iter().map(|&n| (n, n, n)).collect();
+    let mut shapes: Vec<Shape> =
+        [256, 512, 1000, 1023, 1024, 2048, 3000, 4096, 8192].iter().map(|&n| (n, n, n)).collect();
     shapes.push((4096, 4096, 256));
     let mut o = Options { out: PathBuf::from("bench-out"), shapes, precisions: vec![Precision::F64, Precision::F32] };
     let mut it = std::env::args().skip(1);
@@ -126,7 +127,13 @@ fn bench_precision<T: Element>(
             let m = measure(&mut problem, config, 60.0)?;
             bar.inc(1);
             let shape = (SWEEP_N, SWEEP_N, SWEEP_N);
-            out.sweep.push(SweepRow { precision: p, config, shape, gflops: m.gflops, check: if ok { "ok" } else { "WRONG" } });
+            out.sweep.push(SweepRow {
+                precision: p,
+                config,
+                shape,
+                gflops: m.gflops,
+                check: if ok { "ok" } else { "WRONG" },
+            });
             out.failed |= !ok;
             if ok {
                 scored.push((config, m.gflops));

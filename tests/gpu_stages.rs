@@ -8,7 +8,9 @@
 
 use gemm::check::{random_int_matrix, random_matrix, Reference};
 use gemm::registry::stage_configs;
-use gemm::{default_device, BlockDim, Precision, DeviceMatrix, Element, Error, Gemm, KernelConfig, LimitError, Matrix, Stage};
+use gemm::{
+    default_device, BlockDim, DeviceMatrix, Element, Error, Gemm, KernelConfig, LimitError, Matrix, Precision, Stage,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 fn device() -> std::sync::Arc<gemm::Device> {

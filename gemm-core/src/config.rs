@@ -246,10 +246,18 @@ pub enum KernelConfig {
 /// `[BM, BN, BK, WM, WN, TM, TN, stages]` (7), `[BM, BN, BK, WM, WN, stages]` (8).
 #[macro_export]
 macro_rules! menu_config {
-    (Naive, []) => { $crate::KernelConfig::Naive { block: $crate::BlockDim::new(0, 0) } };
-    (Coalesced, []) => { $crate::KernelConfig::Coalesced { block: $crate::BlockDim::new(0, 0) } };
-    (SmemTiled, [$t:literal]) => { $crate::KernelConfig::SmemTiled { tile: $t } };
-    (OutputsPerThread, [$t:literal, $o:literal]) => { $crate::KernelConfig::OutputsPerThread { tile: $t, outputs: $o } };
+    (Naive, []) => {
+        $crate::KernelConfig::Naive { block: $crate::BlockDim::new(0, 0) }
+    };
+    (Coalesced, []) => {
+        $crate::KernelConfig::Coalesced { block: $crate::BlockDim::new(0, 0) }
+    };
+    (SmemTiled, [$t:literal]) => {
+        $crate::KernelConfig::SmemTiled { tile: $t }
+    };
+    (OutputsPerThread, [$t:literal, $o:literal]) => {
+        $crate::KernelConfig::OutputsPerThread { tile: $t, outputs: $o }
+    };
     (RegisterTiled, [$bm:literal, $bn:literal, $bk:literal, $tm:literal, $tn:literal]) => {
         $crate::KernelConfig::RegisterTiled {
             block: $crate::tiling::BlockTile::new($bm, $bn, $bk),
@@ -377,7 +385,11 @@ impl KernelConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if let Some(result) = self.validate_tiles() {
             result?;
-            return if COMPILED.iter().any(|(_, c)| *c == *self) { Ok(()) } else { Err(ConfigError::NotCompiled(*self)) };
+            return if COMPILED.iter().any(|(_, c)| *c == *self) {
+                Ok(())
+            } else {
+                Err(ConfigError::NotCompiled(*self))
+            };
         }
         self.validate_square()
     }
@@ -430,7 +442,8 @@ impl KernelConfig {
             return Some(Err(ConfigError::PipelineStages { stage, stages }));
         }
         let threads = self.threads();
-        if matches!(self, KernelConfig::Pipelined { .. }) && (warp.wm / thread.tm) * (warp.wn / thread.tn) != WARP_SIZE {
+        if matches!(self, KernelConfig::Pipelined { .. }) && (warp.wm / thread.tm) * (warp.wn / thread.tn) != WARP_SIZE
+        {
             return Some(Err(ConfigError::Threads {
                 stage,
                 threads,
@@ -577,7 +590,9 @@ impl core::fmt::Display for KernelConfig {
             KernelConfig::Pipelined { block, warp, thread, stages } => {
                 write!(f, "block {block}, warp {warp}, thread {thread}, {stages} stages")
             }
-            KernelConfig::TensorCore { block, warp, stages } => write!(f, "block {block}, warp {warp}, {stages} stages"),
+            KernelConfig::TensorCore { block, warp, stages } => {
+                write!(f, "block {block}, warp {warp}, {stages} stages")
+            }
         }
     }
 }
@@ -669,15 +684,20 @@ macro_rules! kernel_menu {
             (dgemm_pipelined_b128x64x16_w32x32_t4x8_s3, f64, Pipelined, [128, 64, 16, 32, 32, 4, 8, 3])
             (dgemm_pipelined_b128x64x16_w64x16_t8x4_s3, f64, Pipelined, [128, 64, 16, 64, 16, 8, 4, 3])
             (dgemm_pipelined_b128x64x16_w32x32_t4x8_s4, f64, Pipelined, [128, 64, 16, 32, 32, 4, 8, 4])
+            (dgemm_pipelined_b64x64x32_w32x32_t4x8_s3, f64, Pipelined, [64, 64, 32, 32, 32, 4, 8, 3])
             (sgemm_pipelined_b64x64x16_w32x32_t4x8_s3, f32, Pipelined, [64, 64, 16, 32, 32, 4, 8, 3])
             (sgemm_pipelined_b128x64x16_w64x32_t8x8_s3, f32, Pipelined, [128, 64, 16, 64, 32, 8, 8, 3])
             (sgemm_pipelined_b128x128x16_w64x32_t8x8_s3, f32, Pipelined, [128, 128, 16, 64, 32, 8, 8, 3])
             (sgemm_pipelined_b128x128x32_w64x32_t8x8_s3, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 3])
+            (sgemm_pipelined_b128x64x32_w64x32_t8x8_s3, f32, Pipelined, [128, 64, 32, 64, 32, 8, 8, 3])
+            (sgemm_pipelined_b128x128x32_w64x32_t8x8_s4, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 4])
             (dgemm_mma_b64x64x16_w32x32_s3, f64, TensorCore, [64, 64, 16, 32, 32, 3])
             (dgemm_mma_b128x64x16_w64x32_s3, f64, TensorCore, [128, 64, 16, 64, 32, 3])
             (dgemm_mma_b128x64x16_w64x32_s4, f64, TensorCore, [128, 64, 16, 64, 32, 4])
             (dgemm_mma_b128x64x32_w64x32_s3, f64, TensorCore, [128, 64, 32, 64, 32, 3])
             (dgemm_mma_b128x128x16_w64x32_s3, f64, TensorCore, [128, 128, 16, 64, 32, 3])
+            (dgemm_mma_b128x64x32_w64x32_s2, f64, TensorCore, [128, 64, 32, 64, 32, 2])
+            (dgemm_mma_b64x64x32_w32x32_s3, f64, TensorCore, [64, 64, 32, 32, 32, 3])
         }
     };
 }

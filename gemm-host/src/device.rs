@@ -250,6 +250,11 @@ impl Device {
             return Ok(f.clone());
         }
         let f = self.module.load_function(name).during("cuModuleGetFunction")?;
+        // Allow up to the device's opt-in shared memory per block once, at
+        // load, rather than before each launch (and so the occupancy
+        // calculator sees the launches as they run).
+        f.set_attribute(FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.limits.max_smem_per_block as i32)
+            .during("cuFuncSetAttribute")?;
         map.insert(name, f.clone());
         Ok(f)
     }

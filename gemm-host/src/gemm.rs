@@ -5,9 +5,9 @@ use crate::element::Element;
 use crate::error::{DriverContext, Error};
 use crate::launch::{checked_geometry, launch};
 use crate::matrix::{DeviceMatrix, Matrix};
-use gemm_core::config::OPT_TILE_SIZES;
 use crate::registry::entry_point;
 use crate::tuning::{Plan, PlanSource};
+use gemm_core::config::OPT_TILE_SIZES;
 use gemm_core::{BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, Precision, Stage, ThreadTile, WarpTile};
 use std::sync::Arc;
 
@@ -228,7 +228,10 @@ impl Gemm {
                     || self.thread_tile.is_some()
                     || self.pipeline_stages.is_some();
                 if any_option {
-                    return Err(Error::Config(ConfigError::OptionNotForStage { option: "kernel", stage: config.stage() }));
+                    return Err(Error::Config(ConfigError::OptionNotForStage {
+                        option: "kernel",
+                        stage: config.stage(),
+                    }));
                 }
                 entry_point(precision, config)?;
                 return Ok(Some(config));

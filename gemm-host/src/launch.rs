@@ -5,7 +5,6 @@ use crate::device::Device;
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
 use crate::registry::{self, EntryPoint};
-use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gemm_core::{GemmDims, KernelConfig};
 
@@ -49,14 +48,7 @@ pub(crate) fn launch<T: Element>(
     if dims.is_empty() {
         return Ok(()); // no element of C to write; a grid of 0 blocks is not a valid launch
     }
-    let func = device.function(entry.name)?;
-    if cfg.shared_mem_bytes > 48 * 1024 {
-        func.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            cfg.shared_mem_bytes as i32,
-        )
-        .during("cuFuncSetAttribute")?;
-    }
+    let func = device.function(entry.name)?; // shared-memory limit raised at load
     let (m, n, k) = (dims.m as u32, dims.n as u32, dims.k as u32);
     let (lda, ldb, ldc) = (dims.lda as u32, dims.ldb as u32, dims.ldc as u32);
     let mut builder = device.stream().launch_builder(&func);

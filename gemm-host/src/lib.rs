@@ -43,9 +43,9 @@ pub use device::{default_device, Device, KernelInfo};
 pub use element::Element;
 pub use error::Error;
 pub use gemm::{dgemm, sgemm, stage_default, Gemm};
-pub use tuning::{Plan, PlanSource};
 pub use gemm_core::{
     BlockDim, BlockTile, ConfigError, DeviceLimits, KernelConfig, LimitError, Precision, ShapeError, Stage, ThreadTile,
     WarpTile,
 };
 pub use matrix::{DeviceMatrix, Matrix};
+pub use tuning::{Plan, PlanSource};

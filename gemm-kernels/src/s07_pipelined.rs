@@ -136,12 +136,7 @@ pub unsafe fn pipelined<
     g: GemmArgs<T>,
 ) {
     const { assert!(BM % WM == 0 && BN % WN == 0 && STAGES >= 2, "warp tiles must divide the block tile") };
-    const {
-        assert!(
-            (WM / TM as u32) * (WN / TN as u32) == WARP_SIZE,
-            "a warp tile must hold 32 thread tiles"
-        )
-    };
+    const { assert!((WM / TM as u32) * (WN / TN as u32) == WARP_SIZE, "a warp tile must hold 32 thread tiles") };
     let v = T::VEC as u32;
     let tile = BlockTile::new(BM, BN, BK);
     let layout = s07_layout(tile, T::BYTES);
@@ -174,7 +169,16 @@ pub unsafe fn pipelined<
         cp_async_wait(STAGES - 2);
         sync_threads();
         if kt + STAGES - 1 < k_tiles {
-            request_tiles(&g, vecs, tile, layout, (row0, col0), kt + STAGES - 1, base + write * stage_bytes, (tid, threads));
+            request_tiles(
+                &g,
+                vecs,
+                tile,
+                layout,
+                (row0, col0),
+                kt + STAGES - 1,
+                base + write * stage_bytes,
+                (tid, threads),
+            );
         }
         cp_async_commit();
         let a_tile = base + read * stage_bytes;

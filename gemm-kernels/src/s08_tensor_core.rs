@@ -37,12 +37,12 @@
 //! tile 128 x 64 x 16, 2 x 2 warps of 64 x 32, 3 stages) as the starting point
 //! named in the project's issue.
 
+use crate::element::Element;
 use crate::s07_pipelined::request_tiles;
 use crate::thread::{
-    block_idx, cp_async_commit, cp_async_wait, grid_dim, smem_base, store_c_vec, sync_threads, thread_idx,
-    vector_ok, GemmArgs,
+    block_idx, cp_async_commit, cp_async_wait, grid_dim, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok,
+    GemmArgs,
 };
-use crate::element::Element;
 use core::arch::asm;
 use gemm_core::ceil_div;
 use gemm_core::tiling::{raster, s08_layout, BlockTile, RASTER_GROUP, WARP_SIZE};
@@ -144,7 +144,16 @@ pub unsafe fn tensor_core<
         cp_async_wait(STAGES - 2);
         sync_threads();
         if kt + STAGES - 1 < k_tiles {
-            request_tiles(&g, vecs, tile, layout, (row0, col0), kt + STAGES - 1, base + write * stage_bytes, (tid, threads));
+            request_tiles(
+                &g,
+                vecs,
+                tile,
+                layout,
+                (row0, col0),
+                kt + STAGES - 1,
+                base + write * stage_bytes,
+                (tid, threads),
+            );
         }
         cp_async_commit();
         let a_tile = base + read * stage_bytes;
