@@ -689,7 +689,6 @@ macro_rules! kernel_menu {
             (sgemm_pipelined_b128x64x16_w64x32_t8x8_s3, f32, Pipelined, [128, 64, 16, 64, 32, 8, 8, 3])
             (sgemm_pipelined_b128x128x16_w64x32_t8x8_s3, f32, Pipelined, [128, 128, 16, 64, 32, 8, 8, 3])
             (sgemm_pipelined_b128x128x32_w64x32_t8x8_s3, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 3])
-            (sgemm_pipelined_b128x64x32_w64x32_t8x8_s3, f32, Pipelined, [128, 64, 32, 64, 32, 8, 8, 3])
             (sgemm_pipelined_b128x128x32_w64x32_t8x8_s4, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 4])
             (dgemm_mma_b64x64x16_w32x32_s3, f64, TensorCore, [64, 64, 16, 32, 32, 3])
             (dgemm_mma_b128x64x16_w64x32_s3, f64, TensorCore, [128, 64, 16, 64, 32, 3])

@@ -53,13 +53,13 @@ pub trait Element: Copy + PartialEq + Add<Output = Self> + Mul<Output = Self> + 
     /// # Safety
     /// `p` points to VEC writable elements of global memory, 16-byte aligned.
     unsafe fn st_global_vec(p: *mut Self, v: &[Self; 4]);
-    /// `cp.async.ca.shared.global` of one element (4 or 8 bytes), zero-filled
-    /// when `valid` is false (then `src` is not read). PTX ISA, "cp.async".
+    /// `cp.async.ca.shared.global` of one element (4 or 8 bytes). PTX ISA,
+    /// "cp.async".
     ///
     /// # Safety
-    /// `dst` is an aligned shared address inside the launch's buffer; when
-    /// `valid`, `src` points to a readable element.
-    unsafe fn cp_async_elem(dst: u32, src: *const Self, valid: bool);
+    /// `dst` is an aligned shared address inside the launch's buffer; `src`
+    /// points to a readable element of global memory.
+    unsafe fn cp_async_elem(dst: u32, src: *const Self);
 }
 
 impl Element for f64 {
@@ -110,10 +110,9 @@ impl Element for f64 {
              options(nostack, preserves_flags));
     }
     #[inline(always)]
-    unsafe fn cp_async_elem(dst: u32, src: *const Self, valid: bool) {
-        let n: u32 = if valid { 8 } else { 0 };
-        asm!("cp.async.ca.shared.global [{d}], [{s}], 8, {n};", d = in(reg32) dst, s = in(reg64) src,
-             n = in(reg32) n, options(nostack, preserves_flags));
+    unsafe fn cp_async_elem(dst: u32, src: *const Self) {
+        asm!("cp.async.ca.shared.global [{d}], [{s}], 8;", d = in(reg32) dst, s = in(reg64) src,
+             options(nostack, preserves_flags));
     }
 }
 
@@ -165,9 +164,8 @@ impl Element for f32 {
              y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3], options(nostack, preserves_flags));
     }
     #[inline(always)]
-    unsafe fn cp_async_elem(dst: u32, src: *const Self, valid: bool) {
-        let n: u32 = if valid { 4 } else { 0 };
-        asm!("cp.async.ca.shared.global [{d}], [{s}], 4, {n};", d = in(reg32) dst, s = in(reg64) src,
-             n = in(reg32) n, options(nostack, preserves_flags));
+    unsafe fn cp_async_elem(dst: u32, src: *const Self) {
+        asm!("cp.async.ca.shared.global [{d}], [{s}], 4;", d = in(reg32) dst, s = in(reg64) src,
+             options(nostack, preserves_flags));
     }
 }

@@ -30,10 +30,11 @@
 //! consecutive vectors); then TM * TN * V fma.
 //!
 //! # Fringe
-//! With 16-byte aligned rows (`thread::vector_ok`), each 16-byte copy reads
-//! only the bytes inside the matrix and cp.async zero-fills the rest (its
-//! `src-size` operand); otherwise each element is copied on its own (4 or 8
-//! bytes, zero-filled outside). The epilogue is `thread::store_c_vec`.
+//! With 16-byte aligned rows (`thread::vector_ok`) a vector wholly inside the
+//! matrix is one 16-byte cp.async; any other vector (the last columns of an
+//! odd k or n, rows past m, or rows that are not 16-byte aligned) is copied
+//! element by element (4 or 8 bytes) with zeros stored outside the matrix.
+//! The epilogue is `thread::store_c_vec`.
 //!
 //! # Source
 //! Seed 004 ("next steps": double buffering), seed 001 (prefetching, ILP);
@@ -78,14 +79,20 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
             let (row, col) = (row0 + r, col0 + cc);
             let d = dst + (r * dst_ld + cc) * T::BYTES;
             let inside = if row < rows_max && col < cols_max { (cols_max - col).min(v) } else { 0 };
-            // Out-of-range copies read nothing; they still need a valid address.
-            let src = if inside > 0 { p.add(row as usize * ld as usize + col as usize) } else { p };
-            if vec {
-                cp_async_16(d, src as *const u8, inside * T::BYTES);
+            if vec && inside == v {
+                cp_async_16(d, p.add(row as usize * ld as usize + col as usize) as *const u8);
             } else {
+                // The fringe: element copies inside the matrix, zeros outside
+                // (plain stores, visible to the block after the barrier that
+                // precedes this buffer's use). No read ever leaves the matrix:
+                // a 16-byte copy with a shorter `src-size` would be flagged by
+                // compute-sanitizer at the end of an allocation.
                 for e in 0..v {
-                    let ok = e < inside;
-                    T::cp_async_elem(d + e * T::BYTES, if ok { src.add(e as usize) } else { p }, ok);
+                    if e < inside {
+                        T::cp_async_elem(d + e * T::BYTES, p.add(row as usize * ld as usize + (col + e) as usize));
+                    } else {
+                        T::st_shared(d + e * T::BYTES, T::ZERO);
+                    }
                 }
             }
         }

@@ -116,18 +116,17 @@ pub fn vector_ok<T: Element>(p: *const T, ld: u32) -> bool {
     (p as usize) % 16 == 0 && ld as usize % T::VEC == 0
 }
 
-/// `cp.async.cg.shared.global` of 16 bytes, of which the first `src_bytes`
-/// (0..=16) are read from `src` and the rest zero-filled (PTX ISA,
-/// "Data movement: cp.async"). The copy completes asynchronously: see
-/// [`cp_async_commit`] and [`cp_async_wait`].
+/// `cp.async.cg.shared.global` of 16 bytes (PTX ISA, "Data movement:
+/// cp.async"). The copy completes asynchronously: see [`cp_async_commit`] and
+/// [`cp_async_wait`].
 ///
 /// # Safety
 /// `dst` is a 16-byte aligned shared address inside the launch's buffer;
-/// `src` is 16-byte aligned and its first `src_bytes` bytes are readable.
+/// `src` is 16-byte aligned and its 16 bytes are readable global memory.
 #[inline(always)]
-pub unsafe fn cp_async_16(dst: u32, src: *const u8, src_bytes: u32) {
-    asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src,
-         n = in(reg32) src_bytes, options(nostack, preserves_flags));
+pub unsafe fn cp_async_16(dst: u32, src: *const u8) {
+    asm!("cp.async.cg.shared.global [{d}], [{s}], 16;", d = in(reg32) dst, s = in(reg64) src,
+         options(nostack, preserves_flags));
 }
 
 /// `cp.async.commit_group`: closes the group of this thread's cp.async copies
