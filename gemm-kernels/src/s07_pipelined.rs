@@ -52,7 +52,8 @@ use gemm_core::tiling::{s07_layout, BlockTile, SmemLayout, WARP_SIZE};
 /// (row0, col0), `ld`; the matrix has `rows_max x cols_max` elements) into
 /// shared memory at `dst` with row stride `dst_ld`, as 16-byte cp.async
 /// copies spread over `threads` threads; out-of-range elements are zero.
-/// `cols` must be a multiple of V.
+/// `cols` must be a multiple of V. Tiles wholly inside the matrix take a fast
+/// path without bounds checks.
 ///
 /// # Safety
 /// `p` points to the matrix; `dst` is a 16-byte aligned shared address with
@@ -72,6 +73,22 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
 ) {
     let v = T::VEC as u32;
     let chunks = rows * cols / v;
+    let per_row = cols / v; // 16-byte chunks per tile row
+    // Interior tiles (the block-uniform common case): every chunk is a whole
+    // aligned vector inside the matrix, so each thread walks its chunks with
+    // one pointer and a constant stride, without per-chunk bounds checks.
+    let interior = vec && row0 + rows <= rows_max && col0 + cols <= cols_max;
+    if interior && threads % per_row == 0 && chunks % threads == 0 {
+        let rows_per_pass = threads / per_row;
+        let (r, cc) = (tid / per_row, tid % per_row * v);
+        let src = p.add((row0 + r) as usize * ld as usize + (col0 + cc) as usize);
+        let d = dst + (r * dst_ld + cc) * T::BYTES;
+        for i in 0..chunks / threads {
+            let step = i * rows_per_pass;
+            cp_async_16(d + step * dst_ld * T::BYTES, src.add(step as usize * ld as usize) as *const u8);
+        }
+        return;
+    }
     for i in 0..ceil_div(chunks, threads) {
         let c = tid + i * threads;
         if c < chunks {
