@@ -74,9 +74,9 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
     let v = T::VEC as u32;
     let chunks = rows * cols / v;
     let per_row = cols / v; // 16-byte chunks per tile row
-    // Interior tiles (the block-uniform common case): every chunk is a whole
-    // aligned vector inside the matrix, so each thread walks its chunks with
-    // one pointer and a constant stride, without per-chunk bounds checks.
+                            // Interior tiles (the block-uniform common case): every chunk is a whole
+                            // aligned vector inside the matrix, so each thread walks its chunks with
+                            // one pointer and a constant stride, without per-chunk bounds checks.
     let interior = vec && row0 + rows <= rows_max && col0 + cols <= cols_max;
     if interior && threads % per_row == 0 && chunks % threads == 0 {
         let rows_per_pass = threads / per_row;
