@@ -156,3 +156,14 @@ fn the_reference_check_can_fail() {
     assert_eq!(cmp.non_finite, 1);
     assert!(!cmp.passed());
 }
+
+/// A product with k = 0 has a reference of zeros; matrices without columns
+/// have empty rows.
+#[test]
+fn k_zero_reference_and_empty_rows() {
+    let a = gemm::check::random_matrix::<f64>(5, 0, 1);
+    let b = gemm::check::random_matrix::<f64>(0, 3, 2);
+    assert!(a.row(4).is_empty());
+    let r = gemm::check::Reference::new(1.0, &a, &b, 0.0, &Matrix::zeros(5, 3));
+    assert!(r.value.iter().all(|&x| x == 0.0));
+}

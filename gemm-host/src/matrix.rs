@@ -113,6 +113,10 @@ impl<T: Element> Matrix<T> {
     /// # Panics
     /// If `i >= rows`.
     pub fn row(&self, i: usize) -> &[T] {
+        assert!(i < self.dims.rows, "row {i} of a matrix with {} rows", self.dims.rows);
+        if self.dims.cols == 0 {
+            return &[]; // a matrix without columns stores nothing
+        }
         let start = self.dims.offset(i, 0);
         &self.data[start..start + self.dims.cols]
     }
@@ -122,6 +126,10 @@ impl<T: Element> Matrix<T> {
     /// # Panics
     /// If `i >= rows`.
     pub fn row_mut(&mut self, i: usize) -> &mut [T] {
+        assert!(i < self.dims.rows, "row {i} of a matrix with {} rows", self.dims.rows);
+        if self.dims.cols == 0 {
+            return &mut [];
+        }
         let start = self.dims.offset(i, 0);
         &mut self.data[start..start + self.dims.cols]
     }
