@@ -52,3 +52,41 @@ fn every_stage_has_its_kernel_module_and_example() {
         assert!(stage.file_stem().starts_with(&format!("{:02}_", stage.number())));
     }
 }
+
+/// Every row of the generated default-choice table names a compiled kernel of
+/// its precision, so the plan never falls back silently.
+#[test]
+fn tuning_table_names_compiled_kernels() {
+    assert!(!gemm::tuning::measured().is_empty());
+    for row in gemm::tuning::measured() {
+        assert!(
+            ENTRY_POINTS.iter().any(|e| e.name == row.kernel && e.precision == row.precision),
+            "{}: not compiled",
+            row.kernel
+        );
+    }
+}
+
+/// Without options the plan is the measured table's choice for the nearest
+/// shape; with options it is the chosen configuration.
+#[test]
+fn plan_follows_the_table_or_the_options() {
+    use gemm::{Gemm, PlanSource};
+    for precision in [Precision::F64, Precision::F32] {
+        let plan = gemm::tuning::choose(Some("no such device"), precision, 4000, 4100, 4096);
+        let PlanSource::Measured { row, same_device } = plan.source else { panic!("{plan}") };
+        assert!(!same_device);
+        assert_eq!((row.m, row.n, row.k), (4096, 4096, 4096), "{plan}");
+        let best = gemm::tuning::measured()
+            .iter()
+            .filter(|r| r.precision == precision && (r.m, r.n, r.k) == (4096, 4096, 4096))
+            .max_by(|a, b| a.gflops.total_cmp(&b.gflops))
+            .unwrap();
+        assert_eq!(row.kernel, best.kernel);
+        let device_row = gemm::tuning::choose(Some(row.device), precision, 4096, 4096, 256);
+        assert!(matches!(device_row.source, PlanSource::Measured { same_device: true, row } if row.k == 256));
+    }
+    let chosen = Gemm::new().stage(Stage::Vectorized).plan(Precision::F32, 10, 10, 10).unwrap();
+    assert_eq!(chosen.source, PlanSource::Chosen);
+    assert_eq!(chosen.config.stage(), Stage::Vectorized);
+}

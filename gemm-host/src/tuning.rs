@@ -8,6 +8,7 @@
 use crate::registry::ENTRY_POINTS;
 use gemm_core::{KernelConfig, Precision, Stage};
 
+#[rustfmt::skip] // generated (cargo xtask tuning)
 #[path = "tuning_table.rs"]
 mod tuning_table;
 

@@ -3,4 +3,25 @@ use super::Measured;
 #[allow(unused_imports)]
 use gemm_core::Precision;
 
-pub(super) static MEASURED: &[Measured] = &[];
+pub(super) static MEASURED: &[Measured] = &[
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F64, m: 256, n: 256, k: 256, kernel: "dgemm_mma_b64x64x32_w32x32_s3", gflops: 2388.6, cublas_gflops: 2803.7 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F64, m: 512, n: 512, k: 512, kernel: "dgemm_mma_b64x64x32_w32x32_s3", gflops: 12157.4, cublas_gflops: 15363.8 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F64, m: 1000, n: 1000, k: 1000, kernel: "dgemm_mma_b64x64x16_w32x32_s3", gflops: 25070.2, cublas_gflops: 40064.1 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F64, m: 1023, n: 1023, k: 1023, kernel: "dgemm_mma_b64x64x16_w32x32_s3", gflops: 24492.1, cublas_gflops: 34000.2 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F64, m: 1024, n: 1024, k: 1024, kernel: "dgemm_mma_b64x64x32_w32x32_s3", gflops: 37241.3, cublas_gflops: 44005.8 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F64, m: 2048, n: 2048, k: 2048, kernel: "dgemm_mma_b128x64x16_w64x32_s3", gflops: 48467.2, cublas_gflops: 58109.2 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F64, m: 3000, n: 3000, k: 3000, kernel: "dgemm_mma_b64x64x32_w32x32_s3", gflops: 42952.0, cublas_gflops: 56517.5 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F64, m: 4096, n: 4096, k: 4096, kernel: "dgemm_mma_b128x64x16_w64x32_s3", gflops: 49321.5, cublas_gflops: 58246.3 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F64, m: 8192, n: 8192, k: 8192, kernel: "dgemm_mma_b128x64x16_w64x32_s3", gflops: 51047.5, cublas_gflops: 56978.7 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F64, m: 4096, n: 4096, k: 256, kernel: "dgemm_mma_b64x64x32_w32x32_s3", gflops: 41089.2, cublas_gflops: 50975.2 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F32, m: 256, n: 256, k: 256, kernel: "sgemm_opt_t32_o4", gflops: 2896.6, cublas_gflops: 2264.7 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F32, m: 512, n: 512, k: 512, kernel: "sgemm_opt_t32_o4", gflops: 10994.2, cublas_gflops: 12710.0 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F32, m: 1000, n: 1000, k: 1000, kernel: "sgemm_pipelined_b64x64x16_w32x32_t4x8_s3", gflops: 23364.5, cublas_gflops: 29847.2 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F32, m: 1023, n: 1023, k: 1023, kernel: "sgemm_pipelined_b128x64x16_w64x32_t8x8_s3", gflops: 20111.9, cublas_gflops: 31443.8 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F32, m: 1024, n: 1024, k: 1024, kernel: "sgemm_pipelined_b128x64x16_w64x32_t8x8_s3", gflops: 31025.8, cublas_gflops: 31521.3 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F32, m: 2048, n: 2048, k: 2048, kernel: "sgemm_pipelined_b128x128x32_w64x32_t8x8_s4", gflops: 41841.7, cublas_gflops: 49600.0 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F32, m: 3000, n: 3000, k: 3000, kernel: "sgemm_pipelined_b128x128x32_w64x32_t8x8_s4", gflops: 33859.0, cublas_gflops: 43379.3 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F32, m: 4096, n: 4096, k: 4096, kernel: "sgemm_pipelined_b128x128x32_w64x32_t8x8_s4", gflops: 42874.6, cublas_gflops: 51063.1 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F32, m: 8192, n: 8192, k: 8192, kernel: "sgemm_pipelined_b128x128x32_w64x32_t8x8_s4", gflops: 43291.6, cublas_gflops: 51058.2 },
+    Measured { device: "NVIDIA H200", date: "2026-11-21", commit: "ddb5143bc5", precision: Precision::F32, m: 4096, n: 4096, k: 256, kernel: "sgemm_pipelined_b128x128x32_w64x32_t8x8_s4", gflops: 38690.6, cublas_gflops: 44099.8 },
+];
