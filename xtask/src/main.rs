@@ -12,6 +12,8 @@
 //!   (the default kernel choice) from `benches/results/latest.csv`: for each
 //!   device, precision and shape, the fastest correct configuration of stages
 //!   3-8.
+//! - `cargo xtask plots [--check]`: draw the benchmark plots (`docs/plots/*.svg`)
+//!   from `benches/results/*.csv` (see `plots.rs`).
 //! - `cargo xtask gpu-bundle`: build release test, example and bench binaries
 //!   into `gpu-bundle/` with `run.sh`, to carry to a GPU machine that has no
 //!   Rust toolchain.
@@ -20,6 +22,8 @@
 //! (Debian's rustc-web, cargo-web, rust-web-src; or nightly + rust-src),
 //! given by `GEMM_PTX_RUSTC` / `GEMM_PTX_CARGO` (default `/usr/bin/rustc`,
 //! `/usr/bin/cargo`); `ptxas` from `PTXAS` or the PATH.
+
+mod plots;
 
 use std::env;
 use std::fs;
@@ -48,7 +52,8 @@ fn main() {
             Some("gpu-bundle") => gpu_bundle(),
             Some("readme") => readme(args.iter().any(|a| a == "--check")),
             Some("tuning") => tuning(args.iter().any(|a| a == "--check")),
-            _ => Err("usage: cargo xtask <ptx [--check] | ptxas | gpu-bundle | readme [--check] | tuning [--check]>"
+        Some("plots") => plots::plots(args.iter().any(|a| a == "--check")),
+            _ => Err("usage: cargo xtask <ptx [--check] | ptxas | gpu-bundle | readme [--check] | tuning [--check] | plots [--check]>"
                 .to_string()),
         };
     if let Err(e) = result {

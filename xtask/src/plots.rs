@@ -8,8 +8,8 @@
 //!
 //! | file | source | what |
 //! |---|---|---|
-//! | `gflops_f64.svg`, `gflops_f32.svg` | `latest.csv`, `device.csv` | GFLOP/s against N for square shapes (m = n = k; log2 x axis, log y axis): one line per stage at its best configuration, cuBLAS in thick black, and the device's peaks as dashed lines (f64: FP64 FMA and FP64 tensor core; f32: FP32 FMA). Non-square rows are skipped. |
-//! | `heatmap_stage1.svg` (f64), `heatmap_stage1_<precision>.svg` (any other precision present) | `sweep.csv` | Stage 1's GFLOP/s for each block size `block {x}x{y}`: x across, y up, the value written in each cell. At the largest n swept for that precision; repeated rows keep their best value. |
+//! | `gflops_f64.svg`, `gflops_f32.svg` | `latest.csv`, `device.csv` | GFLOP/s against N for square power-of-two shapes (m = n = k; log2 x axis, log y axis): one line per stage at its best configuration, cuBLAS in thick black, and the device's peaks as dashed lines (f64: FP64 FMA and FP64 tensor core; f32: FP32 FMA). Non-square rows are skipped. |
+//! | `heatmap_stage1.svg` (f64), `heatmap_stage1_<precision>.svg` (any other precision present) | `sweep.csv` | Stage 1's GFLOP/s for each block size `block {x}x{y}`: x across, y up, the value written in each cell. At the n with the most block shapes (the N = 1024 sweep); repeated rows keep their best value. |
 //! | `stage4_outputs.svg` | `stage4.csv` | Stage 4 at n = 4096: GFLOP/s per outputs-per-thread count, one bar per precision, each annotated with registers per thread and occupancy. |
 //! | `roofline.svg` | `latest.csv`, `device.csv` | f64 roofline (log-log): the DRAM roof (`dram_gbs` x intensity) under the FP64 FMA and FP64 tensor-core peaks, and each stage's point at m = n = k = 4096 placed at its modeled `intensity`. cuBLAS is a point at its intensity or, when that is empty, a dotted line at its GFLOP/s with a point at the right edge. |
 //!
@@ -370,9 +370,14 @@ impl Stage4Row {
 // ---------------------------------------------------------------------------
 // Plots
 
-/// GFLOP/s against N for square shapes of one precision.
+/// GFLOP/s against N for square power-of-two shapes of one precision.
 fn gflops_plot(ladder: &[LadderRow], device: &Device, precision: &str) -> Result<String> {
-    let rows: Vec<&LadderRow> = ladder.iter().filter(|r| r.precision == precision && r.is_square()).collect();
+    // Powers of two only: 1000, 1023 and 3000 sit beside 1024 and 2048 on a
+    // log axis and would zigzag the lines (they are in BENCHMARKS.md).
+    let rows: Vec<&LadderRow> = ladder
+        .iter()
+        .filter(|r| r.precision == precision && r.is_square() && r.n.is_power_of_two())
+        .collect();
     let first = rows.first().ok_or_else(|| format!("latest.csv: no square {precision} rows"))?;
     // stage -> (n, GFLOP/s) sorted by n; BTreeMaps keep the drawing order stable.
     let mut lines: BTreeMap<u32, (String, BTreeMap<u64, f64>)> = BTreeMap::new();
@@ -425,10 +430,20 @@ fn gflops_plot(ladder: &[LadderRow], device: &Device, precision: &str) -> Result
     })
 }
 
-/// Stage 1's GFLOP/s over its block shapes, at the largest n swept for `precision`.
+/// Stage 1's GFLOP/s over its block shapes, at the n swept with the most block shapes for `precision`.
 fn heatmap_plot(sweep: &[SweepRow], precision: &str) -> Result<String> {
     let rows: Vec<&SweepRow> = sweep.iter().filter(|r| r.stage == 1 && r.precision == precision).collect();
-    let n = rows.iter().map(|r| r.n).max().expect("caller passes a precision present in the sweep");
+    // The sweep proper: the n with the most block shapes (the ladder also
+    // times a few finalists at every other size).
+    let mut counts: BTreeMap<u64, usize> = BTreeMap::new();
+    for r in &rows {
+        *counts.entry(r.n).or_insert(0) += 1;
+    }
+    let n = counts
+        .iter()
+        .max_by_key(|&(n, c)| (*c, *n))
+        .map(|(&n, _)| n)
+        .expect("caller passes a precision present in the sweep");
     let first = rows.iter().find(|r| r.n == n).unwrap();
     let mut cells: BTreeMap<(u32, u32), f64> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.n == n) {
