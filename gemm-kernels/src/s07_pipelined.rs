@@ -31,10 +31,12 @@
 //!
 //! # Fringe
 //! With 16-byte aligned rows (`thread::vector_ok`) a vector wholly inside the
-//! matrix is one 16-byte cp.async; any other vector (the last columns of an
-//! odd k or n, rows past m, or rows that are not 16-byte aligned) is copied
-//! element by element (4 or 8 bytes) with zeros stored outside the matrix.
-//! The epilogue is `thread::store_c_vec`.
+//! matrix is one 16-byte cp.async. Rows of A past m and column chunks of B
+//! past n are copied from inside the matrix instead (they only feed C
+//! elements that are never stored), so edge blocks run at full speed; past k
+//! the tiles are zero-filled. A vector that straddles the edge, or rows that
+//! are not 16-byte aligned, are copied element by element (4 or 8 bytes) with
+//! zeros outside. The epilogue is `thread::store_c_vec`.
 //!
 //! # Source
 //! Seed 004 ("next steps": double buffering), seed 001 (prefetching, ILP);
@@ -49,11 +51,18 @@ use gemm_core::ceil_div;
 use gemm_core::tiling::{s07_layout, BlockTile, SmemLayout, WARP_SIZE};
 
 /// Requests a `rows x cols` tile of a row-major matrix (top-left element
-/// (row0, col0), `ld`; the matrix has `rows_max x cols_max` elements) into
-/// shared memory at `dst` with row stride `dst_ld`, as 16-byte cp.async
-/// copies spread over `threads` threads; out-of-range elements are zero.
-/// `cols` must be a multiple of V. Tiles wholly inside the matrix take a fast
-/// path without bounds checks.
+/// (row0, col0), `ld`; the matrix has `rows_max x cols_max` elements, at
+/// least one) into shared memory at `dst` with row stride `dst_ld`, as
+/// 16-byte cp.async copies spread over `threads` threads. `cols` must be a
+/// multiple of V.
+///
+/// Outside the matrix: along a dimension that is `free` (m for A, n for B) a
+/// row or a whole 16-byte column chunk is copied from inside the matrix
+/// instead (row `rows_max - 1`, chunk 0): those values only reach rows or
+/// columns of C that are never stored, and the copy stays a full-speed
+/// 16-byte cp.async. Along k (not free) the tile is zero-filled, since every
+/// C element sums over k. Tiles wholly inside take a fast path without
+/// bounds checks.
 ///
 /// # Safety
 /// `p` points to the matrix; `dst` is a 16-byte aligned shared address with
@@ -67,6 +76,7 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
     (row0, col0): (u32, u32),
     (rows_max, cols_max): (u32, u32),
     (rows, cols): (u32, u32),
+    (rows_free, cols_free): (bool, bool),
     dst: u32,
     dst_ld: u32,
     (tid, threads): (u32, u32),
@@ -74,9 +84,10 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
     let v = T::VEC as u32;
     let chunks = rows * cols / v;
     let per_row = cols / v; // 16-byte chunks per tile row
-                            // Interior tiles (the block-uniform common case): every chunk is a whole
-                            // aligned vector inside the matrix, so each thread walks its chunks with
-                            // one pointer and a constant stride, without per-chunk bounds checks.
+
+    // Interior tiles (the block-uniform common case): every chunk is a whole
+    // aligned vector inside the matrix, so each thread walks its chunks with
+    // one pointer and a constant stride, without per-chunk bounds checks.
     let interior = vec && row0 + rows <= rows_max && col0 + cols <= cols_max;
     if interior && threads % per_row == 0 && chunks % threads == 0 {
         let rows_per_pass = threads / per_row;
@@ -91,25 +102,32 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
     }
     for i in 0..ceil_div(chunks, threads) {
         let c = tid + i * threads;
-        if c < chunks {
-            let (r, cc) = (c / (cols / v), c % (cols / v) * v);
-            let (row, col) = (row0 + r, col0 + cc);
-            let d = dst + (r * dst_ld + cc) * T::BYTES;
-            let inside = if row < rows_max && col < cols_max { (cols_max - col).min(v) } else { 0 };
-            if vec && inside == v {
-                cp_async_16(d, p.add(row as usize * ld as usize + col as usize) as *const u8);
-            } else {
-                // The fringe: element copies inside the matrix, zeros outside
-                // (plain stores, visible to the block after the barrier that
-                // precedes this buffer's use). No read ever leaves the matrix:
-                // a 16-byte copy with a shorter `src-size` would be flagged by
-                // compute-sanitizer at the end of an allocation.
-                for e in 0..v {
-                    if e < inside {
-                        T::cp_async_elem(d + e * T::BYTES, p.add(row as usize * ld as usize + (col + e) as usize));
-                    } else {
-                        T::st_shared(d + e * T::BYTES, T::ZERO);
-                    }
+        if c >= chunks {
+            continue;
+        }
+        let (r, cc) = (c / per_row, c % per_row * v);
+        let d = dst + (r * dst_ld + cc) * T::BYTES;
+        let (mut row, mut col) = (row0 + r, col0 + cc);
+        if row >= rows_max && rows_free {
+            row = rows_max - 1;
+        }
+        if col >= cols_max && cols_free && vec && v <= cols_max {
+            col = 0;
+        }
+        let inside = if row < rows_max && col < cols_max { (cols_max - col).min(v) } else { 0 };
+        if vec && inside == v {
+            cp_async_16(d, p.add(row as usize * ld as usize + col as usize) as *const u8);
+        } else {
+            // The fringe: element copies inside the matrix, zeros outside
+            // (plain stores, visible to the block after the barrier that
+            // precedes this buffer's use). No read ever leaves the matrix:
+            // a 16-byte copy with a shorter `src-size` would be flagged by
+            // compute-sanitizer at the end of an allocation.
+            for e in 0..v {
+                if e < inside {
+                    T::cp_async_elem(d + e * T::BYTES, p.add(row as usize * ld as usize + (col + e) as usize));
+                } else {
+                    T::st_shared(d + e * T::BYTES, T::ZERO);
                 }
             }
         }
@@ -134,9 +152,33 @@ pub(crate) unsafe fn request_tiles<T: Element>(
     (tid, threads): (u32, u32),
 ) {
     let k0 = kt * tile.bk;
-    copy_tile_async(g.a, a_vec, g.lda, (row0, k0), (g.m, g.k), (tile.bm, tile.bk), stage, layout.a_ld, (tid, threads));
+    let (a_shape, b_shape) = ((tile.bm, tile.bk), (tile.bk, tile.bn));
+    // A's rows (m) and B's columns (n) may be clamped; k is zero-filled.
+    copy_tile_async(
+        g.a,
+        a_vec,
+        g.lda,
+        (row0, k0),
+        (g.m, g.k),
+        a_shape,
+        (true, false),
+        stage,
+        layout.a_ld,
+        (tid, threads),
+    );
     let b_dst = stage + layout.b_offset * T::BYTES;
-    copy_tile_async(g.b, b_vec, g.ldb, (k0, col0), (g.k, g.n), (tile.bk, tile.bn), b_dst, layout.b_ld, (tid, threads));
+    copy_tile_async(
+        g.b,
+        b_vec,
+        g.ldb,
+        (k0, col0),
+        (g.k, g.n),
+        b_shape,
+        (false, true),
+        b_dst,
+        layout.b_ld,
+        (tid, threads),
+    );
 }
 
 /// Stage 7 (see the module docs).
