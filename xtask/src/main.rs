@@ -354,7 +354,7 @@ fn stage_table(csv: &str) -> Result<String> {
     let (device, date, commit) = (first[0], first[1], first[2]);
     // columns: device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct,cublas,ratio,check
     let find = |precision: &str, stage: &str| {
-        rows.iter().find(|r| r[3] == precision && r[4] == stage && r[8] == TABLE_N).map(|r| {
+        rows.iter().find(|r| r[3] == precision && r[4] == stage && r[7..10] == [TABLE_N; 3]).map(|r| {
             let config = r[6].replace(';', ",");
             let num = |s: &str| s.parse::<f64>().unwrap_or(f64::NAN);
             let cell = format!("{:.0} ({:.3})", num(r[11]), num(r[14]));

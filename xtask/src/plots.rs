@@ -71,13 +71,8 @@ const STAGE_COLORS: [RGBColor; 9] = [
 /// Colour of each precision in the stage-4 chart, in the order of [`precision_order`].
 const PRECISION_COLORS: [RGBColor; 3] = [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44)];
 /// Stops of the heat map's colour scale, low to high (viridis).
-const HEAT_STOPS: [RGBColor; 5] = [
-    RGBColor(68, 1, 84),
-    RGBColor(59, 82, 139),
-    RGBColor(33, 145, 140),
-    RGBColor(94, 201, 98),
-    RGBColor(253, 231, 37),
-];
+const HEAT_STOPS: [RGBColor; 5] =
+    [RGBColor(68, 1, 84), RGBColor(59, 82, 139), RGBColor(33, 145, 140), RGBColor(94, 201, 98), RGBColor(253, 231, 37)];
 
 /// Writes (or with `check`, compares) every plot; see the module docs.
 pub fn plots(check: bool) -> Result<()> {
@@ -94,11 +89,7 @@ pub fn plots(check: bool) -> Result<()> {
             .map(|(path, _)| path.display().to_string())
             .collect();
         if !stale.is_empty() {
-            return Err(format!(
-                "{} differ from {} (run `cargo xtask plots`)",
-                stale.join(", "),
-                input.display()
-            ));
+            return Err(format!("{} differ from {} (run `cargo xtask plots`)", stale.join(", "), input.display()));
         }
         println!("{} plots in {} are up to date", files.len(), output.display());
     } else {
@@ -200,7 +191,11 @@ impl<'a> Row<'a> {
     }
 
     fn run(&self) -> Result<Run> {
-        Ok(Run { device: self.str("device")?.into(), date: self.str("date")?.into(), commit: self.str("commit")?.into() })
+        Ok(Run {
+            device: self.str("device")?.into(),
+            date: self.str("date")?.into(),
+            commit: self.str("commit")?.into(),
+        })
     }
 
     fn error(&self, column: &str, what: &str) -> String {
@@ -374,10 +369,8 @@ impl Stage4Row {
 fn gflops_plot(ladder: &[LadderRow], device: &Device, precision: &str) -> Result<String> {
     // Powers of two only: 1000, 1023 and 3000 sit beside 1024 and 2048 on a
     // log axis and would zigzag the lines (they are in BENCHMARKS.md).
-    let rows: Vec<&LadderRow> = ladder
-        .iter()
-        .filter(|r| r.precision == precision && r.is_square() && r.n.is_power_of_two())
-        .collect();
+    let rows: Vec<&LadderRow> =
+        ladder.iter().filter(|r| r.precision == precision && r.is_square() && r.n.is_power_of_two()).collect();
     let first = rows.first().ok_or_else(|| format!("latest.csv: no square {precision} rows"))?;
     // stage -> (n, GFLOP/s) sorted by n; BTreeMaps keep the drawing order stable.
     let mut lines: BTreeMap<u32, (String, BTreeMap<u64, f64>)> = BTreeMap::new();
@@ -535,8 +528,11 @@ fn stage4_plot(rows: &[Stage4Row]) -> Result<String> {
                 let x0 = i as f64 + 0.1 + p as f64 * bar;
                 chart.draw_series([Rectangle::new([(x0, 0.0), (x0 + bar * 0.9, r.gflops)], color.filled())])?;
                 let top = (x0 + bar * 0.45, r.gflops);
-                let lines =
-                    [format!("{:.0}", r.gflops), format!("{} regs", r.registers), format!("{:.0}% occ", r.occupancy_pct)];
+                let lines = [
+                    format!("{:.0}", r.gflops),
+                    format!("{} regs", r.registers),
+                    format!("{:.0}% occ", r.occupancy_pct),
+                ];
                 for (l, text) in lines.into_iter().enumerate() {
                     let style = text_style(13, BLACK, HPos::Center, VPos::Bottom);
                     let offset = (0, -4 - 14 * (2 - l as i32));
@@ -649,9 +645,9 @@ fn roofline_plot(ladder: &[LadderRow], device: &Device) -> Result<String> {
                 }
             };
             let style = text_style(14, BLACK, HPos::Right, VPos::Bottom);
-            chart.draw_series([
-                EmptyElement::at(at) + Circle::new((0, 0), 6, BLACK.filled()) + Text::new("cuBLAS", (-8, -6), style)
-            ])?;
+            chart.draw_series([EmptyElement::at(at)
+                + Circle::new((0, 0), 6, BLACK.filled())
+                + Text::new("cuBLAS", (-8, -6), style)])?;
             legend.push(Legend::point(&format!("cuBLAS {:.0} GFLOP/s", c.gflops), BLACK));
         }
         legend.push(Legend::line(&format!("DRAM {:.2} TB/s, FP64 FMA", dram / 1000.0), ROOF, 2));
