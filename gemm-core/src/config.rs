@@ -240,7 +240,7 @@ pub enum KernelConfig {
     },
 }
 
-/// Builds a [`KernelConfig`] from one line of [`kernel_menu!`]: the stage and
+/// Builds a [`KernelConfig`] from one line of [`crate::kernel_menu!`]: the stage and
 /// its numbers, `[]` (stages 1, 2: the block shape is a run-time choice, given
 /// here as 0 x 0), `[T]`, `[T, outputs]`, `[BM, BN, BK, TM, TN]` (stages 5, 6),
 /// `[BM, BN, BK, WM, WN, TM, TN, stages]` (7), `[BM, BN, BK, WM, WN, stages]` (8).
@@ -639,7 +639,7 @@ pub const fn tile_origin(block_idx: [u32; 2], tile: u32) -> (u32, u32) {
 
 /// The menu of compiled kernels: one line per exported PTX entry point, as
 /// `(symbol, element type, stage, [numbers])`, the numbers as
-/// [`menu_config!`] reads them. Invoke with a macro that takes the whole list:
+/// [`crate::menu_config!`] reads them. Invoke with a macro that takes the whole list:
 /// `gemm_core::kernel_menu!(my_macro)` expands to `my_macro! { (..) (..) ... }`.
 ///
 /// The kernel crate exports exactly these symbols; the host registry lists

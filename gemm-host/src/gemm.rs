@@ -75,12 +75,21 @@ pub fn sgemm(a: &Matrix<f32>, b: &Matrix<f32>, c: &mut Matrix<f32>) -> Result<()
 /// alpha = 1, beta = 0, so `C = A * B`; with beta = 0, C is not read).
 ///
 /// Choose a stage and its configuration, or leave them to the defaults:
-/// - `.stage(s)` picks a [`Stage`]; without it the stage follows from the
-///   options given: `outputs_per_thread` means stage 4, `tile_size` stage 3,
-///   `block_dim` stage 2; none of them, the default ([`default_config`]).
+/// - `.stage(s)` picks a [`Stage`] (its other options default to
+///   [`stage_default`]); without it the stage follows from the options given:
+///   `outputs_per_thread` means stage 4, `tile_size` stage 3, `block_dim`
+///   stage 2, `warp_tile` without `thread_tile` stage 8, `warp_tile` or
+///   `pipeline_stages` stage 7, `block_tile` or `thread_tile` stage 5; none of
+///   them, the measured default for the problem ([`Gemm::plan`]).
 /// - `.block_dim(x, y)` (stages 1, 2): any x * y <= 1024.
 /// - `.tile_size(t)` (stage 3: 8, 16, 32; stage 4: 32).
 /// - `.outputs_per_thread(o)` (stage 4: 1, 2, 4, 8, 16).
+/// - `.block_tile(bm, bn, bk)` (stages 5-8), `.thread_tile(tm, tn)` (5-7),
+///   `.warp_tile(wm, wn)`, `.pipeline_stages(s)` (7, 8): a configuration of
+///   the compiled menu (`gemm::registry::stage_configs`); shapes that cannot
+///   work name the two numbers that disagree, well-formed ones that are not
+///   compiled list the menu.
+/// - `.kernel(config)`: exactly this configuration.
 ///
 /// An option that does not apply to the stage, or a configuration that is not
 /// compiled, is an [`Error::Config`] before anything touches the GPU

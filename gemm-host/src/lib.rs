@@ -6,9 +6,13 @@
 //! let a = Matrix::<f64>::from_fn(300, 200, |i, j| (i as f64 - j as f64) / 7.0);
 //! let b = Matrix::<f64>::from_fn(200, 100, |i, j| ((i * j) % 5) as f64);
 //! let mut c = Matrix::<f64>::zeros(300, 100);
-//! gemm::dgemm(&a, &b, &mut c)?;                      // C = A * B, the default kernel
+//! gemm::dgemm(&a, &b, &mut c)?;                      // C = A * B, the measured default kernel
 //! Gemm::new().tile_size(32).outputs_per_thread(8)    // stage 4, a chosen configuration
 //!     .run(&a, &b, &mut c)?;
+//! Gemm::new().block_tile(128, 128, 16).thread_tile(8, 8) // stage 5
+//!     .run(&a, &b, &mut c)?;
+//! let plan = Gemm::new().plan(gemm::Precision::F64, 300, 100, 200)?; // what dgemm runs, and why
+//! println!("{plan}");
 //! Gemm::new().stage(Stage::Coalesced).block_dim(32, 8).alpha(2.0).beta(1.0)
 //!     .run(&a, &b, &mut c)?;                         // C = 2 * A * B + C
 //! # Ok(()) }
