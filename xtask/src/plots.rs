@@ -289,8 +289,8 @@ impl Device {
     /// The peaks drawn on the GFLOP/s plot of `precision`, as (label, GFLOP/s).
     fn peaks(&self, precision: &str) -> Vec<(&'static str, f64)> {
         match precision {
-            "f64" => vec![("FP64 FMA peak", self.fp64_fma_gflops), ("FP64 tensor peak", self.fp64_tensor_gflops)],
-            "f32" => vec![("FP32 FMA peak", self.fp32_fma_gflops)],
+            "f64" => vec![("FP64 FMA", self.fp64_fma_gflops), ("FP64 tensor", self.fp64_tensor_gflops)],
+            "f32" => vec![("FP32 FMA", self.fp32_fma_gflops)],
             _ => vec![],
         }
     }
@@ -596,7 +596,7 @@ fn roofline_plot(ladder: &[LadderRow], device: &Device) -> Result<String> {
             .light_line_style(TRANSPARENT)
             .x_desc("arithmetic intensity (flop/byte, modeled DRAM traffic; log scale)")
             .y_desc("GFLOP/s (log scale)")
-            .x_label_formatter(&|v| format!("{v}"))
+            .x_label_formatter(&|v| short(*v))
             .y_label_formatter(&|v| format!("{v:.0}"))
             .label_style((FONT, 14))
             .axis_desc_style((FONT, 15))
@@ -610,10 +610,11 @@ fn roofline_plot(ladder: &[LadderRow], device: &Device) -> Result<String> {
         let roof_text = |text: String, at: (f64, f64), pos: Pos, offset: (i32, i32)| {
             EmptyElement::at(at) + Text::new(text, offset, text_style(13, ROOF, pos.h_pos, pos.v_pos))
         };
-        let above_right = Pos::new(HPos::Right, VPos::Bottom);
+        // Peak labels left of their ridge points, where no point can be (all lie under the roof).
+        let left_of = Pos::new(HPos::Right, VPos::Center);
         chart.draw_series([
-            roof_text(format!("FP64 FMA {}", tflops(fma)), (x_hi, fma), above_right, (-6, -4)),
-            roof_text(format!("FP64 tensor {}", tflops(tensor)), (x_hi, tensor), above_right, (-6, -4)),
+            roof_text(format!("FP64 FMA {}", tflops(fma)), (ridge(fma), fma), left_of, (-8, 0)),
+            roof_text(format!("FP64 tensor {}", tflops(tensor)), (ridge(tensor), tensor), left_of, (-8, 0)),
             roof_text(
                 format!("DRAM {:.2} TB/s", dram / 1000.0),
                 (x_lo * 1.5, dram * x_lo * 1.5),
@@ -830,6 +831,15 @@ fn precision_order(set: BTreeSet<&str>) -> Vec<&str> {
 /// "33.5 TFLOP/s" from GFLOP/s.
 fn tflops(gflops: f64) -> String {
     format!("{:.1} TFLOP/s", gflops / 1000.0)
+}
+
+/// A positive axis value without float noise: "0.125", "0.3", "16".
+fn short(v: f64) -> String {
+    if v >= 1.0 {
+        return format!("{v:.0}");
+    }
+    let decimals = (2.0 - v.log10().floor()) as usize;
+    format!("{v:.decimals$}").trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// "commit abc1234", for the notes under a legend.
