@@ -138,6 +138,14 @@ pub const fn s08_layout(t: BlockTile) -> SmemLayout {
     SmemLayout { a_ld, b_offset: t.bm * a_ld, b_ld, stage_elems: t.bm * a_ld + t.bk * b_ld }
 }
 
+/// First row and column of the block tile of C that block (bx, by) computes
+/// in stages 5-7: (by * BM, bx * BN), matching the grid (ceil(n / BN),
+/// ceil(m / BM)) of `KernelConfig::geometry` (stage 8 rasterizes, [`raster`]).
+#[inline(always)]
+pub const fn block_tile_origin(block_idx: [u32; 2], tile: BlockTile) -> (u32, u32) {
+    (block_idx[1] * tile.bm, block_idx[0] * tile.bn)
+}
+
 /// Rows of block tiles in one raster group (stage 8): consecutive blocks walk
 /// down a group of this many tile rows before moving to the next column, so
 /// the tiles of A and B they share stay in L2.

@@ -366,10 +366,7 @@ impl Gemm {
             Some(d) => d.clone(),
             None => default_device()?,
         };
-        let config = match chosen {
-            Some(c) => c,
-            None => crate::tuning::choose(Some(device.name()), T::PRECISION, dims.m, dims.n, dims.k).config,
-        };
+        let config = config_on(chosen, &device, T::PRECISION, &dims);
         // Fail on device limits before any host-device copy.
         checked_geometry::<T>(&device, config, &dims)?;
         if dims.is_empty() {
@@ -425,10 +422,7 @@ impl Gemm {
                 return Err(Error::DeviceMismatch(other.name().to_string(), device.name().to_string()));
             }
         }
-        let config = match chosen {
-            Some(c) => c,
-            None => crate::tuning::choose(Some(device.name()), T::PRECISION, dims.m, dims.n, dims.k).config,
-        };
+        let config = config_on(chosen, &device, T::PRECISION, &dims);
         launch(
             &device,
             config,
@@ -440,4 +434,10 @@ impl Gemm {
             c.buffer_mut(),
         )
     }
+}
+
+/// The configuration a call runs: the one chosen with the options, or else
+/// the measured table's choice for this device and problem.
+fn config_on(chosen: Option<KernelConfig>, device: &Device, precision: Precision, dims: &GemmDims) -> KernelConfig {
+    chosen.unwrap_or_else(|| crate::tuning::choose(Some(device.name()), precision, dims.m, dims.n, dims.k).config)
 }

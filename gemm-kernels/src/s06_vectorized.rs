@@ -37,7 +37,7 @@
 use crate::element::Element;
 use crate::thread::{block_idx, load_or_zero, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok, GemmArgs};
 use gemm_core::ceil_div;
-use gemm_core::tiling::{s06_layout, BlockTile};
+use gemm_core::tiling::{block_tile_origin, s06_layout, BlockTile};
 
 /// V elements of row `row` of a row-major matrix starting at column `col`
 /// (a multiple of V): one 16-byte load when `vec` and all V lie inside the
@@ -85,8 +85,7 @@ pub unsafe fn vectorized<T: Element, const BM: u32, const BN: u32, const BK: u32
     let threads = lanes_m * lanes_n;
     let tid = thread_idx()[0];
     let (ty, tx) = (tid / lanes_n, tid % lanes_n);
-    let [bx, by] = block_idx();
-    let (row0, col0) = (by * BM, bx * BN);
+    let (row0, col0) = block_tile_origin(block_idx(), BlockTile::new(BM, BN, BK));
     let layout = s06_layout(BlockTile::new(BM, BN, BK), T::BYTES);
     let a_tile = smem_base(); // [BK][BM + V]: A transposed
     let b_tile = a_tile + layout.b_offset * T::BYTES; // [BK][BN]

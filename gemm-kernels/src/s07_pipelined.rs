@@ -48,7 +48,7 @@ use crate::thread::{
     vector_ok, GemmArgs,
 };
 use gemm_core::ceil_div;
-use gemm_core::tiling::{s07_layout, BlockTile, SmemLayout, WARP_SIZE};
+use gemm_core::tiling::{block_tile_origin, s07_layout, BlockTile, SmemLayout, WARP_SIZE};
 
 /// Requests a `rows x cols` tile of a row-major matrix (top-left element
 /// (row0, col0), `ld`; the matrix has `rows_max x cols_max` elements, at
@@ -214,8 +214,7 @@ pub unsafe fn pipelined<
     let lanes_n = WN / TN as u32;
     let lanes_m = WARP_SIZE / lanes_n;
     let (lr, lc) = (lane / lanes_n, lane % lanes_n);
-    let [bx, by] = block_idx();
-    let (row0, col0) = (by * BM, bx * BN);
+    let (row0, col0) = block_tile_origin(block_idx(), tile);
     let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
     let base = smem_base();
     // Row (within the block tile) of the thread's i-th row, column of its w-th vector.
