@@ -6,6 +6,7 @@
 
 use crate::geometry::{ceil_div, LaunchGeometry};
 use crate::stage::Stage;
+use crate::shape::KernelLayouts;
 use crate::tiling::{s05_layout, s06_layout, s07_layout, s08_layout, BlockTile, ThreadTile, WarpTile, WARP_SIZE};
 use thiserror::Error;
 
@@ -149,12 +150,12 @@ pub enum ConfigError {
         reason: &'static str,
     },
     /// A pipeline with fewer than 2 shared-memory buffers (stages 7, 8).
-    #[error("{stage}: a pipeline needs at least 2 stages (shared-memory buffers), got {stages}")]
-    PipelineStages {
+    #[error("{stage}: a pipeline needs a depth of at least 2 (shared-memory buffers), got {depth}")]
+    PipelineDepth {
         /// The stage asked for.
         stage: Stage,
         /// Pipeline depth asked for.
-        stages: u32,
+        depth: u32,
     },
     /// A well-formed configuration of stages 5-8 that is not compiled; the
     /// compiled ones are listed by [`compiled_configs`].
@@ -215,8 +216,8 @@ pub enum KernelConfig {
         thread: ThreadTile,
     },
     /// Stage 7: block tile split into WM x WN warp tiles of 32 threads with
-    /// TM x TN thread tiles each ((WM / TM) * (WN / TN) = 32), `stages`
-    /// shared-memory buffers filled by cp.async.
+    /// TM x TN thread tiles each ((WM / TM) * (WN / TN) = 32), a pipeline of
+    /// `depth` shared-memory buffers filled by cp.async.
     Pipelined {
         /// Block tile.
         block: BlockTile,
@@ -225,25 +226,26 @@ pub enum KernelConfig {
         /// Thread tile.
         thread: ThreadTile,
         /// Pipeline depth (shared-memory buffers), at least 2.
-        stages: u32,
+        depth: u32,
     },
     /// Stage 8 (f64): block tile split into WM x WN warp tiles computed with
     /// 16 x 8 x 16 tensor-core tiles (WM multiple of 16, WN of 8, BK of 16),
-    /// `stages` cp.async buffers.
+    /// a pipeline of `depth` cp.async buffers.
     TensorCore {
         /// Block tile.
         block: BlockTile,
         /// Warp tile.
         warp: WarpTile,
         /// Pipeline depth (shared-memory buffers), at least 2.
-        stages: u32,
+        depth: u32,
     },
 }
 
 /// Builds a [`KernelConfig`] from one line of [`crate::kernel_menu!`]: the stage and
 /// its numbers, `[]` (stages 1, 2: the block shape is a run-time choice, given
 /// here as 0 x 0), `[T]`, `[T, outputs]`, `[BM, BN, BK, TM, TN]` (stages 5, 6),
-/// `[BM, BN, BK, WM, WN, TM, TN, stages]` (7), `[BM, BN, BK, WM, WN, stages]` (8).
+/// `[BM, BN, BK, WM, WN, TM, TN, depth]` (7), `[BM, BN, BK, WM, WN, depth]` (8),
+/// `depth` being the pipeline depth.
 #[macro_export]
 macro_rules! menu_config {
     (Naive, []) => {
@@ -275,14 +277,14 @@ macro_rules! menu_config {
             block: $crate::tiling::BlockTile::new($bm, $bn, $bk),
             warp: $crate::tiling::WarpTile::new($wm, $wn),
             thread: $crate::tiling::ThreadTile::new($tm, $tn),
-            stages: $s,
+            depth: $s,
         }
     };
     (TensorCore, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $s:literal]) => {
         $crate::KernelConfig::TensorCore {
             block: $crate::tiling::BlockTile::new($bm, $bn, $bk),
             warp: $crate::tiling::WarpTile::new($wm, $wn),
-            stages: $s,
+            depth: $s,
         }
     };
 }
@@ -397,12 +399,12 @@ impl KernelConfig {
     /// Shape rules of stages 5-8; `None` for stages 1-4.
     const fn validate_tiles(&self) -> Option<Result<(), ConfigError>> {
         let stage = self.stage();
-        let (block, warp, thread, stages) = match *self {
+        let (block, warp, thread, depth) = match *self {
             KernelConfig::RegisterTiled { block, thread } | KernelConfig::Vectorized { block, thread } => {
                 (block, WarpTile::new(block.bm, block.bn), thread, 0)
             }
-            KernelConfig::Pipelined { block, warp, thread, stages } => (block, warp, thread, stages),
-            KernelConfig::TensorCore { block, warp, stages } => (block, warp, ThreadTile::new(16, 8), stages),
+            KernelConfig::Pipelined { block, warp, thread, depth } => (block, warp, thread, depth),
+            KernelConfig::TensorCore { block, warp, depth } => (block, warp, ThreadTile::new(16, 8), depth),
             _ => return None,
         };
         macro_rules! multiple {
@@ -438,8 +440,8 @@ impl KernelConfig {
             multiple!("TN", thread.tn, "the f32 vector width", 4);
             multiple!("BK", block.bk, "the f32 vector width", 4);
         }
-        if stages < 2 && matches!(self, KernelConfig::Pipelined { .. } | KernelConfig::TensorCore { .. }) {
-            return Some(Err(ConfigError::PipelineStages { stage, stages }));
+        if depth < 2 && matches!(self, KernelConfig::Pipelined { .. } | KernelConfig::TensorCore { .. }) {
+            return Some(Err(ConfigError::PipelineDepth { stage, depth }));
         }
         let threads = self.threads();
         if matches!(self, KernelConfig::Pipelined { .. }) && (warp.wm / thread.tm) * (warp.wn / thread.tn) != WARP_SIZE
@@ -513,8 +515,9 @@ impl KernelConfig {
 
     /// Dynamic shared memory per block in bytes: two T x T tiles (A and B) for
     /// stages 3 and 4, none for stages 1 and 2, the [`crate::tiling`] layout
-    /// (times the pipeline depth) for stages 5-8.
-    pub const fn smem_bytes(&self, precision: Precision) -> u32 {
+    /// (times the pipeline depth) for stages 5-8, which for stages 7 and 8
+    /// depends on the storage order of A and B.
+    pub const fn smem_bytes(&self, precision: Precision, layouts: KernelLayouts) -> u32 {
         let bytes = precision.bytes();
         match *self {
             KernelConfig::Naive { .. } | KernelConfig::Coalesced { .. } => 0,
@@ -523,8 +526,10 @@ impl KernelConfig {
             }
             KernelConfig::RegisterTiled { block, .. } => s05_layout(block).stage_elems * bytes,
             KernelConfig::Vectorized { block, .. } => s06_layout(block, bytes).stage_elems * bytes,
-            KernelConfig::Pipelined { block, stages, .. } => s07_layout(block, bytes).stage_elems * bytes * stages,
-            KernelConfig::TensorCore { block, stages, .. } => s08_layout(block).stage_elems * bytes * stages,
+            KernelConfig::Pipelined { block, depth, .. } => {
+                s07_layout(block, bytes, layouts).stage_elems * bytes * depth
+            }
+            KernelConfig::TensorCore { block, depth, .. } => s08_layout(block, layouts).stage_elems * bytes * depth,
         }
     }
 
@@ -559,7 +564,7 @@ impl KernelConfig {
     /// - stages 5-8: grid (ceil(n / BN), ceil(m / BM)); stages 5-7 map block
     ///   (bx, by) to the block tile (by, bx), stage 8 rasterizes
     ///   ([`crate::tiling::raster`]).
-    pub const fn geometry(&self, m: u32, n: u32, precision: Precision) -> LaunchGeometry {
+    pub const fn geometry(&self, m: u32, n: u32, precision: Precision, layouts: KernelLayouts) -> LaunchGeometry {
         let (bx, by) = self.block_dim();
         let grid = match *self {
             KernelConfig::Naive { block } => [ceil_div(m, block.x), ceil_div(n, block.y), 1],
@@ -572,7 +577,7 @@ impl KernelConfig {
             | KernelConfig::Pipelined { block, .. }
             | KernelConfig::TensorCore { block, .. } => [ceil_div(n, block.bn), ceil_div(m, block.bm), 1],
         };
-        LaunchGeometry { grid, block: [bx, by, 1], smem_bytes: self.smem_bytes(precision) }
+        LaunchGeometry { grid, block: [bx, by, 1], smem_bytes: self.smem_bytes(precision, layouts) }
     }
 }
 
@@ -587,11 +592,11 @@ impl core::fmt::Display for KernelConfig {
             KernelConfig::RegisterTiled { block, thread } | KernelConfig::Vectorized { block, thread } => {
                 write!(f, "block {block}, thread {thread}")
             }
-            KernelConfig::Pipelined { block, warp, thread, stages } => {
-                write!(f, "block {block}, warp {warp}, thread {thread}, {stages} stages")
+            KernelConfig::Pipelined { block, warp, thread, depth } => {
+                write!(f, "block {block}, warp {warp}, thread {thread}, pipeline depth {depth}")
             }
-            KernelConfig::TensorCore { block, warp, stages } => {
-                write!(f, "block {block}, warp {warp}, {stages} stages")
+            KernelConfig::TensorCore { block, warp, depth } => {
+                write!(f, "block {block}, warp {warp}, pipeline depth {depth}")
             }
         }
     }
@@ -680,23 +685,23 @@ macro_rules! kernel_menu {
             (sgemm_vector_b64x64x16_t4x4, f32, Vectorized, [64, 64, 16, 4, 4])
             (sgemm_vector_b128x64x16_t8x4, f32, Vectorized, [128, 64, 16, 8, 4])
             (sgemm_vector_b128x128x16_t8x8, f32, Vectorized, [128, 128, 16, 8, 8])
-            (dgemm_pipelined_b64x64x16_w32x32_t4x8_s3, f64, Pipelined, [64, 64, 16, 32, 32, 4, 8, 3])
-            (dgemm_pipelined_b128x64x16_w32x32_t4x8_s3, f64, Pipelined, [128, 64, 16, 32, 32, 4, 8, 3])
-            (dgemm_pipelined_b128x64x16_w64x16_t8x4_s3, f64, Pipelined, [128, 64, 16, 64, 16, 8, 4, 3])
-            (dgemm_pipelined_b128x64x16_w32x32_t4x8_s4, f64, Pipelined, [128, 64, 16, 32, 32, 4, 8, 4])
-            (dgemm_pipelined_b64x64x32_w32x32_t4x8_s3, f64, Pipelined, [64, 64, 32, 32, 32, 4, 8, 3])
-            (sgemm_pipelined_b64x64x16_w32x32_t4x8_s3, f32, Pipelined, [64, 64, 16, 32, 32, 4, 8, 3])
-            (sgemm_pipelined_b128x64x16_w64x32_t8x8_s3, f32, Pipelined, [128, 64, 16, 64, 32, 8, 8, 3])
-            (sgemm_pipelined_b128x128x16_w64x32_t8x8_s3, f32, Pipelined, [128, 128, 16, 64, 32, 8, 8, 3])
-            (sgemm_pipelined_b128x128x32_w64x32_t8x8_s3, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 3])
-            (sgemm_pipelined_b128x128x32_w64x32_t8x8_s4, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 4])
-            (dgemm_mma_b64x64x16_w32x32_s3, f64, TensorCore, [64, 64, 16, 32, 32, 3])
-            (dgemm_mma_b128x64x16_w64x32_s3, f64, TensorCore, [128, 64, 16, 64, 32, 3])
-            (dgemm_mma_b128x64x16_w64x32_s4, f64, TensorCore, [128, 64, 16, 64, 32, 4])
-            (dgemm_mma_b128x64x32_w64x32_s3, f64, TensorCore, [128, 64, 32, 64, 32, 3])
-            (dgemm_mma_b128x128x16_w64x32_s3, f64, TensorCore, [128, 128, 16, 64, 32, 3])
-            (dgemm_mma_b128x64x32_w64x32_s2, f64, TensorCore, [128, 64, 32, 64, 32, 2])
-            (dgemm_mma_b64x64x32_w32x32_s3, f64, TensorCore, [64, 64, 32, 32, 32, 3])
+            (dgemm_pipelined_b64x64x16_w32x32_t4x8_d3, f64, Pipelined, [64, 64, 16, 32, 32, 4, 8, 3])
+            (dgemm_pipelined_b128x64x16_w32x32_t4x8_d3, f64, Pipelined, [128, 64, 16, 32, 32, 4, 8, 3])
+            (dgemm_pipelined_b128x64x16_w64x16_t8x4_d3, f64, Pipelined, [128, 64, 16, 64, 16, 8, 4, 3])
+            (dgemm_pipelined_b128x64x16_w32x32_t4x8_d4, f64, Pipelined, [128, 64, 16, 32, 32, 4, 8, 4])
+            (dgemm_pipelined_b64x64x32_w32x32_t4x8_d3, f64, Pipelined, [64, 64, 32, 32, 32, 4, 8, 3])
+            (sgemm_pipelined_b64x64x16_w32x32_t4x8_d3, f32, Pipelined, [64, 64, 16, 32, 32, 4, 8, 3])
+            (sgemm_pipelined_b128x64x16_w64x32_t8x8_d3, f32, Pipelined, [128, 64, 16, 64, 32, 8, 8, 3])
+            (sgemm_pipelined_b128x128x16_w64x32_t8x8_d3, f32, Pipelined, [128, 128, 16, 64, 32, 8, 8, 3])
+            (sgemm_pipelined_b128x128x32_w64x32_t8x8_d3, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 3])
+            (sgemm_pipelined_b128x128x32_w64x32_t8x8_d4, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 4])
+            (dgemm_mma_b64x64x16_w32x32_d3, f64, TensorCore, [64, 64, 16, 32, 32, 3])
+            (dgemm_mma_b128x64x16_w64x32_d3, f64, TensorCore, [128, 64, 16, 64, 32, 3])
+            (dgemm_mma_b128x64x16_w64x32_d4, f64, TensorCore, [128, 64, 16, 64, 32, 4])
+            (dgemm_mma_b128x64x32_w64x32_d3, f64, TensorCore, [128, 64, 32, 64, 32, 3])
+            (dgemm_mma_b128x128x16_w64x32_d3, f64, TensorCore, [128, 128, 16, 64, 32, 3])
+            (dgemm_mma_b128x64x32_w64x32_d2, f64, TensorCore, [128, 64, 32, 64, 32, 2])
+            (dgemm_mma_b64x64x32_w32x32_d3, f64, TensorCore, [64, 64, 32, 32, 32, 3])
         }
     };
 }
@@ -739,13 +744,13 @@ mod tests {
     fn stage4_block_is_tile_by_rows_per_pass() {
         let c = KernelConfig::OutputsPerThread { tile: 32, outputs: 8 };
         assert_eq!(c.block_dim(), (32, 4));
-        assert_eq!(c.smem_bytes(Precision::F64), 16384);
-        assert_eq!(c.smem_bytes(Precision::F32), 8192);
+        assert_eq!(c.smem_bytes(Precision::F64, KernelLayouts::NN), 16384);
+        assert_eq!(c.smem_bytes(Precision::F32, KernelLayouts::NN), 8192);
     }
 
     /// Every C element is owned by exactly one thread of the launched grid.
     fn assert_covers_exactly_once(config: KernelConfig, m: u32, n: u32) {
-        let g = config.geometry(m, n, Precision::F64);
+        let g = config.geometry(m, n, Precision::F64, KernelLayouts::NN);
         let mut owned = std::vec![0u8; (m * n) as usize];
         for bx in 0..g.grid[0] {
             for by in 0..g.grid[1] {
@@ -797,7 +802,7 @@ mod tests {
                 unreachable!()
             };
             for (m, n) in [(1, 1), (127, 129), (1000, 1023)] {
-                let g = c.geometry(m, n, p);
+                let g = c.geometry(m, n, p, KernelLayouts::NN);
                 assert!(g.grid[0] * block.bn >= n && (g.grid[0] - 1) * block.bn < n, "{c}");
                 assert!(g.grid[1] * block.bm >= m && (g.grid[1] - 1) * block.bm < m, "{c}");
                 assert_eq!(g.block[0] % 32, 0);
@@ -819,17 +824,17 @@ mod tests {
             block: BlockTile::new(128, 128, 16),
             warp: WarpTile::new(64, 64),
             thread: ThreadTile::new(8, 8),
-            stages: 3,
+            depth: 3,
         };
         assert!(matches!(warp.validate(), Err(ConfigError::Threads { .. })));
         let shallow =
-            KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(64, 32), stages: 1 };
-        assert_eq!(shallow.validate(), Err(ConfigError::PipelineStages { stage: Stage::TensorCore, stages: 1 }));
+            KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(64, 32), depth: 1 };
+        assert_eq!(shallow.validate(), Err(ConfigError::PipelineDepth { stage: Stage::TensorCore, depth: 1 }));
         let absent =
-            KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(32, 32), stages: 3 };
+            KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(32, 32), depth: 3 };
         assert_eq!(absent.validate(), Err(ConfigError::NotCompiled(absent)));
         let msg = std::format!("{}", ConfigError::NotCompiled(absent));
-        assert!(msg.contains("f64 block 128x64x16, warp 64x32, 3 stages"), "{msg}");
+        assert!(msg.contains("f64 block 128x64x16, warp 64x32, pipeline depth 3"), "{msg}");
     }
 
     proptest! {

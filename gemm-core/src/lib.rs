@@ -20,6 +20,6 @@ pub mod tiling;
 
 pub use config::{BlockDim, ConfigError, KernelConfig, Precision};
 pub use geometry::{ceil_div, DeviceLimits, LaunchGeometry, LimitError};
-pub use shape::{gemm_flops, GemmDims, MatrixDims, ShapeError};
+pub use shape::{gemm_flops, spans_overlap, GemmDims, KernelLayouts, Layout, MatrixDims, Op, Operand, ShapeError};
 pub use stage::Stage;
 pub use tiling::{BlockTile, ThreadTile, WarpTile};

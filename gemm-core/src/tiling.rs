@@ -2,8 +2,16 @@
 //! kernels and the launcher agree on, and block rasterization.
 //!
 //! Words: the block tile is BM x BN of C, stepping BK along k; a warp tile is
-//! WM x WN; a thread tile TM x TN. A "stage" of a pipeline is one buffer of
-//! shared memory holding a BM x BK tile of A and a BK x BN tile of B.
+//! WM x WN; a thread tile TM x TN. The pipeline depth of stages 7 and 8 is
+//! the number of shared-memory buffers, each holding a BM x BK tile of A and
+//! a BK x BN tile of B.
+//!
+//! Each operand tile is stored in shared memory as lines along the operand's
+//! contiguous dimension (the order in which `cp.async` copies it), so its
+//! layout depends on [`KernelLayouts`]: "k-contiguous" for a row-major A or a
+//! column-major B, "m-/n-contiguous" otherwise.
+
+use crate::shape::{KernelLayouts, Layout};
 
 /// Block tile: BM rows x BN columns of C per block, BK along k per step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -118,24 +126,50 @@ pub const fn s06_layout(t: BlockTile, element_bytes: u32) -> SmemLayout {
     SmemLayout { a_ld, b_offset: t.bk * a_ld, b_ld: t.bn, stage_elems: t.bk * a_ld + t.bk * t.bn }
 }
 
-/// Stage 7: A row-major `[BM][BK + V]` (cp.async cannot transpose), B
-/// `[BK][BN]`. The pad makes the row stride an odd number of 16-byte units, so
-/// the 8 rows a warp reads at once (16-byte reads along k) fall in 8 distinct
-/// 16-byte bank groups.
-pub const fn s07_layout(t: BlockTile, element_bytes: u32) -> SmemLayout {
-    let a_ld = t.bk + vector_width(element_bytes);
-    SmemLayout { a_ld, b_offset: t.bm * a_ld, b_ld: t.bn, stage_elems: t.bm * a_ld + t.bk * t.bn }
+/// Stage 7, with the tiles in the operands' storage order (cp.async cannot
+/// transpose):
+/// - A row-major: `[BM][BK + V]`; the pad makes the row stride an odd
+///   number of 16-byte units, so the 8 rows a warp reads at once (16-byte
+///   reads along k) fall in 8 distinct 16-byte bank groups.
+/// - A column-major: `[BK][BM]`; a warp reads consecutive 16-byte vectors along m.
+/// - B row-major: `[BK][BN]`; consecutive 16-byte vectors along n.
+/// - B column-major: `[BN][BK + V]`, odd 16-byte row stride as for A.
+///
+/// `a_ld` and `b_ld` are the strides between the stored lines.
+pub const fn s07_layout(t: BlockTile, element_bytes: u32, layouts: KernelLayouts) -> SmemLayout {
+    let v = vector_width(element_bytes);
+    let (a_lines, a_ld) = match layouts.a {
+        Layout::RowMajor => (t.bm, t.bk + v),
+        Layout::ColMajor => (t.bk, t.bm),
+    };
+    let (b_lines, b_ld) = match layouts.b {
+        Layout::RowMajor => (t.bk, t.bn),
+        Layout::ColMajor => (t.bn, t.bk + v),
+    };
+    let b_offset = a_lines * a_ld;
+    SmemLayout { a_ld, b_offset, b_ld, stage_elems: b_offset + b_lines * b_ld }
 }
 
-/// Stage 8 (f64): A row-major `[BM][BK + 4]`, B `[BK][BN + 4]`. With g = lane
-/// / 4 and t = lane % 4, a warp reads A(g, t + c) and B(t + c, g) for its mma
-/// fragments; a pad of 4 doubles maps those 32 reads onto the 16 8-byte bank
-/// pairs exactly twice each (the minimum for 256 bytes), and keeps rows
-/// 16-byte aligned for cp.async.
-pub const fn s08_layout(t: BlockTile) -> SmemLayout {
-    let a_ld = t.bk + 4;
-    let b_ld = t.bn + 4;
-    SmemLayout { a_ld, b_offset: t.bm * a_ld, b_ld, stage_elems: t.bm * a_ld + t.bk * b_ld }
+/// Stage 8 (f64), tiles in the operands' storage order. With g = lane / 4
+/// and t = lane % 4, a warp reads A(g, t + c) and B(t + c, g) for its mma
+/// fragments; the pads map those 32 8-byte reads onto the 16 bank pairs
+/// exactly twice each (the minimum for 256 bytes) and keep lines 16-byte
+/// aligned for cp.async:
+/// - A row-major `[BM][BK + 4]`: address g (BK + 4) + t, and BK + 4 = 4 (mod 16);
+/// - A column-major `[BK][BM + 8]`: address t (BM + 8) + g, BM + 8 = 8 (mod 16);
+/// - B row-major `[BK][BN + 4]`: t (BN + 4) + g;
+/// - B column-major `[BN][BK + 4]`: g (BK + 4) + t.
+pub const fn s08_layout(t: BlockTile, layouts: KernelLayouts) -> SmemLayout {
+    let (a_lines, a_ld) = match layouts.a {
+        Layout::RowMajor => (t.bm, t.bk + 4),
+        Layout::ColMajor => (t.bk, t.bm + 8),
+    };
+    let (b_lines, b_ld) = match layouts.b {
+        Layout::RowMajor => (t.bk, t.bn + 4),
+        Layout::ColMajor => (t.bn, t.bk + 4),
+    };
+    let b_offset = a_lines * a_ld;
+    SmemLayout { a_ld, b_offset, b_ld, stage_elems: b_offset + b_lines * b_ld }
 }
 
 /// First row and column of the block tile of C that block (bx, by) computes
@@ -171,6 +205,27 @@ mod tests {
     extern crate std;
     use proptest::prelude::*;
 
+    /// The 32 fragment reads of a warp hit each of the 16 8-byte bank pairs
+    /// exactly twice, for every operand layout (stage 8).
+    #[test]
+    fn stage8_fragment_reads_are_conflict_free() {
+        for t in [BlockTile::new(128, 64, 16), BlockTile::new(64, 64, 32), BlockTile::new(128, 128, 16)] {
+            for layouts in KernelLayouts::ALL {
+                let l = s08_layout(t, layouts);
+                // A(g, t) and B(t, g): (line, position) in the stored tile.
+                let a = |g: u32, q: u32| if layouts.a == Layout::RowMajor { g * l.a_ld + q } else { q * l.a_ld + g };
+                let b = |q: u32, g: u32| if layouts.b == Layout::RowMajor { q * l.b_ld + g } else { g * l.b_ld + q };
+                for f in [&a as &dyn Fn(u32, u32) -> u32, &|g, q| b(q, g)] {
+                    let mut hits = [0u32; 16];
+                    for lane in 0..32 {
+                        hits[(f(lane / 4, lane % 4) % 16) as usize] += 1;
+                    }
+                    assert!(hits.iter().all(|&h| h == 2), "{layouts:?} {t}: {hits:?}");
+                }
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn raster_visits_every_tile_once(tiles_m in 1u32..40, tiles_n in 1u32..40, group in 1u32..10) {
@@ -186,18 +241,27 @@ mod tests {
 
     #[test]
     fn layouts_keep_rows_16_byte_aligned() {
-        let t = BlockTile::new(128, 64, 16);
-        for bytes in [4, 8] {
-            for l in [s06_layout(t, bytes), s07_layout(t, bytes)] {
-                assert_eq!(l.a_ld * bytes % 16, 0);
-                assert_eq!(l.b_offset * bytes % 16, 0);
-                assert_eq!(l.stage_elems * bytes % 16, 0);
+        for t in [BlockTile::new(128, 64, 16), BlockTile::new(64, 64, 32), BlockTile::new(128, 128, 16)] {
+            for layouts in KernelLayouts::ALL {
+                for bytes in [4, 8] {
+                    for l in [s06_layout(t, bytes), s07_layout(t, bytes, layouts)] {
+                        assert_eq!(l.a_ld * bytes % 16, 0);
+                        assert_eq!(l.b_ld * bytes % 16, 0);
+                        assert_eq!(l.b_offset * bytes % 16, 0);
+                        assert_eq!(l.stage_elems * bytes % 16, 0);
+                    }
+                    // Stage 7: k-contiguous lines are an odd number of 16-byte units apart.
+                    let l = s07_layout(t, bytes, layouts);
+                    if layouts.a == Layout::RowMajor {
+                        assert_eq!(l.a_ld * bytes / 16 % 2, 1);
+                    }
+                    if layouts.b == Layout::ColMajor {
+                        assert_eq!(l.b_ld * bytes / 16 % 2, 1);
+                    }
+                }
+                let l = s08_layout(t, layouts);
+                assert_eq!((l.a_ld * 8 % 16, l.b_ld * 8 % 16, l.b_offset * 8 % 16), (0, 0, 0));
             }
         }
-        let l = s08_layout(t);
-        assert_eq!((l.a_ld * 8 % 16, l.b_ld * 8 % 16, l.b_offset * 8 % 16), (0, 0, 0));
-        // Stage 7: the row stride is an odd number of 16-byte units.
-        assert_eq!(s07_layout(t, 8).a_ld * 8 / 16 % 2, 1);
-        assert_eq!(s07_layout(t, 4).a_ld * 4 / 16 % 2, 1);
     }
 }
