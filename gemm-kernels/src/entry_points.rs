@@ -5,9 +5,12 @@
 //! Every entry point has the same parameters, in this order (PTX ISA,
 //! "Kernel function parameters"): `m, n, k: u32`, `alpha: T`, `a: *const T`,
 //! `lda: u32`, `b: *const T`, `ldb: u32`, `beta: T`, `c: *mut T`, `ldc: u32`,
-//! and computes `C <- alpha * A * B + beta * C` (row-major, in elements).
+//! and computes `C <- alpha * A * B + beta * C` (C row-major, A and B in
+//! this build's layouts, [`crate::A_COL_MAJOR`] and [`crate::B_COL_MAJOR`];
+//! in elements). The four builds export the same names.
 
 use crate::thread::GemmArgs;
+use crate::{A_COL_MAJOR as AC, B_COL_MAJOR as BC};
 use crate::{
     s01_naive, s02_coalesced, s03_smem_tiled, s04_outputs_per_thread, s05_register_tiled, s06_vectorized,
     s07_pipelined, s08_tensor_core,
@@ -15,29 +18,29 @@ use crate::{
 
 macro_rules! stage_kernel {
     (Naive, $t:ty, [], $g:ident) => {
-        s01_naive::naive::<$t>($g)
+        s01_naive::naive::<$t, AC, BC>($g)
     };
     (Coalesced, $t:ty, [], $g:ident) => {
-        s02_coalesced::coalesced::<$t>($g)
+        s02_coalesced::coalesced::<$t, AC, BC>($g)
     };
     (SmemTiled, $t:ty, [$tile:literal], $g:ident) => {
-        s03_smem_tiled::smem_tiled::<$t, $tile>($g)
+        s03_smem_tiled::smem_tiled::<$t, $tile, AC, BC>($g)
     };
     (OutputsPerThread, $t:ty, [$tile:literal, $outputs:literal], $g:ident) => {
-        s04_outputs_per_thread::outputs_per_thread::<$t, $tile, $outputs>($g)
+        s04_outputs_per_thread::outputs_per_thread::<$t, $tile, $outputs, AC, BC>($g)
     };
     (RegisterTiled, $t:ty, [$bm:literal, $bn:literal, $bk:literal, $tm:literal, $tn:literal], $g:ident) => {
-        s05_register_tiled::register_tiled::<$t, $bm, $bn, $bk, $tm, $tn>($g)
+        s05_register_tiled::register_tiled::<$t, $bm, $bn, $bk, $tm, $tn, AC, BC>($g)
     };
     (Vectorized, $t:ty, [$bm:literal, $bn:literal, $bk:literal, $tm:literal, $tn:literal], $g:ident) => {
-        s06_vectorized::vectorized::<$t, $bm, $bn, $bk, $tm, $tn>($g)
+        s06_vectorized::vectorized::<$t, $bm, $bn, $bk, $tm, $tn, AC, BC>($g)
     };
     (Pipelined, $t:ty, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $tm:literal, $tn:literal,
                         $s:literal], $g:ident) => {
-        s07_pipelined::pipelined::<$t, $bm, $bn, $bk, $wm, $wn, $tm, $tn, $s>($g)
+        s07_pipelined::pipelined::<$t, $bm, $bn, $bk, $wm, $wn, $tm, $tn, $s, AC, BC>($g)
     };
     (TensorCore, f64, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $s:literal], $g:ident) => {
-        s08_tensor_core::tensor_core::<$bm, $bn, $bk, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }>($g)
+        s08_tensor_core::tensor_core::<$bm, $bn, $bk, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }, AC, BC>($g)
     };
 }
 

@@ -10,12 +10,26 @@
 //! On the host this crate compiles to nothing; `cargo xtask ptx` builds it to
 //! the PTX files that the host library embeds (`gemm-host/ptx/`).
 //!
-//! Every kernel computes `C <- alpha * A * B + beta * C` for row-major A (m x k,
-//! leading dimension lda), B (k x n, ldb) and C (m x n, ldc), all in elements;
-//! when `beta == 0`, C is not read (so it may hold NaN).
+//! Every kernel computes `C <- alpha * A * B + beta * C` for A (m x k,
+//! leading dimension lda), B (k x n, ldb) and a row-major C (m x n, ldc), all
+//! in elements; when `beta == 0`, C is not read (so it may hold NaN). A and B
+//! are row-major or column-major as the build says: `cargo xtask ptx` builds
+//! this crate once per combination (`--cfg gemm_a_col_major`,
+//! `--cfg gemm_b_col_major`), giving the PTX modules `nn`, `nt`, `tn`, `tt`
+//! with the same entry points; every stage is generic over the two layouts
+//! (const parameters `A_COL`, `B_COL`) and the entry points instantiate it
+//! with [`A_COL_MAJOR`] and [`B_COL_MAJOR`]. A column-major C is the host's
+//! business: it computes C^T = B^T A^T (`gemm_core::GemmDims::kernel_form`).
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics))]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
+
+/// Whether this build reads A column-major (m contiguous) rather than
+/// row-major (k contiguous).
+pub const A_COL_MAJOR: bool = cfg!(gemm_a_col_major);
+/// Whether this build reads B column-major (k contiguous) rather than
+/// row-major (n contiguous).
+pub const B_COL_MAJOR: bool = cfg!(gemm_b_col_major);
 
 #[cfg(target_arch = "nvptx64")]
 pub mod element;

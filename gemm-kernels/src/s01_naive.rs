@@ -1,7 +1,8 @@
 //! Stage 1, naive: one thread per element of C, `C <- alpha * A * B + beta * C`.
 //!
 //! # Shapes
-//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major, in elements.
+//! A m x k (lda), B k x n (ldb), C m x n (ldc), in elements; C row-major,
+//! A and B row- or column-major (`A_COL`, `B_COL`; `crate::A_COL_MAJOR`).
 //!
 //! # Launch
 //! Block Bx x By chosen at run time (any Bx * By <= 1024); grid
@@ -20,7 +21,7 @@
 //! (the rectangular naive kernel with bounds checks).
 
 use crate::element::Element;
-use crate::thread::{block_dim, block_idx, store_c, thread_idx, GemmArgs};
+use crate::thread::{at, block_dim, block_idx, store_c, thread_idx, GemmArgs};
 use gemm_core::config::naive_element;
 
 /// Stage 1 (see the module docs).
@@ -29,8 +30,8 @@ use gemm_core::config::naive_element;
 /// The pointers and leading dimensions of `g` must describe valid matrices of
 /// the stated shapes; C must not alias A or B.
 #[inline(always)]
-pub unsafe fn naive<T: Element>(g: GemmArgs<T>) {
-    one_thread_per_element::<T, false>(g)
+pub unsafe fn naive<T: Element, const A_COL: bool, const B_COL: bool>(g: GemmArgs<T>) {
+    one_thread_per_element::<T, false, A_COL, B_COL>(g)
 }
 
 /// The naive kernel with either thread mapping: `LANES_ALONG_N == false` is
@@ -39,15 +40,20 @@ pub unsafe fn naive<T: Element>(g: GemmArgs<T>) {
 /// # Safety
 /// As [`naive`].
 #[inline(always)]
-pub unsafe fn one_thread_per_element<T: Element, const LANES_ALONG_N: bool>(g: GemmArgs<T>) {
+pub unsafe fn one_thread_per_element<T: Element, const LANES_ALONG_N: bool, const A_COL: bool, const B_COL: bool>(
+    g: GemmArgs<T>,
+) {
     let (row, col) = naive_element(LANES_ALONG_N, block_idx(), block_dim(), thread_idx());
     if row < g.m && col < g.n {
-        // Row `row` of A and column `col` of B, one fma per term.
-        let a_row = g.a.add(row as usize * g.lda as usize);
-        let b_col = g.b.add(col as usize);
+        // Row `row` of A and column `col` of B, one fma per term; the steps
+        // along k are 1 or the leading dimension, by the operands' layouts.
+        let a_row = g.a.add(at::<A_COL>(row, 0, g.lda));
+        let b_col = g.b.add(at::<B_COL>(0, col, g.ldb));
+        let a_step = if A_COL { g.lda as usize } else { 1 };
+        let b_step = if B_COL { 1 } else { g.ldb as usize };
         let mut acc = T::ZERO;
         for p in 0..g.k as usize {
-            acc = T::fma(*a_row.add(p), *b_col.add(p * g.ldb as usize), acc);
+            acc = T::fma(*a_row.add(p * a_step), *b_col.add(p * b_step), acc);
         }
         store_c(g.c, row, col, g.ldc, acc, g.alpha, g.beta);
     }

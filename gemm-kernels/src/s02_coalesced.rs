@@ -4,7 +4,8 @@
 //! all lanes read the same element of A (a broadcast).
 //!
 //! # Shapes
-//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major, in elements.
+//! A m x k (lda), B k x n (ldb), C m x n (ldc), in elements; C row-major,
+//! A and B row- or column-major (`A_COL`, `B_COL`; `crate::A_COL_MAJOR`).
 //!
 //! # Launch
 //! Block Bx x By chosen at run time (any Bx * By <= 1024); grid
@@ -28,6 +29,6 @@ use crate::thread::GemmArgs;
 /// # Safety
 /// As [`crate::s01_naive::naive`].
 #[inline(always)]
-pub unsafe fn coalesced<T: Element>(g: GemmArgs<T>) {
-    one_thread_per_element::<T, true>(g)
+pub unsafe fn coalesced<T: Element, const A_COL: bool, const B_COL: bool>(g: GemmArgs<T>) {
+    one_thread_per_element::<T, true, A_COL, B_COL>(g)
 }

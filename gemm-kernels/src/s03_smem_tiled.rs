@@ -2,7 +2,8 @@
 //! T x T tiles of A and B staged in shared memory.
 //!
 //! # Shapes
-//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major, in elements.
+//! A m x k (lda), B k x n (ldb), C m x n (ldc), in elements; C row-major,
+//! A and B row- or column-major (`A_COL`, `B_COL`; `crate::A_COL_MAJOR`).
 //!
 //! # Launch
 //! Block T x T threads, grid (ceil(n / T), ceil(m / T)), `2 * T * T *
@@ -39,14 +40,14 @@ use gemm_core::config::{rows_per_pass, tile_origin, SMEM_TILE_SIZES};
 /// As [`crate::s01_naive::naive`]; launched with T x T threads and at least
 /// `2 * T * T * size_of::<T>()` bytes of dynamic shared memory.
 #[inline(always)]
-pub unsafe fn smem_tiled<T: Element, const TILE: u32>(g: GemmArgs<T>) {
+pub unsafe fn smem_tiled<T: Element, const TILE: u32, const A_COL: bool, const B_COL: bool>(g: GemmArgs<T>) {
     const {
         assert!(
             TILE == SMEM_TILE_SIZES[0] || TILE == SMEM_TILE_SIZES[1] || TILE == SMEM_TILE_SIZES[2],
             "stage 3 tile size must be one of SMEM_TILE_SIZES"
         )
     };
-    tiled::<T, TILE, 1>(g)
+    tiled::<T, TILE, 1, A_COL, B_COL>(g)
 }
 
 /// The shared-memory tiled kernel with OUTPUTS outputs per thread.
@@ -56,13 +57,18 @@ pub unsafe fn smem_tiled<T: Element, const TILE: u32>(g: GemmArgs<T>) {
 /// owns C(by*T + y + r*R, bx*T + x) for r in 0..OUTPUTS (rows R apart, seed
 /// 000's listing) and keeps them in registers. For each step of T along k it
 /// loads OUTPUTS elements of each tile, at the same rows, x fast (coalesced);
-/// out-of-range elements load as zero.
+/// out-of-range elements load as zero. A column-major A or B is read
+/// through the same indices (run-time strides: coalesced for row-major
+/// operands only; the fast stages load each layout along its contiguous
+/// dimension).
 ///
 /// # Safety
 /// As [`crate::s01_naive::naive`]; launched with T x (T / OUTPUTS) threads
 /// and at least `2 * T * T * size_of::<T>()` bytes of dynamic shared memory.
 #[inline(always)]
-pub unsafe fn tiled<T: Element, const TILE: u32, const OUTPUTS: usize>(g: GemmArgs<T>) {
+pub unsafe fn tiled<T: Element, const TILE: u32, const OUTPUTS: usize, const A_COL: bool, const B_COL: bool>(
+    g: GemmArgs<T>,
+) {
     const { assert!(OUTPUTS > 0 && TILE as usize % OUTPUTS == 0, "outputs per thread must divide the tile size") };
     let rpp = rows_per_pass(TILE, OUTPUTS as u32);
     let [tx, ty] = thread_idx();
@@ -77,8 +83,8 @@ pub unsafe fn tiled<T: Element, const TILE: u32, const OUTPUTS: usize>(g: GemmAr
         for r in 0..OUTPUTS as u32 {
             let tr = ty + r * rpp; // tile row this thread loads
             let slot = (tr * TILE + tx) * T::BYTES;
-            T::st_shared(a_tile + slot, load_or_zero(g.a, row0 + tr, k0 + tx, g.m, g.k, g.lda));
-            T::st_shared(b_tile + slot, load_or_zero(g.b, k0 + tr, col, g.k, g.n, g.ldb));
+            T::st_shared(a_tile + slot, load_or_zero::<T, A_COL>(g.a, row0 + tr, k0 + tx, g.m, g.k, g.lda));
+            T::st_shared(b_tile + slot, load_or_zero::<T, B_COL>(g.b, k0 + tr, col, g.k, g.n, g.ldb));
         }
         sync_threads();
         for kk in 0..TILE {

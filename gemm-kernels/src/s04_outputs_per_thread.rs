@@ -3,7 +3,8 @@
 //! keeps them in registers, so one shared-memory read of B feeds OUTPUTS fmas.
 //!
 //! # Shapes
-//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major, in elements.
+//! A m x k (lda), B k x n (ldb), C m x n (ldc), in elements; C row-major,
+//! A and B row- or column-major (`A_COL`, `B_COL`; `crate::A_COL_MAJOR`).
 //!
 //! # Launch
 //! Block T x (T / OUTPUTS) threads, grid (ceil(n / T), ceil(m / T)),
@@ -39,7 +40,15 @@ use gemm_core::config::OPT_TILE_SIZES;
 /// As [`crate::s01_naive::naive`]; launched with T x (T / OUTPUTS) threads and
 /// at least `2 * T * T * size_of::<T>()` bytes of dynamic shared memory.
 #[inline(always)]
-pub unsafe fn outputs_per_thread<T: Element, const TILE: u32, const OUTPUTS: usize>(g: GemmArgs<T>) {
+pub unsafe fn outputs_per_thread<
+    T: Element,
+    const TILE: u32,
+    const OUTPUTS: usize,
+    const A_COL: bool,
+    const B_COL: bool,
+>(
+    g: GemmArgs<T>,
+) {
     const { assert!(TILE == OPT_TILE_SIZES[0], "stage 4 tiles are 32 x 32") };
-    tiled::<T, TILE, OUTPUTS>(g)
+    tiled::<T, TILE, OUTPUTS, A_COL, B_COL>(g)
 }

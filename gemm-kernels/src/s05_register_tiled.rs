@@ -3,7 +3,8 @@
 //! in registers.
 //!
 //! # Shapes
-//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major, in elements.
+//! A m x k (lda), B k x n (ldb), C m x n (ldc), in elements; C row-major,
+//! A and B row- or column-major (`A_COL`, `B_COL`; `crate::A_COL_MAJOR`).
 //!
 //! # Launch
 //! 1D block of (BM / TM) * (BN / TN) threads, grid (ceil(n / BN), ceil(m / BM)),
@@ -16,7 +17,8 @@
 //! the contiguous TM x TN tile at rows ty*TM.., columns tx*TN... Per step of
 //! BK the block copies the A tile (row-major `[BM][BK]`) and the B tile
 //! (`[BK][BN]`) element by element, consecutive threads on consecutive
-//! addresses; then, for each kk, each thread reads a column of TM elements of
+//! addresses of the operand (along k for a row-major A, along m for a
+//! column-major one; likewise for B); then, for each kk, each thread reads a column of TM elements of
 //! A and a row of TN elements of B into registers and adds their outer product
 //! (TM * TN fma for TM + TN shared loads: stage 4 had one load per fma).
 //!
@@ -46,6 +48,8 @@ pub unsafe fn register_tiled<
     const BK: u32,
     const TM: usize,
     const TN: usize,
+    const A_COL: bool,
+    const B_COL: bool,
 >(
     g: GemmArgs<T>,
 ) {
@@ -63,20 +67,22 @@ pub unsafe fn register_tiled<
     let mut k0 = 0;
     while k0 < g.k {
         // Constant trip counts, so the copies unroll; the guard covers tiles
-        // that are not a multiple of the thread count.
+        // that are not a multiple of the thread count. Consecutive threads
+        // take consecutive elements along the operand's contiguous dimension
+        // (coalesced for either layout).
         for i in 0..ceil_div(BM * BK, threads) {
             let e = tid + i * threads;
             if e < BM * BK {
-                let (r, c) = (e / BK, e % BK);
-                let v = load_or_zero(g.a, row0 + r, k0 + c, g.m, g.k, g.lda);
+                let (r, c) = if A_COL { (e % BM, e / BM) } else { (e / BK, e % BK) };
+                let v = load_or_zero::<T, A_COL>(g.a, row0 + r, k0 + c, g.m, g.k, g.lda);
                 T::st_shared(a_tile + (r * layout.a_ld + c) * T::BYTES, v);
             }
         }
         for i in 0..ceil_div(BK * BN, threads) {
             let e = tid + i * threads;
             if e < BK * BN {
-                let (r, c) = (e / BN, e % BN);
-                let v = load_or_zero(g.b, k0 + r, col0 + c, g.k, g.n, g.ldb);
+                let (r, c) = if B_COL { (e % BK, e / BK) } else { (e / BN, e % BN) };
+                let v = load_or_zero::<T, B_COL>(g.b, k0 + r, col0 + c, g.k, g.n, g.ldb);
                 T::st_shared(b_tile + (r * layout.b_ld + c) * T::BYTES, v);
             }
         }

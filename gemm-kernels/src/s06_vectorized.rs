@@ -3,7 +3,8 @@
 //! memory, and shared-memory reads free of bank conflicts.
 //!
 //! # Shapes
-//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major, in elements.
+//! A m x k (lda), B k x n (ldb), C m x n (ldc), in elements; C row-major,
+//! A and B row- or column-major (`A_COL`, `B_COL`; `crate::A_COL_MAJOR`).
 //!
 //! # Launch
 //! As stage 5 (`KernelConfig::Vectorized`), with the shared-memory layout
@@ -19,10 +20,13 @@
 //! ty read two adjacent vectors of an A row (a broadcast each), and C is
 //! written by full 16-byte vectors, consecutive lanes on consecutive vectors.
 //!
-//! Loads: the A tile moves as 16-byte vectors along k (one row of A) and is
-//! stored transposed, one element per k row; the V-element pad of the
+//! Loads: a row-major A tile moves as 16-byte vectors along k (one row of A)
+//! and is stored transposed, one element per k row; the V-element pad of the
 //! transposed rows spreads those stores over the banks (see `s06_layout`).
-//! The B tile moves as vectors and is stored as vectors.
+//! A column-major A moves as vectors along m and is stored as vectors. A
+//! row-major B tile moves as vectors and is stored as vectors; a
+//! column-major B moves along k and is stored transposed (with some bank
+//! conflicts on those stores: `[BK][BN]` has no pad).
 //!
 //! # Fringe
 //! Vector access needs a 16-byte aligned base and a leading dimension that is
@@ -39,12 +43,14 @@ use crate::thread::{block_idx, load_or_zero, smem_base, store_c_vec, sync_thread
 use gemm_core::ceil_div;
 use gemm_core::tiling::{block_tile_origin, s06_layout, BlockTile};
 
-/// V elements of row `row` of a row-major matrix starting at column `col`
-/// (a multiple of V): one 16-byte load when `vec` and all V lie inside the
-/// matrix, else element by element with zeros outside it.
+/// V elements of storage line `row` of a matrix starting at position `col`
+/// (a multiple of V), in storage coordinates (row and column of a row-major
+/// matrix; column and row of a column-major one): one 16-byte load when
+/// `vec` and all V lie inside the matrix, else element by element with
+/// zeros outside it.
 ///
 /// # Safety
-/// `p` points to a `rows x cols` matrix with leading dimension `ld`.
+/// `p` points to a matrix of `rows` lines of `cols` elements, `ld` apart.
 #[inline(always)]
 pub(crate) unsafe fn load_vec_or_zero<T: Element>(
     p: *const T,
@@ -61,7 +67,7 @@ pub(crate) unsafe fn load_vec_or_zero<T: Element>(
     } else {
         for (e, x) in v.iter_mut().enumerate() {
             if e < T::VEC {
-                *x = load_or_zero(p, row, col + e as u32, rows, cols, ld);
+                *x = load_or_zero::<T, false>(p, row, col + e as u32, rows, cols, ld);
             }
         }
     }
@@ -74,7 +80,16 @@ pub(crate) unsafe fn load_vec_or_zero<T: Element>(
 /// Launched with the geometry of `KernelConfig::Vectorized` for these
 /// constants, on device pointers to matrices of the shapes in `g`.
 #[inline(always)]
-pub unsafe fn vectorized<T: Element, const BM: u32, const BN: u32, const BK: u32, const TM: usize, const TN: usize>(
+pub unsafe fn vectorized<
+    T: Element,
+    const BM: u32,
+    const BN: u32,
+    const BK: u32,
+    const TM: usize,
+    const TN: usize,
+    const A_COL: bool,
+    const B_COL: bool,
+>(
     g: GemmArgs<T>,
 ) {
     let vec_len = T::VEC as u32;
@@ -97,27 +112,50 @@ pub unsafe fn vectorized<T: Element, const BM: u32, const BN: u32, const BK: u32
     let mut acc = [[T::ZERO; TN]; TM];
     let mut k0 = 0;
     while k0 < g.k {
-        let a_chunks = BM * BK / vec_len; // vectors along k of one row of A
+        // The A tile: 16-byte vectors along A's contiguous dimension. A
+        // row-major A moves along k and is stored transposed, one element per
+        // k row; a column-major A moves along m and is stored as vectors.
+        let a_chunks = BM * BK / vec_len;
         for i in 0..ceil_div(a_chunks, threads) {
             let c = tid + i * threads;
             if c < a_chunks {
-                let (r, kc) = (c / (BK / vec_len), c % (BK / vec_len) * vec_len);
-                let v = load_vec_or_zero(g.a, a_vec, row0 + r, k0 + kc, g.m, g.k, g.lda);
-                // Index loops (not `.take(VEC)`): LLVM unrolls them, keeping `v` in registers.
-                for (e, &x) in v.iter().enumerate() {
-                    if e < T::VEC {
-                        T::st_shared(a_tile + ((kc + e as u32) * layout.a_ld + r) * T::BYTES, x);
+                if A_COL {
+                    // Storage rows are k, columns m: (k0 + kr, row0 + mc ..).
+                    let (kr, mc) = (c / (BM / vec_len), c % (BM / vec_len) * vec_len);
+                    let v = load_vec_or_zero(g.a, a_vec, k0 + kr, row0 + mc, g.k, g.m, g.lda);
+                    T::st_shared_vec(a_tile + (kr * layout.a_ld + mc) * T::BYTES, &v);
+                } else {
+                    let (r, kc) = (c / (BK / vec_len), c % (BK / vec_len) * vec_len);
+                    let v = load_vec_or_zero(g.a, a_vec, row0 + r, k0 + kc, g.m, g.k, g.lda);
+                    // Index loops (not `.take(VEC)`): LLVM unrolls them, keeping `v` in registers.
+                    for (e, &x) in v.iter().enumerate() {
+                        if e < T::VEC {
+                            T::st_shared(a_tile + ((kc + e as u32) * layout.a_ld + r) * T::BYTES, x);
+                        }
                     }
                 }
             }
         }
+        // The B tile: vectors along n stored as vectors (row-major B), or
+        // along k stored transposed (column-major B).
         let b_chunks = BK * BN / vec_len;
         for i in 0..ceil_div(b_chunks, threads) {
             let c = tid + i * threads;
             if c < b_chunks {
-                let (r, nc) = (c / (BN / vec_len), c % (BN / vec_len) * vec_len);
-                let v = load_vec_or_zero(g.b, b_vec, k0 + r, col0 + nc, g.k, g.n, g.ldb);
-                T::st_shared_vec(b_tile + (r * layout.b_ld + nc) * T::BYTES, &v);
+                if B_COL {
+                    // Storage rows are n, columns k: (col0 + nr, k0 + kc ..).
+                    let (nr, kc) = (c / (BK / vec_len), c % (BK / vec_len) * vec_len);
+                    let v = load_vec_or_zero(g.b, b_vec, col0 + nr, k0 + kc, g.n, g.k, g.ldb);
+                    for (e, &x) in v.iter().enumerate() {
+                        if e < T::VEC {
+                            T::st_shared(b_tile + ((kc + e as u32) * layout.b_ld + nr) * T::BYTES, x);
+                        }
+                    }
+                } else {
+                    let (r, nc) = (c / (BN / vec_len), c % (BN / vec_len) * vec_len);
+                    let v = load_vec_or_zero(g.b, b_vec, k0 + r, col0 + nc, g.k, g.n, g.ldb);
+                    T::st_shared_vec(b_tile + (r * layout.b_ld + nc) * T::BYTES, &v);
+                }
             }
         }
         sync_threads();

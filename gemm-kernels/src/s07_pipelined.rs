@@ -1,22 +1,25 @@
 //! Stage 7, pipelining and warp tiling: the shared-memory tiles are filled by
 //! `cp.async` (global to shared memory without passing through registers)
-//! into STAGES buffers, so the copies of the next tiles overlap the
+//! into DEPTH buffers (the pipeline depth), so the copies of the next tiles overlap the
 //! arithmetic on the current one; the block tile is split into warp tiles.
 //!
 //! # Shapes
-//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major, in elements.
+//! A m x k (lda), B k x n (ldb), C m x n (ldc), in elements; C row-major,
+//! A and B row- or column-major (`A_COL`, `B_COL`; `crate::A_COL_MAJOR`).
 //!
 //! # Launch
 //! 1D block of (BM / WM) * (BN / WN) warps, grid (ceil(n / BN), ceil(m / BM)),
-//! STAGES buffers of the layout `gemm_core::tiling::s07_layout` (A row-major
-//! `[BM][BK + V]`, B `[BK][BN]`) (`KernelConfig::Pipelined`).
+//! DEPTH buffers of the layout `gemm_core::tiling::s07_layout`: each tile in
+//! its operand's storage order (A row-major `[BM][BK + V]` or column-major
+//! `[BK][BM]`; B row-major `[BK][BN]` or column-major `[BN][BK + V]`)
+//! (`KernelConfig::Pipelined`).
 //!
 //! # Pipeline
-//! STAGES - 1 tiles are requested before the loop; at step kt the thread waits
-//! for its copies of tile kt (`cp.async.wait_group STAGES - 2`), the block
+//! DEPTH - 1 tiles are requested before the loop; at step kt the thread waits
+//! for its copies of tile kt (`cp.async.wait_group DEPTH - 2`), the block
 //! meets at one barrier (after which every thread's copies of tile kt are
 //! visible, and every thread has finished computing tile kt - 1), tile
-//! kt + STAGES - 1 is requested into the buffer tile kt - 1 used, and tile kt
+//! kt + DEPTH - 1 is requested into the buffer tile kt - 1 used, and tile kt
 //! is computed. One barrier per step.
 //!
 //! # Thread mapping
@@ -28,6 +31,15 @@
 //! once fall in distinct bank groups because the padded row stride is an odd
 //! number of 16-byte units) and V rows of TN elements of B (16-byte reads, LN
 //! consecutive vectors); then TM * TN * V fma.
+//!
+//! Other layouts swap the roles: a tile whose lines run along k (row-major
+//! A, column-major B) is read in 16-byte vectors along k by interleaved rows
+//! (columns) `lane + i * LM` (odd 16-byte line stride: no bank conflicts); a
+//! tile whose lines run along m or n (column-major A, row-major B) is read in
+//! 16-byte vectors along m or n by rows (columns) in groups of V,
+//! consecutive lanes on consecutive vectors. Either way a thread issues TM
+//! and TN 16-byte reads per V steps of k. With a column-major B the thread's
+//! columns are interleaved, so C is stored element by element.
 //!
 //! # Fringe
 //! With 16-byte aligned rows (`thread::vector_ok`) a vector wholly inside the
@@ -44,9 +56,10 @@
 
 use crate::element::Element;
 use crate::thread::{
-    block_idx, cp_async_16, cp_async_commit, cp_async_wait, smem_base, store_c_vec, sync_threads, thread_idx,
-    vector_ok, GemmArgs,
+    block_idx, cp_async_16, cp_async_commit, opaque_u32, cp_async_wait, smem_base, store_c, store_c_vec, sync_threads,
+    thread_idx, vector_ok, GemmArgs,
 };
+use gemm_core::shape::{KernelLayouts, Layout};
 use gemm_core::ceil_div;
 use gemm_core::tiling::{block_tile_origin, s07_layout, BlockTile, SmemLayout, WARP_SIZE};
 
@@ -100,6 +113,11 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
         }
         return;
     }
+    // The fringe path. Its per-chunk indices do not change along k, so the
+    // compiler would compute them once, before the k loop, and keep them all
+    // in registers across it for the rare tile that needs them (ptxas then
+    // spilled stage 8's accumulators); an opaque `tid` keeps them here.
+    let tid = opaque_u32(tid);
     for i in 0..ceil_div(chunks, threads) {
         let c = tid + i * threads;
         if c >= chunks {
@@ -135,13 +153,16 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
 }
 
 /// Requests tile `kt` (k from kt * BK) of A and B into the pipeline buffer at
-/// shared address `stage`.
+/// shared address `stage`, each in its storage order (`A_COL`, `B_COL`; the
+/// shared layouts of `s07_layout` / `s08_layout`): a row-major A as BM lines
+/// of BK, a column-major A as BK lines of BM; a row-major B as BK lines of
+/// BN, a column-major B as BN lines of BK.
 ///
 /// # Safety
 /// As [`copy_tile_async`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn request_tiles<T: Element>(
+pub(crate) unsafe fn request_tiles<T: Element, const A_COL: bool, const B_COL: bool>(
     g: &GemmArgs<T>,
     (a_vec, b_vec): (bool, bool),
     tile: BlockTile,
@@ -152,33 +173,22 @@ pub(crate) unsafe fn request_tiles<T: Element>(
     (tid, threads): (u32, u32),
 ) {
     let k0 = kt * tile.bk;
-    let (a_shape, b_shape) = ((tile.bm, tile.bk), (tile.bk, tile.bn));
     // A's rows (m) and B's columns (n) may be clamped; k is zero-filled.
-    copy_tile_async(
-        g.a,
-        a_vec,
-        g.lda,
-        (row0, k0),
-        (g.m, g.k),
-        a_shape,
-        (true, false),
-        stage,
-        layout.a_ld,
-        (tid, threads),
-    );
+    if A_COL {
+        let (origin, extent, shape) = ((k0, row0), (g.k, g.m), (tile.bk, tile.bm));
+        copy_tile_async(g.a, a_vec, g.lda, origin, extent, shape, (false, true), stage, layout.a_ld, (tid, threads));
+    } else {
+        let (origin, extent, shape) = ((row0, k0), (g.m, g.k), (tile.bm, tile.bk));
+        copy_tile_async(g.a, a_vec, g.lda, origin, extent, shape, (true, false), stage, layout.a_ld, (tid, threads));
+    }
     let b_dst = stage + layout.b_offset * T::BYTES;
-    copy_tile_async(
-        g.b,
-        b_vec,
-        g.ldb,
-        (k0, col0),
-        (g.k, g.n),
-        b_shape,
-        (false, true),
-        b_dst,
-        layout.b_ld,
-        (tid, threads),
-    );
+    if B_COL {
+        let (origin, extent, shape) = ((col0, k0), (g.n, g.k), (tile.bn, tile.bk));
+        copy_tile_async(g.b, b_vec, g.ldb, origin, extent, shape, (true, false), b_dst, layout.b_ld, (tid, threads));
+    } else {
+        let (origin, extent, shape) = ((k0, col0), (g.k, g.n), (tile.bk, tile.bn));
+        copy_tile_async(g.b, b_vec, g.ldb, origin, extent, shape, (false, true), b_dst, layout.b_ld, (tid, threads));
+    }
 }
 
 /// Stage 7 (see the module docs).
@@ -197,15 +207,21 @@ pub unsafe fn pipelined<
     const WN: u32,
     const TM: usize,
     const TN: usize,
-    const STAGES: u32,
+    const DEPTH: u32,
+    const A_COL: bool,
+    const B_COL: bool,
 >(
     g: GemmArgs<T>,
 ) {
-    const { assert!(BM % WM == 0 && BN % WN == 0 && STAGES >= 2, "warp tiles must divide the block tile") };
+    const { assert!(BM % WM == 0 && BN % WN == 0 && DEPTH >= 2, "warp tiles must divide the block tile") };
     const { assert!((WM / TM as u32) * (WN / TN as u32) == WARP_SIZE, "a warp tile must hold 32 thread tiles") };
     let v = T::VEC as u32;
     let tile = BlockTile::new(BM, BN, BK);
-    let layout = s07_layout(tile, T::BYTES);
+    let layouts = KernelLayouts {
+        a: if A_COL { Layout::ColMajor } else { Layout::RowMajor },
+        b: if B_COL { Layout::ColMajor } else { Layout::RowMajor },
+    };
+    let layout = s07_layout(tile, T::BYTES, layouts);
     let stage_bytes = layout.stage_elems * T::BYTES;
     let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
     let tid = thread_idx()[0];
@@ -217,30 +233,54 @@ pub unsafe fn pipelined<
     let (row0, col0) = block_tile_origin(block_idx(), tile);
     let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
     let base = smem_base();
-    // Row (within the block tile) of the thread's i-th row, column of its w-th vector.
-    let tile_row = |i: u32| wr * WM + lr + i * lanes_m;
-    let tile_col = |w: u32| wc * WN + w * lanes_n * v + lc * v;
+    // Row (within the block tile) of the thread's i-th row: interleaved
+    // (lr + i * LM) when A's tile is k-contiguous (16-byte reads along k),
+    // in groups of V (16-byte reads along m) when it is m-contiguous.
+    let tile_row = |i: u32| {
+        if A_COL {
+            wr * WM + (i / v) * lanes_m * v + lr * v + i % v
+        } else {
+            wr * WM + lr + i * lanes_m
+        }
+    };
+    // Column of the thread's j-th column, likewise for B.
+    let tile_col = |j: u32| {
+        if B_COL {
+            wc * WN + lc + j * lanes_n
+        } else {
+            wc * WN + (j / v) * lanes_n * v + lc * v + j % v
+        }
+    };
 
     let k_tiles = ceil_div(g.k, BK);
-    for s in 0..STAGES - 1 {
+    for s in 0..DEPTH - 1 {
         if s < k_tiles {
-            request_tiles(&g, vecs, tile, layout, (row0, col0), s, base + s * stage_bytes, (tid, threads));
-        }
-        cp_async_commit(); // empty groups keep the count of groups uniform
-    }
-    let mut acc = [[T::ZERO; TN]; TM];
-    let (mut read, mut write) = (0, STAGES - 1); // buffer of tile kt, of tile kt + STAGES - 1
-    for kt in 0..k_tiles {
-        cp_async_wait(STAGES - 2);
-        sync_threads();
-        if kt + STAGES - 1 < k_tiles {
-            request_tiles(
+            request_tiles::<T, A_COL, B_COL>(
                 &g,
                 vecs,
                 tile,
                 layout,
                 (row0, col0),
-                kt + STAGES - 1,
+                s,
+                base + s * stage_bytes,
+                (tid, threads),
+            );
+        }
+        cp_async_commit(); // empty groups keep the count of groups uniform
+    }
+    let mut acc = [[T::ZERO; TN]; TM];
+    let (mut read, mut write) = (0, DEPTH - 1); // buffer of tile kt, of tile kt + DEPTH - 1
+    for kt in 0..k_tiles {
+        cp_async_wait(DEPTH - 2);
+        sync_threads();
+        if kt + DEPTH - 1 < k_tiles {
+            request_tiles::<T, A_COL, B_COL>(
+                &g,
+                vecs,
+                tile,
+                layout,
+                (row0, col0),
+                kt + DEPTH - 1,
                 base + write * stage_bytes,
                 (tid, threads),
             );
@@ -249,36 +289,77 @@ pub unsafe fn pipelined<
         let a_tile = base + read * stage_bytes;
         let b_tile = a_tile + layout.b_offset * T::BYTES;
         for kv in 0..BK / v {
-            let mut a = [[T::ZERO; 4]; TM]; // a[i][e] = A(row i, k = kv * V + e)
-            for (i, ai) in a.iter_mut().enumerate() {
-                T::ld_shared_vec(a_tile + (tile_row(i as u32) * layout.a_ld + kv * v) * T::BYTES, ai);
+            // k-contiguous tiles: V consecutive k of each of the thread's
+            // rows (columns), one 16-byte read each.
+            let mut a_k = [[T::ZERO; 4]; TM]; // a_k[i][e] = A(row i, k = kv * V + e)
+            if !A_COL {
+                for (i, ai) in a_k.iter_mut().enumerate() {
+                    T::ld_shared_vec(a_tile + (tile_row(i as u32) * layout.a_ld + kv * v) * T::BYTES, ai);
+                }
+            }
+            let mut b_k = [[T::ZERO; 4]; TN]; // b_k[j][e] = B(k = kv * V + e, column j)
+            if B_COL {
+                for (j, bj) in b_k.iter_mut().enumerate() {
+                    T::ld_shared_vec(b_tile + (tile_col(j as u32) * layout.b_ld + kv * v) * T::BYTES, bj);
+                }
             }
             for e in 0..T::VEC {
                 let kk = kv * v + e as u32;
+                let mut a = [T::ZERO; TM];
+                if A_COL {
+                    // m-contiguous: V rows per 16-byte read at this k.
+                    for u in 0..TM as u32 / v {
+                        let mut x = [T::ZERO; 4];
+                        T::ld_shared_vec(a_tile + (kk * layout.a_ld + tile_row(u * v)) * T::BYTES, &mut x);
+                        a[(u * v) as usize..][..T::VEC].copy_from_slice(&x[..T::VEC]);
+                    }
+                } else {
+                    for i in 0..TM {
+                        a[i] = a_k[i][e];
+                    }
+                }
                 let mut b = [T::ZERO; TN];
-                for w in 0..TN as u32 / v {
-                    let mut x = [T::ZERO; 4];
-                    T::ld_shared_vec(b_tile + (kk * layout.b_ld + tile_col(w)) * T::BYTES, &mut x);
-                    b[(w * v) as usize..][..T::VEC].copy_from_slice(&x[..T::VEC]);
+                if B_COL {
+                    for j in 0..TN {
+                        b[j] = b_k[j][e];
+                    }
+                } else {
+                    for w in 0..TN as u32 / v {
+                        let mut x = [T::ZERO; 4];
+                        T::ld_shared_vec(b_tile + (kk * layout.b_ld + tile_col(w * v)) * T::BYTES, &mut x);
+                        b[(w * v) as usize..][..T::VEC].copy_from_slice(&x[..T::VEC]);
+                    }
                 }
                 for i in 0..TM {
                     for j in 0..TN {
-                        acc[i][j] = T::fma(a[i][e], b[j], acc[i][j]);
+                        acc[i][j] = T::fma(a[i], b[j], acc[i][j]);
                     }
                 }
             }
         }
-        read = if read + 1 == STAGES { 0 } else { read + 1 };
-        write = if write + 1 == STAGES { 0 } else { write + 1 };
+        read = if read + 1 == DEPTH { 0 } else { read + 1 };
+        write = if write + 1 == DEPTH { 0 } else { write + 1 };
     }
     let c_vec = vector_ok(g.c as *const T, g.ldc);
     for (i, acc_row) in acc.iter().enumerate() {
         let row = row0 + tile_row(i as u32);
-        for w in 0..TN as u32 / v {
-            let j = (w * v) as usize;
-            let mut x = [T::ZERO; 4];
-            x[..T::VEC].copy_from_slice(&acc_row[j..j + T::VEC]);
-            store_c_vec(&g, c_vec, row, col0 + tile_col(w), &x);
+        if B_COL {
+            // Interleaved columns: one element each (lanes on consecutive columns).
+            if row < g.m {
+                for (j, &x) in acc_row.iter().enumerate() {
+                    let col = col0 + tile_col(j as u32);
+                    if col < g.n {
+                        store_c(g.c, row, col, g.ldc, x, g.alpha, g.beta);
+                    }
+                }
+            }
+        } else {
+            for w in 0..TN as u32 / v {
+                let j = (w * v) as usize;
+                let mut x = [T::ZERO; 4];
+                x[..T::VEC].copy_from_slice(&acc_row[j..j + T::VEC]);
+                store_c_vec(&g, c_vec, row, col0 + tile_col(w * v), &x);
+            }
         }
     }
 }

@@ -1,14 +1,17 @@
 //! Stage 8, FP64 tensor cores: DGEMM with warp-level `mma.sync` on f64
-//! fragments, a cp.async pipeline of STAGES buffers (stage 7's), padded
+//! fragments, a cp.async pipeline of DEPTH buffers (stage 7's), padded
 //! (conflict-free) shared memory, block rasterization and a 16-byte epilogue.
 //!
 //! # Shapes
-//! A m x k (lda), B k x n (ldb), C m x n (ldc); row-major f64, in elements.
+//! A m x k (lda), B k x n (ldb), C m x n (ldc), f64, in elements; C
+//! row-major, A and B row- or column-major (`A_COL`, `B_COL`).
 //!
 //! # Launch
 //! 1D block of (BM / WM) * (BN / WN) warps, grid (ceil(n / BN), ceil(m / BM)),
-//! STAGES buffers of `gemm_core::tiling::s08_layout` (A `[BM][BK + 4]`,
-//! B `[BK][BN + 4]`) (`KernelConfig::TensorCore`).
+//! DEPTH buffers of `gemm_core::tiling::s08_layout`, each tile in its
+//! operand's storage order (A row-major `[BM][BK + 4]` or column-major
+//! `[BK][BM + 8]`; B row-major `[BK][BN + 4]` or column-major `[BN][BK + 4]`)
+//! (`KernelConfig::TensorCore`).
 //!
 //! # The mma tile
 //! A warp computes its WM x WN warp tile as (WM / 16) x (WN / 8) tiles of
@@ -20,8 +23,9 @@
 //! a[2j] = A(g, 4j + t), a[2j + 1] = A(g + 8, 4j + t) for j < 4;
 //! b[i] = B(t + 4i, g) for i < 4; c = C(g, 2t), C(g, 2t + 1), C(g + 8, 2t),
 //! C(g + 8, 2t + 1). `ldmatrix` moves 16-bit elements only, so fragments are
-//! read with 8-byte `ld.shared`; the 4-double pad maps the 32 reads of a
-//! fragment onto every bank pair exactly twice (see `s08_layout`).
+//! read with 8-byte `ld.shared`, at addresses that follow the tile's storage
+//! order; the pads map the 32 reads of a fragment onto every bank pair
+//! exactly twice, in each layout (see `s08_layout`).
 //!
 //! Register budget: WM / 16 * WN / 8 * 4 accumulators (64 for a 64 x 32 warp
 //! tile), the B fragments of the warp tile's columns (16), one A fragment (8).
@@ -34,7 +38,7 @@
 //! # Source
 //! PTX ISA, "Warp-level matrix multiply-accumulate instructions" (mma.m8n8k4,
 //! mma.m16n8k16 with .f64), "cp.async"; CUTLASS's sm_90 FP64 default (block
-//! tile 128 x 64 x 16, 2 x 2 warps of 64 x 32, 3 stages) as the starting point
+//! tile 128 x 64 x 16, 2 x 2 warps of 64 x 32, pipeline depth 3) as the starting point
 //! named in the project's issue.
 
 use crate::element::Element;
@@ -45,6 +49,7 @@ use crate::thread::{
 };
 use core::arch::asm;
 use gemm_core::ceil_div;
+use gemm_core::shape::{KernelLayouts, Layout};
 use gemm_core::tiling::{raster, s08_layout, BlockTile, RASTER_GROUP, WARP_SIZE};
 
 /// `d <- a * b + d` on one 16 x 8 x 16 f64 tile held in fragments (layout in
@@ -106,17 +111,28 @@ pub unsafe fn tensor_core<
     const BK: u32,
     const WM: u32,
     const WN: u32,
-    const STAGES: u32,
+    const DEPTH: u32,
     const MT: usize,
     const NT: usize,
+    const A_COL: bool,
+    const B_COL: bool,
 >(
     g: GemmArgs<f64>,
 ) {
-    const { assert!(BM % WM == 0 && BN % WN == 0 && STAGES >= 2, "warp tiles must divide the block tile") };
+    const MG: usize = 2;
+    const { assert!(MT % MG == 0, "WM must be a multiple of 32 (mma tiles are grouped in pairs along m)") };
+    const { assert!(BM % WM == 0 && BN % WN == 0 && DEPTH >= 2, "warp tiles must divide the block tile") };
     const { assert!(WM % 16 == 0 && WN % 8 == 0 && BK % 16 == 0, "WM, WN, BK must be multiples of 16, 8, 16") };
     const { assert!(MT as u32 * 16 == WM && NT as u32 * 8 == WN, "MT = WM / 16, NT = WN / 8") };
     let tile = BlockTile::new(BM, BN, BK);
-    let layout = s08_layout(tile);
+    let layouts = KernelLayouts {
+        a: if A_COL { Layout::ColMajor } else { Layout::RowMajor },
+        b: if B_COL { Layout::ColMajor } else { Layout::RowMajor },
+    };
+    let layout = s08_layout(tile, layouts);
+    // Shared offsets (elements) of A(row, k) and B(k, col) in a stored tile.
+    let a_at = |row: u32, k: u32| if A_COL { k * layout.a_ld + row } else { row * layout.a_ld + k };
+    let b_at = |k: u32, col: u32| if B_COL { col * layout.b_ld + k } else { k * layout.b_ld + col };
     let bytes = f64::BYTES;
     let stage_bytes = layout.stage_elems * bytes;
     let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
@@ -132,25 +148,26 @@ pub unsafe fn tensor_core<
     let base = smem_base();
 
     let k_tiles = ceil_div(g.k, BK);
-    for s in 0..STAGES - 1 {
+    for s in 0..DEPTH - 1 {
         if s < k_tiles {
-            request_tiles(&g, vecs, tile, layout, (row0, col0), s, base + s * stage_bytes, (tid, threads));
+            let stage = base + s * stage_bytes;
+            request_tiles::<f64, A_COL, B_COL>(&g, vecs, tile, layout, (row0, col0), s, stage, (tid, threads));
         }
         cp_async_commit();
     }
     let mut acc = [[[0.0f64; 4]; NT]; MT];
-    let (mut read, mut write) = (0, STAGES - 1);
+    let (mut read, mut write) = (0, DEPTH - 1);
     for kt in 0..k_tiles {
-        cp_async_wait(STAGES - 2);
+        cp_async_wait(DEPTH - 2);
         sync_threads();
-        if kt + STAGES - 1 < k_tiles {
-            request_tiles(
+        if kt + DEPTH - 1 < k_tiles {
+            request_tiles::<f64, A_COL, B_COL>(
                 &g,
                 vecs,
                 tile,
                 layout,
                 (row0, col0),
-                kt + STAGES - 1,
+                kt + DEPTH - 1,
                 base + write * stage_bytes,
                 (tid, threads),
             );
@@ -159,28 +176,35 @@ pub unsafe fn tensor_core<
         let a_tile = base + read * stage_bytes;
         let b_tile = a_tile + layout.b_offset * bytes;
         for ks in 0..BK / 16 {
-            let mut b = [[0.0f64; 4]; NT];
-            for (nt, bf) in b.iter_mut().enumerate() {
-                let col = wc * WN + nt as u32 * 8 + gq;
-                for (i, x) in bf.iter_mut().enumerate() {
-                    *x = f64::ld_shared(b_tile + ((ks * 16 + tq + 4 * i as u32) * layout.b_ld + col) * bytes);
+            // The mma tiles of the warp tile in groups of MG rows: the A
+            // fragments of a group (MG x 8 doubles) are loaded once, the B
+            // fragments once per group, one column at a time (4 doubles).
+            // This keeps at most MG x 8 + 4 fragment doubles live beside the
+            // accumulators (stage 8 spilled when all of B's were held).
+            for mg in 0..MT / MG {
+                let mut a = [[0.0f64; 8]; MG];
+                for (mi, af) in a.iter_mut().enumerate() {
+                    let row = wr * WM + (mg * MG + mi) as u32 * 16 + gq;
+                    for j in 0..4u32 {
+                        let k = ks * 16 + 4 * j + tq;
+                        af[2 * j as usize] = f64::ld_shared(a_tile + a_at(row, k) * bytes);
+                        af[2 * j as usize + 1] = f64::ld_shared(a_tile + a_at(row + 8, k) * bytes);
+                    }
                 }
-            }
-            for (mt, acc_m) in acc.iter_mut().enumerate() {
-                let row = wr * WM + mt as u32 * 16 + gq;
-                let mut a = [0.0f64; 8];
-                for j in 0..4u32 {
-                    let k = ks * 16 + 4 * j + tq;
-                    a[2 * j as usize] = f64::ld_shared(a_tile + (row * layout.a_ld + k) * bytes);
-                    a[2 * j as usize + 1] = f64::ld_shared(a_tile + ((row + 8) * layout.a_ld + k) * bytes);
-                }
-                for (d, bf) in acc_m.iter_mut().zip(b.iter()) {
-                    mma_16x8x16(d, &a, bf);
+                for nt in 0..NT {
+                    let col = wc * WN + nt as u32 * 8 + gq;
+                    let mut bf = [0.0f64; 4];
+                    for (i, x) in bf.iter_mut().enumerate() {
+                        *x = f64::ld_shared(b_tile + b_at(ks * 16 + tq + 4 * i as u32, col) * bytes);
+                    }
+                    for (mi, af) in a.iter().enumerate() {
+                        mma_16x8x16(&mut acc[mg * MG + mi][nt], af, &bf);
+                    }
                 }
             }
         }
-        read = if read + 1 == STAGES { 0 } else { read + 1 };
-        write = if write + 1 == STAGES { 0 } else { write + 1 };
+        read = if read + 1 == DEPTH { 0 } else { read + 1 };
+        write = if write + 1 == DEPTH { 0 } else { write + 1 };
     }
     let c_vec = vector_ok(g.c as *const f64, g.ldc);
     for (mt, acc_m) in acc.iter().enumerate() {

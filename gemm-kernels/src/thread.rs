@@ -54,15 +54,34 @@ pub fn smem_base() -> u32 {
     p
 }
 
-/// Element (row, col) of a row-major matrix with `rows x cols` elements and
-/// leading dimension `ld`, or zero outside it (the fringe of a tile).
+/// Offset in elements of (row, col) of a matrix stored row-major
+/// (`COL == false`: `row * ld + col`) or column-major (`col * ld + row`).
+#[inline(always)]
+pub fn at<const COL: bool>(row: u32, col: u32, ld: u32) -> usize {
+    if COL {
+        col as usize * ld as usize + row as usize
+    } else {
+        row as usize * ld as usize + col as usize
+    }
+}
+
+/// Element (row, col) of a `rows x cols` matrix stored row-major
+/// (`COL == false`) or column-major, with leading dimension `ld`, or zero
+/// outside it (the fringe of a tile).
 ///
 /// # Safety
 /// `p` must point to a matrix of at least that shape.
 #[inline(always)]
-pub unsafe fn load_or_zero<T: Element>(p: *const T, row: u32, col: u32, rows: u32, cols: u32, ld: u32) -> T {
+pub unsafe fn load_or_zero<T: Element, const COL: bool>(
+    p: *const T,
+    row: u32,
+    col: u32,
+    rows: u32,
+    cols: u32,
+    ld: u32,
+) -> T {
     if row < rows && col < cols {
-        *p.add(row as usize * ld as usize + col as usize)
+        *p.add(at::<COL>(row, col, ld))
     } else {
         T::ZERO
     }
@@ -81,7 +100,9 @@ pub unsafe fn store_c<T: Element>(c: *mut T, row: u32, col: u32, ldc: u32, acc: 
 
 /// The arguments every kernel receives, gathered for the generic stage
 /// functions: `C <- alpha * A * B + beta * C`, A m x k (lda), B k x n (ldb),
-/// C m x n (ldc), row-major, dimensions and leading dimensions in elements.
+/// C m x n (ldc), dimensions and leading dimensions in elements. C is
+/// row-major; A and B are stored as the module's layouts say
+/// ([`crate::A_COL_MAJOR`], [`crate::B_COL_MAJOR`]).
 #[derive(Clone, Copy)]
 pub struct GemmArgs<T> {
     /// Rows of A and C.
@@ -94,11 +115,11 @@ pub struct GemmArgs<T> {
     pub alpha: T,
     /// A, m x k.
     pub a: *const T,
-    /// Leading dimension of A (>= k).
+    /// Leading dimension of A (>= k row-major, >= m column-major).
     pub lda: u32,
     /// B, k x n.
     pub b: *const T,
-    /// Leading dimension of B (>= n).
+    /// Leading dimension of B (>= n row-major, >= k column-major).
     pub ldb: u32,
     /// Scale of C's old value; 0 means C is not read.
     pub beta: T,
@@ -127,6 +148,17 @@ pub fn vector_ok<T: Element>(p: *const T, ld: u32) -> bool {
 pub unsafe fn cp_async_16(dst: u32, src: *const u8) {
     asm!("cp.async.cg.shared.global [{d}], [{s}], 16;", d = in(reg32) dst, s = in(reg64) src,
          options(nostack, preserves_flags));
+}
+
+/// `x`, through a `mov` the compiler cannot see into, so what is computed
+/// from it inside a loop stays inside the loop: not hoisted out of it and
+/// kept live in registers across it. Costs one move.
+#[inline(always)]
+pub fn opaque_u32(x: u32) -> u32 {
+    let y: u32;
+    // SAFETY: a register move. Not `pure`, so it is not moved out of loops.
+    unsafe { asm!("mov.b32 {y}, {x};", y = out(reg32) y, x = in(reg32) x, options(nomem, nostack, preserves_flags)) };
+    y
 }
 
 /// `cp.async.commit_group`: closes the group of this thread's cp.async copies
