@@ -1,14 +1,16 @@
 //! Measuring: CUDA-event timing, GFLOP/s, and the run's provenance
 //! (device, date, commit) for results files.
 
-use crate::check::{random_matrix, Comparison, Reference};
+use crate::check::{random_matrix_in, Comparison, Reference};
 use crate::cublas::Cublas;
 use crate::device::Device;
+use crate::device_matrix::DeviceMatrix;
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
-use crate::matrix::{DeviceMatrix, Matrix};
+use crate::matrix::Matrix;
 use cudarc::driver::sys::CUevent_flags;
+use gemm_core::shape::{Layout, Op};
 use gemm_core::{gemm_flops, KernelConfig};
 use std::sync::Arc;
 
@@ -93,33 +95,58 @@ pub fn today_utc() -> String {
 
 /// Random operands of one m x n x k product on the device, with several
 /// copies of A and B to rotate through when they would otherwise sit in L2
-/// (so small sizes are not flattered by the cache), and one C.
+/// (so small sizes are not flattered by the cache), and one C. A is stored
+/// m x k (op N) or k x m (op T), B k x n or n x k, all three in `layout`.
 pub struct Problem<T> {
     /// m, n, k.
     pub dims: (usize, usize, usize),
-    /// (A, B) input sets; run `i` uses set `i % sets.len()`.
+    /// op(A), op(B).
+    pub ops: (Op, Op),
+    /// Storage order of A, B and C.
+    pub layout: Layout,
+    /// (A, B) input sets, as stored; run `i` uses set `i % sets.len()`.
     pub sets: Vec<(DeviceMatrix<T>, DeviceMatrix<T>)>,
     /// The output.
     pub c: DeviceMatrix<T>,
 }
 
 impl<T: Element> Problem<T> {
-    /// Draws fresh random A (m x k) and B (k x n) in [-1, 1) from `seed`, as
-    /// many sets as it takes to exceed twice the device's L2 (at most 8).
+    /// [`Problem::random_with`] for row-major, untransposed operands.
     ///
     /// # Errors
-    /// [`Error::Driver`] on allocation or copy failure.
+    /// As [`Problem::random_with`].
     pub fn random(device: &Arc<Device>, m: usize, n: usize, k: usize, seed: u64) -> Result<Self, Error> {
+        Self::random_with(device, m, n, k, (Op::N, Op::N), Layout::RowMajor, seed)
+    }
+
+    /// Draws fresh random A and B in [-1, 1) from `seed`, for op(A) (m x k)
+    /// and op(B) (k x n) with the given ops, stored in `layout`, as many sets
+    /// as it takes to exceed twice the device's L2 (at most 8).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`] on allocation or copy failure.
+    pub fn random_with(
+        device: &Arc<Device>,
+        m: usize,
+        n: usize,
+        k: usize,
+        ops: (Op, Op),
+        layout: Layout,
+        seed: u64,
+    ) -> Result<Self, Error> {
         let bytes = ((m * k + k * n) * std::mem::size_of::<T>()).max(1);
         let count = (2 * device.l2_bytes()).div_ceil(bytes).clamp(1, 8);
+        let stored = |op: Op, rows: usize, cols: usize| if op == Op::N { (rows, cols) } else { (cols, rows) };
+        let (a_shape, b_shape) = (stored(ops.0, m, k), stored(ops.1, k, n));
         let mut sets = Vec::with_capacity(count);
         for s in 0..count as u64 {
-            let a = random_matrix::<T>(m, k, seed.wrapping_mul(31).wrapping_add(2 * s));
-            let b = random_matrix::<T>(k, n, seed.wrapping_mul(31).wrapping_add(2 * s + 1));
+            let seed_a = seed.wrapping_mul(31).wrapping_add(2 * s);
+            let a = random_matrix_in::<T>(a_shape.0, a_shape.1, layout, seed_a);
+            let b = random_matrix_in::<T>(b_shape.0, b_shape.1, layout, seed_a + 1);
             sets.push((DeviceMatrix::from_host(device, &a)?, DeviceMatrix::from_host(device, &b)?));
         }
-        let c = DeviceMatrix::zeros(device, m, n)?;
-        Ok(Problem { dims: (m, n, k), sets, c })
+        let c = DeviceMatrix::zeros_in(device, m, n, layout)?;
+        Ok(Problem { dims: (m, n, k), ops, layout, sets, c })
     }
 
     /// `2 m n k`.
@@ -127,25 +154,49 @@ impl<T: Element> Problem<T> {
         gemm_flops(self.dims.0, self.dims.1, self.dims.2)
     }
 
+    /// `"NN"`, `"NT"`, `"TN"` or `"TT"`: op(A) and op(B) (the `ops` column of the results).
+    pub fn ops_name(&self) -> String {
+        format!("{}{}", self.ops.0.as_char(), self.ops.1.as_char())
+    }
+
+    /// The builder running `config` with this problem's op flags.
+    pub fn gemm(&self, config: KernelConfig) -> Gemm {
+        gemm_for(config).op_a(self.ops.0).op_b(self.ops.1)
+    }
+
+    /// The builder running the default choice with this problem's op flags.
+    pub fn default_gemm(&self) -> Gemm {
+        Gemm::new().op_a(self.ops.0).op_b(self.ops.1)
+    }
+
     /// The cuBLAS reference for input set 0 ([`Reference::from_cublas`]).
     ///
     /// # Errors
     /// Driver or cuBLAS failures.
     pub fn reference(&self, cublas: &Cublas) -> Result<Reference, Error> {
-        Reference::from_cublas(cublas, &self.sets[0].0, &self.sets[0].1)
+        Reference::from_cublas(cublas, (self.ops.0, &self.sets[0].0), (self.ops.1, &self.sets[0].1), self.layout)
     }
 
-    /// Poisons C with NaN, runs `config` on input set 0 and compares the
-    /// result with `reference` (from [`Problem::reference`]).
+    /// Poisons C with NaN, runs `gemm` (e.g. [`Problem::gemm`]) on input set
+    /// 0 and compares the result with `reference` (from [`Problem::reference`]).
+    ///
+    /// # Errors
+    /// As [`Gemm::run_device`].
+    pub fn check_with(&mut self, reference: &Reference, gemm: &Gemm) -> Result<Comparison, Error> {
+        let (m, n, _) = self.dims;
+        let device = self.c.device().clone();
+        self.c = DeviceMatrix::from_host(&device, &Matrix::from_fn_in(m, n, self.layout, |_, _| T::NAN))?;
+        gemm.run_device(&self.sets[0].0, &self.sets[0].1, &mut self.c)?;
+        Ok(reference.compare(&self.c.to_host()?))
+    }
+
+    /// [`Problem::check_with`] for exactly `config`.
     ///
     /// # Errors
     /// As [`Gemm::run_device`].
     pub fn check(&mut self, reference: &Reference, config: KernelConfig) -> Result<Comparison, Error> {
-        let (m, n, _) = self.dims;
-        let device = self.c.device().clone();
-        self.c = DeviceMatrix::from_host(&device, &Matrix::filled(m, n, T::NAN))?;
-        gemm_for(config).run_device(&self.sets[0].0, &self.sets[0].1, &mut self.c)?;
-        Ok(reference.compare(&self.c.to_host()?))
+        let gemm = self.gemm(config);
+        self.check_with(reference, &gemm)
     }
 }
 
@@ -168,17 +219,25 @@ pub fn measure<T: Element>(
     config: KernelConfig,
     budget_ms: f64,
 ) -> Result<Measurement, Error> {
+    let gemm = problem.gemm(config);
+    measure_with(problem, &gemm, budget_ms)
+}
+
+/// Times `gemm` (any builder, e.g. [`Problem::default_gemm`]) on `problem` as [`measure`] does.
+///
+/// # Errors
+/// As [`Gemm::run_device`].
+pub fn measure_with<T: Element>(problem: &mut Problem<T>, gemm: &Gemm, budget_ms: f64) -> Result<Measurement, Error> {
     let device = problem.c.device().clone();
-    let gemm = gemm_for(config);
     let Problem { sets, c, .. } = problem;
     let timing = time_kernel(&device, budget_ms, 50, |i| {
         let (a, b) = &sets[i % sets.len()];
-        gemm.run_device(a, b, c)
+        gemm.run_device(a, b, &mut *c)
     })?;
     Ok(Measurement { gflops: gflops(problem.flops(), timing.median_ms), timing })
 }
 
-/// Times cuBLAS on `problem` as [`measure`] does.
+/// Times cuBLAS on `problem` (same op flags and layouts) as [`measure`] does.
 ///
 /// # Errors
 /// cuBLAS or driver failures.
@@ -188,10 +247,11 @@ pub fn measure_cublas<T: Element>(
     budget_ms: f64,
 ) -> Result<Measurement, Error> {
     let device = problem.c.device().clone();
+    let ops = problem.ops;
     let Problem { sets, c, .. } = problem;
     let timing = time_kernel(&device, budget_ms, 50, |i| {
         let (a, b) = &sets[i % sets.len()];
-        cublas.gemm(1.0, a, b, 0.0, c)
+        cublas.gemm_op(ops.0, ops.1, 1.0, a, b, 0.0, &mut *c)
     })?;
     Ok(Measurement { gflops: gflops(problem.flops(), timing.median_ms), timing })
 }

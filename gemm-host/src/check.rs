@@ -16,16 +16,23 @@
 //! `+ 2` covers the alpha/beta epilogue. Any NaN or infinity fails.
 
 use crate::cublas::Cublas;
+use crate::device_matrix::DeviceMatrix;
 use crate::element::Element;
 use crate::error::Error;
-use crate::matrix::{DeviceMatrix, Matrix};
+use crate::matrix::{MatRef, Matrix};
+use gemm_core::shape::{Layout, Op};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// A `rows x cols` matrix with elements drawn uniformly from [-1, 1), from `seed`.
+/// A `rows x cols` row-major matrix with elements drawn uniformly from [-1, 1), from `seed`.
 pub fn random_matrix<T: Element>(rows: usize, cols: usize, seed: u64) -> Matrix<T> {
+    random_matrix_in(rows, cols, Layout::RowMajor, seed)
+}
+
+/// A `rows x cols` matrix in `layout` with elements drawn uniformly from [-1, 1), from `seed`.
+pub fn random_matrix_in<T: Element>(rows: usize, cols: usize, layout: Layout, seed: u64) -> Matrix<T> {
     let mut rng = StdRng::seed_from_u64(seed);
-    Matrix::from_fn(rows, cols, |_, _| T::from_f64(rng.random_range(-1.0..1.0)))
+    Matrix::from_fn_in(rows, cols, layout, |_, _| T::from_f64(rng.random_range(-1.0..1.0)))
 }
 
 /// A `rows x cols` matrix of small integers in [-4, 4] from `seed`: products
@@ -36,10 +43,14 @@ pub fn random_int_matrix<T: Element>(rows: usize, cols: usize, seed: u64) -> Mat
     Matrix::from_fn(rows, cols, |_, _| T::from_f64(rng.random_range(-4i32..=4) as f64))
 }
 
-fn to_f64_packed<T: Element>(m: &Matrix<T>, abs: bool) -> Vec<f64> {
+/// The elements of any matrix or view, row-major and packed, in f64.
+fn to_f64_packed<T: Element>(m: MatRef<'_, T>, abs: bool) -> Vec<f64> {
     let mut out = Vec::with_capacity(m.rows() * m.cols());
     for i in 0..m.rows() {
-        out.extend(m.row(i).iter().map(|x| if abs { x.to_f64().abs() } else { x.to_f64() }));
+        for j in 0..m.cols() {
+            let x = m.get(i, j).map_or(f64::NAN, Element::as_f64);
+            out.push(if abs { x.abs() } else { x });
+        }
     }
     out
 }
@@ -85,13 +96,22 @@ pub struct Reference {
 
 impl Reference {
     /// Computes the reference for `alpha * A * B + beta * C0` (`c0` is only
-    /// read when `beta != 0`).
+    /// read when `beta != 0`); A, B and C0 are any matrices or views (pass
+    /// `a.t()` for op(A) = A^T).
     ///
     /// # Panics
     /// When the shapes do not match (a bug in the caller's test).
-    pub fn new<T: Element>(alpha: f64, a: &Matrix<T>, b: &Matrix<T>, beta: f64, c0: &Matrix<T>) -> Self {
+    pub fn new<'a, 'b, 'c, T: Element>(
+        alpha: f64,
+        a: impl Into<MatRef<'a, T>>,
+        b: impl Into<MatRef<'b, T>>,
+        beta: f64,
+        c0: impl Into<MatRef<'c, T>>,
+    ) -> Self {
+        let (a, b, c0) = (a.into(), b.into(), c0.into());
         let (m, k, n) = (a.rows(), a.cols(), b.cols());
         assert_eq!(b.rows(), k, "reference: inner dimensions");
+        assert_eq!((c0.rows(), c0.cols()), (m, n), "reference: C0's shape");
         let mut ab = vec![0.0; m * n];
         let mut abs_ab = vec![0.0; m * n];
         dgemm_cpu(m, n, k, &to_f64_packed(a, false), &to_f64_packed(b, false), &mut ab);
@@ -102,7 +122,7 @@ impl Reference {
         for i in 0..m {
             for j in 0..n {
                 let o = i * n + j;
-                let c = if beta != 0.0 { c0[(i, j)].to_f64() } else { 0.0 };
+                let c = if beta != 0.0 { c0.get(i, j).map_or(f64::NAN, Element::as_f64) } else { 0.0 };
                 value[o] = alpha * ab[o] + beta * c;
                 bound[o] = scale * (alpha.abs() * abs_ab[o] + beta.abs() * c.abs());
             }
@@ -111,37 +131,47 @@ impl Reference {
     }
 
     /// The reference computed by cuBLAS on the GPU (for sizes where the CPU is
-    /// too slow): values from cuBLAS `?gemm` of A and B, bounds from cuBLAS of
-    /// |A| and |B|. cuBLAS's own error is within `k * u * (|A||B|)`, so the same
-    /// bound `(k + 2) * eps * (|A||B|)` holds for the difference (alpha = 1, beta = 0).
+    /// too slow): values from cuBLAS `?gemm` of op(A) and op(B), bounds from
+    /// cuBLAS of |A| and |B|. cuBLAS's own error is within `k * u * (|A||B|)`,
+    /// so the same bound `(k + 2) * eps * (|A||B|)` holds for the difference
+    /// (alpha = 1, beta = 0). C is computed in `c_layout`.
     ///
     /// # Errors
     /// cuBLAS or driver failures, mismatched shapes.
-    pub fn from_cublas<T: Element>(cublas: &Cublas, a: &DeviceMatrix<T>, b: &DeviceMatrix<T>) -> Result<Self, Error> {
-        let (m, k, n) = (a.rows(), a.cols(), b.cols());
+    pub fn from_cublas<T: Element>(
+        cublas: &Cublas,
+        (op_a, a): (Op, &DeviceMatrix<T>),
+        (op_b, b): (Op, &DeviceMatrix<T>),
+        c_layout: Layout,
+    ) -> Result<Self, Error> {
+        let (m, k) = (a.dims().op(op_a).rows, a.dims().op(op_a).cols);
+        let n = b.dims().op(op_b).cols;
         let device = a.device();
-        let mut c = DeviceMatrix::<T>::zeros(device, m, n)?;
-        cublas.gemm(1.0, a, b, 0.0, &mut c)?;
-        let value = to_f64_packed(&c.to_host()?, false);
+        let mut c = DeviceMatrix::<T>::zeros_in(device, m, n, c_layout)?;
+        cublas.gemm_op(op_a, op_b, 1.0, a, b, 0.0, &mut c)?;
+        let value = to_f64_packed(c.to_host()?.as_ref(), false);
         let abs = |x: &DeviceMatrix<T>| -> Result<DeviceMatrix<T>, Error> {
-            let h = x.to_host()?;
-            let h = Matrix::from_fn(h.rows(), h.cols(), |i, j| T::from_f64(h[(i, j)].to_f64().abs()));
+            let mut h = x.to_host()?;
+            for v in h.as_mut_slice() {
+                *v = v.abs();
+            }
             DeviceMatrix::from_host(device, &h)
         };
-        cublas.gemm(1.0, &abs(a)?, &abs(b)?, 0.0, &mut c)?;
+        cublas.gemm_op(op_a, op_b, 1.0, &abs(a)?, &abs(b)?, 0.0, &mut c)?;
         let scale = (k as f64 + 2.0) * T::EPSILON;
-        let bound = to_f64_packed(&c.to_host()?, false).into_iter().map(|x| scale * x).collect();
+        let bound = to_f64_packed(c.to_host()?.as_ref(), false).into_iter().map(|x| scale * x).collect();
         Ok(Reference { m, n, value, bound })
     }
 
-    /// Compares a GPU result with the reference.
-    pub fn compare<T: Element>(&self, got: &Matrix<T>) -> Comparison {
+    /// Compares a GPU result (any matrix or view) with the reference.
+    pub fn compare<'a, T: Element>(&self, got: impl Into<MatRef<'a, T>>) -> Comparison {
+        let got = got.into();
         assert_eq!((got.rows(), got.cols()), (self.m, self.n), "compare: shape");
         let mut cmp = Comparison { checked: self.m * self.n, ..Default::default() };
         for i in 0..self.m {
-            for (j, x) in got.row(i).iter().enumerate() {
+            for j in 0..self.n {
                 let o = i * self.n + j;
-                let x = x.to_f64();
+                let x = got.get(i, j).map_or(f64::NAN, Element::as_f64);
                 let err = (x - self.value[o]).abs();
                 if !x.is_finite() {
                     cmp.non_finite += 1;

@@ -4,17 +4,19 @@ use crate::error::{DriverContext, Error};
 use crate::registry;
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUfunction_attribute as FnAttr};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
-use gemm_core::{DeviceLimits, KernelConfig, Precision};
+use gemm_core::{DeviceLimits, KernelConfig, KernelLayouts, Precision};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// One GPU with the library's kernels loaded: a CUDA context, the stream all
-/// of the library's work on this device is ordered on, and the PTX module
-/// matching the device's compute capability ([`crate::ptx`]).
+/// One GPU with the library's kernels: a CUDA context, the stream the
+/// library's work on this device is ordered on unless a call names another
+/// ([`crate::Gemm::stream`]), and the PTX modules matching the device's
+/// compute capability ([`crate::tuning::ptx`]), loaded on first use (one per
+/// storage order of A and B).
 pub struct Device {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    module: Arc<CudaModule>,
+    modules: Mutex<[Option<Arc<CudaModule>>; 4]>,
     name: String,
     compute_capability: (i32, i32),
     ptx_arch: &'static str,
@@ -25,7 +27,7 @@ pub struct Device {
     l2_bytes: usize,
     memory_clock_khz: u32,
     memory_bus_bits: u32,
-    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    functions: Mutex<HashMap<(&'static str, KernelLayouts), CudaFunction>>,
 }
 
 impl core::fmt::Debug for Device {
@@ -104,10 +106,9 @@ impl Device {
         let ctx = CudaContext::new(ordinal).during("cuDevicePrimaryCtxRetain")?;
         let name = ctx.name().during("cuDeviceGetName")?;
         let (major, minor) = ctx.compute_capability().during("cuDeviceGetAttribute")?;
-        let Some((ptx_arch, ptx)) = crate::ptx::for_compute_capability(major, minor) else {
+        let Some(ptx_arch) = crate::ptx::arch_for(major, minor) else {
             return Err(Error::UnsupportedDevice { name, major, minor });
         };
-        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).during("cuModuleLoadData")?;
         let stream = ctx.new_stream().during("cuStreamCreate")?;
         let limits = DeviceLimits {
             max_threads_per_block: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
@@ -132,7 +133,7 @@ impl Device {
             memory_bus_bits: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?,
             ctx,
             stream,
-            module,
+            modules: Mutex::new([None, None, None, None]),
             name,
             compute_capability: (major, minor),
             ptx_arch,
@@ -151,7 +152,7 @@ impl Device {
         self.compute_capability
     }
 
-    /// Which embedded PTX was loaded ("sm_80" or "sm_90").
+    /// Which embedded PTX architecture serves it ("sm_80" or "sm_90").
     pub fn ptx_arch(&self) -> &'static str {
         self.ptx_arch
     }
@@ -243,36 +244,59 @@ impl Device {
         self.stream.synchronize().during("cuStreamSynchronize")
     }
 
-    /// The loaded function of a PTX entry point (cached).
-    pub(crate) fn function(&self, name: &'static str) -> Result<CudaFunction, Error> {
+    /// The module of the kernels reading A and B in `layouts`, loaded (and
+    /// compiled by the driver) on first use.
+    fn module(&self, layouts: KernelLayouts) -> Result<Arc<CudaModule>, Error> {
+        let mut modules = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = &modules[layouts.index()] {
+            return Ok(m.clone());
+        }
+        let ptx = crate::ptx::module(self.ptx_arch, layouts).ok_or(Error::UnsupportedDevice {
+            name: self.name.clone(),
+            major: self.compute_capability.0,
+            minor: self.compute_capability.1,
+        })?;
+        let m = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).during("cuModuleLoadData")?;
+        modules[layouts.index()] = Some(m.clone());
+        Ok(m)
+    }
+
+    /// The loaded function of a PTX entry point in the module of `layouts` (cached).
+    pub(crate) fn function(&self, name: &'static str, layouts: KernelLayouts) -> Result<CudaFunction, Error> {
         let mut map = self.functions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(f) = map.get(name) {
+        if let Some(f) = map.get(&(name, layouts)) {
             return Ok(f.clone());
         }
-        let f = self.module.load_function(name).during("cuModuleGetFunction")?;
+        let f = self.module(layouts)?.load_function(name).during("cuModuleGetFunction")?;
         // Allow up to the device's opt-in shared memory per block once, at
         // load, rather than before each launch (and so the occupancy
         // calculator sees the launches as they run).
         f.set_attribute(FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.limits.max_smem_per_block as i32)
             .during("cuFuncSetAttribute")?;
-        map.insert(name, f.clone());
+        map.insert((name, layouts), f.clone());
         Ok(f)
     }
 
     /// Registers, threads, shared memory, resident blocks per SM and occupancy
-    /// of the kernel serving `config` at `precision`, read from the driver.
+    /// of the kernel serving `config` at `precision` for A and B stored in
+    /// `layouts`, read from the driver.
     ///
     /// # Errors
     /// [`Error::Config`]/[`Error::NoKernel`] for a configuration not compiled;
     /// [`Error::Driver`] on driver failure.
-    pub fn kernel_info(&self, precision: Precision, config: KernelConfig) -> Result<KernelInfo, Error> {
+    pub fn kernel_info(
+        &self,
+        precision: Precision,
+        config: KernelConfig,
+        layouts: KernelLayouts,
+    ) -> Result<KernelInfo, Error> {
         let entry = registry::entry_point(precision, config)?;
-        let f = self.function(entry.name)?;
+        let f = self.function(entry.name, layouts)?;
         // The occupancy calculator needs the context current on this thread.
         self.ctx.bind_to_thread().during("cuCtxSetCurrent")?;
         let (bx, by) = config.block_dim();
         let threads = bx * by;
-        let smem = config.smem_bytes(precision);
+        let smem = config.smem_bytes(precision, layouts);
         let get = |a: FnAttr| f.get_attribute(a).during("cuFuncGetAttribute").map(|v| v.max(0) as u32);
         let blocks = f
             .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)

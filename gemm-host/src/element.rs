@@ -2,7 +2,7 @@
 
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::{CudaBlas, GemmConfig};
-use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 use gemm_core::Precision;
 
 mod sealed {
@@ -11,9 +11,11 @@ mod sealed {
     impl Sealed for f32 {}
 }
 
-/// An element type the library has kernels for: `f64` or `f32` (sealed).
+/// An element type the library has kernels for: `f64` or `f32` (sealed; a
+/// [`num_traits::Float`]).
 pub trait Element:
     sealed::Sealed
+    + num_traits::Float
     + Copy
     + Default
     + PartialEq
@@ -32,7 +34,7 @@ pub trait Element:
     /// Converts (rounding to nearest for f32).
     fn from_f64(x: f64) -> Self;
     /// Converts exactly.
-    fn to_f64(self) -> f64;
+    fn as_f64(self) -> f64;
     /// Quiet NaN (to poison outputs in checks).
     const NAN: Self;
     /// cuBLAS `?gemm` for this type (used by [`crate::cublas::Cublas`]).
@@ -40,12 +42,12 @@ pub trait Element:
     /// # Safety
     /// `cfg` must describe matrices that fit in the buffers.
     #[doc(hidden)]
-    unsafe fn cublas_gemm(
+    unsafe fn cublas_gemm<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
         blas: &CudaBlas,
         cfg: GemmConfig<Self>,
-        a: &CudaSlice<Self>,
-        b: &CudaSlice<Self>,
-        c: &mut CudaSlice<Self>,
+        a: &A,
+        b: &B,
+        c: &mut C,
     ) -> Result<(), CublasError>;
 }
 
@@ -58,15 +60,15 @@ macro_rules! impl_element {
             fn from_f64(x: f64) -> Self {
                 x as $t
             }
-            fn to_f64(self) -> f64 {
+            fn as_f64(self) -> f64 {
                 self as f64
             }
-            unsafe fn cublas_gemm(
+            unsafe fn cublas_gemm<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
                 blas: &CudaBlas,
                 cfg: GemmConfig<Self>,
-                a: &CudaSlice<Self>,
-                b: &CudaSlice<Self>,
-                c: &mut CudaSlice<Self>,
+                a: &A,
+                b: &B,
+                c: &mut C,
             ) -> Result<(), CublasError> {
                 // SAFETY: forwarded from the caller.
                 unsafe { cudarc::cublas::Gemm::gemm(blas, cfg, a, b, c) }

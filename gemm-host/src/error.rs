@@ -8,7 +8,18 @@ use thiserror::Error;
 /// Everything that can go wrong in a call. Messages name the numbers
 /// (shapes, limits, the menu of configurations). When a call returns an
 /// error, the output matrix is untouched.
-#[derive(Debug, Error)]
+///
+/// `Debug` prints the message too (with its causes), so
+/// `fn main() -> Result<(), gemm::Error>` reports something a person can
+/// read. cudarc's driver errors convert with `?` ([`From`]).
+///
+/// ```
+/// let a = gemm::Matrix::<f64>::zeros(3, 4);
+/// let mut c = gemm::Matrix::<f64>::zeros(3, 5);
+/// let e = gemm::dgemm(&a, &a, &mut c).unwrap_err();
+/// assert_eq!(format!("{e:?}"), "shape mismatch: A is 3x4 but B is 3x4 (A's columns must equal B's rows)");
+/// ```
+#[derive(Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The operands' shapes, leading dimensions or storage do not fit together.
@@ -17,6 +28,28 @@ pub enum Error {
     /// The configuration asked of the builder does not exist.
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
+    /// The configuration made of the options given and the stage's defaults
+    /// for the others does not exist; the message names the defaults.
+    #[error("invalid configuration: {error} ({defaults} not set, so the stage default; set it with the builder to change it)")]
+    ConfigWithDefaults {
+        /// What is wrong with the configuration.
+        error: ConfigError,
+        /// The options that were left at their defaults, with their values
+        /// (e.g. "thread tile 8x8 (`.thread_tile(..)`)").
+        defaults: String,
+    },
+    /// A device allocation failed for lack of memory.
+    #[error("out of device memory: could not allocate {bytes} bytes")]
+    OutOfMemory {
+        /// Bytes asked for.
+        bytes: usize,
+    },
+    /// The stream given to the builder belongs to another CUDA context than the device.
+    #[error("the stream belongs to another CUDA context than {device}")]
+    StreamMismatch {
+        /// The device's name.
+        device: String,
+    },
     /// The configuration exists but does not fit this device or problem.
     #[error("{config} does not fit {device}: {source}")]
     DeviceLimit {
@@ -81,6 +114,21 @@ pub enum Error {
         #[source]
         source: CublasError,
     },
+}
+
+impl core::fmt::Debug for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // The message; variants that wrap a cause already print it.
+        write!(f, "{self}")
+    }
+}
+
+/// A cudarc driver error from a user's own call (e.g. `stream.clone_htod(..)?`
+/// in a function returning `gemm::Error`).
+impl From<DriverError> for Error {
+    fn from(source: DriverError) -> Self {
+        Error::Driver { call: "a cudarc call", source }
+    }
 }
 
 /// Attaches the name of the driver call to a cudarc result.

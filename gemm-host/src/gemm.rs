@@ -1,14 +1,19 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
 use crate::device::{default_device, Device};
+use crate::device_matrix::{alloc_uninit, DeviceView, DeviceViewMut};
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
 use crate::launch::{checked_geometry, launch};
-use crate::matrix::{DeviceMatrix, Matrix};
+use crate::matrix::{MatMut, MatRef};
 use crate::registry::entry_point;
 use crate::tuning::{Plan, PlanSource};
+use cudarc::driver::CudaStream;
 use gemm_core::config::OPT_TILE_SIZES;
-use gemm_core::{BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, Precision, Stage, ThreadTile, WarpTile};
+use gemm_core::shape::{spans_overlap, Op, Operand};
+use gemm_core::{
+    BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, Precision, ShapeError, Stage, ThreadTile, WarpTile,
+};
 use std::sync::Arc;
 
 /// Outputs per thread of stage 4 when none is given.
@@ -39,61 +44,130 @@ pub const fn stage_default(stage: Stage, precision: Precision) -> KernelConfig {
             block: BlockTile::new(128, 64, 16),
             warp: WarpTile::new(32, 32),
             thread: ThreadTile::new(4, 8),
-            stages: 3,
+            depth: 3,
         },
         Stage::Pipelined => KernelConfig::Pipelined {
             block: BlockTile::new(128, 128, 16),
             warp: WarpTile::new(64, 32),
             thread: ThreadTile::new(8, 8),
-            stages: 3,
+            depth: 3,
         },
-        _ => KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(64, 32), stages: 3 },
+        _ => KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(64, 32), depth: 3 },
     }
 }
 
-/// `C = A * B` in f64 on the default device with the default kernel.
-/// A is m x k, B is k x n, C is m x n (row-major, any leading dimensions).
+/// `C = op(A) * op(B)` in f64 on the default device with the default kernel:
+/// the BLAS `dgemm` with alpha = 1, beta = 0 (C is not read). A (m x k),
+/// B (k x n) and C (m x n) are any host matrices or views: [`Matrix`](crate::Matrix)
+/// (`&a`, `&mut c`), sub-matrices ([`crate::Matrix::view`]), transposes
+/// ([`crate::Matrix::t`]), or a caller's slices ([`MatRef::from_slice`]),
+/// row- or column-major. Blocks until C holds the result; C's padding is
+/// left as it was. For alpha, beta, op flags, a device or a stream, use
+/// [`Gemm`].
+///
+/// ```no_run
+/// use gemm::Matrix;
+/// # fn main() -> Result<(), gemm::Error> {
+/// let a = Matrix::<f64>::from_fn(200, 300, |i, j| (i as f64 - j as f64) / 9.0);
+/// let b = Matrix::<f64>::from_fn_col_major(200, 100, |i, j| ((i + j) % 7) as f64);
+/// let mut c = Matrix::<f64>::zeros(300, 100);
+/// gemm::dgemm(a.t(), &b, &mut c)?; // C = A^T B, no copy of A
+/// # Ok(()) }
+/// ```
 ///
 /// # Errors
-/// [`Error::Shape`] for mismatched shapes; [`Error::NoDriver`] /
-/// [`Error::NoDevice`] without a GPU; [`Error::Driver`] on driver failure.
-/// C is untouched on error.
-pub fn dgemm(a: &Matrix<f64>, b: &Matrix<f64>, c: &mut Matrix<f64>) -> Result<(), Error> {
+/// [`Error::Shape`] for mismatched shapes or leading dimensions;
+/// [`Error::NoDriver`] / [`Error::NoDevice`] without a GPU;
+/// [`Error::OutOfMemory`]; [`Error::Driver`] on driver failure. C is
+/// untouched on error.
+pub fn dgemm<'a, 'b, 'c>(
+    a: impl Into<MatRef<'a, f64>>,
+    b: impl Into<MatRef<'b, f64>>,
+    c: impl Into<MatMut<'c, f64>>,
+) -> Result<(), Error> {
     Gemm::new().run(a, b, c)
 }
 
-/// `C = A * B` in f32 on the default device with the default kernel
-/// (FFMA on the CUDA cores, no TF32). Shapes and errors as [`dgemm`].
+/// `C = op(A) * op(B)` in f32 on the default device with the default kernel
+/// (FFMA on the CUDA cores, no TF32). Operands, blocking and errors as
+/// [`dgemm`].
+///
+/// ```no_run
+/// use gemm::{Layout, MatMut, MatRef};
+/// # fn main() -> Result<(), gemm::Error> {
+/// let x = vec![0.5f32; 64 * 48];
+/// let y = vec![0.25f32; 48 * 32];
+/// let mut z = vec![0.0f32; 64 * 32];
+/// gemm::sgemm(
+///     MatRef::from_slice(&x, 64, 48, Layout::RowMajor, 48)?,
+///     MatRef::from_slice(&y, 48, 32, Layout::ColMajor, 48)?,
+///     MatMut::from_slice(&mut z, 64, 32, Layout::ColMajor, 64)?,
+/// )?;
+/// assert_eq!(z[0], 6.0);
+/// # Ok(()) }
+/// ```
 ///
 /// # Errors
 /// As [`dgemm`].
-pub fn sgemm(a: &Matrix<f32>, b: &Matrix<f32>, c: &mut Matrix<f32>) -> Result<(), Error> {
+pub fn sgemm<'a, 'b, 'c>(
+    a: impl Into<MatRef<'a, f32>>,
+    b: impl Into<MatRef<'b, f32>>,
+    c: impl Into<MatMut<'c, f32>>,
+) -> Result<(), Error> {
     Gemm::new().run(a, b, c)
 }
 
-/// Builds and runs one GEMM, `C <- alpha * A * B + beta * C` (defaults
-/// alpha = 1, beta = 0, so `C = A * B`; with beta = 0, C is not read).
+/// Builds and runs one GEMM, `C <- alpha * op(A) * op(B) + beta * C`, the
+/// BLAS xGEMM contract: defaults alpha = 1, beta = 0, op = N, so `C = A * B`.
 ///
-/// Choose a stage and its configuration, or leave them to the defaults:
+/// | option | meaning | BLAS / cuBLAS |
+/// |---|---|---|
+/// | `.op_a(Op::T)`, `.op_b(..)` | op(A) = A^T (as passing `a.t()`) | `TRANSA`, `TRANSB` |
+/// | `.alpha(x)`, `.beta(y)` | scales; alpha = 0 reads neither A nor B, beta = 0 never reads C | `ALPHA`, `BETA` |
+/// | operands' layouts and `ld` | row- or column-major, any leading dimension | `LDA`, `LDB`, `LDC` (column-major) |
+/// | `.stream(&s)` | run on the caller's cudarc stream | `cublasSetStream` |
+/// | `.device(&d)` | run on this device (host operands) | the current device |
+///
+/// Semantics as the reference BLAS: k = 0 gives C = beta C; m = 0 or n = 0
+/// touches nothing; every shape, leading dimension and overlap is checked
+/// before the GPU is touched, and C is untouched on any error.
+///
+/// Choosing the kernel (the teaching and tuning surface, [`crate::tuning`]):
+/// without kernel options the measured default for the problem
+/// ([`Gemm::plan`]). Otherwise:
 /// - `.stage(s)` picks a [`Stage`] (its other options default to
 ///   [`stage_default`]); without it the stage follows from the options given:
 ///   `outputs_per_thread` means stage 4, `tile_size` stage 3, `block_dim`
 ///   stage 2, `warp_tile` without `thread_tile` stage 8, `warp_tile` or
-///   `pipeline_stages` stage 7, `block_tile` or `thread_tile` stage 5; none of
-///   them, the measured default for the problem ([`Gemm::plan`]).
+///   `pipeline_depth` stage 7, `block_tile` or `thread_tile` stage 5.
 /// - `.block_dim(x, y)` (stages 1, 2): any x * y <= 1024.
 /// - `.tile_size(t)` (stage 3: 8, 16, 32; stage 4: 32).
 /// - `.outputs_per_thread(o)` (stage 4: 1, 2, 4, 8, 16).
 /// - `.block_tile(bm, bn, bk)` (stages 5-8), `.thread_tile(tm, tn)` (5-7),
-///   `.warp_tile(wm, wn)`, `.pipeline_stages(s)` (7, 8): a configuration of
-///   the compiled menu (`gemm::registry::stage_configs`); shapes that cannot
-///   work name the two numbers that disagree, well-formed ones that are not
-///   compiled list the menu.
+///   `.warp_tile(wm, wn)`, `.pipeline_depth(d)` (7, 8): a configuration of
+///   the compiled menu (`gemm::tuning::registry::stage_configs`); options not
+///   given take the stage default, and an error names those defaults.
 /// - `.kernel(config)`: exactly this configuration.
 ///
-/// An option that does not apply to the stage, or a configuration that is not
-/// compiled, is an [`Error::Config`] before anything touches the GPU
-/// ([`Gemm::config`] checks without running).
+/// Every stage serves every op and layout combination (stages 1-4 read
+/// transposed operands with strides, uncoalesced; stages 5-8 have a kernel
+/// per storage order of A and B).
+///
+/// Which calls block: [`Gemm::run`] (host operands) returns when C holds the
+/// result; [`Gemm::run_device`] only enqueues the work on the stream and
+/// returns (as cuBLAS does): synchronize the stream, or copy C to the host,
+/// to see the result and any error from the kernel.
+///
+/// ```no_run
+/// use gemm::{Gemm, Matrix, Op};
+/// # fn main() -> Result<(), gemm::Error> {
+/// let a = Matrix::<f64>::from_fn(200, 300, |i, j| (i + j) as f64);
+/// let b = Matrix::<f64>::from_fn(200, 100, |i, j| (i * j % 7) as f64);
+/// let mut c = Matrix::<f64>::zeros(300, 100);
+/// Gemm::new().op_a(Op::T).alpha(2.0).beta(0.5).run(&a, &b, &mut c)?; // C = 2 A^T B + C / 2
+/// Gemm::new().tile_size(32).outputs_per_thread(8).run(a.t(), &b, &mut c)?; // stage 4
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Gemm {
     stage: Option<Stage>,
@@ -104,10 +178,13 @@ pub struct Gemm {
     block_tile: Option<BlockTile>,
     warp_tile: Option<WarpTile>,
     thread_tile: Option<ThreadTile>,
-    pipeline_stages: Option<u32>,
+    pipeline_depth: Option<u32>,
+    op_a: Op,
+    op_b: Op,
     alpha: f64,
     beta: f64,
     device: Option<Arc<Device>>,
+    stream: Option<Arc<CudaStream>>,
 }
 
 impl Default for Gemm {
@@ -128,11 +205,57 @@ impl Gemm {
             block_tile: None,
             warp_tile: None,
             thread_tile: None,
-            pipeline_stages: None,
+            pipeline_depth: None,
+            op_a: Op::N,
+            op_b: Op::N,
             alpha: 1.0,
             beta: 0.0,
             device: None,
+            stream: None,
         }
+    }
+
+    /// op(A): [`Op::T`] multiplies by the transpose of the A passed (which is
+    /// then k x m), as BLAS's `TRANSA`. The same as passing `a.t()`.
+    pub fn op_a(mut self, op: Op) -> Self {
+        self.op_a = op;
+        self
+    }
+
+    /// op(B): [`Op::T`] multiplies by the transpose of the B passed (n x k),
+    /// as BLAS's `TRANSB`.
+    pub fn op_b(mut self, op: Op) -> Self {
+        self.op_b = op;
+        self
+    }
+
+    /// Scale of op(A) * op(B) (default 1). For f32 it is rounded to f32.
+    /// With alpha = 0, A and B are not read.
+    pub fn alpha(mut self, alpha: f64) -> Self {
+        self.alpha = alpha;
+        self
+    }
+
+    /// Scale of C's old value (default 0: C is then not read, so it may hold NaN).
+    pub fn beta(mut self, beta: f64) -> Self {
+        self.beta = beta;
+        self
+    }
+
+    /// Runs on `device` instead of the default device (host operands; device
+    /// operands run on their own device).
+    pub fn device(mut self, device: &Arc<Device>) -> Self {
+        self.device = Some(device.clone());
+        self
+    }
+
+    /// Runs the device work on the caller's cudarc stream instead of the
+    /// device's own (it must belong to the device's context). With
+    /// [`Gemm::run_device`] nothing is synchronized: the product is ordered
+    /// on `stream` after the work already there.
+    pub fn stream(mut self, stream: &Arc<CudaStream>) -> Self {
+        self.stream = Some(stream.clone());
+        self
     }
 
     /// Runs a chosen stage.
@@ -177,9 +300,9 @@ impl Gemm {
         self
     }
 
-    /// Pipeline depth (shared-memory buffers) of stages 7 and 8.
-    pub fn pipeline_stages(mut self, stages: u32) -> Self {
-        self.pipeline_stages = Some(stages);
+    /// Pipeline depth (shared-memory buffers filled by cp.async) of stages 7 and 8.
+    pub fn pipeline_depth(mut self, depth: u32) -> Self {
+        self.pipeline_depth = Some(depth);
         self
     }
 
@@ -190,32 +313,6 @@ impl Gemm {
         self
     }
 
-    /// Scale of `A * B` (default 1). For f32 it is rounded to f32.
-    pub fn alpha(mut self, alpha: f64) -> Self {
-        self.alpha = alpha;
-        self
-    }
-
-    /// Scale of C's old value (default 0: C is then not read).
-    pub fn beta(mut self, beta: f64) -> Self {
-        self.beta = beta;
-        self
-    }
-
-    /// Runs on `device` instead of the default device.
-    pub fn device(mut self, device: &Arc<Device>) -> Self {
-        self.device = Some(device.clone());
-        self
-    }
-
-    /// The configuration this builder will run for f64 ([`Gemm::config_for`]).
-    ///
-    /// # Errors
-    /// As [`Gemm::config_for`].
-    pub fn config(&self) -> Result<KernelConfig, Error> {
-        self.config_for(Precision::F64)
-    }
-
     /// The configuration chosen with the builder's options for `precision`,
     /// checked against the compiled menu (not yet against a device or a
     /// problem size); `Ok(None)` when no kernel option was given, so the
@@ -223,7 +320,9 @@ impl Gemm {
     ///
     /// # Errors
     /// [`Error::Config`] when an option does not apply to the stage or the
-    /// configuration is not compiled; [`Error::NoKernel`] when it is compiled
+    /// configuration is not compiled; [`Error::ConfigWithDefaults`] when the
+    /// configuration that fails includes stage defaults the options did not
+    /// set (the message names them); [`Error::NoKernel`] when it is compiled
     /// only for the other precision.
     pub fn chosen_config(&self, precision: Precision) -> Result<Option<KernelConfig>, Error> {
         let stage = match (self.stage, self.kernel) {
@@ -235,7 +334,7 @@ impl Gemm {
                     || self.block_tile.is_some()
                     || self.warp_tile.is_some()
                     || self.thread_tile.is_some()
-                    || self.pipeline_stages.is_some();
+                    || self.pipeline_depth.is_some();
                 if any_option {
                     return Err(Error::Config(ConfigError::OptionNotForStage {
                         option: "kernel",
@@ -250,7 +349,7 @@ impl Gemm {
             (None, None) if self.tile.is_some() => Stage::SmemTiled,
             (None, None) if self.block.is_some() => Stage::Coalesced,
             (None, None) if self.warp_tile.is_some() && self.thread_tile.is_none() => Stage::TensorCore,
-            (None, None) if self.warp_tile.is_some() || self.pipeline_stages.is_some() => Stage::Pipelined,
+            (None, None) if self.warp_tile.is_some() || self.pipeline_depth.is_some() => Stage::Pipelined,
             (None, None) if self.block_tile.is_some() || self.thread_tile.is_some() => Stage::RegisterTiled,
             (None, None) => return Ok(None),
         };
@@ -261,7 +360,7 @@ impl Gemm {
             "outputs_per_thread" => stage == Stage::OutputsPerThread,
             "block_tile" => stage.number() >= 5,
             "thread_tile" => (5..=7).contains(&stage.number()),
-            _ => matches!(stage, Stage::Pipelined | Stage::TensorCore), // warp_tile, pipeline_stages
+            _ => matches!(stage, Stage::Pipelined | Stage::TensorCore), // warp_tile, pipeline_depth
         };
         for (option, given) in [
             ("block_dim", self.block.is_some()),
@@ -270,66 +369,118 @@ impl Gemm {
             ("block_tile", self.block_tile.is_some()),
             ("thread_tile", self.thread_tile.is_some()),
             ("warp_tile", self.warp_tile.is_some()),
-            ("pipeline_stages", self.pipeline_stages.is_some()),
+            ("pipeline_depth", self.pipeline_depth.is_some()),
         ] {
             if given && !takes(option) {
                 return reject(option);
             }
         }
+        // The options given, the stage's defaults for the rest; remember
+        // which defaults were used, to name them if the result is invalid.
+        let mut defaults: Vec<String> = Vec::new();
+        let mut pick = |given: Option<String>, default: String, what: &str, option: &str| {
+            if given.is_none() {
+                defaults.push(format!("{what} {default} (`.{option}(..)`)"));
+            }
+        };
         let config = match stage_default(stage, precision) {
-            KernelConfig::Naive { block } => KernelConfig::Naive { block: self.block.unwrap_or(block) },
-            KernelConfig::Coalesced { block } => KernelConfig::Coalesced { block: self.block.unwrap_or(block) },
-            KernelConfig::SmemTiled { tile } => KernelConfig::SmemTiled { tile: self.tile.unwrap_or(tile) },
-            KernelConfig::OutputsPerThread { tile, outputs } => KernelConfig::OutputsPerThread {
-                tile: self.tile.unwrap_or(tile),
-                outputs: self.outputs.unwrap_or(outputs),
-            },
-            KernelConfig::RegisterTiled { block, thread } => KernelConfig::RegisterTiled {
-                block: self.block_tile.unwrap_or(block),
-                thread: self.thread_tile.unwrap_or(thread),
-            },
-            KernelConfig::Vectorized { block, thread } => KernelConfig::Vectorized {
-                block: self.block_tile.unwrap_or(block),
-                thread: self.thread_tile.unwrap_or(thread),
-            },
-            KernelConfig::Pipelined { block, warp, thread, stages } => KernelConfig::Pipelined {
-                block: self.block_tile.unwrap_or(block),
-                warp: self.warp_tile.unwrap_or(warp),
-                thread: self.thread_tile.unwrap_or(thread),
-                stages: self.pipeline_stages.unwrap_or(stages),
-            },
-            KernelConfig::TensorCore { block, warp, stages } => KernelConfig::TensorCore {
-                block: self.block_tile.unwrap_or(block),
-                warp: self.warp_tile.unwrap_or(warp),
-                stages: self.pipeline_stages.unwrap_or(stages),
-            },
+            KernelConfig::Naive { block } | KernelConfig::Coalesced { block } => {
+                pick(self.block.map(|b| b.to_string()), block.to_string(), "block", "block_dim");
+                let block = self.block.unwrap_or(block);
+                if stage == Stage::Naive {
+                    KernelConfig::Naive { block }
+                } else {
+                    KernelConfig::Coalesced { block }
+                }
+            }
+            KernelConfig::SmemTiled { tile } => {
+                pick(self.tile.map(|t| t.to_string()), tile.to_string(), "tile size", "tile_size");
+                KernelConfig::SmemTiled { tile: self.tile.unwrap_or(tile) }
+            }
+            KernelConfig::OutputsPerThread { tile, outputs } => {
+                pick(self.tile.map(|t| t.to_string()), tile.to_string(), "tile size", "tile_size");
+                pick(self.outputs.map(|o| o.to_string()), outputs.to_string(), "outputs per thread", "outputs_per_thread");
+                KernelConfig::OutputsPerThread { tile: self.tile.unwrap_or(tile), outputs: self.outputs.unwrap_or(outputs) }
+            }
+            KernelConfig::RegisterTiled { block, thread } | KernelConfig::Vectorized { block, thread } => {
+                pick(self.block_tile.map(|b| b.to_string()), block.to_string(), "block tile", "block_tile");
+                pick(self.thread_tile.map(|t| t.to_string()), thread.to_string(), "thread tile", "thread_tile");
+                let (block, thread) = (self.block_tile.unwrap_or(block), self.thread_tile.unwrap_or(thread));
+                if stage == Stage::RegisterTiled {
+                    KernelConfig::RegisterTiled { block, thread }
+                } else {
+                    KernelConfig::Vectorized { block, thread }
+                }
+            }
+            KernelConfig::Pipelined { block, warp, thread, depth } => {
+                pick(self.block_tile.map(|b| b.to_string()), block.to_string(), "block tile", "block_tile");
+                pick(self.warp_tile.map(|w| w.to_string()), warp.to_string(), "warp tile", "warp_tile");
+                pick(self.thread_tile.map(|t| t.to_string()), thread.to_string(), "thread tile", "thread_tile");
+                pick(self.pipeline_depth.map(|d| d.to_string()), depth.to_string(), "pipeline depth", "pipeline_depth");
+                KernelConfig::Pipelined {
+                    block: self.block_tile.unwrap_or(block),
+                    warp: self.warp_tile.unwrap_or(warp),
+                    thread: self.thread_tile.unwrap_or(thread),
+                    depth: self.pipeline_depth.unwrap_or(depth),
+                }
+            }
+            KernelConfig::TensorCore { block, warp, depth } => {
+                pick(self.block_tile.map(|b| b.to_string()), block.to_string(), "block tile", "block_tile");
+                pick(self.warp_tile.map(|w| w.to_string()), warp.to_string(), "warp tile", "warp_tile");
+                pick(self.pipeline_depth.map(|d| d.to_string()), depth.to_string(), "pipeline depth", "pipeline_depth");
+                KernelConfig::TensorCore {
+                    block: self.block_tile.unwrap_or(block),
+                    warp: self.warp_tile.unwrap_or(warp),
+                    depth: self.pipeline_depth.unwrap_or(depth),
+                }
+            }
             other => other,
         };
-        entry_point(precision, config)?;
-        Ok(Some(config))
-    }
-
-    /// The configuration this builder runs for `precision` on an m x n x k
-    /// problem when no device is known: the chosen one, or else the
-    /// measured table's choice for the default device ([`Gemm::plan`]).
-    ///
-    /// # Errors
-    /// As [`Gemm::chosen_config`].
-    pub fn config_for(&self, precision: Precision) -> Result<KernelConfig, Error> {
-        match self.chosen_config(precision)? {
-            Some(c) => Ok(c),
-            None => Ok(crate::tuning::choose(None, precision, 4096, 4096, 4096).config),
+        match entry_point(precision, config) {
+            Ok(_) => Ok(Some(config)),
+            // Only when the user chose some of it: a bare `.stage(s)` is the
+            // stage default itself, whose failure (another precision) says so.
+            Err(Error::Config(error)) if !defaults.is_empty() && self.any_kernel_option() => {
+                Err(Error::ConfigWithDefaults { error, defaults: defaults.join(", ") })
+            }
+            Err(e) => Err(e),
         }
     }
 
-    /// The kernel this builder runs for an m x n x k problem in `precision`
+    fn any_kernel_option(&self) -> bool {
+        self.block.is_some()
+            || self.tile.is_some()
+            || self.outputs.is_some()
+            || self.block_tile.is_some()
+            || self.warp_tile.is_some()
+            || self.thread_tile.is_some()
+            || self.pipeline_depth.is_some()
+    }
+
+    /// The configuration this builder runs for an m x n x k product in
+    /// `precision` (C row-major; see [`Gemm::plan`] for the reason too).
+    ///
+    /// # Errors
+    /// As [`Gemm::chosen_config`].
+    pub fn config_for(&self, precision: Precision, m: usize, n: usize, k: usize) -> Result<KernelConfig, Error> {
+        Ok(self.plan(precision, m, n, k)?.config)
+    }
+
+    /// The kernel this builder runs for an m x n x k product in `precision`
     /// and why: the configuration given with the options, or else the
     /// fastest configuration the ladder benchmark measured for the nearest
     /// shape on this device (or on the device it was measured on, when this
-    /// one is not in the table); see [`Plan`].
+    /// one is not in the table); see [`Plan`]. For a column-major C the
+    /// kernel computes C^T: plan for (n, m, k).
     ///
     /// Uses the builder's device, else the default device when one is
     /// present; without a GPU it plans as for the measured device.
+    ///
+    /// ```
+    /// let plan = gemm::Gemm::new().plan(gemm::Precision::F64, 4096, 4096, 4096)?;
+    /// println!("{plan}"); // e.g. "stage 8 (tensor-core), block 128x64x16, ... (fastest measured at ...)"
+    /// # Ok::<(), gemm::Error>(())
+    /// ```
     ///
     /// # Errors
     /// As [`Gemm::chosen_config`].
@@ -344,100 +495,149 @@ impl Gemm {
         Ok(crate::tuning::choose(device.as_deref().map(Device::name), precision, m, n, k))
     }
 
-    /// Runs `C <- alpha * A * B + beta * C` on host matrices: uploads A and B
-    /// (and C when beta != 0), runs the kernel, waits, and writes C's elements
-    /// back (its padding is left as it was).
+    /// The validated problem: shapes of op(A), op(B), C with their storage.
+    fn problem(&self, a: (gemm_core::MatrixDims, usize), b: (gemm_core::MatrixDims, usize), c: (gemm_core::MatrixDims, usize)) -> Result<GemmDims, Error> {
+        Ok(GemmDims::from_operands(a.0.op(self.op_a), a.1, b.0.op(self.op_b), b.1, c.0, c.1)?)
+    }
+
+    /// The stream of a call on `device`: the builder's, else the device's.
+    fn stream_on(&self, device: &Device) -> Result<Arc<CudaStream>, Error> {
+        match &self.stream {
+            Some(s) if !Arc::ptr_eq(s.context(), device.context()) => {
+                Err(Error::StreamMismatch { device: device.name().to_string() })
+            }
+            Some(s) => Ok(s.clone()),
+            None => Ok(device.stream().clone()),
+        }
+    }
+
+    /// Runs `C <- alpha * op(A) * op(B) + beta * C` on host matrices or
+    /// views: uploads what the product reads (A and B unless alpha = 0 or
+    /// k = 0, C when beta != 0), runs the kernel, and writes C's elements
+    /// back (its padding is left as it was). Blocks until C holds the result.
     ///
     /// # Errors
-    /// [`Error::Config`], [`Error::Shape`] (checked before the GPU is touched),
-    /// [`Error::DeviceLimit`], [`Error::NoDriver`], [`Error::NoDevice`],
-    /// [`Error::Driver`]. C is untouched on error.
-    pub fn run<T: Element>(&self, a: &Matrix<T>, b: &Matrix<T>, c: &mut Matrix<T>) -> Result<(), Error> {
+    /// [`Error::Config`], [`Error::Shape`] (checked before the GPU is
+    /// touched), [`Error::DeviceLimit`], [`Error::NoDriver`],
+    /// [`Error::NoDevice`], [`Error::OutOfMemory`], [`Error::Driver`]. C is
+    /// untouched on error.
+    pub fn run<'a, 'b, 'c, T: Element>(
+        &self,
+        a: impl Into<MatRef<'a, T>>,
+        b: impl Into<MatRef<'b, T>>,
+        c: impl Into<MatMut<'c, T>>,
+    ) -> Result<(), Error> {
+        let (a, b, mut c) = (a.into(), b.into(), c.into());
         let chosen = self.chosen_config(T::PRECISION)?;
-        let dims = GemmDims::from_operands(
-            a.dims(),
-            a.as_slice().len(),
-            b.dims(),
-            b.as_slice().len(),
-            c.dims(),
-            c.as_slice().len(),
-        )?;
+        let (a_span, b_span) = (a.span(), b.span());
+        let dims = self.problem((a.dims(), a_span.len()), (b.dims(), b_span.len()), (c.dims(), c.dims().required_len().unwrap_or(0)))?;
         let device = match &self.device {
             Some(d) => d.clone(),
             None => default_device()?,
         };
-        let config = config_on(chosen, &device, T::PRECISION, &dims);
+        let stream = self.stream_on(&device)?;
+        let (kdims, swapped) = dims.kernel_form();
+        let reads_ab = self.alpha != 0.0 && dims.k > 0;
+        let kdims = if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } };
+        let config = config_on(chosen, &device, T::PRECISION, &kdims);
         // Fail on device limits before any host-device copy.
-        checked_geometry::<T>(&device, config, &dims)?;
+        checked_geometry::<T>(&device, config, &kdims)?;
         if dims.is_empty() {
             return Ok(());
         }
-        let da = DeviceMatrix::from_host(&device, a)?;
-        let db = DeviceMatrix::from_host(&device, b)?;
-        let mut dc = if self.beta != 0.0 {
-            DeviceMatrix::from_host(&device, c)?
-        } else {
-            // beta = 0: C is not read; the kernel writes every element.
-            let len = c.as_slice().len().max(1);
-            // SAFETY: every element the product reads of this buffer is first
-            // written by the kernel (beta = 0 means C is never loaded); the
-            // padding is never copied back.
-            let data = unsafe { device.stream().alloc::<T>(len) }.during("cuMemAlloc")?;
-            DeviceMatrix::from_raw(data, c.dims(), &device)
+        let upload = |span: &[T], needed: bool| -> Result<cudarc::driver::CudaSlice<T>, Error> {
+            if !needed {
+                // Never read (alpha = 0 or k = 0): a placeholder.
+                // SAFETY: the kernel reads nothing of it.
+                return unsafe { alloc_uninit::<T>(&stream, 1) };
+            }
+            // SAFETY: filled right away.
+            let mut d = unsafe { alloc_uninit::<T>(&stream, span.len()) }?;
+            if !span.is_empty() {
+                stream.memcpy_htod(span, &mut d).during("cuMemcpyHtoDAsync")?;
+            }
+            Ok(d)
         };
-        launch(
-            &device,
-            config,
-            &dims,
-            T::from_f64(self.alpha),
-            da.buffer(),
-            db.buffer(),
-            T::from_f64(self.beta),
-            dc.buffer_mut(),
-        )?;
-        device.synchronize()?;
-        dc.copy_to_host(c)
+        let da = upload(a_span, reads_ab)?;
+        let db = upload(b_span, reads_ab)?;
+        let c_len = c.dims().required_len().unwrap_or(0);
+        let mut dc = if self.beta != 0.0 {
+            upload(c.span_mut(), true)?
+        } else {
+            // beta = 0: C is not read; the kernel writes every element and
+            // the padding is never copied back.
+            // SAFETY: as above.
+            unsafe { alloc_uninit::<T>(&stream, c_len) }?
+        };
+        let (va, vb) = (da.slice(..), db.slice(..));
+        let (ka, kb) = if swapped { (&vb, &va) } else { (&va, &vb) };
+        let mut vc = dc.slice_mut(..);
+        launch(&device, &stream, config, &kdims, T::from_f64(self.alpha), ka, kb, T::from_f64(self.beta), &mut vc)?;
+        let mut host = vec![T::default(); c_len];
+        stream.memcpy_dtoh(&dc.slice(..c_len), &mut host).during("cuMemcpyDtoH")?;
+        stream.synchronize().during("cuStreamSynchronize")?;
+        c.copy_elements_from_span(&host);
+        Ok(())
     }
 
-    /// Enqueues `C <- alpha * A * B + beta * C` on matrices already on the GPU,
-    /// on their device's stream, and returns without waiting (as cuBLAS does):
-    /// call [`Device::synchronize`] or copy C back to see the result and any
-    /// error from the kernel.
+    /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` on matrices already on
+    /// the GPU (a [`crate::DeviceMatrix`] as `&a`, `&mut c`, or views of one:
+    /// sub-matrices, transposes), on the builder's stream or else the
+    /// device's, and returns without waiting (as cuBLAS does): synchronize
+    /// the stream, or copy C back, to see the result and any error from the
+    /// kernel.
+    ///
+    /// ```no_run
+    /// use gemm::{DeviceMatrix, Gemm, Layout, Op};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// let stream = dev.context().new_stream()?;
+    /// let a = DeviceMatrix::from_cuda_slice(&dev, stream.alloc_zeros::<f64>(200 * 300)?, 200, 300, Layout::RowMajor, 300)?;
+    /// let b = DeviceMatrix::<f64>::zeros_in(&dev, 200, 100, Layout::ColMajor)?;
+    /// let mut c = DeviceMatrix::<f64>::zeros(&dev, 300, 100)?;
+    /// Gemm::new().op_a(Op::T).stream(&stream).run_device(&a, &b, &mut c)?;
+    /// stream.synchronize()?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// As [`Gemm::run`], plus [`Error::DeviceMismatch`] when the operands live
-    /// on different devices (or not on the device set with [`Gemm::device`]).
-    pub fn run_device<T: Element>(
+    /// on different devices (or not on the device set with [`Gemm::device`]),
+    /// [`Error::StreamMismatch`] for a stream of another context, and
+    /// [`ShapeError::Overlap`] when C shares memory with A or B.
+    pub fn run_device<'a, 'b, 'c, T: Element>(
         &self,
-        a: &DeviceMatrix<T>,
-        b: &DeviceMatrix<T>,
-        c: &mut DeviceMatrix<T>,
+        a: impl Into<DeviceView<'a, T>>,
+        b: impl Into<DeviceView<'b, T>>,
+        c: impl Into<DeviceViewMut<'c, T>>,
     ) -> Result<(), Error> {
+        let (a, b, mut c) = (a.into(), b.into(), c.into());
         let chosen = self.chosen_config(T::PRECISION)?;
-        let dims =
-            GemmDims::from_operands(a.dims(), a.storage_len(), b.dims(), b.storage_len(), c.dims(), c.storage_len())?;
-        let device = c.device().clone();
-        for other in [a.device(), b.device()].into_iter().chain(self.device.as_ref()) {
+        let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
+        let device = c.device.clone();
+        for other in [a.device, b.device].into_iter().chain(self.device.as_ref()) {
             if !Arc::ptr_eq(other, &device) {
                 return Err(Error::DeviceMismatch(other.name().to_string(), device.name().to_string()));
             }
         }
-        let config = config_on(chosen, &device, T::PRECISION, &dims);
-        launch(
-            &device,
-            config,
-            &dims,
-            T::from_f64(self.alpha),
-            a.buffer(),
-            b.buffer(),
-            T::from_f64(self.beta),
-            c.buffer_mut(),
-        )
+        let stream = self.stream_on(&device)?;
+        let (c_start, c_bytes) = c.byte_span();
+        for (operand, (start, bytes)) in [(Operand::A, a.byte_span()), (Operand::B, b.byte_span())] {
+            if spans_overlap(c_start, c_bytes, start, bytes) {
+                return Err(ShapeError::Overlap { operand }.into());
+            }
+        }
+        let (kdims, swapped) = dims.kernel_form();
+        let reads_ab = self.alpha != 0.0 && dims.k > 0;
+        let kdims = if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } };
+        let config = config_on(chosen, &device, T::PRECISION, &kdims);
+        let (ka, kb) = if swapped { (&b.data, &a.data) } else { (&a.data, &b.data) };
+        launch(&device, &stream, config, &kdims, T::from_f64(self.alpha), ka, kb, T::from_f64(self.beta), &mut c.data)
     }
 }
 
 /// The configuration a call runs: the one chosen with the options, or else
-/// the measured table's choice for this device and problem.
+/// the measured table's choice for this device and problem (kernel form).
 fn config_on(chosen: Option<KernelConfig>, device: &Device, precision: Precision, dims: &GemmDims) -> KernelConfig {
     chosen.unwrap_or_else(|| crate::tuning::choose(Some(device.name()), precision, dims.m, dims.n, dims.k).config)
 }

@@ -1,55 +1,102 @@
 //! # gemm: BLAS-style matrix multiply on NVIDIA GPUs, kernels written in Rust
 //!
+//! `C <- alpha * op(A) * op(B) + beta * C`, the BLAS xGEMM contract, in f64
+//! ([`dgemm`]) and f32 ([`sgemm`]), on host matrices ([`Matrix`]), views of
+//! the caller's slices ([`MatRef`], [`MatMut`]), sub-matrices and transposes
+//! (no copies), or device buffers ([`DeviceMatrix`], also made from a cudarc
+//! `CudaSlice`), row- or column-major with any leading dimension, on the
+//! caller's stream if asked ([`Gemm::stream`]).
+//!
 //! ```no_run
-//! use gemm::{Gemm, Matrix, Stage};
+//! use gemm::{Gemm, Layout, MatMut, Matrix, Op};
 //! # fn main() -> Result<(), gemm::Error> {
-//! let a = Matrix::<f64>::from_fn(300, 200, |i, j| (i as f64 - j as f64) / 7.0);
-//! let b = Matrix::<f64>::from_fn(200, 100, |i, j| ((i * j) % 5) as f64);
+//! let a = Matrix::<f64>::from_fn(200, 300, |i, j| (i as f64 - j as f64) / 9.0); // 200 x 300
+//! let b = Matrix::<f64>::from_fn_col_major(200, 100, |i, j| ((i + j) % 7) as f64);
 //! let mut c = Matrix::<f64>::zeros(300, 100);
-//! gemm::dgemm(&a, &b, &mut c)?;                      // C = A * B, the measured default kernel
-//! Gemm::new().tile_size(32).outputs_per_thread(8)    // stage 4, a chosen configuration
-//!     .run(&a, &b, &mut c)?;
-//! Gemm::new().block_tile(128, 128, 16).thread_tile(8, 8) // stage 5
-//!     .run(&a, &b, &mut c)?;
-//! let plan = Gemm::new().plan(gemm::Precision::F64, 300, 100, 200)?; // what dgemm runs, and why
-//! println!("{plan}");
-//! Gemm::new().stage(Stage::Coalesced).block_dim(32, 8).alpha(2.0).beta(1.0)
-//!     .run(&a, &b, &mut c)?;                         // C = 2 * A * B + C
+//! gemm::dgemm(a.t(), &b, &mut c)?;                                        // C = A^T B
+//! Gemm::new().op_a(Op::T).alpha(2.0).beta(0.5).run(&a, &b, &mut c)?;     // C = 2 A^T B + C / 2
+//! gemm::dgemm(a.view(10, 20, 50, 70)?, b.view(0, 0, 70, 40)?, c.view_mut(0, 0, 50, 40)?)?; // blocks
+//! let mut z = vec![0.0f64; 300 * 100];
+//! gemm::dgemm(a.t(), &b, MatMut::from_slice(&mut z, 300, 100, Layout::ColMajor, 300)?)?; // into a slice
 //! # Ok(()) }
 //! ```
 //!
-//! Matrices are row-major with a leading dimension ([`Matrix`]); A is m x k,
-//! B is k x n, C is m x n. Every call validates shapes and the configuration
+//! Every call validates shapes, leading dimensions, views and overlaps
 //! first and returns a typed [`Error`] (C is left untouched on any error);
 //! without an NVIDIA driver or GPU it returns [`Error::NoDriver`] /
-//! [`Error::NoDevice`], never a panic.
+//! [`Error::NoDevice`], never a panic. [`Gemm::run`] and the one-call
+//! functions block until C holds the result; [`Gemm::run_device`] only
+//! enqueues work on a stream.
 //!
-//! The kernels are in the `gemm-kernels` crate, one module per stage of the
-//! optimization ladder ([`Stage`]); `cargo xtask ptx` compiles them to PTX for
-//! sm_80 and sm_90, which this crate embeds and loads for the device at hand
-//! ([`ptx`]). [`DeviceMatrix`] keeps operands on the GPU between products.
+//! The kernels, one per stage of an optimization ladder from a naive loop to
+//! FP64 tensor cores, and how to choose and tune them, are in [`tuning`];
+//! benchmarking and checking support ([`bench`], [`check`], [`cublas`]) is
+//! behind the `bench` cargo feature. [`cudarc`] is re-exported, so a
+//! dependent uses the same version.
 #![deny(missing_docs)]
 
+#[cfg(feature = "bench")]
 pub mod bench;
+#[cfg(feature = "bench")]
 pub mod check;
+#[cfg(feature = "bench")]
 pub mod cublas;
 mod device;
+mod device_matrix;
 mod element;
 mod error;
 mod gemm;
 mod launch;
 mod matrix;
-pub mod ptx;
-pub mod registry;
-pub mod tuning;
+#[path = "ptx.rs"]
+mod ptx_files;
+#[path = "registry.rs"]
+mod registry_list;
+mod tuning_plan;
 
-pub use device::{default_device, Device, KernelInfo};
+/// The cudarc crate this library is built on (driver API, cuBLAS), so a
+/// dependent can use its `CudaSlice`s and streams without matching its
+/// version by hand.
+pub use cudarc;
+
+pub use device::{default_device, Device};
+pub use device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 pub use element::Element;
 pub use error::Error;
-pub use gemm::{dgemm, sgemm, stage_default, Gemm};
-pub use gemm_core::{
-    BlockDim, BlockTile, ConfigError, DeviceLimits, KernelConfig, LimitError, Precision, ShapeError, Stage, ThreadTile,
-    WarpTile,
-};
-pub use matrix::{DeviceMatrix, Matrix};
-pub use tuning::{Plan, PlanSource};
+pub use gemm::{dgemm, sgemm, Gemm};
+pub use gemm_core::{Layout, MatrixDims, Op, Precision, ShapeError};
+pub use matrix::{MatMut, MatRef, Matrix};
+
+// Crate-internal paths used throughout.
+pub(crate) use ptx_files as ptx;
+pub(crate) use registry_list as registry;
+
+/// The teaching and tuning surface: the stages of the ladder, their kernel
+/// configurations, the compiled menu (registry), the PTX modules, and the
+/// measured default choice (plans).
+///
+/// ```
+/// use gemm::tuning::{Stage, KernelConfig};
+/// let config = gemm::Gemm::new().stage(Stage::TensorCore).chosen_config(gemm::Precision::F64)?;
+/// assert!(matches!(config, Some(KernelConfig::TensorCore { .. })));
+/// # Ok::<(), gemm::Error>(())
+/// ```
+pub mod tuning {
+    pub use crate::device::KernelInfo;
+    pub use crate::gemm::stage_default;
+    pub use crate::tuning_plan::{choose, measured, Measured, Plan, PlanSource};
+    pub use gemm_core::{
+        BlockDim, BlockTile, ConfigError, DeviceLimits, KernelConfig, KernelLayouts, LimitError, Stage, ThreadTile,
+        WarpTile,
+    };
+
+    /// Which kernel entry points exist (the compiled menu).
+    pub mod registry {
+        pub use crate::registry_list::*;
+    }
+
+    /// The committed PTX modules.
+    pub mod ptx {
+        pub use crate::ptx_files::*;
+    }
+}

@@ -1,17 +1,42 @@
-//! Host and device matrices: row-major storage with a leading dimension.
+//! Host matrices and views: owned ([`Matrix`]) or borrowed ([`MatRef`],
+//! [`MatMut`]), row-major or column-major, with a leading dimension.
+//!
+//! Every operand of a product is a strided matrix `rows x cols` stored in a
+//! [`Layout`] with leading dimension `ld` (in elements): element (i, j) sits
+//! at `i * ld + j` (row-major, `ld >= cols`) or `j * ld + i` (column-major,
+//! `ld >= rows`). Views of sub-matrices ([`Matrix::view`]) and transposed
+//! views ([`Matrix::t`]) borrow the same storage: nothing is copied.
 
-use crate::device::Device;
 use crate::element::Element;
-use crate::error::{DriverContext, Error};
-use cudarc::driver::CudaSlice;
-use gemm_core::shape::{MatrixDims, Operand};
-use std::sync::Arc;
+use crate::error::Error;
+use gemm_core::shape::{Layout, MatrixDims, Operand};
 
-/// A row-major matrix in host memory: element (i, j) is at `i * ld + j` of
-/// the storage, `ld >= cols` (the leading dimension, in elements).
+fn checked_len(rows: usize, cols: usize) -> Result<usize, Error> {
+    rows.checked_mul(cols).ok_or(Error::Shape(gemm_core::ShapeError::TooLarge {
+        operand: Operand::Matrix,
+        value: rows.max(cols),
+        max: gemm_core::shape::MAX_DIM,
+    }))
+}
+
+/// A matrix in host memory that owns its storage: `rows x cols`, row-major
+/// or column-major ([`Matrix::layout`]), with leading dimension
+/// [`Matrix::ld`] (elements between the starts of consecutive rows, or
+/// columns for column-major).
 ///
-/// Elements between `cols` and `ld` in a row are padding: products never
-/// read or write them.
+/// Elements between the end of a line and the next line's start are
+/// padding: products never read or write them.
+///
+/// ```
+/// use gemm::{Layout, Matrix};
+/// let a = Matrix::<f64>::from_fn(2, 3, |i, j| (10 * i + j) as f64); // row-major
+/// assert_eq!(a.as_slice(), &[0.0, 1.0, 2.0, 10.0, 11.0, 12.0]);
+/// let b = Matrix::<f64>::from_fn_col_major(2, 3, |i, j| (10 * i + j) as f64);
+/// assert_eq!(b.as_slice(), &[0.0, 10.0, 1.0, 11.0, 2.0, 12.0]);
+/// assert_eq!((b.layout(), b.ld()), (Layout::ColMajor, 2));
+/// assert_eq!(a[(1, 2)], b[(1, 2)]);
+/// assert_eq!(a.t().get(2, 1), Some(12.0)); // a transposed view, no copy
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Matrix<T> {
     data: Vec<T>,
@@ -19,26 +44,57 @@ pub struct Matrix<T> {
 }
 
 impl<T: Element> Matrix<T> {
-    /// A `rows x cols` matrix of zeros, densely packed (`ld = cols`).
+    /// A `rows x cols` row-major matrix of zeros, densely packed (`ld = cols`).
+    ///
+    /// # Panics
+    /// If `rows * cols` overflows `usize` (as `vec!` would).
     pub fn zeros(rows: usize, cols: usize) -> Self {
         Self::filled(rows, cols, T::default())
     }
 
-    /// A `rows x cols` matrix with every element `value`.
+    /// A `rows x cols` matrix of zeros in `layout`, densely packed.
+    ///
+    /// # Panics
+    /// If `rows * cols` overflows `usize`.
+    pub fn zeros_in(rows: usize, cols: usize, layout: Layout) -> Self {
+        let dims = MatrixDims::packed_in(rows, cols, layout);
+        Matrix { data: vec![T::default(); rows * cols], dims }
+    }
+
+    /// A `rows x cols` row-major matrix with every element `value`.
+    ///
+    /// # Panics
+    /// If `rows * cols` overflows `usize`.
     pub fn filled(rows: usize, cols: usize, value: T) -> Self {
         let dims = MatrixDims::packed(rows, cols);
         Matrix { data: vec![value; rows * cols], dims }
     }
 
-    /// A `rows x cols` matrix with element (i, j) = `f(i, j)`.
-    pub fn from_fn(rows: usize, cols: usize, mut f: impl FnMut(usize, usize) -> T) -> Self {
-        let mut data = Vec::with_capacity(rows * cols);
-        for i in 0..rows {
-            for j in 0..cols {
-                data.push(f(i, j));
+    /// A `rows x cols` row-major matrix with element (i, j) = `f(i, j)`.
+    pub fn from_fn(rows: usize, cols: usize, f: impl FnMut(usize, usize) -> T) -> Self {
+        Self::from_fn_in(rows, cols, Layout::RowMajor, f)
+    }
+
+    /// A `rows x cols` column-major matrix (`ld = rows`) with element (i, j) = `f(i, j)`.
+    pub fn from_fn_col_major(rows: usize, cols: usize, f: impl FnMut(usize, usize) -> T) -> Self {
+        Self::from_fn_in(rows, cols, Layout::ColMajor, f)
+    }
+
+    /// A `rows x cols` matrix in `layout`, densely packed, with element (i, j) = `f(i, j)`
+    /// (called in storage order).
+    pub fn from_fn_in(rows: usize, cols: usize, layout: Layout, mut f: impl FnMut(usize, usize) -> T) -> Self {
+        let dims = MatrixDims::packed_in(rows, cols, layout);
+        let (outer, line) = dims.lines();
+        let mut data = Vec::with_capacity(rows.saturating_mul(cols));
+        for o in 0..outer {
+            for l in 0..line {
+                data.push(match layout {
+                    Layout::RowMajor => f(o, l),
+                    Layout::ColMajor => f(l, o),
+                });
             }
         }
-        Matrix { data, dims: MatrixDims::packed(rows, cols) }
+        Matrix { data, dims }
     }
 
     /// Wraps row-major `data` of length `rows * cols`.
@@ -46,15 +102,17 @@ impl<T: Element> Matrix<T> {
     /// # Errors
     /// [`Error::Shape`] when the length does not match.
     pub fn from_vec(rows: usize, cols: usize, data: Vec<T>) -> Result<Self, Error> {
+        let len = checked_len(rows, cols)?;
         let dims = MatrixDims::packed(rows, cols);
         dims.validate(Operand::Matrix, data.len())?;
-        if data.len() != rows * cols {
+        if data.len() != len {
             return Err(gemm_core::ShapeError::Storage {
                 operand: Operand::Matrix,
                 rows,
                 cols,
+                layout: Layout::RowMajor,
                 ld: dims.ld,
-                needed: rows * cols,
+                needed: len,
                 len: data.len(),
             }
             .into());
@@ -68,7 +126,17 @@ impl<T: Element> Matrix<T> {
     /// # Errors
     /// [`Error::Shape`] when `ld < cols` or the storage is too short.
     pub fn from_vec_with_ld(rows: usize, cols: usize, ld: usize, data: Vec<T>) -> Result<Self, Error> {
-        let dims = MatrixDims { rows, cols, ld };
+        Self::from_vec_in(rows, cols, Layout::RowMajor, ld, data)
+    }
+
+    /// Wraps `data` holding a `rows x cols` matrix in `layout` with leading
+    /// dimension `ld`; `data` must hold at least `(lines - 1) * ld + line`
+    /// elements (lines: rows for row-major, columns for column-major).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `ld` is below the line length or the storage is too short.
+    pub fn from_vec_in(rows: usize, cols: usize, layout: Layout, ld: usize, data: Vec<T>) -> Result<Self, Error> {
+        let dims = MatrixDims::new(rows, cols, layout, ld);
         dims.validate(Operand::Matrix, data.len())?;
         Ok(Matrix { data, dims })
     }
@@ -88,7 +156,12 @@ impl<T: Element> Matrix<T> {
         self.dims.ld
     }
 
-    /// Rows, columns and leading dimension.
+    /// Storage order.
+    pub fn layout(&self) -> Layout {
+        self.dims.layout
+    }
+
+    /// Rows, columns, leading dimension and layout.
     pub fn dims(&self) -> MatrixDims {
         self.dims
     }
@@ -108,37 +181,41 @@ impl<T: Element> Matrix<T> {
         (i < self.dims.rows && j < self.dims.cols).then(|| self.data[self.dims.offset(i, j)])
     }
 
-    /// Row `i` (its `cols` elements, without padding).
-    ///
-    /// # Panics
-    /// If `i >= rows`.
-    pub fn row(&self, i: usize) -> &[T] {
-        assert!(i < self.dims.rows, "row {i} of a matrix with {} rows", self.dims.rows);
-        if self.dims.cols == 0 {
-            return &[]; // a matrix without columns stores nothing
-        }
-        let start = self.dims.offset(i, 0);
-        &self.data[start..start + self.dims.cols]
-    }
-
-    /// Row `i`, mutable.
-    ///
-    /// # Panics
-    /// If `i >= rows`.
-    pub fn row_mut(&mut self, i: usize) -> &mut [T] {
-        assert!(i < self.dims.rows, "row {i} of a matrix with {} rows", self.dims.rows);
-        if self.dims.cols == 0 {
-            return &mut [];
-        }
-        let start = self.dims.offset(i, 0);
-        &mut self.data[start..start + self.dims.cols]
-    }
-
     /// Sets every element (not the padding) to `value`.
     pub fn fill(&mut self, value: T) {
-        for i in 0..self.dims.rows {
-            self.row_mut(i).fill(value);
-        }
+        self.as_mut().fill(value);
+    }
+
+    /// A view of the whole matrix.
+    pub fn as_ref(&self) -> MatRef<'_, T> {
+        MatRef { data: &self.data, dims: self.dims }
+    }
+
+    /// A mutable view of the whole matrix.
+    pub fn as_mut(&mut self) -> MatMut<'_, T> {
+        MatMut { data: &mut self.data, dims: self.dims }
+    }
+
+    /// The transposed matrix as a view (`cols x rows`, the other layout, same
+    /// storage): op(A) = A^T without a copy.
+    pub fn t(&self) -> MatRef<'_, T> {
+        self.as_ref().t()
+    }
+
+    /// The `rows x cols` sub-matrix whose top-left element is (row, col), as a view.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] ([`gemm_core::ShapeError::View`]) when it reaches outside the matrix.
+    pub fn view(&self, row: usize, col: usize, rows: usize, cols: usize) -> Result<MatRef<'_, T>, Error> {
+        self.as_ref().view(row, col, rows, cols)
+    }
+
+    /// The `rows x cols` sub-matrix at (row, col), as a mutable view (e.g. a block of C).
+    ///
+    /// # Errors
+    /// As [`Matrix::view`].
+    pub fn view_mut(&mut self, row: usize, col: usize, rows: usize, cols: usize) -> Result<MatMut<'_, T>, Error> {
+        self.as_mut().into_view(row, col, rows, cols)
     }
 }
 
@@ -172,70 +249,36 @@ impl<T: Element> core::ops::IndexMut<(usize, usize)> for Matrix<T> {
     }
 }
 
-/// A row-major matrix in GPU memory, with the same layout rules as
-/// [`Matrix`]. Keep operands here when chaining products: uploads and
-/// downloads happen only when asked for.
-pub struct DeviceMatrix<T> {
-    data: CudaSlice<T>,
+/// A borrowed matrix: a view of a caller's slice, of a [`Matrix`], or of a
+/// sub-matrix or transpose of either; `Copy`, no storage of its own.
+///
+/// ```
+/// use gemm::{Layout, MatRef};
+/// let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+/// // 2 x 2, column-major, columns 3 apart (the third element of each column is padding).
+/// let a = MatRef::from_slice(&x, 2, 2, Layout::ColMajor, 3)?;
+/// assert_eq!((a.get(0, 1), a.get(1, 0)), (Some(4.0), Some(2.0)));
+/// assert_eq!(a.t().get(1, 0), Some(4.0));
+/// # Ok::<(), gemm::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a, T> {
+    /// Storage from element (0, 0) on.
+    data: &'a [T],
     dims: MatrixDims,
-    device: Arc<Device>,
 }
 
-impl<T: Element> DeviceMatrix<T> {
-    /// Copies a host matrix (its whole storage, padding included) to `device`.
+impl<'a, T: Element> MatRef<'a, T> {
+    /// A `rows x cols` view of `data` in `layout` with leading dimension `ld`
+    /// (element (i, j) at `i * ld + j` or `j * ld + i`).
     ///
     /// # Errors
-    /// [`Error::Driver`] if allocation or copy fails.
-    pub fn from_host(device: &Arc<Device>, m: &Matrix<T>) -> Result<Self, Error> {
-        let data = if m.as_slice().is_empty() {
-            // The driver cannot allocate zero bytes; an empty matrix gets one element.
-            device.stream().alloc_zeros::<T>(1).during("cuMemAlloc")?
-        } else {
-            device.stream().clone_htod(m.as_slice()).during("cuMemcpyHtoD")?
-        };
-        Ok(DeviceMatrix { data, dims: m.dims(), device: device.clone() })
-    }
-
-    /// A `rows x cols` matrix of zeros on `device` (`ld = cols`).
-    ///
-    /// # Errors
-    /// [`Error::Driver`] if allocation fails.
-    pub fn zeros(device: &Arc<Device>, rows: usize, cols: usize) -> Result<Self, Error> {
-        let dims = MatrixDims::packed(rows, cols);
-        let data = device.stream().alloc_zeros::<T>((rows * cols).max(1)).during("cuMemAlloc")?;
-        Ok(DeviceMatrix { data, dims, device: device.clone() })
-    }
-
-    /// Copies the matrix back into a new host matrix (same leading dimension).
-    ///
-    /// # Errors
-    /// [`Error::Driver`] if the copy (or an earlier kernel) fails.
-    pub fn to_host(&self) -> Result<Matrix<T>, Error> {
-        let data = self.device.stream().clone_dtoh(&self.data).during("cuMemcpyDtoH")?;
-        Matrix::from_vec_with_ld(self.dims.rows, self.dims.cols, self.dims.ld, data)
-    }
-
-    /// Copies the elements (not the padding) into `dst`, which must have the same
-    /// rows and columns. `dst` is untouched on error.
-    ///
-    /// # Errors
-    /// [`Error::Shape`] on a shape mismatch, [`Error::Driver`] if the copy fails.
-    pub fn copy_to_host(&self, dst: &mut Matrix<T>) -> Result<(), Error> {
-        if dst.rows() != self.dims.rows || dst.cols() != self.dims.cols {
-            return Err(gemm_core::ShapeError::Output {
-                m: self.dims.rows,
-                n: self.dims.cols,
-                c_rows: dst.rows(),
-                c_cols: dst.cols(),
-            }
-            .into());
-        }
-        let src = self.device.stream().clone_dtoh(&self.data).during("cuMemcpyDtoH")?;
-        for i in 0..self.dims.rows {
-            let s = self.dims.offset(i, 0);
-            dst.row_mut(i).copy_from_slice(&src[s..s + self.dims.cols]);
-        }
-        Ok(())
+    /// [`Error::Shape`] when `ld` is below the line length, or `data` is
+    /// shorter than the shape needs.
+    pub fn from_slice(data: &'a [T], rows: usize, cols: usize, layout: Layout, ld: usize) -> Result<Self, Error> {
+        let dims = MatrixDims::new(rows, cols, layout, ld);
+        dims.validate(Operand::Matrix, data.len())?;
+        Ok(MatRef { data, dims })
     }
 
     /// Rows.
@@ -253,33 +296,214 @@ impl<T: Element> DeviceMatrix<T> {
         self.dims.ld
     }
 
-    /// Rows, columns and leading dimension.
+    /// Storage order.
+    pub fn layout(&self) -> Layout {
+        self.dims.layout
+    }
+
+    /// Rows, columns, leading dimension and layout.
     pub fn dims(&self) -> MatrixDims {
         self.dims
     }
 
-    /// The device it lives on.
-    pub fn device(&self) -> &Arc<Device> {
-        &self.device
+    /// The storage from element (0, 0) to the end of the borrowed slice.
+    pub fn as_slice(&self) -> &'a [T] {
+        self.data
     }
 
-    /// The device buffer (for interoperation with cudarc).
-    pub fn buffer(&self) -> &CudaSlice<T> {
-        &self.data
+    /// Element (i, j), or `None` outside the view.
+    pub fn get(&self, i: usize, j: usize) -> Option<T> {
+        (i < self.dims.rows && j < self.dims.cols).then(|| self.data[self.dims.offset(i, j)])
     }
 
-    /// The device buffer, mutable.
-    pub fn buffer_mut(&mut self) -> &mut CudaSlice<T> {
-        &mut self.data
+    /// The transposed view (`cols x rows`, the other layout, same storage).
+    pub fn t(self) -> MatRef<'a, T> {
+        MatRef { data: self.data, dims: self.dims.t() }
     }
 
-    /// Wraps a buffer already holding (or about to hold) a matrix of `dims`.
-    pub(crate) fn from_raw(data: CudaSlice<T>, dims: MatrixDims, device: &Arc<Device>) -> Self {
-        DeviceMatrix { data, dims, device: device.clone() }
+    /// The `rows x cols` sub-matrix at (row, col) of this view.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when it reaches outside this view.
+    pub fn view(self, row: usize, col: usize, rows: usize, cols: usize) -> Result<MatRef<'a, T>, Error> {
+        let (offset, dims) = self.dims.sub(row, col, rows, cols)?;
+        Ok(MatRef { data: &self.data[offset.min(self.data.len())..], dims })
     }
 
-    /// Storage length in elements (what [`MatrixDims::validate`] checks against).
-    pub(crate) fn storage_len(&self) -> usize {
-        self.data.len()
+    /// A packed copy in the same layout.
+    pub fn to_matrix(&self) -> Matrix<T> {
+        Matrix::from_fn_in(self.dims.rows, self.dims.cols, self.dims.layout, |i, j| self.data[self.dims.offset(i, j)])
+    }
+
+    /// The storage the view can touch: `[0, required_len)` of its slice.
+    pub(crate) fn span(&self) -> &'a [T] {
+        &self.data[..self.dims.required_len().unwrap_or(0)]
+    }
+}
+
+/// A mutable borrowed matrix: a view of a caller's slice or of a block of a
+/// [`Matrix`], for the output C. Reborrow it with [`MatMut::rb`].
+///
+/// ```
+/// use gemm::{Layout, MatMut};
+/// let mut z = vec![0.0f64; 12];
+/// let mut c = MatMut::from_slice(&mut z, 3, 2, Layout::ColMajor, 5)?;
+/// c.set(2, 1, 7.0);
+/// assert_eq!(z[5 + 2], 7.0);
+/// # Ok::<(), gemm::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct MatMut<'a, T> {
+    /// Storage from element (0, 0) on.
+    data: &'a mut [T],
+    dims: MatrixDims,
+}
+
+impl<'a, T: Element> MatMut<'a, T> {
+    /// A mutable `rows x cols` view of `data` in `layout` with leading
+    /// dimension `ld`.
+    ///
+    /// # Errors
+    /// As [`MatRef::from_slice`].
+    pub fn from_slice(data: &'a mut [T], rows: usize, cols: usize, layout: Layout, ld: usize) -> Result<Self, Error> {
+        let dims = MatrixDims::new(rows, cols, layout, ld);
+        dims.validate(Operand::Matrix, data.len())?;
+        Ok(MatMut { data, dims })
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.dims.rows
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.dims.cols
+    }
+
+    /// Leading dimension, in elements.
+    pub fn ld(&self) -> usize {
+        self.dims.ld
+    }
+
+    /// Storage order.
+    pub fn layout(&self) -> Layout {
+        self.dims.layout
+    }
+
+    /// Rows, columns, leading dimension and layout.
+    pub fn dims(&self) -> MatrixDims {
+        self.dims
+    }
+
+    /// Element (i, j), or `None` outside the view.
+    pub fn get(&self, i: usize, j: usize) -> Option<T> {
+        (i < self.dims.rows && j < self.dims.cols).then(|| self.data[self.dims.offset(i, j)])
+    }
+
+    /// Sets element (i, j); returns false (and changes nothing) outside the view.
+    pub fn set(&mut self, i: usize, j: usize, value: T) -> bool {
+        if i < self.dims.rows && j < self.dims.cols {
+            self.data[self.dims.offset(i, j)] = value;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Sets every element of the view (not the padding) to `value`.
+    pub fn fill(&mut self, value: T) {
+        let (outer, line) = self.dims.lines();
+        if line == 0 {
+            return;
+        }
+        for o in 0..outer {
+            let start = o * self.dims.ld;
+            self.data[start..start + line].fill(value);
+        }
+    }
+
+    /// A shorter-lived mutable view of the same matrix.
+    pub fn rb(&mut self) -> MatMut<'_, T> {
+        MatMut { data: self.data, dims: self.dims }
+    }
+
+    /// A read-only view of the same matrix.
+    pub fn as_ref(&self) -> MatRef<'_, T> {
+        MatRef { data: self.data, dims: self.dims }
+    }
+
+    /// The `rows x cols` sub-matrix at (row, col) of this view, consuming it.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when it reaches outside this view.
+    pub fn into_view(self, row: usize, col: usize, rows: usize, cols: usize) -> Result<MatMut<'a, T>, Error> {
+        let (offset, dims) = self.dims.sub(row, col, rows, cols)?;
+        let start = offset.min(self.data.len());
+        Ok(MatMut { data: &mut self.data[start..], dims })
+    }
+
+    /// The `rows x cols` sub-matrix at (row, col), borrowing this view.
+    ///
+    /// # Errors
+    /// As [`MatMut::into_view`].
+    pub fn view_mut(&mut self, row: usize, col: usize, rows: usize, cols: usize) -> Result<MatMut<'_, T>, Error> {
+        self.rb().into_view(row, col, rows, cols)
+    }
+
+    /// The storage the view can touch: `[0, required_len)` of its slice.
+    pub(crate) fn span_mut(&mut self) -> &mut [T] {
+        let len = self.dims.required_len().unwrap_or(0);
+        &mut self.data[..len]
+    }
+
+    /// Copies the elements (not the padding) from `src`, whose storage holds
+    /// a matrix of this view's shape, layout and leading dimension from its
+    /// first element on (e.g. a download of the view's span).
+    pub(crate) fn copy_elements_from_span(&mut self, src: &[T]) {
+        let (outer, line) = self.dims.lines();
+        if line == 0 {
+            return;
+        }
+        for o in 0..outer {
+            let start = o * self.dims.ld;
+            self.data[start..start + line].copy_from_slice(&src[start..start + line]);
+        }
+    }
+}
+
+impl<'a, T: Element> From<&'a Matrix<T>> for MatRef<'a, T> {
+    fn from(m: &'a Matrix<T>) -> Self {
+        m.as_ref()
+    }
+}
+
+impl<'a, T: Element> From<&'a mut Matrix<T>> for MatRef<'a, T> {
+    fn from(m: &'a mut Matrix<T>) -> Self {
+        m.as_ref()
+    }
+}
+
+impl<'a, T: Element> From<&MatRef<'a, T>> for MatRef<'a, T> {
+    fn from(m: &MatRef<'a, T>) -> Self {
+        *m
+    }
+}
+
+impl<'a, T: Element> From<&'a MatMut<'_, T>> for MatRef<'a, T> {
+    fn from(m: &'a MatMut<'_, T>) -> Self {
+        m.as_ref()
+    }
+}
+
+impl<'a, T: Element> From<&'a mut Matrix<T>> for MatMut<'a, T> {
+    fn from(m: &'a mut Matrix<T>) -> Self {
+        m.as_mut()
+    }
+}
+
+impl<'a, T: Element> From<&'a mut MatMut<'_, T>> for MatMut<'a, T> {
+    fn from(m: &'a mut MatMut<'_, T>) -> Self {
+        m.rb()
     }
 }

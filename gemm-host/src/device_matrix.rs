@@ -1,0 +1,392 @@
+//! Matrices in GPU memory: owned ([`DeviceMatrix`], possibly made from a
+//! caller's cudarc [`CudaSlice`] without a copy) and borrowed
+//! ([`DeviceView`], [`DeviceViewMut`]: sub-matrices and transposes), with
+//! the same layout rules as the host types.
+
+use crate::device::Device;
+use crate::element::Element;
+use crate::error::{DriverContext, Error};
+use crate::matrix::{MatMut, MatRef, Matrix};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
+use gemm_core::shape::{Layout, MatrixDims, Operand};
+use std::sync::Arc;
+
+/// Allocates `len` (at least one) elements on `stream`, uninitialized;
+/// out-of-memory becomes [`Error::OutOfMemory`].
+///
+/// # Safety
+/// The caller writes every element it later reads.
+pub(crate) unsafe fn alloc_uninit<T: Element>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
+    let len = len.max(1); // the driver cannot allocate zero bytes
+    // SAFETY: forwarded from the caller.
+    unsafe { stream.alloc::<T>(len) }.map_err(|e| oom_or(e, len * size_of::<T>(), "cuMemAllocAsync"))
+}
+
+/// `len` (at least one) zeroed elements on `stream`.
+pub(crate) fn alloc_zeros<T: Element>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
+    let len = len.max(1);
+    stream.alloc_zeros::<T>(len).map_err(|e| oom_or(e, len * size_of::<T>(), "cuMemAllocAsync"))
+}
+
+fn oom_or(e: cudarc::driver::DriverError, bytes: usize, call: &'static str) -> Error {
+    if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::OutOfMemory { bytes }
+    } else {
+        Error::Driver { call, source: e }
+    }
+}
+
+/// The device address of a buffer (for the overlap check; reading it
+/// enqueues nothing).
+fn address<T>(s: &CudaSlice<T>) -> u64 {
+    let (ptr, _sync) = s.device_ptr(s.stream());
+    ptr
+}
+
+/// A matrix in GPU memory that owns its buffer: `rows x cols`, row-major or
+/// column-major, leading dimension `ld` (elements). Keep operands here when
+/// chaining products: uploads and downloads happen only when asked for.
+///
+/// Every copy runs on the buffer's own stream (the device's stream, or the
+/// caller's for [`DeviceMatrix::from_cuda_slice`]); cudarc orders work on
+/// other streams after it.
+///
+/// ```no_run
+/// use gemm::{DeviceMatrix, Gemm, Layout, Matrix};
+/// # fn main() -> Result<(), gemm::Error> {
+/// let dev = gemm::default_device()?;
+/// let a = DeviceMatrix::from_host(&dev, &Matrix::<f64>::from_fn(64, 32, |i, j| (i + j) as f64))?;
+/// let b = DeviceMatrix::from_host(&dev, &Matrix::<f64>::from_fn_col_major(32, 16, |i, j| (i * j) as f64))?;
+/// let mut c = DeviceMatrix::<f64>::zeros(&dev, 64, 16)?;
+/// Gemm::new().run_device(&a, &b, &mut c)?; // enqueued, not waited for
+/// let c = c.to_host()?;                    // waits
+/// # Ok(()) }
+/// ```
+pub struct DeviceMatrix<T> {
+    data: CudaSlice<T>,
+    dims: MatrixDims,
+    device: Arc<Device>,
+    address: u64,
+}
+
+impl<T> core::fmt::Debug for DeviceMatrix<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DeviceMatrix").field("dims", &self.dims).field("device", &self.device.name()).finish()
+    }
+}
+
+impl<T: Element> DeviceMatrix<T> {
+    /// Copies a host matrix or view to `device` (same shape, layout and
+    /// leading dimension; the padding between its lines is copied too).
+    /// Blocks until the copy is done (the source is pageable host memory).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn from_host<'a>(device: &Arc<Device>, m: impl Into<MatRef<'a, T>>) -> Result<Self, Error> {
+        let m = m.into();
+        let span = m.span();
+        let stream = device.stream();
+        let data = if span.is_empty() {
+            alloc_zeros(stream, 1)?
+        } else {
+            let mut d = unsafe { alloc_uninit::<T>(stream, span.len()) }?;
+            stream.memcpy_htod(span, &mut d).during("cuMemcpyHtoDAsync")?;
+            d
+        };
+        Ok(Self::wrap(data, m.dims(), device))
+    }
+
+    /// A `rows x cols` row-major matrix of zeros on `device` (`ld = cols`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`].
+    pub fn zeros(device: &Arc<Device>, rows: usize, cols: usize) -> Result<Self, Error> {
+        Self::zeros_in(device, rows, cols, Layout::RowMajor)
+    }
+
+    /// A `rows x cols` matrix of zeros in `layout` on `device`, densely packed.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`], [`Error::Driver`]; [`Error::Shape`] if
+    /// `rows * cols` overflows.
+    pub fn zeros_in(device: &Arc<Device>, rows: usize, cols: usize, layout: Layout) -> Result<Self, Error> {
+        let dims = MatrixDims::packed_in(rows, cols, layout);
+        let len = dims.required_len().ok_or(Error::Shape(gemm_core::ShapeError::TooLarge {
+            operand: Operand::Matrix,
+            value: rows.max(cols),
+            max: gemm_core::shape::MAX_DIM,
+        }))?;
+        dims.validate(Operand::Matrix, len)?;
+        let data = alloc_zeros::<T>(device.stream(), len)?;
+        Ok(Self::wrap(data, dims, device))
+    }
+
+    /// Wraps a caller's cudarc buffer, without copying, as a `rows x cols`
+    /// matrix in `layout` with leading dimension `ld`. The buffer keeps its
+    /// stream; products on other streams are ordered after its pending work
+    /// by cudarc's events.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `ld` is below the line length or the buffer is
+    /// shorter than the shape needs; [`Error::DeviceMismatch`] when the
+    /// buffer belongs to another CUDA context than `device`'s.
+    pub fn from_cuda_slice(
+        device: &Arc<Device>,
+        data: CudaSlice<T>,
+        rows: usize,
+        cols: usize,
+        layout: Layout,
+        ld: usize,
+    ) -> Result<Self, Error> {
+        let dims = MatrixDims::new(rows, cols, layout, ld);
+        dims.validate(Operand::Matrix, data.len())?;
+        if !Arc::ptr_eq(data.context(), device.context()) {
+            return Err(Error::DeviceMismatch("a buffer of another CUDA context".into(), device.name().into()));
+        }
+        Ok(Self::wrap(data, dims, device))
+    }
+
+    fn wrap(data: CudaSlice<T>, dims: MatrixDims, device: &Arc<Device>) -> Self {
+        let address = address(&data);
+        DeviceMatrix { data, dims, device: device.clone(), address }
+    }
+
+    /// Copies the matrix back into a new host matrix (same layout and leading
+    /// dimension). Blocks until the copy (and the work before it on the
+    /// buffer's stream) is done.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the copy, or an earlier kernel, fails.
+    pub fn to_host(&self) -> Result<Matrix<T>, Error> {
+        let len = self.dims.required_len().unwrap_or(0);
+        let mut host = vec![T::default(); len];
+        if len > 0 {
+            self.data.stream().memcpy_dtoh(&self.data.slice(..len), &mut host).during("cuMemcpyDtoH")?;
+            self.data.stream().synchronize().during("cuStreamSynchronize")?;
+        }
+        if len == 0 {
+            host = Vec::new();
+        }
+        Matrix::from_vec_in(self.dims.rows, self.dims.cols, self.dims.layout, self.dims.ld, host)
+    }
+
+    /// Copies the elements (not the padding) into `dst`, a host matrix or
+    /// view of the same rows and columns (any layout). Blocks. `dst` is
+    /// untouched on error.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] on a shape mismatch, [`Error::Driver`] if the copy fails.
+    pub fn copy_to_host<'a>(&self, dst: impl Into<MatMut<'a, T>>) -> Result<(), Error> {
+        let mut dst = dst.into();
+        if dst.rows() != self.dims.rows || dst.cols() != self.dims.cols {
+            return Err(gemm_core::ShapeError::Output {
+                m: self.dims.rows,
+                n: self.dims.cols,
+                c_rows: dst.rows(),
+                c_cols: dst.cols(),
+            }
+            .into());
+        }
+        let host = self.to_host()?;
+        if dst.layout() == self.dims.layout && dst.ld() == self.dims.ld {
+            dst.copy_elements_from_span(host.as_slice());
+        } else {
+            for i in 0..self.dims.rows {
+                for j in 0..self.dims.cols {
+                    dst.set(i, j, host[(i, j)]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.dims.rows
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.dims.cols
+    }
+
+    /// Leading dimension, in elements.
+    pub fn ld(&self) -> usize {
+        self.dims.ld
+    }
+
+    /// Storage order.
+    pub fn layout(&self) -> Layout {
+        self.dims.layout
+    }
+
+    /// Rows, columns, leading dimension and layout.
+    pub fn dims(&self) -> MatrixDims {
+        self.dims
+    }
+
+    /// The device it lives on.
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// The device buffer (for interoperation with cudarc).
+    pub fn buffer(&self) -> &CudaSlice<T> {
+        &self.data
+    }
+
+    /// The device buffer, mutable.
+    pub fn buffer_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.data
+    }
+
+    /// Gives the buffer back to cudarc.
+    pub fn into_cuda_slice(self) -> CudaSlice<T> {
+        self.data
+    }
+
+    /// A view of the whole matrix.
+    pub fn as_view(&self) -> DeviceView<'_, T> {
+        self.view_of(0, self.dims)
+    }
+
+    /// A mutable view of the whole matrix.
+    pub fn as_view_mut(&mut self) -> DeviceViewMut<'_, T> {
+        let dims = self.dims;
+        self.view_mut_of(0, dims)
+    }
+
+    /// The transposed matrix as a view (no copy).
+    pub fn t(&self) -> DeviceView<'_, T> {
+        self.as_view().t()
+    }
+
+    /// The `rows x cols` sub-matrix at (row, col), as a view (no copy).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when it reaches outside the matrix.
+    pub fn view(&self, row: usize, col: usize, rows: usize, cols: usize) -> Result<DeviceView<'_, T>, Error> {
+        let (offset, dims) = self.dims.sub(row, col, rows, cols)?;
+        Ok(self.view_of(offset, dims))
+    }
+
+    /// The `rows x cols` sub-matrix at (row, col), as a mutable view (e.g. a block of C).
+    ///
+    /// # Errors
+    /// As [`DeviceMatrix::view`].
+    pub fn view_mut(&mut self, row: usize, col: usize, rows: usize, cols: usize) -> Result<DeviceViewMut<'_, T>, Error> {
+        let (offset, dims) = self.dims.sub(row, col, rows, cols)?;
+        Ok(self.view_mut_of(offset, dims))
+    }
+
+    fn view_of(&self, offset: usize, dims: MatrixDims) -> DeviceView<'_, T> {
+        let len = dims.required_len().unwrap_or(0);
+        DeviceView {
+            data: self.data.slice(offset..offset + len),
+            dims,
+            device: &self.device,
+            address: self.address + (offset * size_of::<T>()) as u64,
+        }
+    }
+
+    fn view_mut_of(&mut self, offset: usize, dims: MatrixDims) -> DeviceViewMut<'_, T> {
+        let len = dims.required_len().unwrap_or(0);
+        DeviceViewMut {
+            data: self.data.slice_mut(offset..offset + len),
+            dims,
+            device: &self.device,
+            address: self.address + (offset * size_of::<T>()) as u64,
+        }
+    }
+}
+
+/// A borrowed matrix in GPU memory: a [`DeviceMatrix`], a sub-matrix of one,
+/// or a transpose ([`DeviceView::t`]); an operand A or B of
+/// [`crate::Gemm::run_device`].
+pub struct DeviceView<'a, T> {
+    pub(crate) data: CudaView<'a, T>,
+    pub(crate) dims: MatrixDims,
+    pub(crate) device: &'a Arc<Device>,
+    pub(crate) address: u64,
+}
+
+/// A mutable borrowed matrix in GPU memory (a whole [`DeviceMatrix`] or a
+/// block of one): the output C of [`crate::Gemm::run_device`].
+pub struct DeviceViewMut<'a, T> {
+    pub(crate) data: CudaViewMut<'a, T>,
+    pub(crate) dims: MatrixDims,
+    pub(crate) device: &'a Arc<Device>,
+    pub(crate) address: u64,
+}
+
+impl<'a, T: Element> DeviceView<'a, T> {
+    /// Rows, columns, leading dimension and layout.
+    pub fn dims(&self) -> MatrixDims {
+        self.dims
+    }
+
+    /// The device it lives on.
+    pub fn device(&self) -> &Arc<Device> {
+        self.device
+    }
+
+    /// The transposed view (no copy).
+    pub fn t(self) -> DeviceView<'a, T> {
+        DeviceView { dims: self.dims.t(), ..self }
+    }
+
+    /// The `rows x cols` sub-matrix at (row, col) of this view.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when it reaches outside this view.
+    pub fn view(self, row: usize, col: usize, rows: usize, cols: usize) -> Result<DeviceView<'a, T>, Error> {
+        let (offset, dims) = self.dims.sub(row, col, rows, cols)?;
+        let len = dims.required_len().unwrap_or(0);
+        Ok(DeviceView {
+            data: self.data.slice(offset..offset + len),
+            dims,
+            device: self.device,
+            address: self.address + (offset * size_of::<T>()) as u64,
+        })
+    }
+
+    /// Byte span `[address, address + bytes)` the view can touch.
+    pub(crate) fn byte_span(&self) -> (usize, usize) {
+        (self.address as usize, self.dims.required_len().unwrap_or(0) * size_of::<T>())
+    }
+}
+
+impl<'a, T: Element> DeviceViewMut<'a, T> {
+    /// Rows, columns, leading dimension and layout.
+    pub fn dims(&self) -> MatrixDims {
+        self.dims
+    }
+
+    /// The device it lives on.
+    pub fn device(&self) -> &Arc<Device> {
+        self.device
+    }
+
+    /// Byte span `[address, address + bytes)` the view can touch.
+    pub(crate) fn byte_span(&self) -> (usize, usize) {
+        (self.address as usize, self.dims.required_len().unwrap_or(0) * size_of::<T>())
+    }
+}
+
+impl<'a, T: Element> From<&'a DeviceMatrix<T>> for DeviceView<'a, T> {
+    fn from(m: &'a DeviceMatrix<T>) -> Self {
+        m.as_view()
+    }
+}
+
+impl<'a, T: Element> From<&'a mut DeviceMatrix<T>> for DeviceView<'a, T> {
+    fn from(m: &'a mut DeviceMatrix<T>) -> Self {
+        m.as_view()
+    }
+}
+
+impl<'a, T: Element> From<&'a mut DeviceMatrix<T>> for DeviceViewMut<'a, T> {
+    fn from(m: &'a mut DeviceMatrix<T>) -> Self {
+        m.as_view_mut()
+    }
+}
