@@ -318,6 +318,17 @@ impl Gemm {
     /// problem size); `Ok(None)` when no kernel option was given, so the
     /// kernel is chosen per problem by [`Gemm::plan`].
     ///
+    /// ```
+    /// use gemm::{Gemm, Precision};
+    /// let e = Gemm::new().block_tile(96, 96, 16).chosen_config(Precision::F64).unwrap_err();
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "invalid configuration: stage 5 (register-tiled): the tiles need 144 threads per block; a block must \
+    ///      have a multiple of 32 threads, at most 1024 (thread tile 8x8 (`.thread_tile(..)`) not set, so the \
+    ///      stage default; set it with the builder to change it)"
+    /// );
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Config`] when an option does not apply to the stage or the
     /// configuration is not compiled; [`Error::ConfigWithDefaults`] when the

@@ -30,7 +30,7 @@
 //!
 //! The kernels, one per stage of an optimization ladder from a naive loop to
 //! FP64 tensor cores, and how to choose and tune them, are in [`tuning`];
-//! benchmarking and checking support ([`bench`], [`check`], [`cublas`]) is
+//! benchmarking and checking support (`gemm::bench`, `gemm::check`, `gemm::cublas`) is
 //! behind the `bench` cargo feature. [`cudarc`] is re-exported, so a
 //! dependent uses the same version.
 #![deny(missing_docs)]
