@@ -1,5 +1,6 @@
 //! The ladder benchmark: every stage's best configuration beside cuBLAS, in one
-//! run, f64 and f32, over squares 256-8192, 1000, 1023, 3000 and 4096x4096x256.
+//! run, f64 and f32, over squares 256-8192, 1000, 1023, 3000 and 4096x4096x256;
+//! and the default path in every op and layout combination beside cuBLAS.
 //!
 //! 1. Sweep: every configuration of each stage at N = 1024 (`registry::stage_configs`;
 //!    the naive stages over all power-of-two Bx x By with 32..=1024 threads:
@@ -10,23 +11,40 @@
 //!    Results are checked against cuBLAS ((k+2) eps |A||B|): every candidate
 //!    at small shapes, the reported one at large shapes; a wrong one fails the
 //!    run.
+//! 3. Combinations: at 1024³ and 4096³ (`--combo-shapes`), the default path
+//!    (`Gemm::new()` with the op flags: the measured default choice) for each
+//!    (op(A), op(B)) in NN, NT, TN, TT and each storage order of A, B and C
+//!    (row, col), beside cuBLAS on the same operands with the same flags. Each
+//!    combination is checked against cuBLAS before it is timed; the same
+//!    budgets as the ladder.
 //!
 //! Times are CUDA-event medians of kernel time only (`gemm::bench::time_kernel`),
 //! random inputs in [-1, 1), rotated between sets when they would fit in L2.
 //! Writes to `--out DIR` (default `bench-out/`): `latest.csv` (one row per
-//! precision, stage and shape), `sweep.csv` (every timing), `stage4.csv`
+//! precision, stage and shape, then one per precision, combination and shape
+//! of step 3; the columns `ops` and `layout` tell them apart: the ladder's
+//! rows are `NN,row`), `sweep.csv` (every timing), `stage4.csv`
 //! (seed 000's outputs-per-thread table at N = 4096), `device.csv` (peaks),
 //! and `BENCHMARKS.md`. Commit the CSVs under `benches/results/` and
 //! BENCHMARKS.md at the top; then `cargo xtask tuning`, `cargo xtask plots`,
 //! `cargo xtask readme` regenerate the default-choice table, the plots and
 //! the README's stage table from them.
 //!
-//! `cargo bench --bench ladder -- [--out DIR] [--shapes 1024,4096,4096x4096x256] [--precision f64|f32]`
+//! Step 3's rows follow all of the ladder's rows. Its `NN,row` row is a
+//! second row of the default configuration's stage at that shape (the
+//! default path's own timing), so a consumer that wants each stage's best
+//! takes, per precision, stage and shape, the first `NN,row` row (as
+//! `cargo xtask tuning`, `readme` and `plots` do).
+//!
+//! `cargo bench --bench ladder -- [--out DIR] [--shapes 1024,4096,4096x4096x256] [--combo-shapes 1024,4096|none]
+//! [--precision f64|f32]`
 
-use gemm::bench::{commit, measure, measure_cublas, today_utc, Problem};
+use gemm::bench::{commit, measure, measure_cublas, measure_with, today_utc, Problem};
+use gemm::check::Comparison;
 use gemm::cublas::Cublas;
-use gemm::registry::{entry_point, stage_configs};
-use gemm::{Device, Element, Error, KernelConfig, Precision, Stage};
+use gemm::tuning::registry::{entry_point, stage_configs};
+use gemm::tuning::{KernelConfig, KernelLayouts, Stage};
+use gemm::{Device, Element, Error, Layout, Op, Precision};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -36,12 +54,20 @@ const SWEEP_N: usize = 1024;
 /// Above this many flops (2 m n k) only the reported configuration is checked
 /// and the naive stages keep one finalist.
 const LARGE_FLOPS: f64 = 2.0 * 2048.0 * 2048.0 * 2048.0;
+/// Time spent timing cuBLAS at one shape, in milliseconds.
+const CUBLAS_BUDGET_MS: f64 = 300.0;
+/// The op flags of step 3, in the order of the results.
+const OPS: [(Op, Op); 4] = [(Op::N, Op::N), (Op::N, Op::T), (Op::T, Op::N), (Op::T, Op::T)];
+/// The storage orders of step 3 (of A, B and C alike).
+const LAYOUTS: [Layout; 2] = [Layout::RowMajor, Layout::ColMajor];
 
 type Shape = (usize, usize, usize);
 
 struct Options {
     out: PathBuf,
     shapes: Vec<Shape>,
+    /// Shapes of step 3 (every op and layout of the default path).
+    combo_shapes: Vec<Shape>,
     precisions: Vec<Precision>,
 }
 
@@ -58,12 +84,21 @@ fn options() -> Options {
     let mut shapes: Vec<Shape> =
         [256, 512, 1000, 1023, 1024, 2048, 3000, 4096, 8192].iter().map(|&n| (n, n, n)).collect();
     shapes.push((4096, 4096, 256));
-    let mut o = Options { out: PathBuf::from("bench-out"), shapes, precisions: vec![Precision::F64, Precision::F32] };
+    let mut o = Options {
+        out: PathBuf::from("bench-out"),
+        shapes,
+        combo_shapes: vec![(1024, 1024, 1024), (4096, 4096, 4096)],
+        precisions: vec![Precision::F64, Precision::F32],
+    };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--out" => o.out = it.next().map(PathBuf::from).expect("--out DIR"),
             "--shapes" => o.shapes = it.next().expect("--shapes N,MxNxK").split(',').map(parse_shape).collect(),
+            "--combo-shapes" => {
+                let s = it.next().expect("--combo-shapes N,MxNxK|none");
+                o.combo_shapes = if s == "none" { Vec::new() } else { s.split(',').map(parse_shape).collect() };
+            }
             "--precision" => {
                 o.precisions = match it.next().as_deref() {
                     Some("f64") => vec![Precision::F64],
@@ -77,12 +112,18 @@ fn options() -> Options {
     o
 }
 
-/// One line of `latest.csv`: a stage's fastest configuration at one shape.
+/// One line of `latest.csv`: a stage's fastest configuration at one shape
+/// (op flags NN, row-major), or the default path in one combination of op
+/// flags and layout (step 3).
 struct LadderRow {
     precision: Precision,
     stage: Option<Stage>, // None: cuBLAS
     config: Option<KernelConfig>,
     shape: Shape,
+    /// op(A), op(B).
+    ops: (Op, Op),
+    /// Storage order of A, B and C.
+    layout: Layout,
     ms: f64,
     gflops: f64,
     cublas_gflops: f64,
@@ -99,6 +140,8 @@ struct SweepRow {
 
 struct Results {
     ladder: Vec<LadderRow>,
+    /// Step 3: the default path, every op and layout.
+    combos: Vec<LadderRow>,
     sweep: Vec<SweepRow>,
     failed: bool,
 }
@@ -149,12 +192,14 @@ fn bench_precision<T: Element>(
         let large = flops(shape) > LARGE_FLOPS;
         let mut problem = Problem::<T>::random(device, m, n, k, 11 + (m * 31 + n * 7 + k) as u64)?;
         let reference = problem.reference(cublas)?;
-        let blas = measure_cublas(cublas, &mut problem, 300.0)?;
+        let blas = measure_cublas(cublas, &mut problem, CUBLAS_BUDGET_MS)?;
         out.ladder.push(LadderRow {
             precision: p,
             stage: None,
             config: None,
             shape,
+            ops: (Op::N, Op::N),
+            layout: Layout::RowMajor,
             ms: blas.timing.median_ms,
             gflops: blas.gflops,
             cublas_gflops: blas.gflops,
@@ -170,7 +215,7 @@ fn bench_precision<T: Element>(
             for &config in configs.iter().take(keep) {
                 bar.set_message(format!("{m}x{n}x{k} {} {stage} {config}", p.name()));
                 let check = if large { None } else { Some(problem.check(&reference, config)?) };
-                let meas = measure(&mut problem, config, if large { 150.0 } else { 100.0 })?;
+                let meas = measure(&mut problem, config, budget_ms(shape))?;
                 bar.inc(1);
                 let verdict = match &check {
                     None => "unchecked",
@@ -196,15 +241,79 @@ fn bench_precision<T: Element>(
                 stage: Some(*stage),
                 config: Some(config),
                 shape,
+                ops: (Op::N, Op::N),
+                layout: Layout::RowMajor,
                 ms: meas.timing.median_ms,
                 gflops: meas.gflops,
                 cublas_gflops: blas.gflops,
-                check: if cmp.passed() {
-                    format!("ok ({:.3} of bound)", cmp.max_error_over_bound)
-                } else {
-                    format!("WRONG: {cmp}")
-                },
+                check: verdict(&cmp),
             });
+        }
+    }
+    Ok(())
+}
+
+/// Time spent timing one of our configurations at `shape`, in milliseconds.
+fn budget_ms(shape: Shape) -> f64 {
+    if flops(shape) > LARGE_FLOPS {
+        150.0
+    } else {
+        100.0
+    }
+}
+
+/// The `check` column of a checked result.
+fn verdict(cmp: &Comparison) -> String {
+    if cmp.passed() {
+        format!("ok ({:.3} of bound)", cmp.max_error_over_bound)
+    } else {
+        format!("WRONG: {cmp}")
+    }
+}
+
+/// Step 3: at each shape, the default path (`Gemm::new()` with the op flags)
+/// in every combination of op flags and storage order, beside cuBLAS on the
+/// same operands; each checked against cuBLAS before it is timed.
+fn bench_combos<T: Element>(
+    device: &Arc<Device>,
+    cublas: &Cublas,
+    shapes: &[Shape],
+    bar: &ProgressBar,
+    out: &mut Results,
+) -> Result<(), Error> {
+    let p = T::PRECISION;
+    for &shape in shapes {
+        let (m, n, k) = shape;
+        for (i, &ops) in OPS.iter().enumerate() {
+            for (j, &layout) in LAYOUTS.iter().enumerate() {
+                let seed = 101 + (m * 31 + n * 7 + k) as u64 + (2 * i + j) as u64;
+                let mut problem = Problem::<T>::random_with(device, m, n, k, ops, layout, seed)?;
+                let gemm = problem.default_gemm().device(device);
+                // The kernel computes C^T for a column-major C: its plan is for (n, m, k).
+                let (pm, pn) = if layout == Layout::ColMajor { (n, m) } else { (m, n) };
+                let config = gemm.config_for(p, pm, pn, k)?;
+                let (ops_name, layout_name) = (problem.ops_name(), layout.short_name());
+                bar.set_message(format!("{m}x{n}x{k} {} default {ops_name} {layout_name}", p.name()));
+                let reference = problem.reference(cublas)?;
+                let cmp = problem.check_with(&reference, &gemm)?;
+                out.failed |= !cmp.passed();
+                let ours = measure_with(&mut problem, &gemm, budget_ms(shape))?;
+                bar.inc(1);
+                let blas = measure_cublas(cublas, &mut problem, CUBLAS_BUDGET_MS)?;
+                bar.inc(1);
+                out.combos.push(LadderRow {
+                    precision: p,
+                    stage: Some(config.stage()),
+                    config: Some(config),
+                    shape,
+                    ops,
+                    layout,
+                    ms: ours.timing.median_ms,
+                    gflops: ours.gflops,
+                    cublas_gflops: blas.gflops,
+                    check: verdict(&cmp),
+                });
+            }
         }
     }
     Ok(())
@@ -228,7 +337,8 @@ fn main() {
             let per_stage: Vec<usize> = Stage::ALL.iter().map(|&s| stage_configs(s, p).len()).collect();
             let tiled: usize = per_stage[2..].iter().sum();
             let sweep: usize = per_stage.iter().sum();
-            sweep + o.shapes.iter().map(|&s| tiled + if flops(s) > LARGE_FLOPS { 2 } else { 6 }).sum::<usize>()
+            let ladder: usize = o.shapes.iter().map(|&s| tiled + if flops(s) > LARGE_FLOPS { 2 } else { 6 }).sum();
+            sweep + ladder + o.combo_shapes.len() * OPS.len() * LAYOUTS.len() * 2
         })
         .sum();
     let bar = ProgressBar::new(total as u64);
@@ -237,11 +347,13 @@ fn main() {
             .expect("progress template")
             .progress_chars("=> "),
     );
-    let mut results = Results { ladder: Vec::new(), sweep: Vec::new(), failed: false };
+    let mut results = Results { ladder: Vec::new(), combos: Vec::new(), sweep: Vec::new(), failed: false };
     for &p in &o.precisions {
         let r = match p {
-            Precision::F64 => bench_precision::<f64>(&device, &cublas, &o.shapes, &bar, &mut results),
-            _ => bench_precision::<f32>(&device, &cublas, &o.shapes, &bar, &mut results),
+            Precision::F64 => bench_precision::<f64>(&device, &cublas, &o.shapes, &bar, &mut results)
+                .and_then(|()| bench_combos::<f64>(&device, &cublas, &o.combo_shapes, &bar, &mut results)),
+            _ => bench_precision::<f32>(&device, &cublas, &o.shapes, &bar, &mut results)
+                .and_then(|()| bench_combos::<f32>(&device, &cublas, &o.combo_shapes, &bar, &mut results)),
         };
         if let Err(e) = r {
             bar.abandon();
@@ -263,15 +375,16 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     let write = |name: &str, text: &str| std::fs::write(o.out.join(name), text).expect("write results");
     let mut csv = String::from(
         "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct_fma_peak,\
-         cublas_gflops,ratio_to_cublas,check,intensity,kernel\n",
+         cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout\n",
     );
-    for row in &r.ladder {
+    // The ladder's rows first, then step 3's (see the module docs).
+    for row in r.ladder.iter().chain(&r.combos) {
         let (m, n, k) = row.shape;
         let peak = device.peak_gflops(row.precision, row.stage.unwrap_or(Stage::Naive));
         let kernel = row.config.and_then(|c| entry_point(row.precision, c).ok()).map_or("cublas", |e| e.name);
         writeln!(
             csv,
-            "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.4},{:.1},{:.1},{:.1},{:.4},{},{},{kernel}",
+            "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.4},{:.1},{:.1},{:.1},{:.4},{},{},{kernel},{}{},{}",
             row.precision.name(),
             row.stage.map_or(0, |s| s.number()),
             row.stage.map_or("cublas", |s| s.name()),
@@ -283,6 +396,9 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
             row.gflops / row.cublas_gflops,
             row.check.replace(',', ";"),
             row.config.map_or(String::new(), |c| format!("{:.3}", c.modeled_intensity(row.precision))),
+            row.ops.0.as_char(),
+            row.ops.1.as_char(),
+            row.layout.short_name(),
         )
         .unwrap();
     }
@@ -311,7 +427,7 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     );
     for s in r.sweep.iter().filter(|s| s.shape == (4096, 4096, 4096)) {
         if let KernelConfig::OutputsPerThread { outputs, .. } = s.config {
-            let info = device.kernel_info(s.precision, s.config).expect("kernel info");
+            let info = device.kernel_info(s.precision, s.config, KernelLayouts::NN).expect("kernel info");
             writeln!(
                 t4,
                 "{dev},{date},{commit},{},{outputs},{:.1},{},{},{},{:.1}",
@@ -432,5 +548,71 @@ fn benchmarks_md(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
         }
         writeln!(w).unwrap();
     }
+    if !r.combos.is_empty() {
+        combos_md(w, o, &r.combos);
+    }
     md
+}
+
+/// BENCHMARKS.md's section of step 3: the default path in every op and layout.
+fn combos_md(w: &mut String, o: &Options, combos: &[LadderRow]) {
+    writeln!(w, "## Every op and layout (default path)\n").unwrap();
+    writeln!(
+        w,
+        "`Gemm::new()` with op(A) and op(B) (`ops`: NN, NT, TN, TT) on A, B and C all stored in `layout` (row- or \
+         column-major), beside cuBLAS with the same flags on the same operands; x our NN row-major: over the \
+         default path's NN row-major speed at the same size in this run. Each result was checked against cuBLAS \
+         before it was timed.\n"
+    )
+    .unwrap();
+    writeln!(w, "| precision | size | ops | layout | GFLOP/s | x cuBLAS (same combo) | x our NN row-major |").unwrap();
+    writeln!(w, "|---|---|---|---|---:|---:|---:|").unwrap();
+    let nn_row = |row: &LadderRow| {
+        combos.iter().find(|b| {
+            (b.precision, b.shape, b.ops, b.layout) == (row.precision, row.shape, (Op::N, Op::N), Layout::RowMajor)
+        })
+    };
+    for &p in &o.precisions {
+        for row in combos.iter().filter(|row| row.precision == p) {
+            let wrong = if row.check.starts_with("ok") { "" } else { " (WRONG)" };
+            let to_nn = nn_row(row).map_or("-".to_string(), |b| format!("{:.2}", row.gflops / b.gflops));
+            writeln!(
+                w,
+                "| {} | {} | {}{} | {} | {:.0}{wrong} | {:.2} | {to_nn} |",
+                p.name(),
+                shape_name(row.shape),
+                row.ops.0.as_char(),
+                row.ops.1.as_char(),
+                row.layout.short_name(),
+                row.gflops,
+                row.gflops / row.cublas_gflops
+            )
+            .unwrap();
+        }
+    }
+    writeln!(w, "\nThe default configuration it ran:\n").unwrap();
+    let mut seen: Vec<(Precision, Shape)> = Vec::new();
+    for first in combos {
+        if seen.contains(&(first.precision, first.shape)) {
+            continue;
+        }
+        seen.push((first.precision, first.shape));
+        // Configurations in the order met, with the combinations that ran each.
+        let mut configs: Vec<(Option<KernelConfig>, Vec<String>)> = Vec::new();
+        for row in combos.iter().filter(|row| (row.precision, row.shape) == (first.precision, first.shape)) {
+            let name = format!("{}{} {}", row.ops.0.as_char(), row.ops.1.as_char(), row.layout.short_name());
+            match configs.iter_mut().find(|(c, _)| *c == row.config) {
+                Some((_, names)) => names.push(name),
+                None => configs.push((row.config, vec![name])),
+            }
+        }
+        let all = configs.len() == 1;
+        for (config, names) in &configs {
+            let Some(c) = config else { continue };
+            let which = if all { "every op and layout".to_string() } else { names.join(", ") };
+            let (p, shape) = (first.precision.name(), shape_name(first.shape));
+            writeln!(w, "- {p} {shape} ({which}): {}, {c}", c.stage()).unwrap();
+        }
+    }
+    writeln!(w).unwrap();
 }

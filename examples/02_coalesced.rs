@@ -7,12 +7,14 @@
 
 mod common;
 
-use gemm::{BlockDim, Element, KernelConfig};
+use gemm::tuning::registry::naive_block_sweep;
+use gemm::tuning::{BlockDim, KernelConfig};
+use gemm::Element;
 
 fn run<T: Element>(args: &common::Args) {
     let (device, cublas) = common::open();
     let blocks: Vec<BlockDim> = if args.sweep {
-        gemm::registry::naive_block_sweep()
+        naive_block_sweep()
     } else {
         vec![BlockDim::new(32, 8), BlockDim::new(32, 32), BlockDim::new(64, 4), BlockDim::new(16, 16)]
     };

@@ -5,11 +5,13 @@
 
 mod common;
 
-use gemm::{Element, Stage};
+use gemm::tuning::registry::stage_configs;
+use gemm::tuning::Stage;
+use gemm::Element;
 
 fn run<T: Element>(args: &common::Args) {
     let (device, cublas) = common::open();
-    let configs = gemm::registry::stage_configs(Stage::SmemTiled, T::PRECISION);
+    let configs = stage_configs(Stage::SmemTiled, T::PRECISION);
     common::run_table::<T>(&device, &cublas, args, &configs);
 }
 

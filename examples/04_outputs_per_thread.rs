@@ -7,11 +7,13 @@
 
 mod common;
 
-use gemm::{Element, KernelConfig, Stage};
+use gemm::tuning::registry::stage_configs;
+use gemm::tuning::{KernelConfig, KernelLayouts, Stage};
+use gemm::Element;
 
 fn run<T: Element>(args: &common::Args) {
     let (device, cublas) = common::open();
-    let configs = gemm::registry::stage_configs(Stage::OutputsPerThread, T::PRECISION);
+    let configs = stage_configs(Stage::OutputsPerThread, T::PRECISION);
     let (rows, blas) = common::run_table::<T>(&device, &cublas, args, &configs);
     println!(
         "\n{:>8} {:>10} {:>9} {:>10} {:>11} {:>8} {:>10} {:>9}",
@@ -19,7 +21,7 @@ fn run<T: Element>(args: &common::Args) {
     );
     for r in &rows {
         let KernelConfig::OutputsPerThread { outputs, .. } = r.config else { continue };
-        let info = device.kernel_info(T::PRECISION, r.config).unwrap_or_else(|e| {
+        let info = device.kernel_info(T::PRECISION, r.config, KernelLayouts::NN).unwrap_or_else(|e| {
             eprintln!("error: {e}");
             std::process::exit(2)
         });

@@ -7,7 +7,8 @@
 
 mod common;
 
-use gemm::{Element, Stage};
+use gemm::tuning::Stage;
+use gemm::Element;
 
 fn run<T: Element>(args: &common::Args) {
     common::run_stage::<T>(Stage::Vectorized, args);

@@ -4,7 +4,9 @@
 
 use gemm::bench::{measure, measure_cublas, Measurement, Problem};
 use gemm::cublas::Cublas;
-use gemm::{Device, Element, KernelConfig, Precision};
+use gemm::tuning::registry::stage_configs;
+use gemm::tuning::{KernelConfig, Stage};
+use gemm::{Device, Element, Precision};
 use std::process::exit;
 use std::sync::Arc;
 
@@ -139,9 +141,9 @@ pub fn run_table<T: Element>(
 
 /// The example of one of stages 5-8: every compiled configuration of the
 /// stage for the precision asked for, in one table.
-pub fn run_stage<T: Element>(stage: gemm::Stage, args: &Args) {
+pub fn run_stage<T: Element>(stage: Stage, args: &Args) {
     let (device, cublas) = open();
-    let configs = gemm::registry::stage_configs(stage, T::PRECISION);
+    let configs = stage_configs(stage, T::PRECISION);
     if configs.is_empty() {
         eprintln!("{stage} has no {} kernels", T::PRECISION.name());
         exit(2);

@@ -541,7 +541,11 @@ impl Gemm {
         let (a, b, mut c) = (a.into(), b.into(), c.into());
         let chosen = self.chosen_config(T::PRECISION)?;
         let (a_span, b_span) = (a.span(), b.span());
-        let dims = self.problem((a.dims(), a_span.len()), (b.dims(), b_span.len()), (c.dims(), c.dims().required_len().unwrap_or(0)))?;
+        let c_len = c.dims().required_len().unwrap_or(0);
+        let dims = self.problem((a.dims(), a_span.len()), (b.dims(), b_span.len()), (c.dims(), c_len))?;
+        if dims.is_empty() {
+            return Ok(()); // BLAS quick return: m = 0 or n = 0 touches nothing, not even the GPU
+        }
         let device = match &self.device {
             Some(d) => d.clone(),
             None => default_device()?,
@@ -553,9 +557,6 @@ impl Gemm {
         let config = config_on(chosen, &device, T::PRECISION, &kdims);
         // Fail on device limits before any host-device copy.
         checked_geometry::<T>(&device, config, &kdims)?;
-        if dims.is_empty() {
-            return Ok(());
-        }
         let upload = |span: &[T], needed: bool| -> Result<cudarc::driver::CudaSlice<T>, Error> {
             if !needed {
                 // Never read (alpha = 0 or k = 0): a placeholder.
@@ -571,7 +572,6 @@ impl Gemm {
         };
         let da = upload(a_span, reads_ab)?;
         let db = upload(b_span, reads_ab)?;
-        let c_len = c.dims().required_len().unwrap_or(0);
         let mut dc = if self.beta != 0.0 {
             upload(c.span_mut(), true)?
         } else {

@@ -13,6 +13,12 @@
 //! | `stage4_outputs.svg` | `stage4.csv` | Stage 4 at n = 4096: GFLOP/s per outputs-per-thread count, one bar per precision, each annotated with registers per thread and occupancy. |
 //! | `roofline.svg` | `latest.csv`, `device.csv` | f64 roofline (log-log): the DRAM roof (`dram_gbs` x intensity) under the FP64 FMA and FP64 tensor-core peaks, and each stage's point at m = n = k = 4096 placed at its modeled `intensity`. cuBLAS is a point at its intensity or, when that is empty, a dotted line at its GFLOP/s with a point at the right edge. |
 //!
+//! Of `latest.csv` only the ladder's rows are drawn: those with op flags NN
+//! and row-major operands (columns `ops` = `NN`, `layout` = `row`; a file
+//! without these columns has no others), and of those the first of each
+//! precision, stage and shape (the default path's own NN row-major row,
+//! which the ladder writes after its own rows, repeats a stage).
+//!
 //! Titles name the device and date of the first data row of the file plotted.
 //!
 //! Environment: `GEMM_RESULTS_DIR` overrides the input folder (default
@@ -166,6 +172,15 @@ struct Row<'a> {
 }
 
 impl<'a> Row<'a> {
+    /// The field of `column`, or `default` when the file has no such column.
+    fn str_or(&self, column: &str, default: &'a str) -> Result<&'a str> {
+        if self.table.columns.iter().any(|c| c == column) {
+            self.str(column)
+        } else {
+            Ok(default)
+        }
+    }
+
     fn str(&self, column: &str) -> Result<&'a str> {
         let i = self
             .table
@@ -219,7 +234,8 @@ impl Run {
     }
 }
 
-/// A row of `latest.csv`: one stage (0 = cuBLAS) at its best configuration for one shape.
+/// A row of `latest.csv`: one stage (0 = cuBLAS) at its best configuration for one shape
+/// (op flags NN, row-major operands).
 struct LadderRow {
     run: Run,
     precision: String,
@@ -234,23 +250,30 @@ struct LadderRow {
 }
 
 impl LadderRow {
+    /// The ladder's rows (see the module docs).
     fn read(table: &Table) -> Result<Vec<LadderRow>> {
-        table
-            .rows()
-            .map(|r| {
-                Ok(LadderRow {
-                    run: r.run()?,
-                    precision: r.str("precision")?.into(),
-                    stage: r.parse("stage")?,
-                    stage_name: r.str("stage_name")?.into(),
-                    m: r.parse("m")?,
-                    n: r.parse("n")?,
-                    k: r.parse("k")?,
-                    gflops: r.parse("gflops")?,
-                    intensity: r.parse_opt("intensity")?,
-                })
-            })
-            .collect()
+        let mut rows: Vec<LadderRow> = Vec::new();
+        for r in table.rows() {
+            if r.str_or("ops", "NN")? != "NN" || r.str_or("layout", "row")? != "row" {
+                continue;
+            }
+            let row = LadderRow {
+                run: r.run()?,
+                precision: r.str("precision")?.into(),
+                stage: r.parse("stage")?,
+                stage_name: r.str("stage_name")?.into(),
+                m: r.parse("m")?,
+                n: r.parse("n")?,
+                k: r.parse("k")?,
+                gflops: r.parse("gflops")?,
+                intensity: r.parse_opt("intensity")?,
+            };
+            let key = |x: &LadderRow| (x.precision.clone(), x.stage, x.m, x.n, x.k);
+            if !rows.iter().any(|seen| key(seen) == key(&row)) {
+                rows.push(row);
+            }
+        }
+        Ok(rows)
     }
 
     fn is_square(&self) -> bool {
@@ -845,4 +868,35 @@ fn short(v: f64) -> String {
 /// "commit abc1234", for the notes under a legend.
 fn commit(run: &Run) -> String {
     format!("commit {}", run.commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `latest.csv` with and without the `ops` and `layout` columns: only the
+    /// ladder's rows (NN, row-major), the first of each precision, stage and shape.
+    #[test]
+    fn ladder_rows_are_nn_row_major_and_first() {
+        let dir = env::temp_dir().join(format!("xtask-plots-ladder-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let head = "device,date,commit,precision,stage,stage_name,configuration,m,n,k,gflops,intensity";
+        let row = |stage: u32, gflops: f64| format!("GPU,2026-01-01,abc,f64,{stage},s,c,64,64,64,{gflops},1.0");
+        let old = format!("{head}\n{}\n{}\n", row(0, 10.0), row(8, 5.0));
+        let new = format!(
+            "{head},ops,layout\n{},NN,row\n{},NN,row\n{},NN,row\n{},NT,row\n{},NN,col\n",
+            row(0, 10.0),
+            row(8, 5.0),
+            row(8, 7.0),
+            row(8, 9.0),
+            row(8, 9.0)
+        );
+        for text in [old, new] {
+            fs::write(dir.join("latest.csv"), text).unwrap();
+            let rows = LadderRow::read(&Table::read(&dir, "latest.csv").unwrap()).unwrap();
+            let got: Vec<(u32, f64)> = rows.iter().map(|r| (r.stage, r.gflops)).collect();
+            assert_eq!(got, [(0, 10.0), (8, 5.0)]);
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }
