@@ -1,26 +1,46 @@
 //! GPU tests: every stage and configuration against the CPU reference at odd,
 //! square and rectangular sizes, f64 and f32, with C poisoned by NaN before
-//! each run. Bound: |C - C_ref| <= (k + 2) * eps * (|alpha| |A||B| + |beta| |C0|)
-//! elementwise (gemm::check). They need an NVIDIA GPU: ignored by default, run
-//! with `--include-ignored`; without a GPU they fail, never pass.
+//! each run; each configuration runs with op = N and row-major operands
+//! (kernel module `nn`) and with a rotating other combination of op flags
+//! and layouts ([`VARIANTS`], which reach the `nt`, `tn` and `tt` modules and
+//! a column-major C). Bound: |C - C_ref| <= (k + 2) * eps * (|alpha| |A||B| +
+//! |beta| |C0|) elementwise (gemm::check). They need an NVIDIA GPU: ignored
+//! by default, run with `--include-ignored`; without a GPU they fail, never pass.
 //!
-//! `GEMM_TEST_SIZES=1,7,33` restricts the sizes (for compute-sanitizer runs).
+//! `GEMM_TEST_SIZES=1,7,33` restricts the sizes (for compute-sanitizer runs,
+//! which skip the `prop` tests).
 
+mod common;
+
+use common::{device, outside_view_unchanged, same_bits, seed, store, Bits, Variant};
 use gemm::check::{random_int_matrix, random_matrix, Reference};
-use gemm::registry::stage_configs;
-use gemm::{
-    default_device, BlockDim, DeviceMatrix, Element, Error, Gemm, KernelConfig, LimitError, Matrix, Precision, Stage,
-};
-use std::sync::atomic::{AtomicU64, Ordering};
+use gemm::tuning::registry::stage_configs;
+use gemm::tuning::{BlockDim, KernelConfig, KernelLayouts, LimitError, Stage};
+use gemm::{DeviceMatrix, Element, Error, Gemm, Layout, Matrix, Op, Precision};
+use std::collections::BTreeSet;
 
-fn device() -> std::sync::Arc<gemm::Device> {
-    default_device().unwrap_or_else(|e| panic!("GPU tests need an NVIDIA GPU: {e}"))
-}
+const R: Layout = Layout::RowMajor;
+const C: Layout = Layout::ColMajor;
 
-/// A fresh seed for every matrix drawn.
-fn seed() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(0x5eed);
-    NEXT.fetch_add(1, Ordering::Relaxed)
+/// The combinations of op flags and layouts each configuration also runs
+/// with, in rotation (besides [`Variant::NN`]); the kernel module each
+/// reaches is in the comment.
+const VARIANTS: [Variant; 6] = [
+    Variant { op_a: Op::T, op_b: Op::N, a: R, b: R, c: C }, // tn: op(A) = A^T, column-major C
+    Variant { op_a: Op::N, op_b: Op::T, a: R, b: R, c: R }, // nt
+    Variant { op_a: Op::N, op_b: Op::N, a: C, b: C, c: R }, // tt
+    Variant { op_a: Op::N, op_b: Op::N, a: R, b: C, c: C }, // nt through the swap for a column-major C
+    Variant { op_a: Op::N, op_b: Op::N, a: C, b: R, c: R }, // tn
+    Variant { op_a: Op::T, op_b: Op::T, a: C, b: C, c: R }, // nn, through two transposed column-major operands
+];
+
+/// The rotation reaches every kernel module, so every module of every stage is exercised.
+#[test]
+fn variants_reach_every_kernel_module() {
+    let reached: BTreeSet<&str> = VARIANTS.iter().chain([&Variant::NN]).map(|v| v.kernel_layouts().suffix()).collect();
+    let all: BTreeSet<&str> = KernelLayouts::ALL.iter().map(|l| l.suffix()).collect();
+    assert_eq!(reached, all);
+    assert!(VARIANTS.iter().any(|v| v.c == C) && VARIANTS.iter().any(|v| v.op_a == Op::T));
 }
 
 fn restricted_sizes() -> Option<Vec<usize>> {
@@ -67,6 +87,7 @@ fn configs(stage: Stage, precision: Precision) -> Vec<KernelConfig> {
     }
 }
 
+/// The builder that runs `config`, set through the options a user would give.
 fn builder(config: KernelConfig) -> Gemm {
     match config {
         KernelConfig::Naive { block } => Gemm::new().stage(Stage::Naive).block_dim(block.x, block.y),
@@ -79,32 +100,41 @@ fn builder(config: KernelConfig) -> Gemm {
         KernelConfig::Vectorized { block: b, thread: t } => {
             Gemm::new().stage(Stage::Vectorized).block_tile(b.bm, b.bn, b.bk).thread_tile(t.tm, t.tn)
         }
-        KernelConfig::Pipelined { block: b, warp: w, thread: t, stages } => Gemm::new()
-            .block_tile(b.bm, b.bn, b.bk)
-            .warp_tile(w.wm, w.wn)
-            .thread_tile(t.tm, t.tn)
-            .pipeline_stages(stages),
-        KernelConfig::TensorCore { block: b, warp: w, stages } => {
-            Gemm::new().block_tile(b.bm, b.bn, b.bk).warp_tile(w.wm, w.wn).pipeline_stages(stages)
+        KernelConfig::Pipelined { block: b, warp: w, thread: t, depth } => {
+            Gemm::new().block_tile(b.bm, b.bn, b.bk).warp_tile(w.wm, w.wn).thread_tile(t.tm, t.tn).pipeline_depth(depth)
+        }
+        KernelConfig::TensorCore { block: b, warp: w, depth } => {
+            Gemm::new().block_tile(b.bm, b.bn, b.bk).warp_tile(w.wm, w.wn).pipeline_depth(depth)
         }
         other => Gemm::new().kernel(other),
     }
 }
 
+/// Runs `g` on op(A) = `a` and op(B) = `b` (logical values) given as
+/// `variant` says, into a NaN-poisoned C, and returns C.
+fn run_variant<T: Element>(g: &Gemm, variant: Variant, a: &Matrix<T>, b: &Matrix<T>) -> Result<Matrix<T>, Error> {
+    let sa = store(a, variant.op_a, variant.a, 0, T::NAN);
+    let sb = store(b, variant.op_b, variant.b, 0, T::NAN);
+    let mut c = Matrix::from_fn_in(a.rows(), b.cols(), variant.c, |_, _| T::NAN);
+    g.clone().op_a(variant.op_a).op_b(variant.op_b).run(&sa, &sb, &mut c)?;
+    Ok(c)
+}
+
 fn check_stage<T: Element>(stage: Stage) {
     let dev = device();
-    for (m, n, k) in shapes() {
+    for (si, (m, n, k)) in shapes().into_iter().enumerate() {
         let a = random_matrix::<T>(m, k, seed());
         let b = random_matrix::<T>(k, n, seed());
-        let poison = Matrix::<T>::filled(m, n, T::NAN);
-        let reference = Reference::new(1.0, &a, &b, 0.0, &poison);
-        for config in configs(stage, T::PRECISION) {
+        let reference = Reference::new(1.0, &a, &b, 0.0, &Matrix::<T>::zeros(m, n));
+        for (ci, config) in configs(stage, T::PRECISION).into_iter().enumerate() {
             let g = builder(config).device(&dev);
-            assert_eq!(g.config_for(T::PRECISION).unwrap(), config);
-            let mut c = poison.clone();
-            g.run(&a, &b, &mut c).unwrap_or_else(|e| panic!("{stage} {config} at {m}x{n}x{k}: {e}"));
-            let cmp = reference.compare(&c);
-            assert!(cmp.passed(), "{} {stage} {config} at m={m} n={n} k={k}: {cmp}", T::PRECISION.name());
+            assert_eq!(g.chosen_config(T::PRECISION).unwrap(), Some(config));
+            for variant in [Variant::NN, VARIANTS[(si + ci) % VARIANTS.len()]] {
+                let c = run_variant(&g, variant, &a, &b)
+                    .unwrap_or_else(|e| panic!("{stage} {config} {variant} at {m}x{n}x{k}: {e}"));
+                let cmp = reference.compare(&c);
+                assert!(cmp.passed(), "{} {stage} {config} {variant} at m={m} n={n} k={k}: {cmp}", T::PRECISION.name());
+            }
         }
     }
 }
@@ -137,24 +167,27 @@ stage_tests! {
     stage8_tensor_core_f64: f64, Stage::TensorCore;
 }
 
-/// Small integers make every product exact: all stages must agree bit for bit
-/// with the reference.
+/// Small integers make every product exact (|sums| <= 16 k < 2^24): all
+/// stages must agree bit for bit with the reference, in the `nn` layouts
+/// and in a rotating other combination.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn exact_on_small_integers_every_stage() {
     let dev = device();
-    let (m, n, k) = (129, 65, 257);
+    // Smaller under the sanitizers (GEMM_TEST_SIZES), which slow kernels down a hundredfold.
+    let (m, n, k) = if restricted_sizes().is_some() { (65, 33, 65) } else { (129, 65, 257) };
     fn run_all<T: Element>(dev: &std::sync::Arc<gemm::Device>, m: usize, n: usize, k: usize) {
         let a = random_int_matrix::<T>(m, k, seed());
         let b = random_int_matrix::<T>(k, n, seed());
         let r = Reference::new(1.0, &a, &b, 0.0, &Matrix::<T>::zeros(m, n));
         for stage in Stage::ALL {
-            for config in configs(stage, T::PRECISION) {
-                let mut c = Matrix::<T>::filled(m, n, T::NAN);
-                builder(config).device(dev).run(&a, &b, &mut c).unwrap();
-                for i in 0..m {
-                    for j in 0..n {
-                        assert_eq!(c[(i, j)].to_f64(), r.value[i * n + j], "{stage} {config} ({i}, {j})");
+            for (ci, config) in configs(stage, T::PRECISION).into_iter().enumerate() {
+                for variant in [Variant::NN, VARIANTS[(ci + stage.number() as usize) % VARIANTS.len()]] {
+                    let c = run_variant(&builder(config).device(dev), variant, &a, &b).unwrap();
+                    for i in 0..m {
+                        for j in 0..n {
+                            assert_eq!(c[(i, j)].as_f64(), r.value[i * n + j], "{stage} {config} {variant} ({i}, {j})");
+                        }
                     }
                 }
             }
@@ -164,10 +197,12 @@ fn exact_on_small_integers_every_stage() {
     run_all::<f32>(&dev, m, n, k);
 }
 
-/// alpha, beta and leading dimensions larger than the rows: padding is never
-/// written, beta * C is added, for every stage. Odd pads take the scalar
-/// paths of stages 6-8, pads that keep rows 16-byte aligned the vector paths
-/// (with n odd, the last column of C is a fringe).
+/// alpha, beta and leading dimensions larger than the lines: padding (a
+/// guard NaN) comes back bit for bit, beta * C is added, for every stage.
+/// Odd pads take the scalar paths of stages 6-8, pads that keep lines
+/// 16-byte aligned the vector paths (with n odd, the last column of C is a
+/// fringe). Each configuration runs in the `nn` layouts and in a rotating
+/// other combination. Bound as the module's, with |beta| |C0|.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn alpha_beta_and_padded_leading_dimensions() {
@@ -179,49 +214,58 @@ fn alpha_beta_and_padded_leading_dimensions() {
 fn alpha_beta_padded([pa, pb, pc]: [usize; 3]) {
     let dev = device();
     let (m, n, k) = (70, 45, 34);
-    let pad = |rows: usize, cols: usize, ld: usize, s: u64| {
-        let src = random_matrix::<f64>(rows, cols, s);
-        let mut data = vec![f64::NAN; (rows - 1) * ld + cols];
-        for i in 0..rows {
-            data[i * ld..i * ld + cols].copy_from_slice(src.row(i));
-        }
-        Matrix::from_vec_with_ld(rows, cols, ld, data).unwrap()
-    };
-    let a = pad(m, k, k + pa, seed());
-    let b = pad(k, n, n + pb, seed());
-    let c0 = pad(m, n, n + pc, seed());
+    let a = random_matrix::<f64>(m, k, seed());
+    let b = random_matrix::<f64>(k, n, seed());
+    let c0 = random_matrix::<f64>(m, n, seed());
     let r = Reference::new(1.5, &a, &b, -0.75, &c0);
     for stage in Stage::ALL {
-        for config in configs(stage, Precision::F64) {
-            let mut c = c0.clone();
-            builder(config).alpha(1.5).beta(-0.75).device(&dev).run(&a, &b, &mut c).unwrap();
-            let cmp = r.compare(&c);
-            assert!(cmp.passed(), "{stage} {config}: {cmp}");
-            for i in 0..m - 1 {
-                assert!(
-                    c.as_slice()[i * c.ld() + n..(i + 1) * c.ld()].iter().all(|x| x.is_nan()),
-                    "{stage} {config}: padding written"
-                );
+        for (ci, config) in configs(stage, Precision::F64).into_iter().enumerate() {
+            for variant in [Variant::NN, VARIANTS[(ci + pa) % VARIANTS.len()]] {
+                let sa = store(&a, variant.op_a, variant.a, pa, f64::GUARD);
+                let sb = store(&b, variant.op_b, variant.b, pb, f64::GUARD);
+                let before = store(&c0, Op::N, variant.c, pc, f64::GUARD);
+                let mut c = before.clone();
+                builder(config)
+                    .op_a(variant.op_a)
+                    .op_b(variant.op_b)
+                    .alpha(1.5)
+                    .beta(-0.75)
+                    .device(&dev)
+                    .run(&sa, &sb, &mut c)
+                    .unwrap();
+                let cmp = r.compare(&c);
+                assert!(cmp.passed(), "{stage} {config} {variant}: {cmp}");
+                if let Err(e) = outside_view_unchanged(&before, &c, (0, 0), (m, n)) {
+                    panic!("{stage} {config} {variant}: padding written: {e}");
+                }
             }
         }
     }
 }
 
-/// k = 0: C = beta * C (here 0 * NaN is not read: beta = 0 gives zeros).
+/// k = 0: C = beta * C, exactly (beta = 0 gives zeros and does not read
+/// the NaN in C; beta = 0.5 halves 2.0); m = 0 or n = 0 touches nothing. In
+/// every op/layout combination.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn k_zero_and_empty_shapes() {
     let dev = device();
-    let a = Matrix::<f64>::zeros(5, 0);
-    let b = Matrix::<f64>::zeros(0, 3);
-    let mut c = Matrix::<f64>::filled(5, 3, f64::NAN);
-    gemm::Gemm::new().device(&dev).run(&a, &b, &mut c).unwrap();
-    assert!(c.as_slice().iter().all(|&x| x == 0.0));
-    let mut c = Matrix::<f64>::filled(5, 3, 2.0);
-    gemm::Gemm::new().beta(0.5).device(&dev).run(&a, &b, &mut c).unwrap();
-    assert!(c.as_slice().iter().all(|&x| x == 1.0));
-    let mut empty = Matrix::<f64>::zeros(0, 3);
-    gemm::Gemm::new().device(&dev).run(&Matrix::zeros(0, 4), &Matrix::zeros(4, 3), &mut empty).unwrap();
+    for v in Variant::all() {
+        let a = Matrix::<f64>::zeros(5, 0);
+        let b = Matrix::<f64>::zeros(0, 3);
+        let (sa, sb) = (store(&a, v.op_a, v.a, 0, 0.0), store(&b, v.op_b, v.b, 0, 0.0));
+        let g = Gemm::new().op_a(v.op_a).op_b(v.op_b).device(&dev);
+        let mut c = Matrix::<f64>::from_fn_in(5, 3, v.c, |_, _| f64::NAN);
+        g.clone().run(&sa, &sb, &mut c).unwrap();
+        assert!(c.as_slice().iter().all(|&x| x == 0.0), "{v}: {:?}", c.as_slice());
+        let mut c = Matrix::<f64>::from_fn_in(5, 3, v.c, |_, _| 2.0);
+        g.clone().beta(0.5).run(&sa, &sb, &mut c).unwrap();
+        assert!(c.as_slice().iter().all(|&x| x == 1.0), "{v}: {:?}", c.as_slice());
+        let (ea, eb) =
+            (store(&Matrix::zeros(0, 4), v.op_a, v.a, 0, 0.0), store(&Matrix::zeros(4, 3), v.op_b, v.b, 0, 0.0));
+        let mut empty = Matrix::<f64>::zeros_in(0, 3, v.c);
+        g.run(&ea, &eb, &mut empty).unwrap();
+    }
 }
 
 /// The one-call functions and the builder program of the README.
@@ -237,6 +281,14 @@ fn dgemm_sgemm_and_the_builder() {
     assert!(r.compare(&c).passed());
     let mut c = Matrix::<f64>::filled(300, 100, f64::NAN);
     Gemm::new().tile_size(32).outputs_per_thread(8).run(&a, &b, &mut c).unwrap();
+    assert!(r.compare(&c).passed());
+    // op(A) = A^T through the flag and through a transposed view.
+    let at = Matrix::<f64>::from_fn_col_major(200, 300, |i, j| a[(j, i)]);
+    let mut c = Matrix::<f64>::filled(300, 100, f64::NAN);
+    Gemm::new().op_a(Op::T).run(&at, &b, &mut c).unwrap();
+    assert!(r.compare(&c).passed());
+    let mut c = Matrix::<f64>::filled(300, 100, f64::NAN);
+    gemm::dgemm(at.t(), &b, &mut c).unwrap();
     assert!(r.compare(&c).passed());
     let x = random_matrix::<f32>(65, 33, seed());
     let y = random_matrix::<f32>(33, 17, seed());
@@ -270,6 +322,7 @@ fn device_matrices_chain_products() {
     // A mismatched shape on the device path is an error, before any launch.
     let err = Gemm::new().run_device(&da, &de, &mut dd).unwrap_err();
     assert!(matches!(err, Error::Shape(_)), "{err:?}");
+    assert!(same_bits(dd.to_host().unwrap().as_slice(), d.as_slice()));
 }
 
 /// A grid the device cannot launch is a typed error naming the limit; C is untouched.
@@ -288,36 +341,38 @@ fn grid_beyond_the_device_limit_is_a_typed_error() {
     assert!(c.as_slice().iter().all(|&x| x == 3.0));
 }
 
-/// Local memory the driver's JIT compiler gave stage-8 kernels of 255
-/// registers on an NVIDIA H200 (driver 580.159.04, 2026-11-21), although the
-/// offline ptxas of CUDA 13.0.88 (`cargo xtask ptxas`, run by CI) reports no
-/// spill for them. The test fails if any of these grows or any other kernel
-/// uses local memory; remove an entry when it reaches 0.
-const JIT_SPILLS: &[(&str, u32)] = &[
-    ("dgemm_mma_b128x64x16_w64x32_s3", 48),
-    ("dgemm_mma_b128x64x16_w64x32_s4", 48),
-    ("dgemm_mma_b128x128x16_w64x32_s3", 8),
-    ("dgemm_mma_b128x64x32_w64x32_s3", 288),
-    ("dgemm_mma_b128x64x32_w64x32_s2", 328),
-];
+/// Local memory the driver's JIT compiler gives kernels (name, bytes) on the
+/// GPU although the offline ptxas of CUDA 13.0.88 (`cargo xtask ptxas`, run
+/// by CI) reports no spill for them. Empty: the PTX was regenerated with a
+/// new compiler (rustc 1.96, LLVM 22) and per-layout modules, and is to be
+/// re-measured on the device. The test fails if any listed kernel grows or
+/// any other kernel uses local memory; remove an entry when it reaches 0.
+const JIT_SPILLS: &[(&str, u32)] = &[];
 
-/// No kernel uses local memory (no spills) on this device, beyond the
-/// recorded JIT spills of [`JIT_SPILLS`].
+/// No kernel uses local memory (no spills) on this device in any of the
+/// four layout modules, beyond the recorded JIT spills of [`JIT_SPILLS`],
+/// and every kernel can be resident.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn no_kernel_uses_local_memory() {
     let dev = device();
     let mut offenders = Vec::new();
-    for precision in [gemm::Precision::F64, gemm::Precision::F32] {
-        for stage in Stage::ALL {
-            for config in configs(stage, precision) {
-                let info = dev.kernel_info(precision, config).unwrap();
-                let allowed = JIT_SPILLS.iter().find(|(name, _)| *name == info.name).map_or(0, |&(_, b)| b);
-                if info.local_bytes > allowed || info.blocks_per_sm == 0 {
-                    offenders.push(format!(
-                        "{}: {} bytes of local memory, {} registers, {} blocks/SM",
-                        info.name, info.local_bytes, info.registers, info.blocks_per_sm
-                    ));
+    for layouts in KernelLayouts::ALL {
+        for precision in [Precision::F64, Precision::F32] {
+            for stage in Stage::ALL {
+                for config in configs(stage, precision) {
+                    let info = dev.kernel_info(precision, config, layouts).unwrap();
+                    let allowed = JIT_SPILLS.iter().find(|(name, _)| *name == info.name).map_or(0, |&(_, b)| b);
+                    if info.local_bytes > allowed || info.blocks_per_sm == 0 {
+                        offenders.push(format!(
+                            "{} ({}): {} bytes of local memory, {} registers, {} blocks/SM",
+                            info.name,
+                            layouts.suffix(),
+                            info.local_bytes,
+                            info.registers,
+                            info.blocks_per_sm
+                        ));
+                    }
                 }
             }
         }
@@ -329,27 +384,33 @@ mod prop {
     use super::*;
     use proptest::prelude::*;
 
-    fn one<T: Element>(config: KernelConfig, m: usize, n: usize, k: usize) -> Result<(), TestCaseError> {
+    fn one<T: Element>(
+        config: KernelConfig,
+        variant: Variant,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(), TestCaseError> {
         let a = random_matrix::<T>(m, k, seed());
         let b = random_matrix::<T>(k, n, seed());
-        let mut c = Matrix::<T>::filled(m, n, T::NAN);
-        builder(config).device(&device()).run(&a, &b, &mut c).unwrap();
+        let c = run_variant(&builder(config).device(&device()), variant, &a, &b).unwrap();
         let cmp = Reference::new(1.0, &a, &b, 0.0, &Matrix::zeros(m, n)).compare(&c);
-        prop_assert!(cmp.passed(), "{} {} {}x{}x{}: {}", T::PRECISION.name(), config, m, n, k, cmp);
+        prop_assert!(cmp.passed(), "{} {} {} {}x{}x{}: {}", T::PRECISION.name(), config, variant, m, n, k, cmp);
         Ok(())
     }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
-        /// Random shapes, stages and configurations, f64 and f32.
+        /// Random shapes, stages, configurations and op/layout combinations, f64 and f32.
         #[test]
         #[ignore = "needs an NVIDIA GPU"]
         fn prop_random_shapes(m in 1usize..300, n in 1usize..300, k in 0usize..300,
-                              stage in 0usize..8, pick in 0usize..64, double in any::<bool>()) {
+                              stage in 0usize..8, pick in 0usize..64, variant in 0usize..32, double in any::<bool>()) {
             let precision = if double || Stage::ALL[stage] == Stage::TensorCore { Precision::F64 } else { Precision::F32 };
             let all = configs(Stage::ALL[stage], precision);
             let config = all[pick % all.len()];
-            if precision == Precision::F64 { one::<f64>(config, m, n, k)? } else { one::<f32>(config, m, n, k)? }
+            let variant = Variant::all()[variant];
+            if precision == Precision::F64 { one::<f64>(config, variant, m, n, k)? } else { one::<f32>(config, variant, m, n, k)? }
         }
     }
 }

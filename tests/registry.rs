@@ -1,17 +1,43 @@
-//! The host's list of entry points agrees with the PTX, for every target.
+//! The host's list of entry points agrees with the PTX, for every target
+//! architecture and every storage order of A and B (one module each).
 
-use gemm::registry::{entry_point, stage_configs, ENTRY_POINTS};
-use gemm::{Precision, Stage};
+use gemm::tuning::registry::{entry_point, stage_configs, ENTRY_POINTS};
+use gemm::tuning::{KernelLayouts, PlanSource, Stage};
+use gemm::{Gemm, Precision};
 use std::collections::BTreeSet;
+
+const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
+
+#[test]
+fn there_is_one_module_per_architecture_and_layouts() {
+    let modules: BTreeSet<(&str, &str)> =
+        gemm::tuning::ptx::ALL.iter().map(|&(arch, suffix, _)| (arch, suffix)).collect();
+    assert_eq!(modules.len(), gemm::tuning::ptx::ALL.len(), "a module is listed twice");
+    let expected: BTreeSet<(&str, &str)> =
+        ARCHS.iter().flat_map(|&arch| KernelLayouts::ALL.iter().map(move |l| (arch, l.suffix()))).collect();
+    assert_eq!(modules, expected);
+    for arch in ARCHS {
+        for layouts in KernelLayouts::ALL {
+            assert!(gemm::tuning::ptx::module(arch, layouts).is_some(), "{arch} {}", layouts.suffix());
+        }
+    }
+    assert!(gemm::tuning::ptx::module("sm_70", KernelLayouts::NN).is_none());
+    // The suffixes and indices of the layouts.
+    let suffixes: Vec<_> = KernelLayouts::ALL.iter().map(|l| l.suffix()).collect();
+    assert_eq!(suffixes, ["nn", "nt", "tn", "tt"]);
+    for (i, l) in KernelLayouts::ALL.iter().enumerate() {
+        assert_eq!(l.index(), i);
+    }
+}
 
 #[test]
 fn registry_and_ptx_list_the_same_entry_points() {
     let registry: BTreeSet<&str> = ENTRY_POINTS.iter().map(|e| e.name).collect();
     assert_eq!(registry.len(), ENTRY_POINTS.len(), "duplicate names in the registry");
-    for (arch, ptx) in gemm::ptx::ALL {
-        assert!(ptx.contains(&format!(".target {arch}")), "{arch} PTX targets another architecture");
-        let in_ptx: BTreeSet<&str> = gemm::ptx::entry_names(ptx).into_iter().collect();
-        assert_eq!(in_ptx, registry, "{arch}: PTX entry points differ from the registry");
+    for &(arch, suffix, ptx) in gemm::tuning::ptx::ALL {
+        assert!(ptx.contains(&format!(".target {arch}")), "{arch}_{suffix}: the PTX targets another architecture");
+        let in_ptx: BTreeSet<&str> = gemm::tuning::ptx::entry_names(ptx).into_iter().collect();
+        assert_eq!(in_ptx, registry, "{arch}_{suffix}: PTX entry points differ from the registry");
     }
 }
 
@@ -34,10 +60,11 @@ fn every_menu_configuration_has_an_entry_point_named_for_it() {
 
 #[test]
 fn ptx_for_each_architecture() {
-    assert_eq!(gemm::ptx::for_compute_capability(9, 0).unwrap().0, "sm_90");
-    assert_eq!(gemm::ptx::for_compute_capability(10, 0).unwrap().0, "sm_90");
-    assert_eq!(gemm::ptx::for_compute_capability(8, 6).unwrap().0, "sm_80");
-    assert!(gemm::ptx::for_compute_capability(7, 5).is_none());
+    assert_eq!(gemm::tuning::ptx::arch_for(9, 0), Some("sm_90"));
+    assert_eq!(gemm::tuning::ptx::arch_for(10, 0), Some("sm_90"));
+    assert_eq!(gemm::tuning::ptx::arch_for(8, 6), Some("sm_80"));
+    assert_eq!(gemm::tuning::ptx::arch_for(8, 0), Some("sm_80"));
+    assert_eq!(gemm::tuning::ptx::arch_for(7, 5), None);
 }
 
 /// A newcomer finds each stage's kernel and example by the stage's name.
@@ -71,7 +98,6 @@ fn tuning_table_names_compiled_kernels() {
 /// shape; with options it is the chosen configuration.
 #[test]
 fn plan_follows_the_table_or_the_options() {
-    use gemm::{Gemm, PlanSource};
     for precision in [Precision::F64, Precision::F32] {
         let plan = gemm::tuning::choose(Some("no such device"), precision, 4000, 4100, 4096);
         let PlanSource::Measured { row, same_device } = plan.source else { panic!("{plan}") };

@@ -78,7 +78,7 @@ impl Cublas {
             c.data.len(),
         )?;
         for d in [a.device, b.device, c.device] {
-            if !Arc::ptr_eq(d, &self.device) {
+            if !d.same_context(&self.device) {
                 return Err(Error::DeviceMismatch(d.name().into(), self.device.name().into()));
             }
         }

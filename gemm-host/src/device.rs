@@ -226,6 +226,12 @@ impl Device {
         self.max_threads_per_sm
     }
 
+    /// Whether `other` is the same GPU context: the same `Device`, or another
+    /// handle to the same CUDA context (e.g. two `Device::new(0)`).
+    pub fn same_context(&self, other: &Device) -> bool {
+        core::ptr::eq(self, other) || *self.ctx == *other.ctx
+    }
+
     /// The CUDA context (for interoperation with cudarc).
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx

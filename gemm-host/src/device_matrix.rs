@@ -140,8 +140,10 @@ impl<T: Element> DeviceMatrix<T> {
     ) -> Result<Self, Error> {
         let dims = MatrixDims::new(rows, cols, layout, ld);
         dims.validate(Operand::Matrix, data.len())?;
-        if !Arc::ptr_eq(data.context(), device.context()) {
-            return Err(Error::DeviceMismatch("a buffer of another CUDA context".into(), device.name().into()));
+        // cudarc hands out several handles to one primary context: compare
+        // the contexts, not the handles.
+        if **data.context() != **device.context() {
+            return Err(Error::ContextMismatch { what: "the buffer", device: device.name().into() });
         }
         Ok(Self::wrap(data, dims, device))
     }

@@ -44,9 +44,12 @@ pub enum Error {
         /// Bytes asked for.
         bytes: usize,
     },
-    /// The stream given to the builder belongs to another CUDA context than the device.
-    #[error("the stream belongs to another CUDA context than {device}")]
-    StreamMismatch {
+    /// A stream or buffer given by the caller belongs to another CUDA context
+    /// than the device's.
+    #[error("{what} belongs to another CUDA context than {device}'s")]
+    ContextMismatch {
+        /// "the stream" or "the buffer".
+        what: &'static str,
         /// The device's name.
         device: String,
     },

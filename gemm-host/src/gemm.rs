@@ -511,11 +511,17 @@ impl Gemm {
         Ok(GemmDims::from_operands(a.0.op(self.op_a), a.1, b.0.op(self.op_b), b.1, c.0, c.1)?)
     }
 
+    /// The reference BLAS's quick return: (alpha = 0 or k = 0) and beta = 1
+    /// leave C as it is.
+    fn leaves_c_unchanged(&self, dims: &GemmDims) -> bool {
+        (self.alpha == 0.0 || dims.k == 0) && self.beta == 1.0
+    }
+
     /// The stream of a call on `device`: the builder's, else the device's.
     fn stream_on(&self, device: &Device) -> Result<Arc<CudaStream>, Error> {
         match &self.stream {
-            Some(s) if !Arc::ptr_eq(s.context(), device.context()) => {
-                Err(Error::StreamMismatch { device: device.name().to_string() })
+            Some(s) if **s.context() != **device.context() => {
+                Err(Error::ContextMismatch { what: "the stream", device: device.name().to_string() })
             }
             Some(s) => Ok(s.clone()),
             None => Ok(device.stream().clone()),
@@ -543,8 +549,8 @@ impl Gemm {
         let (a_span, b_span) = (a.span(), b.span());
         let c_len = c.dims().required_len().unwrap_or(0);
         let dims = self.problem((a.dims(), a_span.len()), (b.dims(), b_span.len()), (c.dims(), c_len))?;
-        if dims.is_empty() {
-            return Ok(()); // BLAS quick return: m = 0 or n = 0 touches nothing, not even the GPU
+        if dims.is_empty() || self.leaves_c_unchanged(&dims) {
+            return Ok(()); // BLAS quick return: nothing to do, not even on the GPU
         }
         let device = match &self.device {
             Some(d) => d.clone(),
@@ -614,7 +620,7 @@ impl Gemm {
     /// # Errors
     /// As [`Gemm::run`], plus [`Error::DeviceMismatch`] when the operands live
     /// on different devices (or not on the device set with [`Gemm::device`]),
-    /// [`Error::StreamMismatch`] for a stream of another context, and
+    /// [`Error::ContextMismatch`] for a stream of another context, and
     /// [`ShapeError::Overlap`] when C shares memory with A or B.
     pub fn run_device<'a, 'b, 'c, T: Element>(
         &self,
@@ -627,11 +633,14 @@ impl Gemm {
         let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
         let device = c.device.clone();
         for other in [a.device, b.device].into_iter().chain(self.device.as_ref()) {
-            if !Arc::ptr_eq(other, &device) {
+            if !other.same_context(&device) {
                 return Err(Error::DeviceMismatch(other.name().to_string(), device.name().to_string()));
             }
         }
         let stream = self.stream_on(&device)?;
+        if dims.is_empty() || self.leaves_c_unchanged(&dims) {
+            return Ok(()); // BLAS quick return
+        }
         let (c_start, c_bytes) = c.byte_span();
         for (operand, (start, bytes)) in [(Operand::A, a.byte_span()), (Operand::B, b.byte_span())] {
             if spans_overlap(c_start, c_bytes, start, bytes) {

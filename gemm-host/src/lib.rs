@@ -64,7 +64,7 @@ pub use device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 pub use element::Element;
 pub use error::Error;
 pub use gemm::{dgemm, sgemm, Gemm};
-pub use gemm_core::{Layout, MatrixDims, Op, Precision, ShapeError};
+pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
 pub use matrix::{MatMut, MatRef, Matrix};
 
 // Crate-internal paths used throughout.

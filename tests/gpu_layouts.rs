@@ -1,0 +1,549 @@
+//! GPU tests of the BLAS contract across op flags and layouts: property
+//! tests over random shapes, layouts, op flags, sub-matrix views, leading
+//! dimensions, alpha, beta and stages; every op/layout combination against
+//! cuBLAS at sizes near 1000; alpha = 0 and k = 0; the caller's stream and
+//! cudarc buffers; overlapping operands; bitwise determinism.
+//!
+//! Bounds: against the CPU reference (gemm::check::Reference, f64) and
+//! against cuBLAS (Reference::from_cublas) each element must satisfy
+//! `|C - C_ref| <= (k + 2) eps (|alpha| |A||B| + |beta| |C0|)` (eps = 2^-52
+//! for f64, 2^-23 for f32; alpha and beta as the element type rounds them);
+//! alpha = 0 and k = 0 must give beta * C0 rounded once in the element type,
+//! exactly; repeated products must agree bit for bit. Storage outside C's
+//! elements must come back bit for bit.
+//!
+//! They need an NVIDIA GPU: ignored by default, run with
+//! `--include-ignored`; without a GPU they fail, never pass.
+
+mod common;
+
+use common::{device, op_view, outside_view_unchanged, same_bits, seed, store, Bits, Variant};
+use gemm::bench::Problem;
+use gemm::check::{random_matrix, random_matrix_in, Reference};
+use gemm::cublas::Cublas;
+use gemm::tuning::registry::stage_configs;
+use gemm::tuning::{BlockDim, KernelConfig, Stage};
+use gemm::{DeviceMatrix, Element, Error, Gemm, Layout, MatRef, Matrix, Op, Precision, ShapeError};
+
+const R: Layout = Layout::RowMajor;
+const C: Layout = Layout::ColMajor;
+
+/// Every configuration of a stage worth a random pick: the compiled menu,
+/// for the naive stages the power-of-two block sweep plus two odd blocks.
+fn configs(stage: Stage, precision: Precision) -> Vec<KernelConfig> {
+    let mut all = stage_configs(stage, precision);
+    for (x, y) in [(7, 13), (33, 31)] {
+        match stage {
+            Stage::Naive => all.push(KernelConfig::Naive { block: BlockDim::new(x, y) }),
+            Stage::Coalesced => all.push(KernelConfig::Coalesced { block: BlockDim::new(x, y) }),
+            _ => {}
+        }
+    }
+    all
+}
+
+/// The stages an element type has kernels for (stage 8 is f64 only).
+fn stages_for(precision: Precision) -> impl Iterator<Item = Stage> {
+    Stage::ALL.into_iter().filter(move |&s| precision == Precision::F64 || s != Stage::TensorCore)
+}
+
+/// A `rows x cols` view at `(r0, c0)` of a random `(rows + er) x (cols + ec)`
+/// matrix in `layout` with leading dimension `line + pad`, every element
+/// from `value` (padding holds the guard).
+fn parent_of<T: Bits>(
+    (rows, cols): (usize, usize),
+    (er, ec): (usize, usize),
+    layout: Layout,
+    pad: usize,
+    mut value: impl FnMut(usize, usize) -> T,
+) -> Matrix<T> {
+    let logical = Matrix::from_fn(rows + er, cols + ec, &mut value);
+    store(&logical, Op::N, layout, pad, T::GUARD)
+}
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One random product.
+    #[derive(Clone, Debug)]
+    pub struct Spec {
+        m: usize,
+        n: usize,
+        k: usize,
+        variant: usize,
+        /// (extra rows, extra columns) of the parents of A, B and C.
+        extra: [(usize, usize); 3],
+        /// Offsets of the views, as fractions of the extra rows/columns (0..=4 quarters).
+        at: [(usize, usize); 3],
+        pads: [usize; 3],
+        alpha: f64,
+        beta: f64,
+        pick: usize,
+        double: bool,
+        on_device: bool,
+        seed: u64,
+    }
+
+    pub fn spec() -> impl Strategy<Value = Spec> {
+        let dims = (1usize..300, 1usize..300, 0usize..300, 0usize..32);
+        let views = (
+            proptest::array::uniform3((0usize..6, 0usize..6)),
+            proptest::array::uniform3((0usize..5, 0usize..5)),
+            proptest::array::uniform3(0usize..9),
+        );
+        let scalars = (
+            prop_oneof![Just(1.0), Just(-1.0), -2.0f64..2.0],
+            prop_oneof![Just(0.0), Just(1.0), -2.0f64..2.0],
+            0usize..64,
+            any::<bool>(),
+            any::<bool>(),
+            any::<u64>(),
+        );
+        (dims, views, scalars).prop_map(
+            |((m, n, k, variant), (extra, at, pads), (alpha, beta, pick, double, on_device, seed))| Spec {
+                m,
+                n,
+                k,
+                variant,
+                extra,
+                at,
+                pads,
+                alpha,
+                beta,
+                pick,
+                double,
+                on_device,
+                seed,
+            },
+        )
+    }
+
+    /// Runs one spec with `stage` and checks it against the CPU reference
+    /// (bound in the module docs) and the storage around C.
+    pub fn check<T: Bits>(stage: Stage, s: &Spec) -> Result<(), TestCaseError> {
+        let all = configs(stage, T::PRECISION);
+        let config = all[s.pick % all.len()];
+        let v = Variant::all()[s.variant];
+        let (m, n, k) = (s.m, s.n, s.k);
+        let mut rng = common::Rng::new(s.seed);
+        let stored = |op: Op, rows: usize, cols: usize| if op == Op::N { (rows, cols) } else { (cols, rows) };
+        let mut random = |_: usize, _: usize| T::from_f64(rng.uniform());
+        let a_shape = stored(v.op_a, m, k);
+        let b_shape = stored(v.op_b, k, n);
+        let pa = parent_of(a_shape, s.extra[0], v.a, s.pads[0], &mut random);
+        let pb = parent_of(b_shape, s.extra[1], v.b, s.pads[1], &mut random);
+        // C's parent: random around the view; inside, NaN when beta = 0 (not read).
+        let (cr, cc) = (s.at[2].0 * s.extra[2].0 / 4, s.at[2].1 * s.extra[2].1 / 4);
+        let pc = parent_of((m, n), s.extra[2], v.c, s.pads[2], |i, j| {
+            let inside = (cr..cr + m).contains(&i) && (cc..cc + n).contains(&j);
+            if inside && s.beta == 0.0 {
+                T::NAN
+            } else {
+                T::from_f64(rng.uniform())
+            }
+        });
+        let at = |i: usize| (s.at[i].0 * s.extra[i].0 / 4, s.at[i].1 * s.extra[i].1 / 4);
+        let (a_at, b_at) = (at(0), at(1));
+        let a = pa.view(a_at.0, a_at.1, a_shape.0, a_shape.1).unwrap();
+        let b = pb.view(b_at.0, b_at.1, b_shape.0, b_shape.1).unwrap();
+        let c0 = pc.view(cr, cc, m, n).unwrap();
+        let (alpha, beta) = (T::from_f64(s.alpha).as_f64(), T::from_f64(s.beta).as_f64());
+        let reference = Reference::new(alpha, op_ref(a, v.op_a), op_ref(b, v.op_b), beta, c0);
+        let g = gemm_for(config).op_a(v.op_a).op_b(v.op_b).alpha(s.alpha).beta(s.beta);
+        let what =
+            format!("{} {stage} {config} {v} {m}x{n}x{k} alpha={} beta={}", T::PRECISION.name(), s.alpha, s.beta);
+        let after = if s.on_device {
+            let dev = device();
+            let (da, db) = (DeviceMatrix::from_host(&dev, &pa).unwrap(), DeviceMatrix::from_host(&dev, &pb).unwrap());
+            let mut dc = DeviceMatrix::from_host(&dev, &pc).unwrap();
+            let va = da.view(a_at.0, a_at.1, a_shape.0, a_shape.1).unwrap();
+            let vb = db.view(b_at.0, b_at.1, b_shape.0, b_shape.1).unwrap();
+            g.run_device(va, vb, dc.view_mut(cr, cc, m, n).unwrap()).unwrap_or_else(|e| panic!("{what}: {e}"));
+            dc.to_host().unwrap()
+        } else {
+            let mut after = pc.clone();
+            g.device(&device())
+                .run(a, b, after.view_mut(cr, cc, m, n).unwrap())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            after
+        };
+        let cmp = reference.compare(after.view(cr, cc, m, n).unwrap());
+        prop_assert!(cmp.passed(), "{}: {}", what, cmp);
+        let outside = outside_view_unchanged(&pc, &after, (cr, cc), (m, n));
+        prop_assert!(outside.is_ok(), "{}: {}", what, outside.unwrap_err());
+        Ok(())
+    }
+
+    fn op_ref<T: Element>(x: MatRef<'_, T>, op: Op) -> MatRef<'_, T> {
+        if op == Op::N {
+            x
+        } else {
+            x.t()
+        }
+    }
+
+    fn gemm_for(config: KernelConfig) -> Gemm {
+        Gemm::new().kernel(config)
+    }
+
+    macro_rules! stage_props {
+        ($($name:ident: $stage:expr;)*) => {
+            proptest! {
+                #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+                $(
+                    /// Random shapes, layouts, op flags, views, pads, alpha and beta for one stage.
+                    #[test]
+                    #[ignore = "needs an NVIDIA GPU"]
+                    fn $name(s in spec()) {
+                        if s.double || $stage == Stage::TensorCore {
+                            check::<f64>($stage, &s)?;
+                        } else {
+                            check::<f32>($stage, &s)?;
+                        }
+                    }
+                )*
+            }
+        };
+    }
+
+    stage_props! {
+        prop_stage1_naive: Stage::Naive;
+        prop_stage2_coalesced: Stage::Coalesced;
+        prop_stage3_smem_tiled: Stage::SmemTiled;
+        prop_stage4_outputs_per_thread: Stage::OutputsPerThread;
+        prop_stage5_register_tiled: Stage::RegisterTiled;
+        prop_stage6_vectorized: Stage::Vectorized;
+        prop_stage7_pipelined: Stage::Pipelined;
+        prop_stage8_tensor_core: Stage::TensorCore;
+    }
+}
+
+/// The four op combinations.
+const OPS: [(Op, Op); 4] = [(Op::N, Op::N), (Op::N, Op::T), (Op::T, Op::N), (Op::T, Op::T)];
+
+/// Every op combination with A, B and C in one layout, through
+/// `bench::Problem`, against cuBLAS, with the default kernel.
+fn against_cublas_uniform<T: Element>() {
+    let dev = device();
+    let cublas = Cublas::new(&dev).unwrap();
+    for (m, n, k) in [(1000, 999, 1001), (1023, 1025, 997)] {
+        for ops in OPS {
+            for layout in [R, C] {
+                let mut p = Problem::<T>::random_with(&dev, m, n, k, ops, layout, seed()).unwrap();
+                let r = p.reference(&cublas).unwrap();
+                let g = p.default_gemm();
+                let cmp = p.check_with(&r, &g).unwrap();
+                let what = format!("{} {m}x{n}x{k} {} {layout}", T::PRECISION.name(), p.ops_name());
+                assert!(cmp.passed(), "{what}: {cmp}");
+            }
+        }
+    }
+}
+
+/// All 32 combinations of op flags and layouts of A, B and C (mixed
+/// layouts included), against cuBLAS, with the default kernel.
+fn against_cublas_every_combination<T: Element>() {
+    let dev = device();
+    let cublas = Cublas::new(&dev).unwrap();
+    let (m, n, k) = (999, 1001, 1000);
+    for v in Variant::all() {
+        let stored = |op: Op, rows: usize, cols: usize| if op == Op::N { (rows, cols) } else { (cols, rows) };
+        let (ar, ac) = stored(v.op_a, m, k);
+        let (br, bc) = stored(v.op_b, k, n);
+        let da = DeviceMatrix::from_host(&dev, &random_matrix_in::<T>(ar, ac, v.a, seed())).unwrap();
+        let db = DeviceMatrix::from_host(&dev, &random_matrix_in::<T>(br, bc, v.b, seed())).unwrap();
+        let r = Reference::from_cublas(&cublas, (v.op_a, &da), (v.op_b, &db), v.c).unwrap();
+        let nan = Matrix::<T>::from_fn_in(m, n, v.c, |_, _| T::NAN);
+        let mut dc = DeviceMatrix::from_host(&dev, &nan).unwrap();
+        Gemm::new().op_a(v.op_a).op_b(v.op_b).run_device(&da, &db, &mut dc).unwrap();
+        let cmp = r.compare(&dc.to_host().unwrap());
+        assert!(cmp.passed(), "{} {m}x{n}x{k} {v}: {cmp}", T::PRECISION.name());
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn dgemm_against_cublas_each_op_and_layout() {
+    against_cublas_uniform::<f64>();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn sgemm_against_cublas_each_op_and_layout() {
+    against_cublas_uniform::<f32>();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn dgemm_against_cublas_mixed_layouts() {
+    against_cublas_every_combination::<f64>();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn sgemm_against_cublas_mixed_layouts() {
+    against_cublas_every_combination::<f32>();
+}
+
+/// alpha = 0 (A and B all NaN) or k = 0: C = beta * C0 rounded once in the
+/// element type, exactly, for every stage, through host and device
+/// matrices, in every op/layout combination in turn; beta = 0 with a NaN C0
+/// gives zeros.
+fn alpha_zero_and_k_zero<T: Bits>() {
+    let dev = device();
+    let (m, n) = (67, 45);
+    let all = Variant::all();
+    let mut turn = 0;
+    for stage in stages_for(T::PRECISION) {
+        for beta in [0.0, 1.0, -1.5] {
+            for (alpha, k) in [(0.0, 33), (2.0, 0)] {
+                for on_device in [false, true] {
+                    let v = all[turn % all.len()];
+                    turn += 7;
+                    let stored =
+                        |op: Op, rows: usize, cols: usize| if op == Op::N { (rows, cols) } else { (cols, rows) };
+                    let (ar, ac) = stored(v.op_a, m, k);
+                    let (br, bc) = stored(v.op_b, k, n);
+                    let a = Matrix::<T>::from_fn_in(ar, ac, v.a, |_, _| T::NAN);
+                    let b = Matrix::<T>::from_fn_in(br, bc, v.b, |_, _| T::NAN);
+                    let c0 = if beta == 0.0 {
+                        Matrix::<T>::from_fn_in(m, n, v.c, |_, _| T::NAN)
+                    } else {
+                        random_matrix_in::<T>(m, n, v.c, seed())
+                    };
+                    let g = Gemm::new().stage(stage).op_a(v.op_a).op_b(v.op_b).alpha(alpha).beta(beta);
+                    let c = if on_device {
+                        let (da, db) =
+                            (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+                        let mut dc = DeviceMatrix::from_host(&dev, &c0).unwrap();
+                        g.run_device(&da, &db, &mut dc).unwrap();
+                        dc.to_host().unwrap()
+                    } else {
+                        let mut c = c0.clone();
+                        g.device(&dev).run(&a, &b, &mut c).unwrap();
+                        c
+                    };
+                    let beta_t = T::from_f64(beta);
+                    for i in 0..m {
+                        for j in 0..n {
+                            let want = if beta == 0.0 { T::from_f64(0.0) } else { beta_t * c0[(i, j)] };
+                            assert!(
+                                c[(i, j)] == want,
+                                "{} {stage} {v} alpha={alpha} k={k} beta={beta} device={on_device}: C({i}, {j}) = {:?}, \
+                                 expected {want:?}",
+                                T::PRECISION.name(),
+                                c[(i, j)]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn alpha_zero_reads_neither_a_nor_b_f64() {
+    alpha_zero_and_k_zero::<f64>();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn alpha_zero_reads_neither_a_nor_b_f32() {
+    alpha_zero_and_k_zero::<f32>();
+}
+
+/// The caller's stream and cudarc buffers: operands made with
+/// `stream.clone_htod` and `DeviceMatrix::from_cuda_slice`, two products
+/// queued on the caller's stream without a synchronization between them
+/// (D = (alpha op(A) op(B) + beta C) E), then `stream.synchronize()`; also an
+/// operand of the device's own stream used on the caller's. Bound as the
+/// module's (the second product against the first's GPU result).
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn the_callers_stream_and_buffers() {
+    let dev = device();
+    let s = dev.context().new_stream().unwrap();
+    let a = random_matrix::<f64>(200, 300, seed()); // op(A) = A^T is 300 x 200
+    let b = random_matrix_in::<f64>(200, 100, C, seed());
+    let c0 = common::store(&random_matrix::<f64>(300, 100, seed()), Op::N, C, 5, f64::GUARD); // ld 305
+    let e = random_matrix_in::<f64>(100, 64, C, seed());
+    let da = DeviceMatrix::from_cuda_slice(&dev, s.clone_htod(a.as_slice()).unwrap(), 200, 300, R, 300).unwrap();
+    let db = DeviceMatrix::from_cuda_slice(&dev, s.clone_htod(b.as_slice()).unwrap(), 200, 100, C, 200).unwrap();
+    let mut dc = DeviceMatrix::from_cuda_slice(&dev, s.clone_htod(c0.as_slice()).unwrap(), 300, 100, C, 305).unwrap();
+    let de = DeviceMatrix::from_host(&dev, &e).unwrap(); // on the device's stream
+    let mut dd = DeviceMatrix::from_cuda_slice(&dev, s.alloc_zeros::<f64>(300 * 64).unwrap(), 300, 64, R, 64).unwrap();
+    Gemm::new().op_a(Op::T).alpha(0.5).beta(2.0).stream(&s).run_device(&da, &db, &mut dc).unwrap();
+    Gemm::new().stream(&s).run_device(&dc, &de, &mut dd).unwrap();
+    s.synchronize().unwrap();
+    let c = Matrix::from_vec_in(300, 100, C, 305, s.clone_dtoh(dc.buffer()).unwrap()).unwrap();
+    let cmp = Reference::new(0.5, a.t(), &b, 2.0, &c0).compare(&c);
+    assert!(cmp.passed(), "C: {cmp}");
+    outside_view_unchanged(&c0, &c, (0, 0), (300, 100)).unwrap();
+    let d = Matrix::from_vec_in(300, 64, R, 64, s.clone_dtoh(dd.buffer()).unwrap()).unwrap();
+    let cmp = Reference::new(1.0, &c, &e, 0.0, &Matrix::zeros(300, 64)).compare(&d);
+    assert!(cmp.passed(), "D: {cmp}");
+    // The buffers go back to cudarc.
+    assert_eq!(dd.into_cuda_slice().len(), 300 * 64);
+}
+
+/// A stream and a buffer of a `CudaContext` handle the caller opened
+/// itself on the same GPU (`CudaContext::new(0)`: cudarc retains the same
+/// primary context, in a new `Arc`) belong to the library's CUDA context and
+/// must be accepted: the stream by `Gemm::stream`, the buffer by
+/// `DeviceMatrix::from_cuda_slice`. Bound as the module's.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_stream_and_buffer_of_the_callers_own_context_handle() {
+    let dev = device();
+    let ctx = gemm::cudarc::driver::CudaContext::new(0).unwrap();
+    assert!(*ctx == **dev.context(), "cudarc: not the same primary context");
+    let s = ctx.new_stream().unwrap();
+    let a = random_matrix::<f32>(64, 48, seed());
+    let b = random_matrix::<f32>(48, 32, seed());
+    let reference = Reference::new(1.0, &a, &b, 0.0, &Matrix::zeros(64, 32));
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut problems = Vec::new();
+    // The caller's stream, the library's buffers.
+    let mut dc = DeviceMatrix::<f32>::zeros(&dev, 64, 32).unwrap();
+    match Gemm::new().stream(&s).run_device(&da, &db, &mut dc) {
+        Ok(()) => {
+            s.synchronize().unwrap();
+            let cmp = reference.compare(&dc.to_host().unwrap());
+            assert!(cmp.passed(), "{cmp}");
+        }
+        Err(e) => problems.push(format!("a stream of the same context is refused: {e}")),
+    }
+    // The caller's buffer, the library's stream.
+    match DeviceMatrix::from_cuda_slice(&dev, s.clone_htod(a.as_slice()).unwrap(), 64, 48, R, 48) {
+        Ok(da2) => {
+            let mut dc = DeviceMatrix::<f32>::zeros(&dev, 64, 32).unwrap();
+            Gemm::new().run_device(&da2, &db, &mut dc).unwrap();
+            let cmp = reference.compare(&dc.to_host().unwrap());
+            assert!(cmp.passed(), "{cmp}");
+        }
+        Err(e) => problems.push(format!("a buffer of the same context is refused: {e}")),
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// C overlapping A or B in device memory is refused before any launch
+/// (`ShapeError::Overlap`), C untouched; disjoint blocks of the same
+/// allocation are fine. Two `DeviceMatrix`es over one allocation cannot be
+/// made with safe code, so the second handle is made with cudarc's
+/// `upgrade_device_ptr` and leaked before it could free the memory twice.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn overlapping_operands_are_refused() {
+    use gemm::cudarc::driver::DevicePtr;
+    let dev = device();
+    let s = dev.stream().clone();
+    let (rows, cols) = (128, 64); // one row-major 128 x 64 allocation
+    let host = random_matrix::<f64>(rows, cols, seed());
+    let owner = s.clone_htod(host.as_slice()).unwrap();
+    let ptr = {
+        let (ptr, _sync) = owner.device_ptr(&s);
+        ptr
+    };
+    // SAFETY: `alias` is a second handle to `owner`'s allocation; it is
+    // leaked below (never freed), and every use of it is ordered on `s`.
+    let alias = unsafe { s.upgrade_device_ptr::<f64>(ptr, rows * cols) };
+    let a_all = DeviceMatrix::from_cuda_slice(&dev, owner, rows, cols, R, cols).unwrap();
+    let mut c_all = DeviceMatrix::from_cuda_slice(&dev, alias, rows, cols, R, cols).unwrap();
+    let b = DeviceMatrix::from_host(&dev, &random_matrix::<f64>(64, 64, seed())).unwrap();
+    let b_host = b.to_host().unwrap();
+    let mut overlapping = |g: Gemm, a_is_b: bool, c_row: usize| {
+        let (view, c) = (a_all.view(0, 0, 64, 64).unwrap(), c_all.view_mut(c_row, 0, 64, 64));
+        if a_is_b {
+            g.run_device(&b, view, c.unwrap())
+        } else {
+            g.run_device(view, &b, c.unwrap())
+        }
+    };
+    let outcomes = [
+        // C = rows 32..96 overlaps rows 0..64, given as A and as B.
+        overlapping(Gemm::new(), false, 32),
+        overlapping(Gemm::new(), true, 32),
+        // A transposed view of the overlapping block.
+        overlapping(Gemm::new().op_a(Op::T), false, 0),
+    ];
+    let untouched = same_bits(c_all.to_host().unwrap().as_slice(), host.as_slice());
+    // Disjoint rows of the same allocation: C = rows 64..128, A = rows 0..64.
+    let disjoint =
+        Gemm::new().run_device(a_all.view(0, 0, 64, 64).unwrap(), &b, c_all.view_mut(64, 0, 64, 64).unwrap());
+    let after = c_all.to_host().unwrap();
+    let _ = c_all.into_cuda_slice().leak(); // the owner frees the allocation
+    drop(a_all);
+    for (i, r) in outcomes.iter().enumerate() {
+        assert!(
+            matches!(r, Err(Error::Shape(ShapeError::Overlap { .. }))),
+            "overlap {i} not refused: {:?}",
+            r.as_ref().err()
+        );
+    }
+    let operands: Vec<String> = outcomes
+        .iter()
+        .map(|r| match r {
+            Err(Error::Shape(ShapeError::Overlap { operand })) => operand.to_string(),
+            _ => String::new(),
+        })
+        .collect();
+    assert_eq!(operands, ["A", "B", "A"]);
+    assert!(untouched, "C changed by a refused call");
+    disjoint.unwrap();
+    let a_top = host.view(0, 0, 64, 64).unwrap();
+    let cmp =
+        Reference::new(1.0, a_top, &b_host, 0.0, &Matrix::zeros(64, 64)).compare(after.view(64, 0, 64, 64).unwrap());
+    assert!(cmp.passed(), "{cmp}");
+    assert!(same_bits(after.view(0, 0, 64, 64).unwrap().to_matrix().as_slice(), a_top.to_matrix().as_slice()));
+}
+
+/// The same product twice gives the same bits: every stage's default
+/// configuration and the default kernel, f64 and f32, two op/layout
+/// combinations, through host and device matrices.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn products_are_bitwise_deterministic() {
+    fn twice<T: Bits>() {
+        let dev = device();
+        let (m, n, k) = (257, 191, 700);
+        let a = random_matrix::<T>(m, k, seed());
+        let b = random_matrix::<T>(k, n, seed());
+        let c0 = random_matrix::<T>(m, n, seed());
+        let builders: Vec<(String, Gemm)> = stages_for(T::PRECISION)
+            .map(|s| (s.to_string(), Gemm::new().stage(s)))
+            .chain([("default kernel".to_string(), Gemm::new())])
+            .collect();
+        for (name, g) in builders {
+            for v in [Variant::NN, Variant { op_a: Op::T, op_b: Op::N, a: R, b: C, c: C }] {
+                let (sa, sb) = (store(&a, v.op_a, v.a, 0, T::NAN), store(&b, v.op_b, v.b, 0, T::NAN));
+                let g = g.clone().op_a(v.op_a).op_b(v.op_b).alpha(0.75).beta(-1.25).device(&dev);
+                let run_host = || {
+                    let mut c = store(&c0, Op::N, v.c, 0, T::NAN);
+                    g.run(&sa, &sb, &mut c).unwrap();
+                    c
+                };
+                let run_dev = || {
+                    let (da, db) =
+                        (DeviceMatrix::from_host(&dev, &sa).unwrap(), DeviceMatrix::from_host(&dev, &sb).unwrap());
+                    let mut dc = DeviceMatrix::from_host(&dev, &store(&c0, Op::N, v.c, 0, T::NAN)).unwrap();
+                    g.run_device(&da, &db, &mut dc).unwrap();
+                    dc.to_host().unwrap()
+                };
+                let (h1, h2, d1) = (run_host(), run_host(), run_dev());
+                assert!(same_bits(h1.as_slice(), h2.as_slice()), "{} {name} {v}: two runs differ", T::PRECISION.name());
+                assert!(
+                    same_bits(h1.as_slice(), d1.as_slice()),
+                    "{} {name} {v}: host and device differ",
+                    T::PRECISION.name()
+                );
+                let cmp = Reference::new(0.75, op_view(&sa, v.op_a), op_view(&sb, v.op_b), -1.25, &c0).compare(&h1);
+                assert!(cmp.passed(), "{} {name} {v}: {cmp}", T::PRECISION.name());
+            }
+        }
+    }
+    twice::<f64>();
+    twice::<f32>();
+}
