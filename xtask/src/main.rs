@@ -1,8 +1,21 @@
 //! Project tasks (the `cargo xtask` pattern).
 //!
-//! - `cargo xtask ptx [--check]`: build `gemm-kernels` to PTX for every target
-//!   architecture and write `gemm-host/ptx/gemm_<arch>.ptx`; with `--check`,
-//!   fail when the committed files differ from a fresh build.
+//! - `cargo xtask ptx [--check | --any-compiler]`: build `gemm-kernels` to PTX
+//!   once per target architecture and operand layout (A and B row- or
+//!   column-major: `nn`, `nt`, `tn`, `tt`) and write
+//!   `gemm-host/ptx/gemm_<arch>_<layout>.ptx` (e.g. `gemm_sm_90_tn.ptx`), whose
+//!   header names the architecture, the layouts, the compiler (rustc and LLVM),
+//!   the pinned toolchain and a SHA-256 of the inputs (every file under
+//!   gemm-kernels/src and gemm-core/src, both crates' Cargo.toml, the
+//!   kernel-relevant parts of the workspace Cargo.toml, and the build's
+//!   arguments). It refuses to write with a compiler other than the one pinned
+//!   in `ptx-toolchain.toml` unless given `--any-compiler` (or
+//!   `GEMM_PTX_ANY_COMPILER=1`). `--check` fails (1) when a file's digest
+//!   differs from the sources' (no kernel compiler needed) or another compiler
+//!   made it, then (2) with the pinned compiler installed, when a fresh build
+//!   differs (file and first line), or (3) without it, because the bytes cannot
+//!   be compared: it names the installed and the pinned compiler and the
+//!   `apt-get install` command for the pinned one.
 //! - `cargo xtask ptxas`: assemble every committed PTX file with `ptxas -v`,
 //!   print registers, shared memory, stack and spills per kernel, and fail on
 //!   any spill or stack frame (local memory).
@@ -15,13 +28,15 @@
 //! - `cargo xtask plots [--check]`: draw the benchmark plots (`docs/plots/*.svg`)
 //!   from `benches/results/*.csv` (see `plots.rs`).
 //! - `cargo xtask gpu-bundle`: build release test, example and bench binaries
-//!   into `gpu-bundle/` with `run.sh`, to carry to a GPU machine that has no
-//!   Rust toolchain.
+//!   into `gpu-bundle/` with `run.sh`, packed as `gpu-bundle.tar.xz`, to carry
+//!   to a GPU machine that has no Rust toolchain.
 //!
-//! The kernel toolchain (DESIGN.md): a rustc whose `core` source is installed
-//! (Debian's rustc-web, cargo-web, rust-web-src; or nightly + rust-src),
-//! given by `GEMM_PTX_RUSTC` / `GEMM_PTX_CARGO` (default `/usr/bin/rustc`,
-//! `/usr/bin/cargo`); `ptxas` from `PTXAS` or the PATH.
+//! The kernel toolchain (DESIGN.md): a rustc whose `core` source is installed,
+//! pinned in `ptx-toolchain.toml` (Debian's rustc-web, cargo-web, rust-web-src
+//! at one package version; `.ci/run` installs exactly it), given by
+//! `GEMM_PTX_RUSTC` / `GEMM_PTX_CARGO` (default `/usr/bin/rustc`,
+//! `/usr/bin/cargo`; another compiler, e.g. nightly + rust-src, only with
+//! `--any-compiler`); `ptxas` from `PTXAS` or the PATH.
 
 mod plots;
 
@@ -30,9 +45,72 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
 
-/// Target architectures with a committed PTX file. The host loads the newest
+/// Target architectures with committed PTX files. The host loads the newest
 /// one not above the device's compute capability.
 const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
+
+/// A storage order of the operands A and B, fixed when the kernels are built
+/// (`gemm_kernels::A_COL_MAJOR`, `B_COL_MAJOR`): `n` row-major, `t`
+/// column-major, A first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    /// `nn`, `nt`, `tn` or `tt`: the file-name suffix.
+    suffix: &'static str,
+    a_col_major: bool,
+    b_col_major: bool,
+}
+
+/// Every operand layout, each built into its own PTX module per architecture.
+const LAYOUTS: [Layout; 4] = [
+    Layout { suffix: "nn", a_col_major: false, b_col_major: false },
+    Layout { suffix: "nt", a_col_major: false, b_col_major: true },
+    Layout { suffix: "tn", a_col_major: true, b_col_major: false },
+    Layout { suffix: "tt", a_col_major: true, b_col_major: true },
+];
+
+impl Layout {
+    /// "tn (A column-major, B row-major)": the PTX header's `layouts:` value.
+    fn describe(&self) -> String {
+        let order = |col: bool| if col { "column-major" } else { "row-major" };
+        format!("{} (A {}, B {})", self.suffix, order(self.a_col_major), order(self.b_col_major))
+    }
+
+    /// The `rustc` flags that select this layout in gemm-kernels.
+    fn cfg_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for (on, cfg) in [(self.a_col_major, "gemm_a_col_major"), (self.b_col_major, "gemm_b_col_major")] {
+            if on {
+                args.extend(["--cfg".to_string(), cfg.to_string()]);
+            }
+        }
+        args
+    }
+}
+
+/// One generated PTX module: an architecture and an operand layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Module {
+    arch: &'static str,
+    layout: Layout,
+}
+
+impl Module {
+    /// Every module, by architecture, then layout (nn, nt, tn, tt).
+    fn all() -> Vec<Module> {
+        ARCHS.iter().flat_map(|&arch| LAYOUTS.iter().map(move |&layout| Module { arch, layout })).collect()
+    }
+
+    /// "sm_90_tn": the file name's stem after `gemm_`, and the kernel build's
+    /// target directory under `target/ptx/`.
+    fn name(&self) -> String {
+        format!("{}_{}", self.arch, self.layout.suffix)
+    }
+}
+
+/// "sm_80, sm_90 x nn, nt, tn, tt": every module, in words.
+fn modules_in_words() -> String {
+    format!("{} x {}", ARCHS.join(", "), LAYOUTS.map(|l| l.suffix).join(", "))
+}
 
 /// LLVM's full-unroll budget. At the default, stage 4's accumulator loop with
 /// 16 outputs was left rolled (accumulators on the stack) and its k loop with
@@ -47,13 +125,13 @@ fn main() {
     let args: Vec<String> = env::args().skip(1).collect();
     let result =
         match args.first().map(String::as_str) {
-            Some("ptx") => ptx(args.iter().any(|a| a == "--check")),
+            Some("ptx") => ptx(&args[1..]),
             Some("ptxas") => ptxas(),
             Some("gpu-bundle") => gpu_bundle(),
             Some("readme") => readme(args.iter().any(|a| a == "--check")),
             Some("tuning") => tuning(args.iter().any(|a| a == "--check")),
         Some("plots") => plots::plots(args.iter().any(|a| a == "--check")),
-            _ => Err("usage: cargo xtask <ptx [--check] | ptxas | gpu-bundle | readme [--check] | tuning [--check] | plots [--check]>"
+            _ => Err("usage: cargo xtask <ptx [--check | --any-compiler] | ptxas | gpu-bundle | readme [--check] | tuning [--check] | plots [--check]>"
                 .to_string()),
         };
     if let Err(e) = result {
@@ -66,8 +144,12 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-fn ptx_path(arch: &str) -> PathBuf {
-    root().join("gemm-host").join("ptx").join(format!("gemm_{arch}.ptx"))
+fn ptx_dir() -> PathBuf {
+    root().join("gemm-host").join("ptx")
+}
+
+fn ptx_path(module: Module) -> PathBuf {
+    ptx_dir().join(format!("gemm_{}.ptx", module.name()))
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
@@ -79,64 +161,614 @@ fn run(cmd: &mut Command) -> Result<()> {
     }
 }
 
-/// Builds the kernels for one architecture and returns the PTX text.
-fn build_ptx(arch: &str) -> Result<String> {
-    let rustc = env::var("GEMM_PTX_RUSTC").unwrap_or_else(|_| "/usr/bin/rustc".into());
-    let cargo = env::var("GEMM_PTX_CARGO").unwrap_or_else(|_| "/usr/bin/cargo".into());
-    let target_dir = root().join("target").join("ptx").join(arch);
-    let mut cmd = Command::new(&cargo);
+/// The pin file at the repository root: the one kernel compiler that makes the
+/// committed PTX. `.ci/run` sources it (bash) to install exactly that
+/// compiler; `Pin::read` parses it here.
+const PIN_FILE: &str = "ptx-toolchain.toml";
+
+/// The pinned kernel toolchain, from [`PIN_FILE`].
+struct Pin {
+    /// Debian version of every package in `packages`.
+    deb_version: String,
+    /// Debian packages that make up the toolchain (rustc-web cargo-web rust-web-src).
+    packages: Vec<String>,
+    /// `release:` line of `rustc -vV`.
+    rustc_release: String,
+    /// `LLVM version:` line of `rustc -vV`.
+    llvm_version: String,
+}
+
+impl Pin {
+    /// Reads [`PIN_FILE`]: `KEY="value"` lines, `#` comments and blank lines
+    /// only (valid TOML and valid bash; no spaces around `=`).
+    fn read() -> Result<Pin> {
+        let path = root().join(PIN_FILE);
+        let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut values: Vec<(String, String)> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let parsed = line.split_once('=').and_then(|(key, value)| {
+                let value = value.strip_prefix('"')?.strip_suffix('"')?;
+                let key_ok =
+                    !key.is_empty() && key.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+                let value_ok = !value.contains(['"', '\\', '$', '`']);
+                (key_ok && value_ok).then(|| (key.to_string(), value.to_string()))
+            });
+            values.push(parsed.ok_or_else(|| {
+                format!(
+                    "{PIN_FILE}:{}: expected KEY=\"value\" (no spaces around `=`: .ci/run sources this file with bash), found: {line}",
+                    i + 1
+                )
+            })?);
+        }
+        let get = |key: &str| {
+            values
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| format!("{PIN_FILE} does not set {key}"))
+        };
+        Ok(Pin {
+            deb_version: get("PTX_DEB_VERSION")?,
+            packages: get("PTX_DEB_PACKAGES")?.split_whitespace().map(String::from).collect(),
+            rustc_release: get("PTX_RUSTC_RELEASE")?,
+            llvm_version: get("PTX_LLVM_VERSION")?,
+        })
+    }
+
+    /// "rustc 1.96.0, LLVM 22.1.8": how the PTX header names a compiler.
+    fn compiler(&self) -> String {
+        format!("rustc {}, LLVM {}", self.rustc_release, self.llvm_version)
+    }
+
+    /// The header line naming the pin; `matched` says whether the compiler
+    /// that wrote the file was the pinned one.
+    fn header_line(&self, matched: bool) -> String {
+        format!(
+            "// pin: Debian {} {} ({PIN_FILE}){}",
+            self.packages.join(", "),
+            self.deb_version,
+            if matched { "" } else { "; NOT the compiler above (written with --any-compiler)" }
+        )
+    }
+
+    /// The command that installs the pinned toolchain.
+    fn install_command(&self) -> String {
+        let packages: Vec<String> = self.packages.iter().map(|p| format!("{p}={}", self.deb_version)).collect();
+        format!("sudo apt-get update && sudo apt-get install -y --allow-downgrades {}", packages.join(" "))
+    }
+}
+
+/// The kernel compiler `cargo xtask ptx` uses: `GEMM_PTX_RUSTC` /
+/// `GEMM_PTX_CARGO`, by default Debian's `/usr/bin/rustc` and `/usr/bin/cargo`.
+struct Compiler {
+    rustc: String,
+    cargo: String,
+    /// `rustc -vV`'s release and LLVM version, or why it could not run.
+    version: std::result::Result<(String, String), String>,
+    /// Installed version of each pinned Debian package ("not installed" when
+    /// absent), when the compiler is `/usr/bin/rustc` and `dpkg-query` runs.
+    packages: Vec<(String, String)>,
+}
+
+impl Compiler {
+    fn find(pin: &Pin) -> Compiler {
+        let rustc = env::var("GEMM_PTX_RUSTC").unwrap_or_else(|_| "/usr/bin/rustc".into());
+        let cargo = env::var("GEMM_PTX_CARGO").unwrap_or_else(|_| "/usr/bin/cargo".into());
+        let version = match Command::new(&rustc).arg("-vV").output() {
+            Err(e) => Err(format!("{rustc} cannot run: {e}")),
+            Ok(out) if !out.status.success() => Err(format!("`{rustc} -vV` failed: {}", out.status)),
+            Ok(out) => {
+                let text = String::from_utf8_lossy(&out.stdout);
+                let field = |key: &str| text.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string());
+                match (field("release:"), field("LLVM version:")) {
+                    (Some(release), Some(llvm)) => Ok((release, llvm)),
+                    _ => Err(format!("`{rustc} -vV` names no release and LLVM version")),
+                }
+            }
+        };
+        let mut packages = Vec::new();
+        if rustc == "/usr/bin/rustc" {
+            let query = Command::new("dpkg-query")
+                .arg("-W")
+                .arg("-f=${Package}|${db:Status-Abbrev}|${Version}\n")
+                .args(&pin.packages)
+                .output();
+            // dpkg-query exits 1 when a package is unknown but still lists the others.
+            if let Some(out) = query.ok().filter(|o| !o.stdout.is_empty()) {
+                let listed = String::from_utf8_lossy(&out.stdout).to_string();
+                for name in &pin.packages {
+                    let installed = listed.lines().find_map(|l| {
+                        let mut f = l.split('|');
+                        (f.next() == Some(name.as_str()) && f.next().is_some_and(|s| s.starts_with("ii")))
+                            .then(|| f.next().unwrap_or_default().to_string())
+                    });
+                    packages.push((name.clone(), installed.unwrap_or_else(|| "not installed".into())));
+                }
+            }
+        }
+        Compiler { rustc, cargo, version, packages }
+    }
+
+    fn matches(&self, pin: &Pin) -> bool {
+        self.version.as_ref().is_ok_and(|(r, l)| *r == pin.rustc_release && *l == pin.llvm_version)
+            && self.packages.iter().all(|(_, v)| *v == pin.deb_version)
+    }
+
+    /// What is installed, in words.
+    fn describe(&self) -> String {
+        let mut s = match &self.version {
+            Ok((release, llvm)) => format!("{} is rustc {release}, LLVM {llvm}", self.rustc),
+            Err(e) => format!("no kernel compiler ({e})"),
+        };
+        if !self.packages.is_empty() {
+            let list: Vec<String> = self.packages.iter().map(|(p, v)| format!("{p} {v}")).collect();
+            s += &format!(" (Debian packages: {})", list.join(", "));
+        }
+        s
+    }
+
+    /// Why this compiler cannot make or check the PTX, and how to get the pinned one.
+    fn not_pinned(&self, pin: &Pin) -> String {
+        let mut s = format!(
+            "the installed kernel compiler is not the pinned one:\n  installed: {}\n  pinned ({PIN_FILE}): {} from Debian {} {}\n\
+             install the pinned one with:\n  {}",
+            self.describe(),
+            pin.compiler(),
+            pin.packages.join(", "),
+            pin.deb_version,
+            pin.install_command()
+        );
+        if env::var_os("GEMM_PTX_RUSTC").is_some() {
+            s += "\n(GEMM_PTX_RUSTC is set: unset it to use /usr/bin/rustc)";
+        }
+        s
+    }
+}
+
+/// The kernel build's `cargo` arguments for one module (architecture and
+/// layout), without the compiler paths and the target directory (passed as
+/// `CARGO_TARGET_DIR`): with [`PTX_BUILD_ENV`], they enter the inputs digest.
+fn ptx_build_args(module: Module) -> Vec<String> {
+    let arch = module.arch;
+    let mut args: Vec<String> = [
+        "rustc",
+        "--quiet",
+        "-p",
+        "gemm-kernels",
+        "--profile",
+        "ptx",
+        "--target",
+        "nvptx64-nvidia-cuda",
+        "-Zbuild-std=core",
+        "--crate-type",
+        "cdylib",
+        "--",
+        "--emit=asm",
+        "-C",
+        "linker=/bin/true",
+    ]
+    .map(String::from)
+    .into();
+    args.push(format!("-Ctarget-cpu={arch}"));
+    args.push(format!("-Cllvm-args={UNROLL_THRESHOLD}"));
+    // Architecture-specific kernel code (stage 8's m16n8k16) is compiled
+    // only into the sm_90 PTX.
+    if arch == "sm_90" {
+        args.extend(["--cfg".to_string(), "gemm_sm90".to_string()]);
+    }
+    // The storage order of A and B (gemm_kernels::A_COL_MAJOR, B_COL_MAJOR).
+    args.extend(module.layout.cfg_args());
+    args
+}
+
+/// Environment of the kernel build (besides `RUSTC` and `CARGO_TARGET_DIR`).
+const PTX_BUILD_ENV: [(&str, &str); 1] = [("RUSTC_BOOTSTRAP", "1")];
+
+/// Builds the kernels for one module (architecture and layout) and returns
+/// the PTX text as LLVM wrote it (no header). Each module has its own target
+/// directory (`target/ptx/<arch>_<layout>`), so no build overwrites another's
+/// output.
+fn build_ptx(module: Module, compiler: &Compiler) -> Result<String> {
+    let target_dir = root().join("target").join("ptx").join(module.name());
+    let mut cmd = Command::new(&compiler.cargo);
     cmd.current_dir(root())
-        .env("RUSTC", &rustc)
-        .env("RUSTC_BOOTSTRAP", "1")
+        .env("RUSTC", &compiler.rustc)
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .envs(PTX_BUILD_ENV)
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .args(["rustc", "--quiet", "-p", "gemm-kernels", "--profile", "ptx"])
-        .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core", "--crate-type", "cdylib"])
-        .arg("--target-dir")
-        .arg(&target_dir)
-        .args(["--", "--emit=asm", "-C", "linker=/bin/true"])
-        .arg(format!("-Ctarget-cpu={arch}"))
-        .arg(format!("-Cllvm-args={UNROLL_THRESHOLD}"))
-        // Architecture-specific kernel code (stage 8's m16n8k16) is compiled
-        // only into the sm_90 PTX.
-        .args(if arch == "sm_90" { &["--cfg", "gemm_sm90"][..] } else { &[][..] });
+        .args(ptx_build_args(module));
+    println!("compiling the kernels for {} ...", ptx_rel(module));
     run(&mut cmd).map_err(|e| format!("{e}\n(the kernel toolchain is described in DESIGN.md and README.md)"))?;
     let asm = target_dir.join("nvptx64-nvidia-cuda/ptx/deps/gemm_kernels.s");
-    let text = fs::read_to_string(&asm).map_err(|e| format!("{}: {e}", asm.display()))?;
-    // Name the compiler in the header: a different rustc or LLVM is the usual
-    // reason for `ptx --check` to find the files stale.
-    let version = Command::new(&rustc).arg("-vV").output().map_err(|e| format!("{rustc} -vV: {e}"))?;
-    let version = String::from_utf8_lossy(&version.stdout);
-    let field = |key: &str| version.lines().find_map(|l| l.strip_prefix(key)).unwrap_or("?").trim().to_string();
+    fs::read_to_string(&asm).map_err(|e| format!("{}: {e}", asm.display()))
+}
+
+/// Every file under `dir`, recursively, as paths relative to the repository root.
+fn files_under(dir: &Path, out: &mut Vec<String>) -> Result<()> {
+    for entry in fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+        if path.is_dir() {
+            files_under(&path, out)?;
+        } else {
+            let rel = path.strip_prefix(root()).map_err(|e| e.to_string())?;
+            out.push(rel.to_str().ok_or_else(|| format!("{}: not UTF-8", rel.display()))?.replace('\\', "/"));
+        }
+    }
+    Ok(())
+}
+
+/// The parts of the workspace manifest that reach the kernel build: the
+/// `[workspace.package]` and `[profile.*]` sections whole, and the
+/// `[workspace.dependencies]` entries that gemm-kernels and gemm-core use
+/// (so a host-only dependency bump does not make the PTX stale).
+fn workspace_manifest_for_kernels() -> Result<String> {
+    let read = |rel: &str| fs::read_to_string(root().join(rel)).map_err(|e| format!("{rel}: {e}"));
+    // (section header, its lines), in file order; lines before the first header under "".
+    let sections = |text: &str| {
+        let mut out: Vec<(String, Vec<String>)> = vec![(String::new(), Vec::new())];
+        for line in text.lines() {
+            if line.trim_start().starts_with('[') {
+                out.push((line.trim().to_string(), Vec::new()));
+            }
+            out.last_mut().unwrap().1.push(line.to_string());
+        }
+        out
+    };
+    let key = |line: &str| {
+        line.split('=').next().unwrap_or_default().split('.').next().unwrap_or_default().trim().to_string()
+    };
+    let mut kernel_deps = Vec::new();
+    for member in ["gemm-kernels/Cargo.toml", "gemm-core/Cargo.toml"] {
+        for (header, lines) in sections(&read(member)?) {
+            if header.ends_with("dependencies]") && !header.ends_with("dev-dependencies]") {
+                kernel_deps.extend(
+                    lines
+                        .iter()
+                        .skip(1)
+                        .filter(|l| l.contains('=') && !l.trim_start().starts_with('#'))
+                        .map(|l| key(l)),
+                );
+            }
+        }
+    }
+    let mut out = String::new();
+    for (header, lines) in sections(&read("Cargo.toml")?) {
+        if header == "[workspace.package]" || header.starts_with("[profile.") {
+            out += &(lines.join("\n") + "\n");
+        } else if header == "[workspace.dependencies]" {
+            out += &(header + "\n");
+            for line in lines.iter().skip(1).filter(|l| l.contains('=') && kernel_deps.contains(&key(l))) {
+                out += &(line.to_string() + "\n");
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// SHA-256 over everything besides the compiler that determines one
+/// module's PTX: every file under gemm-kernels/src and gemm-core/src
+/// (sorted; path and contents), both crates' Cargo.toml (and build.rs, if
+/// any), the kernel-relevant parts of the workspace Cargo.toml, the
+/// workspace's .cargo/config.toml, and the build's arguments (the layout's
+/// `--cfg` flags among them) and environment.
+/// It needs no kernel compiler, so `ptx --check` can catch sources edited
+/// without regenerating the PTX on any machine.
+fn inputs_digest(module: Module) -> Result<String> {
+    let mut files = Vec::new();
+    for dir in ["gemm-kernels/src", "gemm-core/src"] {
+        files_under(&root().join(dir), &mut files)?;
+    }
+    for file in ["gemm-kernels/Cargo.toml", "gemm-core/Cargo.toml", "gemm-kernels/build.rs", "gemm-core/build.rs"] {
+        if root().join(file).exists() {
+            files.push(file.to_string());
+        }
+    }
+    if root().join(".cargo/config.toml").exists() {
+        files.push(".cargo/config.toml".to_string());
+    }
+    files.sort();
+    let mut data = Vec::new();
+    let mut item = |kind: &str, name: &str, bytes: &[u8]| {
+        data.extend_from_slice(format!("{kind} {name} {}\n", bytes.len()).as_bytes());
+        data.extend_from_slice(bytes);
+        data.push(b'\n');
+    };
+    for file in &files {
+        item("file", file, &fs::read(root().join(file)).map_err(|e| format!("{file}: {e}"))?);
+    }
+    item("manifest", "Cargo.toml", workspace_manifest_for_kernels()?.as_bytes());
+    let mut build = String::new();
+    for (k, v) in PTX_BUILD_ENV {
+        build += &format!("env {k}={v}\n");
+    }
+    for arg in ptx_build_args(module) {
+        build += &format!("arg {arg}\n");
+    }
+    item("build", &module.name(), build.as_bytes());
+    Ok(sha256::sha256(&data).iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// First line of every generated PTX file.
+const PTX_HEADER_FIRST: &str =
+    "// Generated by `cargo xtask ptx` from gemm-kernels; do not edit (`cargo xtask ptx --check` checks it).";
+
+/// The header of a generated PTX file: architecture, operand layouts, the
+/// compiler that made it, the pin, and the inputs digest.
+fn ptx_header(module: Module, compiler: &Compiler, pin: &Pin, digest: &str) -> Result<String> {
+    let (release, llvm) = compiler.version.as_ref().map_err(|e| e.to_string())?;
     Ok(format!(
-        "// Generated by `cargo xtask ptx` from gemm-kernels for {arch} with rustc {}, LLVM {}; do not edit.\n{text}",
-        field("release:"),
-        field("LLVM version:")
+        "{PTX_HEADER_FIRST}\n// arch: {}\n// layouts: {}\n// compiler: rustc {release}, LLVM {llvm}\n{}\n\
+         // inputs-sha256: {digest}\n",
+        module.arch,
+        module.layout.describe(),
+        pin.header_line(compiler.matches(pin))
     ))
 }
 
-fn ptx(check: bool) -> Result<()> {
-    let mut stale = Vec::new();
-    for arch in ARCHS {
-        let fresh = build_ptx(arch)?;
-        let path = ptx_path(arch);
-        let old = fs::read_to_string(&path).unwrap_or_default();
-        if check {
-            if old != fresh {
-                stale.push(path.display().to_string());
+/// A `// key: value` line of a generated PTX file's leading comment block.
+fn header_field<'a>(ptx: &'a str, key: &str) -> Option<&'a str> {
+    let prefix = format!("// {key}: ");
+    ptx.lines().take_while(|l| l.starts_with("//")).find_map(|l| l.strip_prefix(prefix.as_str()))
+}
+
+fn ptx_rel(module: Module) -> String {
+    format!("gemm-host/ptx/gemm_{}.ptx", module.name())
+}
+
+/// Generated PTX files in `gemm-host/ptx/` (first line [`PTX_HEADER_FIRST`])
+/// that no module writes any more, e.g. `gemm_sm_80.ptx` from before the
+/// layouts: relative paths, sorted.
+fn stale_ptx_files() -> Result<Vec<String>> {
+    let current: Vec<String> = Module::all().into_iter().map(ptx_rel).collect();
+    let mut files = Vec::new();
+    files_under(&ptx_dir(), &mut files)?;
+    let mut stale: Vec<String> = files
+        .into_iter()
+        .filter(|rel| rel.ends_with(".ptx") && !current.contains(rel))
+        .filter(|rel| fs::read_to_string(root().join(rel)).is_ok_and(|t| t.lines().next() == Some(PTX_HEADER_FIRST)))
+        .collect();
+    stale.sort();
+    Ok(stale)
+}
+
+/// The first line (1-based) where two texts differ, with both lines.
+fn first_difference(old: &str, new: &str) -> Option<(usize, String, String)> {
+    let (mut a, mut b) = (old.lines(), new.lines());
+    for n in 1.. {
+        match (a.next(), b.next()) {
+            (None, None) => break,
+            (x, y) if x == y => {}
+            (x, y) => {
+                let show = |l: Option<&str>| {
+                    l.map_or("<end of file>".to_string(), |l| format!("{:?}", l.chars().take(100).collect::<String>()))
+                };
+                return Some((n, show(x), show(y)));
             }
-        } else {
-            fs::write(&path, fresh).map_err(|e| format!("{}: {e}", path.display()))?;
-            println!("wrote {}", path.display());
         }
     }
-    if stale.is_empty() {
-        if check {
-            println!("PTX is up to date ({})", ARCHS.join(", "));
+    // Same lines; the texts differ in line endings or a final newline.
+    (old != new).then(|| (old.lines().count(), "(line endings)".to_string(), "(line endings)".to_string()))
+}
+
+/// `cargo xtask ptx [--check] [--any-compiler]`.
+fn ptx(args: &[String]) -> Result<()> {
+    let mut check = false;
+    let mut any_compiler = env::var_os("GEMM_PTX_ANY_COMPILER").is_some_and(|v| v == "1");
+    for arg in args {
+        match arg.as_str() {
+            "--check" => check = true,
+            "--any-compiler" => any_compiler = true,
+            other => {
+                return Err(format!(
+                    "ptx: unknown argument {other} (usage: cargo xtask ptx [--check | --any-compiler])"
+                ))
+            }
         }
+    }
+    let pin = Pin::read()?;
+    let compiler = Compiler::find(&pin);
+    if check {
+        return ptx_check(&pin, &compiler);
+    }
+    let pinned = compiler.matches(&pin);
+    if !pinned && !any_compiler {
+        return Err(format!(
+            "not writing the PTX: {}\nor pass --any-compiler (or set GEMM_PTX_ANY_COMPILER=1) to write PTX from this compiler \
+             anyway; `cargo xtask ptx --check` and CI reject such files",
+            compiler.not_pinned(&pin)
+        ));
+    }
+    if !pinned {
+        eprintln!("warning: --any-compiler: {}", compiler.not_pinned(&pin));
+    }
+    // Build every module first (one after another: each build uses every
+    // core) and write only when the sources did not change meanwhile, so the
+    // files always come from one state of the sources.
+    let mut out = Vec::new();
+    for module in Module::all() {
+        let digest = inputs_digest(module)?;
+        out.push((
+            module,
+            digest.clone(),
+            ptx_header(module, &compiler, &pin, &digest)? + &build_ptx(module, &compiler)?,
+        ));
+    }
+    for (module, digest, _) in &out {
+        if inputs_digest(*module)? != *digest {
+            return Err("kernel sources changed during the build; nothing written: run `cargo xtask ptx` again".into());
+        }
+    }
+    for (module, digest, text) in out {
+        let path = ptx_path(module);
+        fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("wrote {} ({}, inputs-sha256 {digest})", ptx_rel(module), pin.compiler());
+    }
+    for rel in stale_ptx_files()? {
+        fs::remove_file(root().join(&rel)).map_err(|e| format!("{rel}: {e}"))?;
+        println!("removed {rel} (no module writes it any more)");
+    }
+    Ok(())
+}
+
+/// `cargo xtask ptx --check`: first, with no compiler needed, that each file's
+/// inputs digest matches the sources and that the pinned compiler made it;
+/// then, when the pinned compiler is installed, that a fresh build gives the
+/// same bytes. Anything it cannot check is a failure, never a pass.
+fn ptx_check(pin: &Pin, compiler: &Compiler) -> Result<()> {
+    let mut problems = Vec::new();
+    for module in Module::all() {
+        let rel = ptx_rel(module);
+        let old = match fs::read_to_string(ptx_path(module)) {
+            Ok(text) => text,
+            Err(e) => {
+                problems.push(format!("{rel}: {e}: run `cargo xtask ptx`"));
+                continue;
+            }
+        };
+        let now = inputs_digest(module)?;
+        let recorded = header_field(&old, "inputs-sha256").unwrap_or("none (an older header)");
+        if recorded != now {
+            problems.push(format!(
+                "kernel sources or build flags changed since {rel} was generated (digest {recorded} in the file, {now} now): \
+                 run `cargo xtask ptx`"
+            ));
+        }
+        // Headers from before the pin named the compiler in their first line.
+        let made_by = header_field(&old, "compiler").map(str::to_string).or_else(|| {
+            let rest = old.lines().next()?.split(" with rustc ").nth(1)?;
+            Some(format!("rustc {}", rest.split(';').next()?))
+        });
+        let pin_line = header_field(&old, "pin");
+        if made_by.as_deref() != Some(pin.compiler().as_str())
+            || pin_line.map(|l| format!("// pin: {l}")) != Some(pin.header_line(true))
+        {
+            let how = match pin_line {
+                None => String::new(),
+                Some(l) if l.contains("--any-compiler") => " (written with --any-compiler)".to_string(),
+                Some(l) => format!(" under the pin `{l}`"),
+            };
+            problems.push(format!(
+                "{rel} was made by {}{how}, not by the pinned {} (Debian {}, {PIN_FILE}): run `cargo xtask ptx` with the pinned compiler",
+                made_by.as_deref().unwrap_or("an unrecorded compiler"),
+                pin.compiler(),
+                pin.deb_version
+            ));
+        }
+    }
+    for rel in stale_ptx_files()? {
+        problems
+            .push(format!("{rel} is generated PTX that no module writes any more: delete it (`cargo xtask ptx` does)"));
+    }
+    let pinned = compiler.matches(pin);
+    if !problems.is_empty() {
+        if !pinned {
+            problems.push(format!("also, {}", compiler.not_pinned(pin)));
+        }
+        return Err(problems.join("\n"));
+    }
+    println!("PTX headers match the kernel sources, build flags and pin ({})", modules_in_words());
+    if !pinned {
+        return Err(format!("cannot compare the PTX bytes: {}", compiler.not_pinned(pin)));
+    }
+    for module in Module::all() {
+        let old = fs::read_to_string(ptx_path(module)).map_err(|e| format!("{}: {e}", ptx_rel(module)))?;
+        let fresh = ptx_header(module, compiler, pin, &inputs_digest(module)?)? + &build_ptx(module, compiler)?;
+        if let Some((line, was, now)) = first_difference(&old, &fresh) {
+            problems.push(format!(
+                "{} differs from a fresh build with the pinned compiler ({}), first at line {line}:\n  committed: {was}\n  fresh:     {now}",
+                ptx_rel(module),
+                pin.compiler()
+            ));
+        }
+    }
+    if problems.is_empty() {
+        println!(
+            "PTX is up to date: a fresh build with {} gives the same bytes ({})",
+            pin.compiler(),
+            modules_in_words()
+        );
         Ok(())
     } else {
-        Err(format!("stale PTX (run `cargo xtask ptx`): {}", stale.join(", ")))
+        Err(problems.join("\n") + "\nrun `cargo xtask ptx`")
+    }
+}
+
+/// SHA-256 (FIPS 180-4) for the PTX inputs digest, to keep xtask free of a
+/// hashing dependency.
+mod sha256 {
+    /// SHA-256 (FIPS 180-4).
+    pub fn sha256(data: &[u8]) -> [u8; 32] {
+        const K: [u32; 64] = [
+            0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
+            0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+            0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
+            0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+            0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
+            0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+            0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+            0xc67178f2,
+        ];
+        let mut h: [u32; 8] =
+            [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
+        let mut msg = data.to_vec();
+        msg.push(0x80);
+        while msg.len() % 64 != 56 {
+            msg.push(0);
+        }
+        msg.extend_from_slice(&(data.len() as u64 * 8).to_be_bytes());
+        for block in msg.chunks_exact(64) {
+            let mut w = [0u32; 64];
+            for (wi, bytes) in w.iter_mut().zip(block.chunks_exact(4)) {
+                *wi = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            }
+            for i in 16..64 {
+                let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+                let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+                w[i] = w[i - 16].wrapping_add(s0).wrapping_add(w[i - 7]).wrapping_add(s1);
+            }
+            let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = h;
+            for (k, wi) in K.iter().zip(w) {
+                let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
+                let ch = (e & f) ^ (!e & g);
+                let t1 = hh.wrapping_add(s1).wrapping_add(ch).wrapping_add(*k).wrapping_add(wi);
+                let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
+                let t2 = s0.wrapping_add((a & b) ^ (a & c) ^ (b & c));
+                (hh, g, f, e, d, c, b, a) = (g, f, e, d.wrapping_add(t1), c, b, a, t1.wrapping_add(t2));
+            }
+            for (x, y) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
+                *x = x.wrapping_add(y);
+            }
+        }
+        let mut out = [0u8; 32];
+        for (o, x) in out.chunks_exact_mut(4).zip(h) {
+            o.copy_from_slice(&x.to_be_bytes());
+        }
+        out
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::sha256;
+
+        #[test]
+        fn sha256_known_answers() {
+            let hex = |d: [u8; 32]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+            assert_eq!(hex(sha256(b"")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+            assert_eq!(hex(sha256(b"abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+            assert_eq!(
+                hex(sha256(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+                "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+            );
+            assert_eq!(
+                hex(sha256(&vec![b'a'; 1_000_000])),
+                "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
+            );
+        }
     }
 }
 
@@ -176,26 +808,36 @@ fn parse_ptxas(log: &str) -> Vec<Report> {
     out
 }
 
+/// `cargo xtask ptxas`: assembles every generated PTX file (every
+/// architecture and layout) and prints one table per file.
 fn ptxas() -> Result<()> {
     let ptxas = env::var("PTXAS").unwrap_or_else(|_| "ptxas".into());
     let mut bad = Vec::new();
-    for arch in ARCHS {
-        let path = ptx_path(arch);
+    let mut kernels = 0;
+    let modules = Module::all();
+    for &module in &modules {
+        let (arch, rel) = (module.arch, ptx_rel(module));
         let out = Command::new(&ptxas)
             .args(["-v", &format!("-arch={arch}"), "-o", "/dev/null"])
-            .arg(&path)
+            .arg(ptx_path(module))
             .output()
             .map_err(|e| format!("cannot run {ptxas} (set PTXAS): {e}"))?;
         let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
-            return Err(format!("ptxas rejected {}:\n{log}", path.display()));
+            return Err(format!("ptxas rejected {rel}:\n{log}"));
         }
         let mut reports = parse_ptxas(&log);
+        if reports.is_empty() {
+            return Err(format!("no kernels found in the ptxas report for {rel}"));
+        }
         reports.sort_by(|a, b| a.name.cmp(&b.name));
-        println!("{arch}: {:<22} {:>5} {:>6} {:>6} {:>7}", "kernel", "regs", "smem", "stack", "spills");
+        kernels += reports.len();
+        println!("{rel} ({arch}, layouts {}):", module.layout.describe());
+        let width = reports.iter().map(|r| r.name.len()).max().unwrap_or(0);
+        println!("  {:<width$} {:>5} {:>6} {:>6} {:>7}", "kernel", "regs", "smem", "stack", "spills");
         for r in &reports {
             println!(
-                "{arch}: {:<22} {:>5} {:>6} {:>6} {:>7}",
+                "  {:<width$} {:>5} {:>6} {:>6} {:>7}",
                 r.name,
                 r.registers,
                 r.smem,
@@ -203,18 +845,22 @@ fn ptxas() -> Result<()> {
                 r.spill_stores + r.spill_loads
             );
             if r.spill_stores + r.spill_loads + r.stack > 0 {
-                bad.push(format!("{arch} {}", r.name));
+                bad.push(format!(
+                    "{rel}: {} ({} bytes stack, {} bytes spill stores, {} bytes spill loads)",
+                    r.name, r.stack, r.spill_stores, r.spill_loads
+                ));
             }
-        }
-        if reports.is_empty() {
-            return Err(format!("no kernels found in the ptxas report for {}", path.display()));
         }
     }
     if bad.is_empty() {
-        println!("ptxas: every kernel assembled with no spills and no stack frame");
+        println!(
+            "ptxas: all {kernels} kernels in {} files ({}) assembled with no spills and no stack frame",
+            modules.len(),
+            modules_in_words()
+        );
         Ok(())
     } else {
-        Err(format!("kernels with spills or a stack frame: {}", bad.join(", ")))
+        Err(format!("kernels with spills or a stack frame:\n  {}", bad.join("\n  ")))
     }
 }
 
@@ -295,24 +941,76 @@ fn gpu_bundle() -> Result<()> {
     }
     fs::write(dir.join("run.sh"), RUN_SH).map_err(|e| e.to_string())?;
     fs::write(dir.join("COMMIT"), &commit).map_err(|e| e.to_string())?;
-    // Every binary embeds the PTX text (several MiB each); gzip shrinks the
-    // bundle about tenfold for the trip to the GPU machine.
-    let archive = root().join("gpu-bundle.tar.gz");
-    run(Command::new("tar").current_dir(root()).arg("-czf").arg(&archive).arg("gpu-bundle"))?;
+    // Every binary embeds all the PTX modules (about 33 MB), the same bytes in
+    // each: xz with a dictionary larger than one binary finds each copy in the
+    // one before and stores it in almost nothing, where gzip's 32 KiB window
+    // cannot (gzip: about 6 MB per binary, 100 MB in all, over the device
+    // tool's 64 MiB).
+    let _ = fs::remove_file(root().join("gpu-bundle.tar.gz")); // the archive before xz
+    let archive = root().join(ARCHIVE);
+    pack_tar_xz(&root(), "gpu-bundle", &archive)?;
     let mb = total as f64 / (1 << 20) as f64;
     let packed = fs::metadata(&archive).map(|m| m.len()).unwrap_or(0) as f64 / (1 << 20) as f64;
     println!(
-        "gpu-bundle/: {mb:.1} MiB, gpu-bundle.tar.gz: {packed:.1} MiB, commit {commit}; carry the archive and run \
-         `tar xzf gpu-bundle.tar.gz && sh gpu-bundle/run.sh [all|tests|sanitize|examples|bench]`"
+        "gpu-bundle/: {mb:.1} MiB, {ARCHIVE}: {packed:.1} MiB, commit {commit}; carry the archive and run \
+         `{UNPACK} && sh gpu-bundle/run.sh [all|tests|sanitize|examples|bench]` \
+         (without xz: `{UNPACK_PYTHON}`)"
     );
-    if packed > 60.0 {
-        return Err(format!("gpu-bundle.tar.gz is {packed:.1} MiB; the device tool carries at most 64 MiB"));
+    if packed > ARCHIVE_MAX_MIB {
+        return Err(format!(
+            "{ARCHIVE} is {packed:.1} MiB, above {ARCHIVE_MAX_MIB} MiB; the device tool carries at most 64 MiB"
+        ));
     }
     Ok(())
 }
 
+/// The GPU bundle's archive, at the repository root (in .gitignore).
+const ARCHIVE: &str = "gpu-bundle.tar.xz";
+/// The largest archive `gpu-bundle` accepts, in MiB (the device tool carries
+/// at most 64 MiB).
+const ARCHIVE_MAX_MIB: f64 = 60.0;
+/// How to unpack the archive on the GPU machine.
+const UNPACK: &str = "tar xJf gpu-bundle.tar.xz";
+/// The same without the `xz` program (Python's lzma module).
+const UNPACK_PYTHON: &str = "python3 -c \"import tarfile; tarfile.open('gpu-bundle.tar.xz').extractall()\"";
+/// xz's options: LZMA2 preset 6 with a 192 MiB dictionary, several binaries
+/// long, so the PTX copies in one binary match those in the previous ones,
+/// and the hash-chain match finder (hc4), which on six real test binaries
+/// (212 MB, 2026-11-21) took 17 s instead of preset 6's bt4's 88 s for 4%
+/// more (2.61 MB instead of 2.51 MB; gzip: 38 MB). Compressing takes about
+/// 1.5 GiB of memory per thread (xz -T0 runs fewer threads when memory is
+/// short); unpacking about 200 MiB.
+const XZ_ARGS: [&str; 3] = ["-T0", "--lzma2=preset=6,dict=192MiB,mf=hc4", "-c"];
+
+/// `tar -cf - <dir> | xz XZ_ARGS > <archive>`, run in `cwd`.
+fn pack_tar_xz(cwd: &Path, dir: &str, archive: &Path) -> Result<()> {
+    use std::process::Stdio;
+    let out = fs::File::create(archive).map_err(|e| format!("{}: {e}", archive.display()))?;
+    let mut tar = Command::new("tar")
+        .current_dir(cwd)
+        .args(["-cf", "-", dir])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run tar: {e}"))?;
+    let tar_out = tar.stdout.take().ok_or("tar: no stdout")?;
+    let xz = Command::new("xz").args(XZ_ARGS).stdin(tar_out).stdout(out).status();
+    let tar_status = tar.wait().map_err(|e| format!("tar: {e}"))?;
+    let problem = match (xz, tar_status.success()) {
+        (Err(e), _) => format!("cannot run xz (install xz-utils): {e}"),
+        (Ok(xz), _) if !xz.success() => format!("xz {} failed: {xz}", XZ_ARGS.join(" ")),
+        (Ok(_), false) => format!("tar -cf - {dir} failed: {tar_status}"),
+        (Ok(_), true) => return Ok(()),
+    };
+    let _ = fs::remove_file(archive);
+    Err(format!("packing {}: {problem}", archive.display()))
+}
+
 const RUN_SH: &str = r#"#!/bin/sh
 # Runs the gemm GPU checks on a machine with an NVIDIA GPU and no Rust toolchain.
+# Unpack and run (made by `cargo xtask gpu-bundle`):
+#   tar xJf gpu-bundle.tar.xz && sh gpu-bundle/run.sh [all|tests|sanitize|examples|bench]
+# Without xz, unpack with Python instead:
+#   python3 -c "import tarfile; tarfile.open('gpu-bundle.tar.xz').extractall()"
 # Usage: sh gpu-bundle/run.sh [all|tests|sanitize|examples|bench]   (default: all)
 # Results go to ${OUT:-gpu-bundle/out}. Exit status is non-zero on any failure.
 set -u
@@ -346,13 +1044,24 @@ const TABLE_BEGIN: &str = "<!-- stage-table:begin (cargo xtask readme) -->";
 const TABLE_END: &str = "<!-- stage-table:end -->";
 const TABLE_N: &str = "4096";
 
-/// The README's stage table, from the ladder benchmark's CSV.
+/// The README's stage table, from the ladder benchmark's CSV: its rows with
+/// op flags NN and row-major operands only (a file without the columns `ops`
+/// and `layout` has no others), the first of each precision, stage and shape
+/// (the ladder's; the default path's own NN row-major row comes after).
 fn stage_table(csv: &str) -> Result<String> {
-    let rows: Vec<Vec<&str>> =
-        csv.lines().skip(1).filter(|l| !l.trim().is_empty()).map(|l| l.split(',').collect()).collect();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name);
+    let is = |r: &[&str], col: Option<usize>, value: &str| col.is_none_or(|i| r.get(i) == Some(&value));
+    let rows: Vec<Vec<&str>> = lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split(',').collect::<Vec<&str>>())
+        .filter(|r| is(r, column("ops"), "NN") && is(r, column("layout"), "row"))
+        .collect();
     let first = rows.first().ok_or("benches/results/latest.csv has no rows")?;
     let (device, date, commit) = (first[0], first[1], first[2]);
-    // columns: device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct,cublas,ratio,check
+    // columns: device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct,cublas,ratio,check,
+    // intensity,kernel[,ops,layout]
     let find = |precision: &str, stage: &str| {
         rows.iter().find(|r| r[3] == precision && r[4] == stage && r[7..10] == [TABLE_N; 3]).map(|r| {
             let config = r[6].replace(';', ",");
@@ -418,10 +1127,38 @@ fn tuning_table(csv: &str) -> Result<String> {
         (col("device")?, col("date")?, col("commit")?, col("precision")?, col("stage")?);
     let (m, n, k, gflops, cublas) = (col("m")?, col("n")?, col("k")?, col("gflops")?, col("cublas_gflops")?);
     let (check, kernel) = (col("check")?, col("kernel")?);
+    // Only rows with op flags NN and row-major operands (a file without these
+    // columns has no others), and of those the first of each stage and shape:
+    // the ladder's (the default path's own NN row-major row comes after).
+    let (ops, layout) = (header.iter().position(|h| *h == "ops"), header.iter().position(|h| *h == "layout"));
+    let mut taken: Vec<[String; 6]> = Vec::new();
+    // Kernel names as compiled; results written before the pipeline depth was
+    // named so call `..._s3` what is now `..._d3`.
+    macro_rules! names {
+        ($( ($name:ident, $t:tt, $stage:ident, [$($p:literal),*]) )*) => { [$(stringify!($name)),*] };
+    }
+    let menu = gemm_core::kernel_menu!(names);
+    let compiled = |name: &str| -> Result<String> {
+        let renamed =
+            name.rsplit_once("_s").filter(|(_, d)| d.parse::<u32>().is_ok()).map(|(s, d)| format!("{s}_d{d}"));
+        [Some(name.to_string()), renamed]
+            .into_iter()
+            .flatten()
+            .find(|n| menu.contains(&n.as_str()))
+            .ok_or(format!("latest.csv names the kernel {name}, which is not compiled"))
+    };
     // (device, precision, m, n, k) -> best row
     let mut best: Vec<Vec<&str>> = Vec::new();
     for line in lines.filter(|l| !l.trim().is_empty()) {
         let r: Vec<&str> = line.split(',').collect();
+        if ops.is_some_and(|i| r.get(i) != Some(&"NN")) || layout.is_some_and(|i| r.get(i) != Some(&"row")) {
+            continue;
+        }
+        let stage_key = [dev, prec, m, n, k, stage].map(|c| r[c].to_string());
+        if taken.contains(&stage_key) {
+            continue;
+        }
+        taken.push(stage_key);
         let stage_number: u32 = r[stage].parse().map_err(|_| format!("bad stage in {line}"))?;
         if stage_number < 3 || !r[check].starts_with("ok") {
             continue;
@@ -452,7 +1189,7 @@ fn tuning_table(csv: &str) -> Result<String> {
             r[m],
             r[n],
             r[k],
-            r[kernel],
+            compiled(r[kernel])?,
             r[gflops].parse::<f64>().unwrap_or(0.0),
             r[cublas].parse::<f64>().unwrap_or(0.0),
         ));
@@ -480,5 +1217,94 @@ fn tuning(check: bool) -> Result<()> {
         fs::write(&path, fresh).map_err(|e| format!("{}: {e}", path.display()))?;
         println!("wrote {}", path.display());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_module_per_arch_and_layout() {
+        let names: Vec<String> = Module::all().into_iter().map(ptx_rel).collect();
+        assert_eq!(
+            names,
+            ["sm_80_nn", "sm_80_nt", "sm_80_tn", "sm_80_tt", "sm_90_nn", "sm_90_nt", "sm_90_tn", "sm_90_tt"]
+                .map(|n| format!("gemm-host/ptx/gemm_{n}.ptx"))
+        );
+        for module in Module::all() {
+            assert_eq!(ptx_path(module), root().join(ptx_rel(module)));
+        }
+    }
+
+    #[test]
+    fn layout_flags_and_header() {
+        let cfgs = |module: Module| {
+            let args = ptx_build_args(module);
+            let cfg: Vec<String> = args.windows(2).filter(|w| w[0] == "--cfg").map(|w| w[1].clone()).collect();
+            cfg.join(" ")
+        };
+        let m = |arch, suffix| Module { arch, layout: *LAYOUTS.iter().find(|l| l.suffix == suffix).unwrap() };
+        assert_eq!(cfgs(m("sm_80", "nn")), "");
+        assert_eq!(cfgs(m("sm_80", "nt")), "gemm_b_col_major");
+        assert_eq!(cfgs(m("sm_80", "tn")), "gemm_a_col_major");
+        assert_eq!(cfgs(m("sm_90", "tt")), "gemm_sm90 gemm_a_col_major gemm_b_col_major");
+        assert_eq!(m("sm_90", "tn").layout.describe(), "tn (A column-major, B row-major)");
+        assert_eq!(m("sm_90", "nt").layout.describe(), "nt (A row-major, B column-major)");
+
+        let pin = Pin {
+            deb_version: "1".into(),
+            packages: vec!["rustc-web".into()],
+            rustc_release: "1.0.0".into(),
+            llvm_version: "1.0".into(),
+        };
+        let compiler = Compiler {
+            rustc: "rustc".into(),
+            cargo: "cargo".into(),
+            version: Ok(("1.0.0".into(), "1.0".into())),
+            packages: vec![("rustc-web".into(), "1".into())],
+        };
+        let header = ptx_header(m("sm_90", "tn"), &compiler, &pin, "abc").unwrap() + ".version 8.0\n";
+        assert_eq!(header_field(&header, "arch"), Some("sm_90"));
+        assert_eq!(header_field(&header, "layouts"), Some("tn (A column-major, B row-major)"));
+        assert_eq!(header_field(&header, "inputs-sha256"), Some("abc"));
+        assert!(header.starts_with(PTX_HEADER_FIRST));
+    }
+
+    #[test]
+    fn every_module_has_its_own_digest() {
+        let mut digests: Vec<String> = Module::all().into_iter().map(|m| inputs_digest(m).unwrap()).collect();
+        digests.sort();
+        digests.dedup();
+        assert_eq!(digests.len(), Module::all().len());
+    }
+
+    #[test]
+    fn tar_xz_dedups_identical_files() {
+        let dir = env::temp_dir().join(format!("xtask-tar-xz-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("bundle")).unwrap();
+        // 4 MiB of pseudo-random bytes (xorshift): incompressible by itself.
+        let mut x = 0x9e3779b97f4a7c15u64;
+        let blob: Vec<u8> = (0..4 << 20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for i in 0..4 {
+            fs::write(dir.join("bundle").join(format!("copy{i}")), &blob).unwrap();
+        }
+        let archive = dir.join("bundle.tar.xz");
+        pack_tar_xz(&dir, "bundle", &archive).unwrap();
+        let packed = fs::metadata(&archive).unwrap().len();
+        // One copy's worth, not four.
+        assert!(packed < (5 << 20), "{packed} bytes");
+        fs::create_dir_all(dir.join("out")).unwrap();
+        run(Command::new("tar").current_dir(dir.join("out")).arg("xJf").arg(&archive)).unwrap();
+        assert_eq!(fs::read(dir.join("out/bundle/copy3")).unwrap(), blob);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }
