@@ -5,8 +5,8 @@
 //! its registry from the same lines (one source of truth, CONVENTIONS.md rule 3).
 
 use crate::geometry::{ceil_div, LaunchGeometry};
-use crate::stage::Stage;
 use crate::shape::KernelLayouts;
+use crate::stage::Stage;
 use crate::tiling::{s05_layout, s06_layout, s07_layout, s08_layout, BlockTile, ThreadTile, WarpTile, WARP_SIZE};
 use thiserror::Error;
 

@@ -279,7 +279,13 @@ impl MatrixDims {
     ///
     /// # Errors
     /// [`ShapeError::View`] when it reaches outside this matrix.
-    pub const fn sub(&self, row: usize, col: usize, rows: usize, cols: usize) -> Result<(usize, MatrixDims), ShapeError> {
+    pub const fn sub(
+        &self,
+        row: usize,
+        col: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(usize, MatrixDims), ShapeError> {
         let fits_rows = match row.checked_add(rows) {
             Some(end) => end <= self.rows,
             None => false,

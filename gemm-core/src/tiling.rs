@@ -156,13 +156,15 @@ pub const fn s07_layout(t: BlockTile, element_bytes: u32, layouts: KernelLayouts
 /// exactly twice each (the minimum for 256 bytes) and keep lines 16-byte
 /// aligned for cp.async:
 /// - A row-major `[BM][BK + 4]`: address g (BK + 4) + t, and BK + 4 = 4 (mod 16);
-/// - A column-major `[BK][BM + 8]`: address t (BM + 8) + g, BM + 8 = 8 (mod 16);
+/// - A column-major `[BK][BM + 4]`: the kernel then holds rows 2g and 2g + 1
+///   (one 16-byte read at t (BM + 4) + 2g); with (BM + 4) / 2 = 2 (mod 8)
+///   the 8 lanes of each quarter-warp hit 8 distinct 16-byte bank groups;
 /// - B row-major `[BK][BN + 4]`: t (BN + 4) + g;
 /// - B column-major `[BN][BK + 4]`: g (BK + 4) + t.
 pub const fn s08_layout(t: BlockTile, layouts: KernelLayouts) -> SmemLayout {
     let (a_lines, a_ld) = match layouts.a {
         Layout::RowMajor => (t.bm, t.bk + 4),
-        Layout::ColMajor => (t.bk, t.bm + 8),
+        Layout::ColMajor => (t.bk, t.bm + 4),
     };
     let (b_lines, b_ld) = match layouts.b {
         Layout::RowMajor => (t.bk, t.bn + 4),
@@ -213,9 +215,23 @@ mod tests {
             for layouts in KernelLayouts::ALL {
                 let l = s08_layout(t, layouts);
                 // A(g, t) and B(t, g): (line, position) in the stored tile.
-                let a = |g: u32, q: u32| if layouts.a == Layout::RowMajor { g * l.a_ld + q } else { q * l.a_ld + g };
+                let a = |g: u32, q: u32| g * l.a_ld + q;
                 let b = |q: u32, g: u32| if layouts.b == Layout::RowMajor { q * l.b_ld + g } else { g * l.b_ld + q };
-                for f in [&a as &dyn Fn(u32, u32) -> u32, &|g, q| b(q, g)] {
+                if layouts.a == Layout::ColMajor {
+                    // 16-byte reads of rows (2g, 2g + 1) at k = t: per quarter-warp
+                    // (8 lanes), 8 distinct 16-byte bank groups.
+                    for quarter in 0..4u32 {
+                        let mut groups = [0u32; 8];
+                        for lane in quarter * 8..quarter * 8 + 8 {
+                            let doubles = (lane % 4) * l.a_ld + 2 * (lane / 4);
+                            assert_eq!(doubles % 2, 0);
+                            groups[(doubles / 2 % 8) as usize] += 1;
+                        }
+                        assert!(groups.iter().all(|&h| h == 1), "{layouts:?} {t}: {groups:?}");
+                    }
+                }
+                let fs: [&dyn Fn(u32, u32) -> u32; 2] = [&a, &|g, q| b(q, g)];
+                for f in fs.into_iter().skip(usize::from(layouts.a == Layout::ColMajor)) {
                     let mut hits = [0u32; 16];
                     for lane in 0..32 {
                         hits[(f(lane / 4, lane % 4) % 16) as usize] += 1;

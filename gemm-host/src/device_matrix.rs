@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// The caller writes every element it later reads.
 pub(crate) unsafe fn alloc_uninit<T: Element>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
     let len = len.max(1); // the driver cannot allocate zero bytes
-    // SAFETY: forwarded from the caller.
+                          // SAFETY: forwarded from the caller.
     unsafe { stream.alloc::<T>(len) }.map_err(|e| oom_or(e, len * size_of::<T>(), "cuMemAllocAsync"))
 }
 
@@ -276,7 +276,13 @@ impl<T: Element> DeviceMatrix<T> {
     ///
     /// # Errors
     /// As [`DeviceMatrix::view`].
-    pub fn view_mut(&mut self, row: usize, col: usize, rows: usize, cols: usize) -> Result<DeviceViewMut<'_, T>, Error> {
+    pub fn view_mut(
+        &mut self,
+        row: usize,
+        col: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<DeviceViewMut<'_, T>, Error> {
         let (offset, dims) = self.dims.sub(row, col, rows, cols)?;
         Ok(self.view_mut_of(offset, dims))
     }

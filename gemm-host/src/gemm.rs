@@ -410,8 +410,16 @@ impl Gemm {
             }
             KernelConfig::OutputsPerThread { tile, outputs } => {
                 pick(self.tile.map(|t| t.to_string()), tile.to_string(), "tile size", "tile_size");
-                pick(self.outputs.map(|o| o.to_string()), outputs.to_string(), "outputs per thread", "outputs_per_thread");
-                KernelConfig::OutputsPerThread { tile: self.tile.unwrap_or(tile), outputs: self.outputs.unwrap_or(outputs) }
+                pick(
+                    self.outputs.map(|o| o.to_string()),
+                    outputs.to_string(),
+                    "outputs per thread",
+                    "outputs_per_thread",
+                );
+                KernelConfig::OutputsPerThread {
+                    tile: self.tile.unwrap_or(tile),
+                    outputs: self.outputs.unwrap_or(outputs),
+                }
             }
             KernelConfig::RegisterTiled { block, thread } | KernelConfig::Vectorized { block, thread } => {
                 pick(self.block_tile.map(|b| b.to_string()), block.to_string(), "block tile", "block_tile");
@@ -507,7 +515,12 @@ impl Gemm {
     }
 
     /// The validated problem: shapes of op(A), op(B), C with their storage.
-    fn problem(&self, a: (gemm_core::MatrixDims, usize), b: (gemm_core::MatrixDims, usize), c: (gemm_core::MatrixDims, usize)) -> Result<GemmDims, Error> {
+    fn problem(
+        &self,
+        a: (gemm_core::MatrixDims, usize),
+        b: (gemm_core::MatrixDims, usize),
+        c: (gemm_core::MatrixDims, usize),
+    ) -> Result<GemmDims, Error> {
         Ok(GemmDims::from_operands(a.0.op(self.op_a), a.1, b.0.op(self.op_b), b.1, c.0, c.1)?)
     }
 

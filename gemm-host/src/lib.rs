@@ -86,8 +86,8 @@ pub mod tuning {
     pub use crate::gemm::stage_default;
     pub use crate::tuning_plan::{choose, measured, Measured, Plan, PlanSource};
     pub use gemm_core::{
-        BlockDim, BlockTile, ConfigError, DeviceLimits, KernelConfig, KernelLayouts, LimitError, Stage, ThreadTile,
-        WarpTile,
+        BlockDim, BlockTile, ConfigError, DeviceLimits, GemmDims, KernelConfig, KernelLayouts, LaunchGeometry,
+        LimitError, Stage, ThreadTile, WarpTile,
     };
 
     /// Which kernel entry points exist (the compiled menu).

@@ -10,11 +10,11 @@
 //! in elements). The four builds export the same names.
 
 use crate::thread::GemmArgs;
-use crate::{A_COL_MAJOR as AC, B_COL_MAJOR as BC};
 use crate::{
     s01_naive, s02_coalesced, s03_smem_tiled, s04_outputs_per_thread, s05_register_tiled, s06_vectorized,
     s07_pipelined, s08_tensor_core,
 };
+use crate::{A_COL_MAJOR as AC, B_COL_MAJOR as BC};
 
 macro_rules! stage_kernel {
     (Naive, $t:ty, [], $g:ident) => {

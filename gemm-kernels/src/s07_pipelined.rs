@@ -56,11 +56,11 @@
 
 use crate::element::Element;
 use crate::thread::{
-    block_idx, cp_async_16, cp_async_commit, opaque_u32, cp_async_wait, smem_base, store_c, store_c_vec, sync_threads,
+    block_idx, cp_async_16, cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c, store_c_vec, sync_threads,
     thread_idx, vector_ok, GemmArgs,
 };
-use gemm_core::shape::{KernelLayouts, Layout};
 use gemm_core::ceil_div;
+use gemm_core::shape::{KernelLayouts, Layout};
 use gemm_core::tiling::{block_tile_origin, s07_layout, BlockTile, SmemLayout, WARP_SIZE};
 
 /// Requests a `rows x cols` tile of a row-major matrix (top-left element
@@ -296,6 +296,22 @@ pub unsafe fn pipelined<
                 for (i, ai) in a_k.iter_mut().enumerate() {
                     T::ld_shared_vec(a_tile + (tile_row(i as u32) * layout.a_ld + kv * v) * T::BYTES, ai);
                 }
+            }
+            if B_COL && !A_COL {
+                // Both tiles are k-contiguous: with A's V x TM block in
+                // registers, one 16-byte column of B at a time, so only V
+                // values of B are live (a whole V x TN block of B as well
+                // cost 15 registers and, for f32, the second block per SM).
+                for j in 0..TN {
+                    let mut bj = [T::ZERO; 4]; // bj[e] = B(k = kv * V + e, column j)
+                    T::ld_shared_vec(b_tile + (tile_col(j as u32) * layout.b_ld + kv * v) * T::BYTES, &mut bj);
+                    for e in 0..T::VEC {
+                        for i in 0..TM {
+                            acc[i][j] = T::fma(a_k[i][e], bj[e], acc[i][j]);
+                        }
+                    }
+                }
+                continue;
             }
             let mut b_k = [[T::ZERO; 4]; TN]; // b_k[j][e] = B(k = kv * V + e, column j)
             if B_COL {

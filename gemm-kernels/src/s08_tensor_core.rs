@@ -25,7 +25,10 @@
 //! C(g + 8, 2t + 1). `ldmatrix` moves 16-bit elements only, so fragments are
 //! read with 8-byte `ld.shared`, at addresses that follow the tile's storage
 //! order; the pads map the 32 reads of a fragment onto every bank pair
-//! exactly twice, in each layout (see `s08_layout`).
+//! exactly twice, in each layout (see `s08_layout`). With a column-major A
+//! a lane holds rows 2g and 2g + 1 of the mma tile instead of g and g + 8
+//! (a permutation of the tile's rows, which C's rows follow): the pair is
+//! adjacent in the m-contiguous tile, so each A pair is one 16-byte read.
 //!
 //! Register budget: WM / 16 * WN / 8 * 4 accumulators (64 for a 64 x 32 warp
 //! tile), the B fragments of the warp tile's columns (16), one A fragment (8).
@@ -140,6 +143,12 @@ pub unsafe fn tensor_core<
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
     let (wr, wc) = (warp / (BN / WN), warp % (BN / WN));
     let (gq, tq) = (lane / 4, lane % 4); // g and t of the fragment layouts
+                                         // The two rows of A (and of C) a lane holds in an mma tile starting at
+                                         // row `r0`: g and g + 8 as the PTX ISA lays out the fragments; with a
+                                         // column-major A, 2g and 2g + 1 instead. Any permutation of the tile's
+                                         // rows works if C's rows follow it; adjacent rows make the A fragment's
+                                         // pairs one 16-byte read of the m-contiguous tile.
+    let frag_rows = |r0: u32| if A_COL { (r0 + 2 * gq, r0 + 2 * gq + 1) } else { (r0 + gq, r0 + gq + 8) };
     let [bx, by] = block_idx();
     let [gx, gy] = grid_dim();
     let (tile_m, tile_n) = raster(by * gx + bx, gy, gx, RASTER_GROUP);
@@ -184,11 +193,19 @@ pub unsafe fn tensor_core<
             for mg in 0..MT / MG {
                 let mut a = [[0.0f64; 8]; MG];
                 for (mi, af) in a.iter_mut().enumerate() {
-                    let row = wr * WM + (mg * MG + mi) as u32 * 16 + gq;
+                    let (lo, hi) = frag_rows(wr * WM + (mg * MG + mi) as u32 * 16);
                     for j in 0..4u32 {
                         let k = ks * 16 + 4 * j + tq;
-                        af[2 * j as usize] = f64::ld_shared(a_tile + a_at(row, k) * bytes);
-                        af[2 * j as usize + 1] = f64::ld_shared(a_tile + a_at(row + 8, k) * bytes);
+                        if A_COL {
+                            // Rows lo and hi = lo + 1 are adjacent: one 16-byte read.
+                            let mut x = [0.0f64; 4];
+                            f64::ld_shared_vec(a_tile + a_at(lo, k) * bytes, &mut x);
+                            af[2 * j as usize] = x[0];
+                            af[2 * j as usize + 1] = x[1];
+                        } else {
+                            af[2 * j as usize] = f64::ld_shared(a_tile + a_at(lo, k) * bytes);
+                            af[2 * j as usize + 1] = f64::ld_shared(a_tile + a_at(hi, k) * bytes);
+                        }
                     }
                 }
                 for nt in 0..NT {
@@ -208,11 +225,11 @@ pub unsafe fn tensor_core<
     }
     let c_vec = vector_ok(g.c as *const f64, g.ldc);
     for (mt, acc_m) in acc.iter().enumerate() {
-        let row = row0 + wr * WM + mt as u32 * 16 + gq;
+        let (lo, hi) = frag_rows(row0 + wr * WM + mt as u32 * 16);
         for (nt, d) in acc_m.iter().enumerate() {
             let col = col0 + wc * WN + nt as u32 * 8 + 2 * tq;
-            store_c_vec(&g, c_vec, row, col, &[d[0], d[1], 0.0, 0.0]);
-            store_c_vec(&g, c_vec, row + 8, col, &[d[2], d[3], 0.0, 0.0]);
+            store_c_vec(&g, c_vec, lo, col, &[d[0], d[1], 0.0, 0.0]);
+            store_c_vec(&g, c_vec, hi, col, &[d[2], d[3], 0.0, 0.0]);
         }
     }
 }
