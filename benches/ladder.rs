@@ -43,7 +43,7 @@ use gemm::bench::{commit, measure, measure_cublas, measure_with, today_utc, Prob
 use gemm::check::Comparison;
 use gemm::cublas::Cublas;
 use gemm::tuning::registry::{entry_point, stage_configs};
-use gemm::tuning::{KernelConfig, KernelLayouts, Stage};
+use gemm::tuning::{GemmDims, KernelConfig, KernelLayouts, Stage};
 use gemm::{Device, Element, Error, Layout, Op, Precision};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
@@ -142,6 +142,11 @@ struct Results {
     ladder: Vec<LadderRow>,
     /// Step 3: the default path, every op and layout.
     combos: Vec<LadderRow>,
+    /// Step 3, before the default path: every configuration of the default
+    /// stage for the kernels that read A or B column-major (ops NT, TN, TT
+    /// on row-major operands), from which the default choice for those
+    /// layouts is made (`cargo xtask tuning`).
+    layout_sweep: Vec<LadderRow>,
     sweep: Vec<SweepRow>,
     failed: bool,
 }
@@ -289,18 +294,55 @@ fn bench_combos<T: Element>(
                 let seed = 101 + (m * 31 + n * 7 + k) as u64 + (2 * i + j) as u64;
                 let mut problem = Problem::<T>::random_with(device, m, n, k, ops, layout, seed)?;
                 let gemm = problem.default_gemm().device(device);
-                // The kernel computes C^T for a column-major C: its plan is for (n, m, k).
-                let (pm, pn) = if layout == Layout::ColMajor { (n, m) } else { (m, n) };
-                let config = gemm.config_for(p, pm, pn, k)?;
+                // The plan of the kernel form: (n, m, k) for a column-major C
+                // (computed as C^T), and the layouts the kernel reads.
+                let (a, b) = (&problem.sets[0].0, &problem.sets[0].1);
+                let dims = GemmDims::from_operands(
+                    a.dims().op(ops.0),
+                    a.buffer().len(),
+                    b.dims().op(ops.1),
+                    b.buffer().len(),
+                    problem.c.dims(),
+                    problem.c.buffer().len(),
+                )
+                .map_err(Error::from)?
+                .kernel_form()
+                .0;
                 let (ops_name, layout_name) = (problem.ops_name(), layout.short_name());
-                bar.set_message(format!("{m}x{n}x{k} {} default {ops_name} {layout_name}", p.name()));
                 let reference = problem.reference(cublas)?;
+                if layout == Layout::RowMajor && dims.layouts() != KernelLayouts::NN {
+                    // Every configuration of the stage the NN plan runs, for these layouts.
+                    let stage = gemm.plan(p, m, n, k)?.config.stage();
+                    for config in stage_configs(stage, p) {
+                        bar.set_message(format!("{m}x{n}x{k} {} {config} {ops_name}", p.name()));
+                        let cmp = problem.check(&reference, config)?;
+                        out.failed |= !cmp.passed();
+                        let ours = measure(&mut problem, config, budget_ms(shape))?;
+                        out.layout_sweep.push(LadderRow {
+                            precision: p,
+                            stage: Some(stage),
+                            config: Some(config),
+                            shape,
+                            ops,
+                            layout,
+                            ms: ours.timing.median_ms,
+                            gflops: ours.gflops,
+                            cublas_gflops: f64::NAN, // filled in below, from the same problem
+                            check: verdict(&cmp),
+                        });
+                    }
+                }
+                let config = gemm.plan_for_layouts(p, dims.m, dims.n, dims.k, dims.layouts())?.config;
+                bar.set_message(format!("{m}x{n}x{k} {} default {ops_name} {layout_name}", p.name()));
                 let cmp = problem.check_with(&reference, &gemm)?;
                 out.failed |= !cmp.passed();
                 let ours = measure_with(&mut problem, &gemm, budget_ms(shape))?;
                 bar.inc(1);
                 let blas = measure_cublas(cublas, &mut problem, CUBLAS_BUDGET_MS)?;
                 bar.inc(1);
+                for row in out.layout_sweep.iter_mut().filter(|r| r.cublas_gflops.is_nan()) {
+                    row.cublas_gflops = blas.gflops;
+                }
                 out.combos.push(LadderRow {
                     precision: p,
                     stage: Some(config.stage()),
@@ -347,7 +389,8 @@ fn main() {
             .expect("progress template")
             .progress_chars("=> "),
     );
-    let mut results = Results { ladder: Vec::new(), combos: Vec::new(), sweep: Vec::new(), failed: false };
+    let mut results =
+        Results { ladder: Vec::new(), combos: Vec::new(), layout_sweep: Vec::new(), sweep: Vec::new(), failed: false };
     for &p in &o.precisions {
         let r = match p {
             Precision::F64 => bench_precision::<f64>(&device, &cublas, &o.shapes, &bar, &mut results)
@@ -378,7 +421,7 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
          cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout\n",
     );
     // The ladder's rows first, then step 3's (see the module docs).
-    for row in r.ladder.iter().chain(&r.combos) {
+    for row in r.ladder.iter().chain(&r.combos).chain(&r.layout_sweep) {
         let (m, n, k) = row.shape;
         let peak = device.peak_gflops(row.precision, row.stage.unwrap_or(Stage::Naive));
         let kernel = row.config.and_then(|c| entry_point(row.precision, c).ok()).map_or("cublas", |e| e.name);

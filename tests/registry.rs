@@ -99,17 +99,29 @@ fn tuning_table_names_compiled_kernels() {
 #[test]
 fn plan_follows_the_table_or_the_options() {
     for precision in [Precision::F64, Precision::F32] {
-        let plan = gemm::tuning::choose(Some("no such device"), precision, 4000, 4100, 4096);
+        let plan =
+            gemm::tuning::choose(Some("no such device"), precision, 4000, 4100, 4096, gemm::tuning::KernelLayouts::NN);
         let PlanSource::Measured { row, same_device } = plan.source else { panic!("{plan}") };
         assert!(!same_device);
         assert_eq!((row.m, row.n, row.k), (4096, 4096, 4096), "{plan}");
         let best = gemm::tuning::measured()
             .iter()
-            .filter(|r| r.precision == precision && (r.m, r.n, r.k) == (4096, 4096, 4096))
+            .filter(|r| r.precision == precision && (r.m, r.n, r.k) == (4096, 4096, 4096) && r.layouts == "nn")
             .max_by(|a, b| a.gflops.total_cmp(&b.gflops))
             .unwrap();
         assert_eq!(row.kernel, best.kernel);
-        let device_row = gemm::tuning::choose(Some(row.device), precision, 4096, 4096, 256);
+        // Layouts measured at that shape refine the choice; others keep the nn row.
+        for layouts in gemm::tuning::KernelLayouts::ALL {
+            let plan = gemm::tuning::choose(Some(row.device), precision, 4000, 4100, 4096, layouts);
+            let PlanSource::Measured { row: r, .. } = plan.source else { panic!("{plan}") };
+            assert_eq!((r.m, r.n, r.k), (4096, 4096, 4096), "{plan}");
+            let measured_here = gemm::tuning::measured().iter().any(|x| {
+                x.precision == precision && (x.m, x.n, x.k) == (4096, 4096, 4096) && x.layouts == layouts.suffix()
+            });
+            assert_eq!(r.layouts, if measured_here { layouts.suffix() } else { "nn" }, "{plan}");
+        }
+        let device_row =
+            gemm::tuning::choose(Some(row.device), precision, 4096, 4096, 256, gemm::tuning::KernelLayouts::NN);
         assert!(matches!(device_row.source, PlanSource::Measured { same_device: true, row } if row.k == 256));
     }
     let chosen = Gemm::new().stage(Stage::Vectorized).plan(Precision::F32, 10, 10, 10).unwrap();

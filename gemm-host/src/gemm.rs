@@ -10,9 +10,10 @@ use crate::registry::entry_point;
 use crate::tuning::{Plan, PlanSource};
 use cudarc::driver::CudaStream;
 use gemm_core::config::OPT_TILE_SIZES;
-use gemm_core::shape::{spans_overlap, Op, Operand};
+use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
 use gemm_core::{
-    BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, Precision, ShapeError, Stage, ThreadTile, WarpTile,
+    BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, KernelLayouts, Precision, ShapeError, Stage, ThreadTile,
+    WarpTile,
 };
 use std::sync::Arc;
 
@@ -504,6 +505,25 @@ impl Gemm {
     /// # Errors
     /// As [`Gemm::chosen_config`].
     pub fn plan(&self, precision: Precision, m: usize, n: usize, k: usize) -> Result<Plan, Error> {
+        // Row-major operands: op = T makes the kernel read that operand column-major.
+        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
+        self.plan_for_layouts(precision, m, n, k, KernelLayouts { a: of(self.op_a), b: of(self.op_b) })
+    }
+
+    /// [`Gemm::plan`] for a kernel that reads A and B in `layouts` (C
+    /// row-major): what a call runs whose kernel form
+    /// ([`GemmDims::kernel_form`]) has these dimensions and layouts.
+    ///
+    /// # Errors
+    /// As [`Gemm::chosen_config`].
+    pub fn plan_for_layouts(
+        &self,
+        precision: Precision,
+        m: usize,
+        n: usize,
+        k: usize,
+        layouts: KernelLayouts,
+    ) -> Result<Plan, Error> {
         if let Some(config) = self.chosen_config(precision)? {
             return Ok(Plan { config, source: PlanSource::Chosen });
         }
@@ -511,7 +531,7 @@ impl Gemm {
             Some(d) => Some(d.clone()),
             None => default_device().ok(),
         };
-        Ok(crate::tuning::choose(device.as_deref().map(Device::name), precision, m, n, k))
+        Ok(crate::tuning::choose(device.as_deref().map(Device::name), precision, m, n, k, layouts))
     }
 
     /// The validated problem: shapes of op(A), op(B), C with their storage.
@@ -672,5 +692,7 @@ impl Gemm {
 /// The configuration a call runs: the one chosen with the options, or else
 /// the measured table's choice for this device and problem (kernel form).
 fn config_on(chosen: Option<KernelConfig>, device: &Device, precision: Precision, dims: &GemmDims) -> KernelConfig {
-    chosen.unwrap_or_else(|| crate::tuning::choose(Some(device.name()), precision, dims.m, dims.n, dims.k).config)
+    chosen.unwrap_or_else(|| {
+        crate::tuning::choose(Some(device.name()), precision, dims.m, dims.n, dims.k, dims.layouts()).config
+    })
 }

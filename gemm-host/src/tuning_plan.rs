@@ -6,7 +6,7 @@
 //! |log m - log m'|, |log n - log n'|, |log k - log k'|).
 
 use crate::registry::ENTRY_POINTS;
-use gemm_core::{KernelConfig, Precision, Stage};
+use gemm_core::{KernelConfig, KernelLayouts, Precision, Stage};
 
 #[rustfmt::skip] // generated (cargo xtask tuning)
 #[path = "tuning_table.rs"]
@@ -29,6 +29,10 @@ pub struct Measured {
     pub n: usize,
     /// Problem shape.
     pub k: usize,
+    /// The storage of A and B as the kernel read them (C row-major; a
+    /// column-major C is measured as C^T): `"nn"`, `"nt"`, `"tn"` or `"tt"`
+    /// ([`KernelLayouts::suffix`]).
+    pub layouts: &'static str,
     /// PTX entry point of the fastest configuration.
     pub kernel: &'static str,
     /// Its speed, GFLOP/s.
@@ -79,10 +83,11 @@ impl core::fmt::Display for Plan {
             PlanSource::Fallback => write!(f, " (no measurement for this precision: the stage default)"),
             PlanSource::Measured { row, same_device } => write!(
                 f,
-                " (fastest measured at {}x{}x{} on {}{}, {}: {:.1} TFLOP/s, {:.2} x cuBLAS)",
+                " (fastest measured at {}x{}x{}{} on {}{}, {}: {:.1} TFLOP/s, {:.2} x cuBLAS)",
                 row.m,
                 row.n,
                 row.k,
+                if row.layouts == "nn" { String::new() } else { format!(" with A, B read as {}", row.layouts) },
                 row.device,
                 if same_device { "" } else { ", not this device" },
                 row.date,
@@ -98,9 +103,20 @@ fn distance(row: &Measured, m: usize, n: usize, k: usize) -> f64 {
     d(row.m, m) + d(row.n, n) + d(row.k, k)
 }
 
-/// The measured choice for an m x n x k problem in `precision` on the device
-/// named `device` (see the module docs).
-pub fn choose(device: Option<&str>, precision: Precision, m: usize, n: usize, k: usize) -> Plan {
+/// The measured choice for an m x n x k product in `precision` whose
+/// kernel reads A and B in `layouts` (C row-major), on the device named
+/// `device`: the fastest configuration at the nearest shape measured with A
+/// and B row-major (the ladder measures every configuration at each of its
+/// shapes), or, where the ladder also measured these layouts at that very
+/// shape, the fastest for these layouts.
+pub fn choose(
+    device: Option<&str>,
+    precision: Precision,
+    m: usize,
+    n: usize,
+    k: usize,
+    layouts: KernelLayouts,
+) -> Plan {
     let rows = measured().iter().filter(|r| r.precision == precision);
     let on_device: Vec<&Measured> = rows.clone().filter(|r| Some(r.device) == device).collect();
     let same_device = !on_device.is_empty();
@@ -110,15 +126,21 @@ pub fn choose(device: Option<&str>, precision: Precision, m: usize, n: usize, k:
         let first = rows.clone().next().map(|r| r.device);
         rows.filter(|r| Some(r.device) == first).collect()
     };
-    let best = candidates
-        .into_iter()
-        .filter_map(|r| {
-            let entry = ENTRY_POINTS.iter().find(|e| e.name == r.kernel && e.precision == precision)?;
-            Some((distance(r, m, n, k), r, entry.config))
-        })
+    let config_of =
+        |r: &Measured| ENTRY_POINTS.iter().find(|e| e.name == r.kernel && e.precision == precision).map(|e| e.config);
+    let nearest = candidates
+        .iter()
+        .filter(|r| r.layouts == KernelLayouts::NN.suffix())
+        .filter_map(|r| Some((distance(r, m, n, k), *r, config_of(r)?)))
         .min_by(|a, b| a.0.total_cmp(&b.0));
-    match best {
-        Some((_, row, config)) => Plan { config, source: PlanSource::Measured { row: *row, same_device } },
+    let refined = nearest.and_then(|(_, near, _)| {
+        candidates
+            .iter()
+            .find(|r| r.layouts == layouts.suffix() && (r.m, r.n, r.k) == (near.m, near.n, near.k))
+            .and_then(|r| Some((*r, config_of(r)?)))
+    });
+    match refined.or(nearest.map(|(_, r, c)| (r, c))) {
+        Some((row, config)) => Plan { config, source: PlanSource::Measured { row: *row, same_device } },
         None => {
             let stage = if precision == Precision::F64 { Stage::TensorCore } else { Stage::Pipelined };
             Plan { config: crate::gemm::stage_default(stage, precision), source: PlanSource::Fallback }

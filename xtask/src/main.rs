@@ -40,6 +40,7 @@
 
 mod plots;
 
+use gemm_core::KernelLayouts;
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1147,28 +1148,50 @@ fn tuning_table(csv: &str) -> Result<String> {
             .find(|n| menu.contains(&n.as_str()))
             .ok_or(format!("latest.csv names the kernel {name}, which is not compiled"))
     };
-    // (device, precision, m, n, k) -> best row
-    let mut best: Vec<Vec<&str>> = Vec::new();
+    // The kernel's view of a row: the layouts of its A and B (suffix nn, nt,
+    // tn, tt) and its m, n (swapped for a column-major C, which the kernel
+    // computes as C^T).
+    let kernel_form = |r: &[&str]| -> (String, String, String) {
+        let ops_name = ops.and_then(|i| r.get(i).copied()).unwrap_or("NN");
+        let c_col = layout.and_then(|i| r.get(i).copied()).unwrap_or("row") == "col";
+        let storage = if c_col { gemm_core::Layout::ColMajor } else { gemm_core::Layout::RowMajor };
+        let of = |op: char| if op == 'N' { storage } else { storage.transposed() };
+        let mut flags = ops_name.chars();
+        let (a, b) = (of(flags.next().unwrap_or('N')), of(flags.next().unwrap_or('N')));
+        let (ka, kb) = if c_col { (b.transposed(), a.transposed()) } else { (a, b) };
+        let suffix = KernelLayouts { a: ka, b: kb }.suffix().to_string();
+        let (mm, nn) = if c_col { (r[n], r[m]) } else { (r[m], r[n]) };
+        (suffix, mm.to_string(), nn.to_string())
+    };
+    // (device, precision, kernel m, n, k, layouts) -> best row: for the nn
+    // kernels the ladder's NN row-major rows, for the others every row of
+    // the ladder's op/layout measurements.
+    let mut best: Vec<(Vec<&str>, [String; 6])> = Vec::new();
     for line in lines.filter(|l| !l.trim().is_empty()) {
         let r: Vec<&str> = line.split(',').collect();
-        if ops.is_some_and(|i| r.get(i) != Some(&"NN")) || layout.is_some_and(|i| r.get(i) != Some(&"row")) {
+        let nn_row_major =
+            !(ops.is_some_and(|i| r.get(i) != Some(&"NN")) || layout.is_some_and(|i| r.get(i) != Some(&"row")));
+        let (suffix, km, kn) = kernel_form(&r);
+        if suffix == "nn" && !nn_row_major {
             continue;
         }
-        let stage_key = [dev, prec, m, n, k, stage].map(|c| r[c].to_string());
-        if taken.contains(&stage_key) {
-            continue;
+        if nn_row_major {
+            let stage_key = [dev, prec, m, n, k, stage].map(|c| r[c].to_string());
+            if taken.contains(&stage_key) {
+                continue;
+            }
+            taken.push(stage_key);
         }
-        taken.push(stage_key);
         let stage_number: u32 = r[stage].parse().map_err(|_| format!("bad stage in {line}"))?;
         if stage_number < 3 || !r[check].starts_with("ok") {
             continue;
         }
-        let key = |x: &[&str]| [dev, prec, m, n, k].map(|c| x[c].to_string());
+        let key = [r[dev].to_string(), r[prec].to_string(), km, kn, r[k].to_string(), suffix];
         let speed = |x: &[&str]| x[gflops].parse::<f64>().unwrap_or(0.0);
-        match best.iter_mut().find(|b| key(b) == key(&r)) {
-            Some(b) if speed(b) < speed(&r) => *b = r,
+        match best.iter_mut().find(|(_, bk)| *bk == key) {
+            Some((b, _)) if speed(b) < speed(&r) => *b = r,
             Some(_) => {}
-            None => best.push(r),
+            None => best.push((r, key)),
         }
     }
     let mut out = String::from(
@@ -1178,17 +1201,18 @@ fn tuning_table(csv: &str) -> Result<String> {
          use gemm_core::Precision;\n\n\
          pub(super) static MEASURED: &[Measured] = &[\n",
     );
-    for r in &best {
+    for (r, key) in &best {
         let precision = if r[prec] == "f64" { "Precision::F64" } else { "Precision::F32" };
         out.push_str(&format!(
             "    Measured {{ device: {:?}, date: {:?}, commit: {:?}, precision: {precision}, m: {}, n: {}, k: {}, \
-             kernel: {:?}, gflops: {:.1}, cublas_gflops: {:.1} }},\n",
+             layouts: {:?}, kernel: {:?}, gflops: {:.1}, cublas_gflops: {:.1} }},\n",
             r[dev],
             r[date],
             r[commit],
-            r[m],
-            r[n],
+            key[2],
+            key[3],
             r[k],
+            key[5],
             compiled(r[kernel])?,
             r[gflops].parse::<f64>().unwrap_or(0.0),
             r[cublas].parse::<f64>().unwrap_or(0.0),
