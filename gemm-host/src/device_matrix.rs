@@ -6,7 +6,7 @@
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
-use crate::matrix::{MatMut, MatRef, Matrix};
+use crate::matrix::{shape_accessors, MatMut, MatRef, Matrix};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
 use gemm_core::shape::{Layout, MatrixDims, Operand};
 use std::sync::Arc;
@@ -202,30 +202,7 @@ impl<T: Element> DeviceMatrix<T> {
         Ok(())
     }
 
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.dims.rows
-    }
-
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.dims.cols
-    }
-
-    /// Leading dimension, in elements.
-    pub fn ld(&self) -> usize {
-        self.dims.ld
-    }
-
-    /// Storage order.
-    pub fn layout(&self) -> Layout {
-        self.dims.layout
-    }
-
-    /// Rows, columns, leading dimension and layout.
-    pub fn dims(&self) -> MatrixDims {
-        self.dims
-    }
+    shape_accessors!();
 
     /// The device it lives on.
     pub fn device(&self) -> &Arc<Device> {

@@ -11,6 +11,38 @@ use crate::element::Element;
 use crate::error::Error;
 use gemm_core::shape::{Layout, MatrixDims, Operand};
 
+/// The shape accessors every matrix type has: `rows`, `cols`, `ld`,
+/// `layout`, `dims` (read from its `dims: MatrixDims` field).
+macro_rules! shape_accessors {
+    () => {
+        /// Rows.
+        pub fn rows(&self) -> usize {
+            self.dims.rows
+        }
+
+        /// Columns.
+        pub fn cols(&self) -> usize {
+            self.dims.cols
+        }
+
+        /// Leading dimension, in elements.
+        pub fn ld(&self) -> usize {
+            self.dims.ld
+        }
+
+        /// Storage order.
+        pub fn layout(&self) -> gemm_core::shape::Layout {
+            self.dims.layout
+        }
+
+        /// Rows, columns, leading dimension and layout.
+        pub fn dims(&self) -> gemm_core::shape::MatrixDims {
+            self.dims
+        }
+    };
+}
+pub(crate) use shape_accessors;
+
 fn checked_len(rows: usize, cols: usize) -> Result<usize, Error> {
     rows.checked_mul(cols).ok_or(Error::Shape(gemm_core::ShapeError::TooLarge {
         operand: Operand::Matrix,
@@ -141,30 +173,7 @@ impl<T: Element> Matrix<T> {
         Ok(Matrix { data, dims })
     }
 
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.dims.rows
-    }
-
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.dims.cols
-    }
-
-    /// Leading dimension, in elements.
-    pub fn ld(&self) -> usize {
-        self.dims.ld
-    }
-
-    /// Storage order.
-    pub fn layout(&self) -> Layout {
-        self.dims.layout
-    }
-
-    /// Rows, columns, leading dimension and layout.
-    pub fn dims(&self) -> MatrixDims {
-        self.dims
-    }
+    shape_accessors!();
 
     /// The whole storage, padding included.
     pub fn as_slice(&self) -> &[T] {
@@ -281,30 +290,7 @@ impl<'a, T: Element> MatRef<'a, T> {
         Ok(MatRef { data, dims })
     }
 
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.dims.rows
-    }
-
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.dims.cols
-    }
-
-    /// Leading dimension, in elements.
-    pub fn ld(&self) -> usize {
-        self.dims.ld
-    }
-
-    /// Storage order.
-    pub fn layout(&self) -> Layout {
-        self.dims.layout
-    }
-
-    /// Rows, columns, leading dimension and layout.
-    pub fn dims(&self) -> MatrixDims {
-        self.dims
-    }
+    shape_accessors!();
 
     /// The storage from element (0, 0) to the end of the borrowed slice.
     pub fn as_slice(&self) -> &'a [T] {
@@ -371,30 +357,7 @@ impl<'a, T: Element> MatMut<'a, T> {
         Ok(MatMut { data, dims })
     }
 
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.dims.rows
-    }
-
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.dims.cols
-    }
-
-    /// Leading dimension, in elements.
-    pub fn ld(&self) -> usize {
-        self.dims.ld
-    }
-
-    /// Storage order.
-    pub fn layout(&self) -> Layout {
-        self.dims.layout
-    }
-
-    /// Rows, columns, leading dimension and layout.
-    pub fn dims(&self) -> MatrixDims {
-        self.dims
-    }
+    shape_accessors!();
 
     /// Element (i, j), or `None` outside the view.
     pub fn get(&self, i: usize, j: usize) -> Option<T> {
