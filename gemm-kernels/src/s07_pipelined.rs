@@ -173,21 +173,42 @@ pub(crate) unsafe fn request_tiles<T: Element, const A_COL: bool, const B_COL: b
     (tid, threads): (u32, u32),
 ) {
     let k0 = kt * tile.bk;
-    // A's rows (m) and B's columns (n) may be clamped; k is zero-filled.
-    if A_COL {
-        let (origin, extent, shape) = ((k0, row0), (g.k, g.m), (tile.bk, tile.bm));
-        copy_tile_async(g.a, a_vec, g.lda, origin, extent, shape, (false, true), stage, layout.a_ld, (tid, threads));
+    // In each operand's storage order; A's rows (m) and B's columns (n) may
+    // be clamped, k is zero-filled.
+    copy_tile_async(
+        g.a,
+        a_vec,
+        g.lda,
+        stored::<A_COL, _>((row0, k0)),
+        stored::<A_COL, _>((g.m, g.k)),
+        stored::<A_COL, _>((tile.bm, tile.bk)),
+        stored::<A_COL, _>((true, false)),
+        stage,
+        layout.a_ld,
+        (tid, threads),
+    );
+    copy_tile_async(
+        g.b,
+        b_vec,
+        g.ldb,
+        stored::<B_COL, _>((k0, col0)),
+        stored::<B_COL, _>((g.k, g.n)),
+        stored::<B_COL, _>((tile.bk, tile.bn)),
+        stored::<B_COL, _>((false, true)),
+        stage + layout.b_offset * T::BYTES,
+        layout.b_ld,
+        (tid, threads),
+    );
+}
+
+/// A (row, column) pair of a matrix in its storage order: (line, position
+/// in the line), i.e. swapped for a column-major matrix (`COL`).
+#[inline(always)]
+fn stored<const COL: bool, X>((row, col): (X, X)) -> (X, X) {
+    if COL {
+        (col, row)
     } else {
-        let (origin, extent, shape) = ((row0, k0), (g.m, g.k), (tile.bm, tile.bk));
-        copy_tile_async(g.a, a_vec, g.lda, origin, extent, shape, (true, false), stage, layout.a_ld, (tid, threads));
-    }
-    let b_dst = stage + layout.b_offset * T::BYTES;
-    if B_COL {
-        let (origin, extent, shape) = ((col0, k0), (g.n, g.k), (tile.bn, tile.bk));
-        copy_tile_async(g.b, b_vec, g.ldb, origin, extent, shape, (true, false), b_dst, layout.b_ld, (tid, threads));
-    } else {
-        let (origin, extent, shape) = ((k0, col0), (g.k, g.n), (tile.bk, tile.bn));
-        copy_tile_async(g.b, b_vec, g.ldb, origin, extent, shape, (false, true), b_dst, layout.b_ld, (tid, threads));
+        (row, col)
     }
 }
 
