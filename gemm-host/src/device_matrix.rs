@@ -166,9 +166,6 @@ impl<T: Element> DeviceMatrix<T> {
             self.data.stream().memcpy_dtoh(&self.data.slice(..len), &mut host).during("cuMemcpyDtoH")?;
             self.data.stream().synchronize().during("cuStreamSynchronize")?;
         }
-        if len == 0 {
-            host = Vec::new();
-        }
         Matrix::from_vec_in(self.dims.rows, self.dims.cols, self.dims.layout, self.dims.ld, host)
     }
 
