@@ -12,12 +12,14 @@
 #![no_std]
 #![deny(missing_docs)]
 
+pub mod batch;
 pub mod config;
 pub mod geometry;
 pub mod shape;
 pub mod stage;
 pub mod tiling;
 
+pub use batch::GroupProblem;
 pub use config::{BlockDim, ConfigError, KernelConfig, Precision};
 pub use geometry::{ceil_div, DeviceLimits, LaunchGeometry, LimitError};
 pub use shape::{gemm_flops, spans_overlap, GemmDims, KernelLayouts, Layout, MatrixDims, Op, Operand, ShapeError};

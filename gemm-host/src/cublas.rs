@@ -3,11 +3,13 @@
 use crate::device::Device;
 use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::Element;
-use crate::error::Error;
-use cudarc::cublas::sys::cublasOperation_t;
+use crate::error::{DriverContext, Error};
+use cudarc::cublas::sys::{self, cublasOperation_t};
 use cudarc::cublas::{CudaBlas, GemmConfig};
-use gemm_core::shape::{Layout, Op};
-use gemm_core::GemmDims;
+use cudarc::driver::{DevicePtr, DevicePtrMut};
+use gemm_core::batch::{batch_len, strided_disjoint};
+use gemm_core::shape::{Layout, Op, Operand};
+use gemm_core::{GemmDims, Precision, ShapeError};
 use std::sync::Arc;
 
 /// A cuBLAS handle bound to a device's stream.
@@ -108,5 +110,340 @@ impl Cublas {
         // cuBLAS reads and writes inside them.
         unsafe { T::cublas_gemm(&self.blas, cfg, kb, ka, &mut c.data) }
             .map_err(|source| Error::Cublas { call: "cublas?gemm", source })
+    }
+}
+
+/// cuBLAS's op flag for a kernel-form operand stored in `layout` (a
+/// row-major matrix is cuBLAS's column-major transpose: no op).
+fn op_flag(layout: Layout) -> cublasOperation_t {
+    match layout {
+        Layout::RowMajor => cublasOperation_t::CUBLAS_OP_N,
+        Layout::ColMajor => cublasOperation_t::CUBLAS_OP_T,
+    }
+}
+
+/// A size as cuBLAS's `int`.
+fn as_int(value: usize) -> Result<i32, Error> {
+    i32::try_from(value)
+        .map_err(|_| Error::Shape(ShapeError::TooLarge { operand: Operand::Matrix, value, max: i32::MAX as usize }))
+}
+
+/// One problem of [`Cublas::gemm_grouped_batched`] as cuBLAS takes it
+/// (column-major C^T of the kernel form): the group parameters.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct GroupParams {
+    transa: cublasOperation_t,
+    transb: cublasOperation_t,
+    m: i32,
+    n: i32,
+    k: i32,
+    lda: i32,
+    ldb: i32,
+    ldc: i32,
+}
+
+impl Cublas {
+    /// Enqueues the strided batch `C_i <- alpha * op(A_i) * op(B_i) + beta *
+    /// C_i`, `i < count`, through cuBLAS `?gemmStridedBatched`, operand i
+    /// at `i * stride` elements from the view given (a view of a
+    /// [`crate::DeviceMatrix`] runs to the end of its buffer, so a `rows x
+    /// cols` view of a packed (batch, row, col) tensor with stride `rows *
+    /// cols` is the whole batch). Layouts as [`Cublas::gemm_op`]: the product
+    /// is brought to the kernel form (C row-major), whose C is cuBLAS's
+    /// column-major C^T; the strides are unchanged by that. Returns without
+    /// waiting, as [`Cublas::gemm_op`]. Stride 0 for A or B repeats one matrix
+    /// (the cuBLAS documentation asks for non-zero strides; it works in
+    /// practice, but benchmark references should prefer real batches).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] on mismatched shapes (of the first product) or a
+    /// count or size past cuBLAS's `int`; [`Error::BatchStorage`] when a
+    /// buffer is shorter than its batch; [`Error::BatchOverlap`] when two
+    /// matrices of C share an element; [`Error::DeviceMismatch`];
+    /// [`Error::Cublas`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_strided_batched<'a, 'b, 'c, T: Element>(
+        &self,
+        op_a: Op,
+        op_b: Op,
+        alpha: f64,
+        (a, stride_a): (impl Into<DeviceView<'a, T>>, usize),
+        (b, stride_b): (impl Into<DeviceView<'b, T>>, usize),
+        beta: f64,
+        (c, stride_c): (impl Into<DeviceViewMut<'c, T>>, usize),
+        count: usize,
+    ) -> Result<(), Error> {
+        let (a, b, mut c) = (a.into(), b.into(), c.into());
+        let dims = GemmDims::from_operands(
+            a.dims.op(op_a),
+            a.data.len(),
+            b.dims.op(op_b),
+            b.data.len(),
+            c.dims,
+            c.data.len(),
+        )?;
+        for (operand, d, stride, len) in [
+            (Operand::A, a.dims, stride_a, a.data.len()),
+            (Operand::B, b.dims, stride_b, b.data.len()),
+            (Operand::C, c.dims, stride_c, c.data.len()),
+        ] {
+            let needed = batch_len(&d, count, stride).ok_or(ShapeError::TooLarge {
+                operand,
+                value: count.max(stride),
+                max: gemm_core::shape::MAX_DIM,
+            })?;
+            if needed > len {
+                return Err(Error::BatchStorage { operand, count, stride, needed, len });
+            }
+        }
+        if !strided_disjoint(&c.dims, count, stride_c) {
+            let second = (1..count).find(|&q| !strided_disjoint(&c.dims, q + 1, stride_c)).unwrap_or(1);
+            return Err(Error::BatchOverlap { first: 0, second });
+        }
+        for d in [a.device, b.device, c.device] {
+            if !d.same_context(&self.device) {
+                return Err(Error::DeviceMismatch(d.name().into(), self.device.name().into()));
+            }
+        }
+        if count == 0 || dims.is_empty() {
+            return Ok(());
+        }
+        let (kf, swapped) = dims.kernel_form();
+        // The kernel form's A and B are the user's B and A when C is column-major.
+        let (ka, kb, ska, skb) =
+            if swapped { (&b.data, &a.data, stride_b, stride_a) } else { (&a.data, &b.data, stride_a, stride_b) };
+        let (m, n, k) = (as_int(kf.n)?, as_int(kf.m)?, as_int(kf.k)?);
+        let (lda, ldb, ldc) = (as_int(kf.ldb)?, as_int(kf.lda)?, as_int(kf.ldc)?);
+        let batch = as_int(count)?;
+        let (transa, transb) = (op_flag(kf.b_layout), op_flag(kf.a_layout));
+        let stream = self.device.stream();
+        // The guards record the call on each buffer when dropped (after it).
+        let (pa, _ga) = kb.device_ptr(stream);
+        let (pb, _gb) = ka.device_ptr(stream);
+        let (pc, _gc) = c.data.device_ptr_mut(stream);
+        let handle = *self.blas.handle();
+        // SAFETY: the shapes and batch extents were validated against the
+        // buffers' lengths, so cuBLAS reads and writes inside them; alpha and
+        // beta are host scalars (the handle's default pointer mode).
+        let status = unsafe {
+            match T::PRECISION {
+                Precision::F64 => sys::cublasDgemmStridedBatched(
+                    handle,
+                    transa,
+                    transb,
+                    m,
+                    n,
+                    k,
+                    &alpha,
+                    pa as *const f64,
+                    lda,
+                    skb as i64,
+                    pb as *const f64,
+                    ldb,
+                    ska as i64,
+                    &beta,
+                    pc as *mut f64,
+                    ldc,
+                    stride_c as i64,
+                    batch,
+                ),
+                _ => {
+                    let (alpha, beta) = (alpha as f32, beta as f32);
+                    sys::cublasSgemmStridedBatched(
+                        handle,
+                        transa,
+                        transb,
+                        m,
+                        n,
+                        k,
+                        &alpha,
+                        pa as *const f32,
+                        lda,
+                        skb as i64,
+                        pb as *const f32,
+                        ldb,
+                        ska as i64,
+                        &beta,
+                        pc as *mut f32,
+                        ldc,
+                        stride_c as i64,
+                        batch,
+                    )
+                }
+            }
+        };
+        status.result().map_err(|source| Error::Cublas { call: "cublas?gemmStridedBatched", source })
+    }
+
+    /// Enqueues a grouped batch `C_i <- alpha * op(A_i) * op(B_i) + beta *
+    /// C_i` over problems of any shapes and layouts through cuBLAS
+    /// `?gemmGroupedBatched` (cuBLAS 12.5 or newer). Each problem is brought
+    /// to the kernel form as in [`Cublas::gemm_op`]; consecutive problems
+    /// with the same cuBLAS parameters share a group. As the cuBLAS
+    /// documentation asks, the per-group arrays (op flags, m, n, k, leading
+    /// dimensions, alpha, beta, group sizes) are passed in host memory and
+    /// the arrays of matrix pointers in device memory: they are uploaded on
+    /// the handle's stream before the call and freed in stream order after
+    /// it. Returns without waiting. Empty problems (m or n zero) are skipped.
+    ///
+    /// # Errors
+    /// [`Error::BatchCount`] when the lists differ in length;
+    /// [`Error::Problem`] naming the first problem with mismatched shapes,
+    /// a size past cuBLAS's `int` or another device; [`Error::Driver`] from
+    /// the upload; [`Error::Cublas`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_grouped_batched<T: Element>(
+        &self,
+        op_a: Op,
+        op_b: Op,
+        alpha: f64,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        beta: f64,
+        c: &mut [DeviceViewMut<'_, T>],
+    ) -> Result<(), Error> {
+        if a.len() != c.len() || b.len() != c.len() {
+            return Err(Error::BatchCount { a: a.len(), b: b.len(), c: c.len() });
+        }
+        // (index, parameters, swapped) of every non-empty problem.
+        let mut problems: Vec<(usize, GroupParams, bool)> = Vec::with_capacity(c.len());
+        for i in 0..c.len() {
+            let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
+            let dims = GemmDims::from_operands(
+                a[i].dims.op(op_a),
+                a[i].data.len(),
+                b[i].dims.op(op_b),
+                b[i].data.len(),
+                c[i].dims,
+                c[i].data.len(),
+            )
+            .map_err(|e| wrap(e.into()))?;
+            for d in [a[i].device, b[i].device, c[i].device] {
+                if !d.same_context(&self.device) {
+                    return Err(wrap(Error::DeviceMismatch(d.name().into(), self.device.name().into())));
+                }
+            }
+            if dims.is_empty() {
+                continue;
+            }
+            let (kf, swapped) = dims.kernel_form();
+            let int = |x: usize| as_int(x).map_err(wrap);
+            let p = GroupParams {
+                transa: op_flag(kf.b_layout),
+                transb: op_flag(kf.a_layout),
+                m: int(kf.n)?,
+                n: int(kf.m)?,
+                k: int(kf.k)?,
+                lda: int(kf.ldb)?,
+                ldb: int(kf.lda)?,
+                ldc: int(kf.ldc)?,
+            };
+            problems.push((i, p, swapped));
+        }
+        if problems.is_empty() {
+            return Ok(());
+        }
+        // Runs of equal parameters form the groups (problems stay in order).
+        let mut groups: Vec<(GroupParams, i32)> = Vec::new();
+        for &(_, p, _) in &problems {
+            match groups.last_mut() {
+                Some((q, size)) if *q == p => *size += 1,
+                _ => groups.push((p, 1)),
+            }
+        }
+        let group_count = as_int(groups.len())?;
+        let field = |f: fn(&GroupParams) -> i32| groups.iter().map(|(p, _)| f(p)).collect::<Vec<i32>>();
+        let (m, n, k) = (field(|p| p.m), field(|p| p.n), field(|p| p.k));
+        let (lda, ldb, ldc) = (field(|p| p.lda), field(|p| p.ldb), field(|p| p.ldc));
+        let transa: Vec<cublasOperation_t> = groups.iter().map(|(p, _)| p.transa).collect();
+        let transb: Vec<cublasOperation_t> = groups.iter().map(|(p, _)| p.transb).collect();
+        let sizes: Vec<i32> = groups.iter().map(|&(_, s)| s).collect();
+        let stream = self.device.stream();
+        // Device addresses of cuBLAS's A (the kernel form's B), B and C, in
+        // problem order; the guards record the call on each buffer when dropped.
+        let mut a_ptrs = Vec::with_capacity(problems.len());
+        let mut b_ptrs = Vec::with_capacity(problems.len());
+        let mut guards = Vec::with_capacity(2 * problems.len());
+        for &(i, _, swapped) in &problems {
+            let (ka, kb) = if swapped { (&b[i].data, &a[i].data) } else { (&a[i].data, &b[i].data) };
+            let (pa, ga) = kb.device_ptr(stream);
+            let (pb, gb) = ka.device_ptr(stream);
+            a_ptrs.push(pa);
+            b_ptrs.push(pb);
+            guards.push(ga);
+            guards.push(gb);
+        }
+        let mut c_ptrs = Vec::with_capacity(problems.len());
+        let mut c_guards = Vec::with_capacity(problems.len());
+        let mut wanted = problems.iter().map(|p| p.0).peekable();
+        for (i, ci) in c.iter_mut().enumerate() {
+            if wanted.peek() == Some(&i) {
+                wanted.next();
+                let (pc, gc) = ci.data.device_ptr_mut(stream);
+                c_ptrs.push(pc);
+                c_guards.push(gc);
+            }
+        }
+        let upload = |ptrs: &[u64]| stream.clone_htod(ptrs).during("cuMemcpyHtoDAsync");
+        let (da, db, dc) = (upload(&a_ptrs)?, upload(&b_ptrs)?, upload(&c_ptrs)?);
+        let (pa, _ga) = da.device_ptr(stream);
+        let (pb, _gb) = db.device_ptr(stream);
+        let (pc, _gc) = dc.device_ptr(stream);
+        let handle = *self.blas.handle();
+        // SAFETY: every problem was validated against its buffers' lengths,
+        // so cuBLAS reads and writes inside them; the pointer arrays live on
+        // the device until they are freed in stream order after the call;
+        // the other arrays are host arrays of `group_count` entries, alive
+        // during the call; the handle is in host pointer mode (the default).
+        let status = unsafe {
+            match T::PRECISION {
+                Precision::F64 => {
+                    let alphas = vec![alpha; groups.len()];
+                    let betas = vec![beta; groups.len()];
+                    sys::cublasDgemmGroupedBatched(
+                        handle,
+                        transa.as_ptr(),
+                        transb.as_ptr(),
+                        m.as_ptr(),
+                        n.as_ptr(),
+                        k.as_ptr(),
+                        alphas.as_ptr(),
+                        pa as *const *const f64,
+                        lda.as_ptr(),
+                        pb as *const *const f64,
+                        ldb.as_ptr(),
+                        betas.as_ptr(),
+                        pc as *const *mut f64,
+                        ldc.as_ptr(),
+                        group_count,
+                        sizes.as_ptr(),
+                    )
+                }
+                _ => {
+                    let alphas = vec![alpha as f32; groups.len()];
+                    let betas = vec![beta as f32; groups.len()];
+                    sys::cublasSgemmGroupedBatched(
+                        handle,
+                        transa.as_ptr(),
+                        transb.as_ptr(),
+                        m.as_ptr(),
+                        n.as_ptr(),
+                        k.as_ptr(),
+                        alphas.as_ptr(),
+                        pa as *const *const f32,
+                        lda.as_ptr(),
+                        pb as *const *const f32,
+                        ldb.as_ptr(),
+                        betas.as_ptr(),
+                        pc as *const *mut f32,
+                        ldc.as_ptr(),
+                        group_count,
+                        sizes.as_ptr(),
+                    )
+                }
+            }
+        };
+        drop((guards, c_guards));
+        status.result().map_err(|source| Error::Cublas { call: "cublas?gemmGroupedBatched", source })
     }
 }

@@ -28,6 +28,8 @@ pub struct Device {
     memory_clock_khz: u32,
     memory_bus_bits: u32,
     functions: Mutex<HashMap<(&'static str, KernelLayouts), CudaFunction>>,
+    /// The host path's staging ring, workspace and streams, made on first use.
+    pub(crate) host_pool: Mutex<Option<crate::host_path::HostPool>>,
 }
 
 impl core::fmt::Debug for Device {
@@ -139,6 +141,7 @@ impl Device {
             ptx_arch,
             limits,
             functions: Mutex::new(HashMap::new()),
+            host_pool: Mutex::new(None),
         }))
     }
 

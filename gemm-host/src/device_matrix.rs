@@ -38,7 +38,7 @@ fn oom_or(e: cudarc::driver::DriverError, bytes: usize, call: &'static str) -> E
 
 /// The device address of a buffer (for the overlap check; reading it
 /// enqueues nothing).
-fn address<T>(s: &CudaSlice<T>) -> u64 {
+pub(crate) fn address<T>(s: &CudaSlice<T>) -> u64 {
     let (ptr, _sync) = s.device_ptr(s.stream());
     ptr
 }
@@ -261,10 +261,11 @@ impl<T: Element> DeviceMatrix<T> {
         Ok(self.view_mut_of(offset, dims))
     }
 
+    // Views keep the buffer from their first element to its end (as host
+    // views keep the rest of the slice), so a strided batch can start at one.
     fn view_of(&self, offset: usize, dims: MatrixDims) -> DeviceView<'_, T> {
-        let len = dims.required_len().unwrap_or(0);
         DeviceView {
-            data: self.data.slice(offset..offset + len),
+            data: self.data.slice(offset.min(self.data.len())..),
             dims,
             device: &self.device,
             address: self.address + (offset * size_of::<T>()) as u64,
@@ -272,9 +273,9 @@ impl<T: Element> DeviceMatrix<T> {
     }
 
     fn view_mut_of(&mut self, offset: usize, dims: MatrixDims) -> DeviceViewMut<'_, T> {
-        let len = dims.required_len().unwrap_or(0);
+        let start = offset.min(self.data.len());
         DeviceViewMut {
-            data: self.data.slice_mut(offset..offset + len),
+            data: self.data.slice_mut(start..),
             dims,
             device: &self.device,
             address: self.address + (offset * size_of::<T>()) as u64,
@@ -323,9 +324,8 @@ impl<'a, T: Element> DeviceView<'a, T> {
     /// [`Error::Shape`] when it reaches outside this view.
     pub fn view(self, row: usize, col: usize, rows: usize, cols: usize) -> Result<DeviceView<'a, T>, Error> {
         let (offset, dims) = self.dims.sub(row, col, rows, cols)?;
-        let len = dims.required_len().unwrap_or(0);
         Ok(DeviceView {
-            data: self.data.slice(offset..offset + len),
+            data: self.data.slice(offset.min(self.data.len())..),
             dims,
             device: self.device,
             address: self.address + (offset * size_of::<T>()) as u64,

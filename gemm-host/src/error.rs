@@ -2,7 +2,7 @@
 
 use cudarc::cublas::result::CublasError;
 use cudarc::driver::DriverError;
-use gemm_core::{ConfigError, KernelConfig, LimitError, Precision, ShapeError};
+use gemm_core::{ConfigError, KernelConfig, LimitError, Operand, Precision, ShapeError};
 use thiserror::Error;
 
 /// Everything that can go wrong in a call. Messages name the numbers
@@ -92,6 +92,69 @@ pub enum Error {
         major: i32,
         /// Compute capability, minor.
         minor: i32,
+    },
+    /// The operands of a batch hold different numbers of matrices.
+    #[error("batch counts differ: A has {a} matrices, B {b}, C {c}")]
+    BatchCount {
+        /// Matrices of A.
+        a: usize,
+        /// Matrices of B.
+        b: usize,
+        /// Matrices of C.
+        c: usize,
+    },
+    /// A batch's storage is shorter than its matrices need.
+    #[error("the {operand} batch ({count} matrices {stride} elements apart) needs {needed} elements, but its storage holds {len}")]
+    BatchStorage {
+        /// Which operand.
+        operand: Operand,
+        /// Matrices.
+        count: usize,
+        /// Elements between consecutive matrices.
+        stride: usize,
+        /// Elements needed.
+        needed: usize,
+        /// Elements held.
+        len: usize,
+    },
+    /// Two matrices of an output batch share elements (a strided C whose
+    /// stride is too small, or two problems writing the same memory).
+    #[error("matrices {first} and {second} of the C batch overlap in memory: each product needs its own output")]
+    BatchOverlap {
+        /// The first of the two.
+        first: usize,
+        /// The second.
+        second: usize,
+    },
+    /// A problem of a pointer-array or grouped batch is invalid.
+    #[error("problem {index} of the batch: {source}")]
+    Problem {
+        /// Its index in the lists.
+        index: usize,
+        /// What is wrong with it.
+        #[source]
+        source: Box<Error>,
+    },
+    /// The problems of a grouped launch do not share their storage orders
+    /// (one launch runs one PTX module, i.e. one layout combination).
+    #[error("problem {index} stores its operands as {found}, problem 0 as {expected}: a grouped batch needs one layout combination (kernel form) throughout")]
+    MixedLayouts {
+        /// The first problem that differs.
+        index: usize,
+        /// Problem 0's A, B and C layouts, as "A row, B col, C row".
+        expected: String,
+        /// This problem's.
+        found: String,
+    },
+    /// A pointer-array batch whose matrices differ in shape (use a grouped batch).
+    #[error("matrix {index} of the pointer-array batch is {found}, matrix 0 is {expected}: all must have one shape (a grouped batch takes any shapes)")]
+    ShapeVaries {
+        /// The first matrix that differs.
+        index: usize,
+        /// Matrix 0's m x n x k.
+        expected: String,
+        /// This one's.
+        found: String,
     },
     /// Operands live on different devices.
     #[error("operands live on different devices ({0} and {1})")]

@@ -1,14 +1,15 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
 use crate::device::{default_device, Device};
-use crate::device_matrix::{alloc_uninit, DeviceView, DeviceViewMut};
+use crate::device_matrix::{DeviceView, DeviceViewMut};
+use crate::host_path::HostOperand;
 use crate::element::Element;
-use crate::error::{DriverContext, Error};
-use crate::launch::{checked_geometry, launch};
+use crate::error::Error;
+use crate::launch::{checked_geometry, launch, Batch, SINGLE};
 use crate::matrix::{MatMut, MatRef};
 use crate::registry::entry_point;
 use crate::tuning::{Plan, PlanSource};
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use gemm_core::config::OPT_TILE_SIZES;
 use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
 use gemm_core::{
@@ -180,12 +181,14 @@ pub struct Gemm {
     warp_tile: Option<WarpTile>,
     thread_tile: Option<ThreadTile>,
     pipeline_depth: Option<u32>,
-    op_a: Op,
-    op_b: Op,
-    alpha: f64,
-    beta: f64,
+    pub(crate) op_a: Op,
+    pub(crate) op_b: Op,
+    pub(crate) alpha: f64,
+    pub(crate) beta: f64,
     device: Option<Arc<Device>>,
     stream: Option<Arc<CudaStream>>,
+    pub(crate) host_streams: Option<usize>,
+    pub(crate) memory_budget: Option<usize>,
 }
 
 impl Default for Gemm {
@@ -213,6 +216,8 @@ impl Gemm {
             beta: 0.0,
             device: None,
             stream: None,
+            host_streams: None,
+            memory_budget: None,
         }
     }
 
@@ -256,6 +261,23 @@ impl Gemm {
     /// on `stream` after the work already there.
     pub fn stream(mut self, stream: &Arc<CudaStream>) -> Self {
         self.stream = Some(stream.clone());
+        self
+    }
+
+    /// Streams the host path ([`Gemm::run`] on host matrices) spreads its
+    /// tiles over, so uploads, kernels and downloads of different tiles
+    /// overlap (default [`crate::host_path::DEFAULT_HOST_STREAMS`]).
+    pub fn host_streams(mut self, streams: usize) -> Self {
+        self.host_streams = Some(streams.max(1));
+        self
+    }
+
+    /// Device memory, in bytes, the host path may use for one product
+    /// (default: 90% of the device's free memory). A product whose operands
+    /// need more streams through it in tiles, with k in chunks if need be
+    /// (out of core) instead of failing.
+    pub fn memory_budget(mut self, bytes: usize) -> Self {
+        self.memory_budget = Some(bytes);
         self
     }
 
@@ -535,7 +557,7 @@ impl Gemm {
     }
 
     /// The validated problem: shapes of op(A), op(B), C with their storage.
-    fn problem(
+    pub(crate) fn problem(
         &self,
         a: (gemm_core::MatrixDims, usize),
         b: (gemm_core::MatrixDims, usize),
@@ -546,12 +568,12 @@ impl Gemm {
 
     /// The reference BLAS's quick return: (alpha = 0 or k = 0) and beta = 1
     /// leave C as it is.
-    fn leaves_c_unchanged(&self, dims: &GemmDims) -> bool {
+    pub(crate) fn leaves_c_unchanged(&self, dims: &GemmDims) -> bool {
         (self.alpha == 0.0 || dims.k == 0) && self.beta == 1.0
     }
 
     /// The stream of a call on `device`: the builder's, else the device's.
-    fn stream_on(&self, device: &Device) -> Result<Arc<CudaStream>, Error> {
+    pub(crate) fn stream_on(&self, device: &Device) -> Result<Arc<CudaStream>, Error> {
         match &self.stream {
             Some(s) if **s.context() != **device.context() => {
                 Err(Error::ContextMismatch { what: "the stream", device: device.name().to_string() })
@@ -579,9 +601,8 @@ impl Gemm {
     ) -> Result<(), Error> {
         let (a, b, mut c) = (a.into(), b.into(), c.into());
         let chosen = self.chosen_config(T::PRECISION)?;
-        let (a_span, b_span) = (a.span(), b.span());
         let c_len = c.dims().required_len().unwrap_or(0);
-        let dims = self.problem((a.dims(), a_span.len()), (b.dims(), b_span.len()), (c.dims(), c_len))?;
+        let dims = self.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
         if dims.is_empty() || self.leaves_c_unchanged(&dims) {
             return Ok(()); // BLAS quick return: nothing to do, not even on the GPU
         }
@@ -589,45 +610,15 @@ impl Gemm {
             Some(d) => d.clone(),
             None => default_device()?,
         };
-        let stream = self.stream_on(&device)?;
-        let (kdims, swapped) = dims.kernel_form();
-        let reads_ab = self.alpha != 0.0 && dims.k > 0;
-        let kdims = if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } };
+        // Fail on configuration and device limits before any copy.
+        let (kdims, _) = dims.kernel_form();
         let config = config_on(chosen, &device, T::PRECISION, &kdims);
-        // Fail on device limits before any host-device copy.
-        checked_geometry::<T>(&device, config, &kdims)?;
-        let upload = |span: &[T], needed: bool| -> Result<cudarc::driver::CudaSlice<T>, Error> {
-            if !needed {
-                // Never read (alpha = 0 or k = 0): a placeholder.
-                // SAFETY: the kernel reads nothing of it.
-                return unsafe { alloc_uninit::<T>(&stream, 1) };
-            }
-            // SAFETY: filled right away.
-            let mut d = unsafe { alloc_uninit::<T>(&stream, span.len()) }?;
-            if !span.is_empty() {
-                stream.memcpy_htod(span, &mut d).during("cuMemcpyHtoDAsync")?;
-            }
-            Ok(d)
-        };
-        let da = upload(a_span, reads_ab)?;
-        let db = upload(b_span, reads_ab)?;
-        let mut dc = if self.beta != 0.0 {
-            upload(c.span_mut(), true)?
-        } else {
-            // beta = 0: C is not read; the kernel writes every element and
-            // the padding is never copied back.
-            // SAFETY: as above.
-            unsafe { alloc_uninit::<T>(&stream, c_len) }?
-        };
-        let (va, vb) = (da.slice(..), db.slice(..));
-        let (ka, kb) = if swapped { (&vb, &va) } else { (&va, &vb) };
-        let mut vc = dc.slice_mut(..);
-        launch(&device, &stream, config, &kdims, T::from_f64(self.alpha), ka, kb, T::from_f64(self.beta), &mut vc)?;
-        let mut host = vec![T::default(); c_len];
-        stream.memcpy_dtoh(&dc.slice(..c_len), &mut host).during("cuMemcpyDtoH")?;
-        stream.synchronize().during("cuStreamSynchronize")?;
-        c.copy_elements_from_span(&host);
-        Ok(())
+        checked_geometry::<T>(&device, config, &kdims, SINGLE)?;
+        let operand = |base: *const T, d: gemm_core::MatrixDims, op: Op| HostOperand { base: base as *const u8, dims: d.op(op) };
+        let ha = operand(a.as_slice().as_ptr(), a.dims(), self.op_a);
+        let hb = operand(b.as_slice().as_ptr(), b.dims(), self.op_b);
+        let hc = operand(c.span_mut().as_mut_ptr(), c.dims(), Op::N);
+        self.host_product::<T>(&device, &dims, ha, hb, hc)
     }
 
     /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` on matrices already on
@@ -680,12 +671,36 @@ impl Gemm {
                 return Err(ShapeError::Overlap { operand }.into());
             }
         }
+        let _ = chosen;
+        self.enqueue(&device, &stream, &dims, (&a.data, &b.data, &mut c.data), 1, [0; 3])
+    }
+
+    /// The builder's device, if set.
+    pub(crate) fn device_option(&self) -> Option<&Arc<Device>> {
+        self.device.as_ref()
+    }
+
+    /// Enqueues `count` products of the validated problem `dims` (user form)
+    /// on `stream`: operand i of each at `i * strides` elements from the
+    /// given buffers' starts. Computes the kernel form (swapping A and B for
+    /// a column-major C), launches with k = 0 when A and B are not to be
+    /// read (alpha = 0 or k = 0), and picks the configuration.
+    pub(crate) fn enqueue<T: Element>(
+        &self,
+        device: &Arc<Device>,
+        stream: &Arc<CudaStream>,
+        dims: &GemmDims,
+        (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>),
+        count: usize,
+        strides: [usize; 3],
+    ) -> Result<(), Error> {
         let (kdims, swapped) = dims.kernel_form();
         let reads_ab = self.alpha != 0.0 && dims.k > 0;
         let kdims = if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } };
-        let config = config_on(chosen, &device, T::PRECISION, &kdims);
-        let (ka, kb) = if swapped { (&b.data, &a.data) } else { (&a.data, &b.data) };
-        launch(&device, &stream, config, &kdims, T::from_f64(self.alpha), ka, kb, T::from_f64(self.beta), &mut c.data)
+        let config = self.batch_config(device, T::PRECISION, &kdims, count)?;
+        let (ka, kb, sa, sb) = if swapped { (b, a, strides[1], strides[0]) } else { (a, b, strides[0], strides[1]) };
+        let batch = if count == 1 { SINGLE } else { Batch::Strided { count, strides: [sa, sb, strides[2]] } };
+        launch(device, stream, config, &kdims, T::from_f64(self.alpha), ka, kb, T::from_f64(self.beta), c, batch)
     }
 }
 

@@ -1,41 +1,95 @@
 //! Launching one configuration: geometry from gemm-core, checks against the
-//! device's limits, then the driver call.
+//! device's limits, then the driver call. Every launch is a batch: a single
+//! product is a strided batch of one (`gemm_core::batch`).
 
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
 use crate::registry::{self, EntryPoint};
-use cudarc::driver::{CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
-use gemm_core::{GemmDims, KernelConfig};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use gemm_core::batch::strided_grid;
+use gemm_core::{GemmDims, KernelConfig, LaunchGeometry, LimitError};
 
-/// The entry point serving `config` and the grid, block and shared memory it
-/// needs for `dims` (in kernel form: C row-major), checked against the
+/// The products of one launch.
+#[derive(Clone, Copy)]
+pub(crate) enum Batch<'a> {
+    /// `count >= 1` products of the launch's shape; product i's A, B and C
+    /// lie `i * strides` elements after the first ones.
+    Strided {
+        /// Products.
+        count: usize,
+        /// Element strides of A, B and C (0 broadcasts one matrix).
+        strides: [usize; 3],
+    },
+    /// `count >= 1` problems in device memory (`gemm_core::GroupProblem`s as
+    /// 8 words each), `blocks` blocks in all.
+    Grouped {
+        /// The problems, 8 u64 words each.
+        problems: &'a CudaSlice<u64>,
+        /// Problems.
+        count: usize,
+        /// Sum of the problems' blocks.
+        blocks: u32,
+    },
+}
+
+/// One product.
+pub(crate) const SINGLE: Batch<'static> = Batch::Strided { count: 1, strides: [0; 3] };
+
+fn device_limit(device: &Device, config: KernelConfig, source: LimitError) -> Error {
+    Error::DeviceLimit { config, device: device.name().to_string(), source }
+}
+
+/// The entry point serving `config` and the geometry of one product of
+/// `dims` (in kernel form: C row-major), checked against the device's limits.
+pub(crate) fn product_geometry<T: Element>(
+    device: &Device,
+    config: KernelConfig,
+    dims: &GemmDims,
+) -> Result<(&'static EntryPoint, LaunchGeometry), Error> {
+    let entry = registry::entry_point(T::PRECISION, config)?; // validates the configuration
+    // Dimensions were validated <= i32::MAX, so they fit u32.
+    let g = config.geometry(dims.m as u32, dims.n as u32, T::PRECISION, dims.layouts());
+    g.check(device.limits()).map_err(|source| device_limit(device, config, source))?;
+    Ok((entry, g))
+}
+
+/// The entry point and launch of `batch` (see [`Batch`]), checked against the
 /// device's limits.
 pub(crate) fn checked_geometry<T: Element>(
     device: &Device,
     config: KernelConfig,
     dims: &GemmDims,
-) -> Result<(&'static EntryPoint, LaunchConfig), Error> {
-    let entry = registry::entry_point(T::PRECISION, config)?; // validates the configuration
-                                                              // Dimensions were validated <= i32::MAX, so they fit u32.
-    let g = config.geometry(dims.m as u32, dims.n as u32, T::PRECISION, dims.layouts());
-    g.check(device.limits()).map_err(|source| Error::DeviceLimit {
-        config,
-        device: device.name().to_string(),
-        source,
-    })?;
-    let cfg = LaunchConfig {
-        grid_dim: (g.grid[0], g.grid[1], g.grid[2]),
-        block_dim: (g.block[0], g.block[1], g.block[2]),
-        shared_mem_bytes: g.smem_bytes,
-    };
-    Ok((entry, cfg))
+    batch: Batch<'_>,
+) -> Result<(&'static EntryPoint, LaunchGeometry), Error> {
+    let (entry, mut g) = product_geometry::<T>(device, config, dims)?;
+    let limits = device.limits();
+    match batch {
+        Batch::Strided { count, .. } => {
+            let count = count.min(u32::MAX as usize) as u32;
+            if g.grid[0] > 0 && g.grid[1] > 0 && count > 0 {
+                let [max_x, _, max_z] = limits.max_grid_dim;
+                g.grid = strided_grid([g.grid[0], g.grid[1]], count, max_x, max_z).ok_or_else(|| {
+                    let requested = count.div_ceil((max_x / g.grid[0]).max(1));
+                    device_limit(device, config, LimitError::GridDim { axis: 'z', requested, limit: max_z })
+                })?;
+            }
+        }
+        Batch::Grouped { blocks, .. } => {
+            g.grid = [blocks, 1, 1];
+            g.check(limits).map_err(|source| device_limit(device, config, source))?;
+        }
+    }
+    Ok((entry, g))
 }
 
-/// Enqueues `C <- alpha * A * B + beta * C` on `stream`, for `dims` in kernel
-/// form (C row-major; A and B in `dims.layouts()`, which selects the PTX
-/// module). `dims` must have been validated against the three buffers; with
-/// `dims.k == 0` the kernel reads neither A nor B.
+/// Enqueues `C_i <- alpha * A_i * B_i + beta * C_i` for the products of
+/// `batch` on `stream`, for `dims` in kernel form (C row-major; A and B in
+/// `dims.layouts()`, which selects the PTX module; for a grouped batch the
+/// shapes and pointers come from the problems and `dims` gives only the
+/// layouts and the shape the configuration was checked with). Everything
+/// must have been validated against the buffers; with `dims.k == 0` the
+/// kernel reads neither A nor B.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch<T: Element>(
     device: &Device,
@@ -47,22 +101,37 @@ pub(crate) fn launch<T: Element>(
     b: &CudaView<'_, T>,
     beta: T,
     c: &mut CudaViewMut<'_, T>,
+    batch: Batch<'_>,
 ) -> Result<(), Error> {
-    let (entry, cfg) = checked_geometry::<T>(device, config, dims)?;
-    if dims.is_empty() {
+    let (entry, g) = checked_geometry::<T>(device, config, dims, batch)?;
+    if g.blocks() == 0 {
         return Ok(()); // no element of C to write; a grid of 0 blocks is not a valid launch
     }
-    let func = device.function(entry.name, dims.layouts())?; // shared-memory limit raised at load
+    let cfg = LaunchConfig {
+        grid_dim: (g.grid[0], g.grid[1], g.grid[2]),
+        block_dim: (g.block[0], g.block[1], g.block[2]),
+        shared_mem_bytes: g.smem_bytes,
+    };
+    let single = matches!(batch, Batch::Strided { count: 1, .. });
+    let name = if single { entry.name } else { entry.batched_name };
+    let func = device.function(name, dims.layouts())?; // shared-memory limit raised at load
     let (m, n, k) = (dims.m as u32, dims.n as u32, dims.k as u32);
     let (lda, ldb, ldc) = (dims.lda as u32, dims.ldb as u32, dims.ldc as u32);
+    let (count, strides, problems) = match batch {
+        Batch::Strided { count, strides } => (count as u32, strides.map(|s| s as u64), 0u64),
+        Batch::Grouped { problems, count, .. } => (count as u32, [0; 3], crate::device_matrix::address(problems)),
+    };
+    let grid_x = config.geometry(m, n, T::PRECISION, dims.layouts()).grid[0];
     let mut builder = stream.launch_builder(&func);
     builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(a).arg(&lda).arg(b).arg(&ldb).arg(&beta).arg(c).arg(&ldc);
+    builder.arg(&grid_x).arg(&count).arg(&strides[0]).arg(&strides[1]).arg(&strides[2]).arg(&problems);
     // SAFETY: the argument list matches the entry point's signature
     // (gemm-kernels/src/entry_points.rs: m, n, k, alpha, a, lda, b, ldb, beta,
-    // c, ldc); the module is the one compiled for A's and B's layouts; the
-    // shapes were validated against the buffers' lengths, so every access
-    // the kernel makes lies inside them; the geometry is the configuration's
-    // own (gemm-core) and fits the device.
+    // c, ldc, grid_x, count, stride_a, stride_b, stride_c, problems); the
+    // module is the one compiled for A's and B's layouts; the shapes (every
+    // product's, at its stride or in its problem) were validated against the
+    // buffers, so every access the kernel makes lies inside them; the grid is
+    // gemm-core's for the batch and fits the device.
     unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
     Ok(())
 }

@@ -41,11 +41,13 @@ pub mod bench;
 pub mod check;
 #[cfg(feature = "bench")]
 pub mod cublas;
+mod batch;
 mod device;
 mod device_matrix;
 mod element;
 mod error;
 mod gemm;
+mod host_path;
 mod launch;
 mod matrix;
 #[path = "ptx.rs"]
@@ -59,6 +61,7 @@ mod tuning_plan;
 /// version by hand.
 pub use cudarc;
 
+pub use batch::Strided;
 pub use device::{default_device, Device};
 pub use device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 pub use element::Element;
@@ -84,7 +87,7 @@ pub(crate) use registry_list as registry;
 pub mod tuning {
     pub use crate::device::KernelInfo;
     pub use crate::gemm::stage_default;
-    pub use crate::tuning_plan::{choose, measured, Measured, Plan, PlanSource};
+    pub use crate::tuning_plan::{choose, choose_batched, measured, Measured, Plan, PlanSource};
     pub use gemm_core::{
         BlockDim, BlockTile, ConfigError, DeviceLimits, GemmDims, KernelConfig, KernelLayouts, LaunchGeometry,
         LimitError, Stage, ThreadTile, WarpTile,

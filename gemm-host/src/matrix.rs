@@ -415,6 +415,11 @@ impl<'a, T: Element> MatMut<'a, T> {
     }
 
     /// The storage the view can touch: `[0, required_len)` of its slice.
+    /// Elements of storage from element (0, 0) to the end of the borrowed slice.
+    pub(crate) fn storage_len(&self) -> usize {
+        self.data.len()
+    }
+
     pub(crate) fn span_mut(&mut self) -> &mut [T] {
         let len = self.dims.required_len().unwrap_or(0);
         &mut self.data[..len]

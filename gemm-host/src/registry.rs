@@ -10,6 +10,10 @@ use gemm_core::{BlockDim, KernelConfig, Precision, Stage};
 pub struct EntryPoint {
     /// The PTX symbol, e.g. `dgemm_tiled_t32`.
     pub name: &'static str,
+    /// The symbol that runs batches: `name`, or `<name>_batched` where the
+    /// stage keeps a separate batched entry
+    /// (`gemm_core::batch::separate_batched_entry`).
+    pub batched_name: &'static str,
     /// Element type.
     pub precision: Precision,
     /// The compiled configuration ([`KernelConfig::kernel_key`]: stages 1 and
@@ -28,6 +32,12 @@ macro_rules! registry_entries {
     ($( ($name:ident, $t:tt, $stage:ident, [$($p:literal),*]) )*) => {
         &[$(EntryPoint {
             name: stringify!($name),
+            batched_name: if gemm_core::batch::separate_batched_entry(
+                gemm_core::Stage::$stage, gemm_core::menu_precision!($t)) {
+                concat!(stringify!($name), "_batched")
+            } else {
+                stringify!($name)
+            },
             precision: gemm_core::menu_precision!($t),
             config: gemm_core::menu_config!($stage, [$($p),*]),
         }),*]

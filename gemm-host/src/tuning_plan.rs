@@ -29,6 +29,9 @@ pub struct Measured {
     pub n: usize,
     /// Problem shape.
     pub k: usize,
+    /// Products in the launch: 1 for a single product, more for a strided
+    /// batch of this shape.
+    pub batch: usize,
     /// The storage of A and B as the kernel read them (C row-major; a
     /// column-major C is measured as C^T): `"nn"`, `"nt"`, `"tn"` or `"tt"`
     /// ([`KernelLayouts::suffix`]).
@@ -83,10 +86,11 @@ impl core::fmt::Display for Plan {
             PlanSource::Fallback => write!(f, " (no measurement for this precision: the stage default)"),
             PlanSource::Measured { row, same_device } => write!(
                 f,
-                " (fastest measured at {}x{}x{}{} on {}{}, {}: {:.1} TFLOP/s, {:.2} x cuBLAS)",
+                " (fastest measured at {}x{}x{}{}{} on {}{}, {}: {:.1} TFLOP/s, {:.2} x cuBLAS)",
                 row.m,
                 row.n,
                 row.k,
+                if row.batch == 1 { String::new() } else { format!(" (batch of {})", row.batch) },
                 if row.layouts == "nn" { String::new() } else { format!(" with A, B read as {}", row.layouts) },
                 row.device,
                 if same_device { "" } else { ", not this device" },
@@ -98,9 +102,9 @@ impl core::fmt::Display for Plan {
     }
 }
 
-fn distance(row: &Measured, m: usize, n: usize, k: usize) -> f64 {
+fn distance(row: &Measured, m: usize, n: usize, k: usize, batch: usize) -> f64 {
     let d = |a: usize, b: usize| ((a.max(1) as f64).ln() - (b.max(1) as f64).ln()).abs();
-    d(row.m, m) + d(row.n, n) + d(row.k, k)
+    d(row.m, m) + d(row.n, n) + d(row.k, k) + d(row.batch, batch)
 }
 
 /// The measured choice for an m x n x k product in `precision` whose
@@ -117,6 +121,22 @@ pub fn choose(
     k: usize,
     layouts: KernelLayouts,
 ) -> Plan {
+    choose_batched(device, precision, m, n, k, layouts, 1)
+}
+
+/// [`choose`] for a strided batch of `batch` products of one shape: the
+/// nearest measured row counts the batch as a fourth dimension (log
+/// distance), so batched rows of the ladder serve batched calls and
+/// single-product rows single products.
+pub fn choose_batched(
+    device: Option<&str>,
+    precision: Precision,
+    m: usize,
+    n: usize,
+    k: usize,
+    layouts: KernelLayouts,
+    batch: usize,
+) -> Plan {
     let rows = measured().iter().filter(|r| r.precision == precision);
     let on_device: Vec<&Measured> = rows.clone().filter(|r| Some(r.device) == device).collect();
     let same_device = !on_device.is_empty();
@@ -131,12 +151,12 @@ pub fn choose(
     let nearest = candidates
         .iter()
         .filter(|r| r.layouts == KernelLayouts::NN.suffix())
-        .filter_map(|r| Some((distance(r, m, n, k), *r, config_of(r)?)))
+        .filter_map(|r| Some((distance(r, m, n, k, batch), *r, config_of(r)?)))
         .min_by(|a, b| a.0.total_cmp(&b.0));
     let refined = nearest.and_then(|(_, near, _)| {
         candidates
             .iter()
-            .find(|r| r.layouts == layouts.suffix() && (r.m, r.n, r.k) == (near.m, near.n, near.k))
+            .find(|r| r.layouts == layouts.suffix() && (r.m, r.n, r.k, r.batch) == (near.m, near.n, near.k, near.batch))
             .and_then(|r| Some((*r, config_of(r)?)))
     });
     match refined.or(nearest.map(|(_, r, c)| (r, c))) {

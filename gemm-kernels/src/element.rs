@@ -60,6 +60,20 @@ pub trait Element: Copy + PartialEq + Add<Output = Self> + Mul<Output = Self> + 
     /// `dst` is an aligned shared address inside the launch's buffer; `src`
     /// points to a readable element of global memory.
     unsafe fn cp_async_elem(dst: u32, src: *const Self);
+
+    /// `ld.global` of one element (an explicit state space: a pointer
+    /// computed per product of a batch no longer tells the compiler it
+    /// points to global memory, and generic accesses cost ptxas registers).
+    ///
+    /// # Safety
+    /// `p` points to a readable element in global memory.
+    unsafe fn ld_global(p: *const Self) -> Self;
+
+    /// `st.global` of one element.
+    ///
+    /// # Safety
+    /// `p` points to a writable element in global memory.
+    unsafe fn st_global(p: *mut Self, value: Self);
 }
 
 impl Element for f64 {
@@ -114,6 +128,18 @@ impl Element for f64 {
         asm!("cp.async.ca.shared.global [{d}], [{s}], 8;", d = in(reg32) dst, s = in(reg64) src,
              options(nostack, preserves_flags));
     }
+
+    #[inline(always)]
+    unsafe fn ld_global(p: *const Self) -> Self {
+        let v: Self;
+        asm!("ld.global.f64 {v}, [{p}];", v = out(reg64) v, p = in(reg64) p, options(readonly, nostack, preserves_flags));
+        v
+    }
+
+    #[inline(always)]
+    unsafe fn st_global(p: *mut Self, value: Self) {
+        asm!("st.global.f64 [{p}], {v};", p = in(reg64) p, v = in(reg64) value, options(nostack, preserves_flags));
+    }
 }
 
 impl Element for f32 {
@@ -167,5 +193,17 @@ impl Element for f32 {
     unsafe fn cp_async_elem(dst: u32, src: *const Self) {
         asm!("cp.async.ca.shared.global [{d}], [{s}], 4;", d = in(reg32) dst, s = in(reg64) src,
              options(nostack, preserves_flags));
+    }
+
+    #[inline(always)]
+    unsafe fn ld_global(p: *const Self) -> Self {
+        let v: Self;
+        asm!("ld.global.f32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(readonly, nostack, preserves_flags));
+        v
+    }
+
+    #[inline(always)]
+    unsafe fn st_global(p: *mut Self, value: Self) {
+        asm!("st.global.f32 [{p}], {v};", p = in(reg64) p, v = in(reg32) value, options(nostack, preserves_flags));
     }
 }

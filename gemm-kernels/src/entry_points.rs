@@ -5,11 +5,17 @@
 //! Every entry point has the same parameters, in this order (PTX ISA,
 //! "Kernel function parameters"): `m, n, k: u32`, `alpha: T`, `a: *const T`,
 //! `lda: u32`, `b: *const T`, `ldb: u32`, `beta: T`, `c: *mut T`, `ldc: u32`,
-//! and computes `C <- alpha * A * B + beta * C` (C row-major, A and B in
-//! this build's layouts, [`crate::A_COL_MAJOR`] and [`crate::B_COL_MAJOR`];
-//! in elements). The four builds export the same names.
+//! then the batch: `grid_x: u32` (one product's grid along x), `count: u32`,
+//! `stride_a, stride_b, stride_c: u64` and `problems: *const GroupProblem`
+//! (null for a strided batch; see [`crate::batch`]). Each product computes
+//! `C <- alpha * A * B + beta * C` (C row-major, A and B in this build's
+//! layouts, [`crate::A_COL_MAJOR`] and [`crate::B_COL_MAJOR`]; in elements).
+//! A single product is a strided batch of one. The four builds export the
+//! same names.
 
-use crate::thread::GemmArgs;
+use crate::batch::locate;
+use crate::thread::{block_idx, grid_dim, GemmArgs};
+use gemm_core::batch::GroupProblem;
 use crate::{
     s01_naive, s02_coalesced, s03_smem_tiled, s04_outputs_per_thread, s05_register_tiled, s06_vectorized,
     s07_pipelined, s08_tensor_core,
@@ -44,6 +50,37 @@ macro_rules! stage_kernel {
     };
 }
 
+/// The batched twin of an entry point, for the stages that keep one
+/// (`gemm_core::batch::separate_batched_entry`; keep the two lists equal).
+macro_rules! batched_twin {
+    (Pipelined, f32, $name:ident, [$($p:literal),*]) => {
+        /// The batched entry point `<name>_batched` of a stage-7 f32 kernel.
+        pub mod $name {
+            use super::*;
+            #[doc = concat!("Entry point `", stringify!($name), "_batched`.")]
+            ///
+            /// # Safety
+            /// As the single-product entry point.
+            #[export_name = concat!(stringify!($name), "_batched")]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn batched(
+                m: u32, n: u32, k: u32,
+                alpha: f32, a: *const f32, lda: u32,
+                b: *const f32, ldb: u32,
+                beta: f32, c: *mut f32, ldc: u32,
+                grid_x: u32, count: u32, stride_a: u64, stride_b: u64, stride_c: u64,
+                problems: *const GroupProblem,
+            ) {
+                let g = GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, block: [0; 2], grid: [grid_x, 0] };
+                if let Some(g) = locate(g, count, [stride_a, stride_b, stride_c], problems) {
+                    stage_kernel!(Pipelined, f32, [$($p),*], g)
+                }
+            }
+        }
+    };
+    ($stage:ident, $t:tt, $name:ident, [$($p:literal),*]) => {};
+}
+
 macro_rules! export_kernels {
     ($( ($name:ident, $t:tt, $stage:ident, [$($p:literal),*]) )*) => {$(
         #[doc = concat!("Entry point `", stringify!($name), "`: ", stringify!($stage),
@@ -59,10 +96,20 @@ macro_rules! export_kernels {
             alpha: $t, a: *const $t, lda: u32,
             b: *const $t, ldb: u32,
             beta: $t, c: *mut $t, ldc: u32,
+            grid_x: u32, count: u32, stride_a: u64, stride_b: u64, stride_c: u64,
+            problems: *const GroupProblem,
         ) {
-            let g = GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc };
-            stage_kernel!($stage, $t, [$($p),*], g)
+            let g = GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, block: [0; 2], grid: [grid_x, 0] };
+            if gemm_core::batch::separate_batched_entry(gemm_core::Stage::$stage, gemm_core::menu_precision!($t)) {
+                // One product: the pointers stay kernel parameters.
+                let [bx, by, _] = block_idx();
+                let g = GemmArgs { block: [bx, by], grid: grid_dim(), ..g };
+                stage_kernel!($stage, $t, [$($p),*], g)
+            } else if let Some(g) = locate(g, count, [stride_a, stride_b, stride_c], problems) {
+                stage_kernel!($stage, $t, [$($p),*], g)
+            }
         }
+        batched_twin!($stage, $t, $name, [$($p),*]);
     )*};
 }
 

@@ -32,6 +32,8 @@ pub const A_COL_MAJOR: bool = cfg!(gemm_a_col_major);
 pub const B_COL_MAJOR: bool = cfg!(gemm_b_col_major);
 
 #[cfg(target_arch = "nvptx64")]
+pub mod batch;
+#[cfg(target_arch = "nvptx64")]
 pub mod element;
 #[cfg(target_arch = "nvptx64")]
 pub mod entry_points;

@@ -21,7 +21,7 @@
 //! (the rectangular naive kernel with bounds checks).
 
 use crate::element::Element;
-use crate::thread::{at, block_dim, block_idx, store_c, thread_idx, GemmArgs};
+use crate::thread::{at, block_dim, store_c, thread_idx, GemmArgs};
 use gemm_core::config::naive_element;
 
 /// Stage 1 (see the module docs).
@@ -43,7 +43,7 @@ pub unsafe fn naive<T: Element, const A_COL: bool, const B_COL: bool>(g: GemmArg
 pub unsafe fn one_thread_per_element<T: Element, const LANES_ALONG_N: bool, const A_COL: bool, const B_COL: bool>(
     g: GemmArgs<T>,
 ) {
-    let (row, col) = naive_element(LANES_ALONG_N, block_idx(), block_dim(), thread_idx());
+    let (row, col) = naive_element(LANES_ALONG_N, g.block, block_dim(), thread_idx());
     if row < g.m && col < g.n {
         // Row `row` of A and column `col` of B, one fma per term; the steps
         // along k are 1 or the leading dimension, by the operands' layouts.
@@ -53,7 +53,7 @@ pub unsafe fn one_thread_per_element<T: Element, const LANES_ALONG_N: bool, cons
         let b_step = if B_COL { 1 } else { g.ldb as usize };
         let mut acc = T::ZERO;
         for p in 0..g.k as usize {
-            acc = T::fma(*a_row.add(p * a_step), *b_col.add(p * b_step), acc);
+            acc = T::fma(T::ld_global(a_row.add(p * a_step)), T::ld_global(b_col.add(p * b_step)), acc);
         }
         store_c(g.c, row, col, g.ldc, acc, g.alpha, g.beta);
     }

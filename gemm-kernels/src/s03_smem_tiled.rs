@@ -31,7 +31,7 @@
 //! seed 003 (tiled kernel for rectangular matrices).
 
 use crate::element::Element;
-use crate::thread::{block_idx, load_or_zero, smem_base, store_c, sync_threads, thread_idx, GemmArgs};
+use crate::thread::{load_or_zero, smem_base, store_c, sync_threads, thread_idx, GemmArgs};
 use gemm_core::config::{rows_per_pass, tile_origin, SMEM_TILE_SIZES};
 
 /// Stage 3 (see the module docs): [`tiled`] with one output per thread.
@@ -72,7 +72,7 @@ pub unsafe fn tiled<T: Element, const TILE: u32, const OUTPUTS: usize, const A_C
     const { assert!(OUTPUTS > 0 && TILE as usize % OUTPUTS == 0, "outputs per thread must divide the tile size") };
     let rpp = rows_per_pass(TILE, OUTPUTS as u32);
     let [tx, ty] = thread_idx();
-    let (row0, col0) = tile_origin(block_idx(), TILE);
+    let (row0, col0) = tile_origin(g.block, TILE);
     let col = col0 + tx;
     let a_tile = smem_base(); // (T, T) of A, row-major: [row][k]
     let b_tile = a_tile + TILE * TILE * T::BYTES; // (T, T) of B, row-major: [k][col]

@@ -31,7 +31,7 @@
 //! seed 001 (registers as the working set, ILP over occupancy).
 
 use crate::element::Element;
-use crate::thread::{block_idx, load_or_zero, smem_base, store_c, sync_threads, thread_idx, GemmArgs};
+use crate::thread::{load_or_zero, smem_base, store_c, sync_threads, thread_idx, GemmArgs};
 use gemm_core::ceil_div;
 use gemm_core::tiling::{block_tile_origin, s05_layout, BlockTile};
 
@@ -58,7 +58,7 @@ pub unsafe fn register_tiled<
     let threads = (BM / TM as u32) * lanes_n;
     let tid = thread_idx()[0];
     let (ty, tx) = (tid / lanes_n, tid % lanes_n);
-    let (row0, col0) = block_tile_origin(block_idx(), BlockTile::new(BM, BN, BK));
+    let (row0, col0) = block_tile_origin(g.block, BlockTile::new(BM, BN, BK));
     let layout = s05_layout(BlockTile::new(BM, BN, BK));
     let a_tile = smem_base();
     let b_tile = a_tile + layout.b_offset * T::BYTES;

@@ -39,7 +39,7 @@
 //! Practices Guide on shared-memory banks.
 
 use crate::element::Element;
-use crate::thread::{block_idx, load_or_zero, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok, GemmArgs};
+use crate::thread::{load_or_zero, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok, GemmArgs};
 use gemm_core::ceil_div;
 use gemm_core::tiling::{block_tile_origin, s06_layout, BlockTile};
 
@@ -100,7 +100,7 @@ pub unsafe fn vectorized<
     let threads = lanes_m * lanes_n;
     let tid = thread_idx()[0];
     let (ty, tx) = (tid / lanes_n, tid % lanes_n);
-    let (row0, col0) = block_tile_origin(block_idx(), BlockTile::new(BM, BN, BK));
+    let (row0, col0) = block_tile_origin(g.block, BlockTile::new(BM, BN, BK));
     let layout = s06_layout(BlockTile::new(BM, BN, BK), T::BYTES);
     let a_tile = smem_base(); // [BK][BM + V]: A transposed
     let b_tile = a_tile + layout.b_offset * T::BYTES; // [BK][BN]

@@ -56,7 +56,7 @@
 
 use crate::element::Element;
 use crate::thread::{
-    block_idx, cp_async_16, cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c, store_c_vec, sync_threads,
+    cp_async_16, cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c, store_c_vec, sync_threads,
     thread_idx, vector_ok, GemmArgs,
 };
 use gemm_core::ceil_div;
@@ -251,7 +251,7 @@ pub unsafe fn pipelined<
     let lanes_n = WN / TN as u32;
     let lanes_m = WARP_SIZE / lanes_n;
     let (lr, lc) = (lane / lanes_n, lane % lanes_n);
-    let (row0, col0) = block_tile_origin(block_idx(), tile);
+    let (row0, col0) = block_tile_origin(g.block, tile);
     let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
     let base = smem_base();
     // Row (within the block tile) of the thread's i-th row: interleaved

@@ -47,7 +47,7 @@
 use crate::element::Element;
 use crate::s07_pipelined::request_tiles;
 use crate::thread::{
-    block_idx, cp_async_commit, cp_async_wait, grid_dim, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok,
+    cp_async_commit, cp_async_wait, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok,
     GemmArgs,
 };
 use core::arch::asm;
@@ -149,8 +149,8 @@ pub unsafe fn tensor_core<
                                          // rows works if C's rows follow it; adjacent rows make the A fragment's
                                          // pairs one 16-byte read of the m-contiguous tile.
     let frag_rows = |r0: u32| if A_COL { (r0 + 2 * gq, r0 + 2 * gq + 1) } else { (r0 + gq, r0 + gq + 8) };
-    let [bx, by] = block_idx();
-    let [gx, gy] = grid_dim();
+    let [bx, by] = g.block;
+    let [gx, gy] = g.grid;
     let (tile_m, tile_n) = raster(by * gx + bx, gy, gx, RASTER_GROUP);
     let (row0, col0) = (tile_m * BM, tile_n * BN);
     let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));

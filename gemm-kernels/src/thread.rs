@@ -15,11 +15,12 @@ pub fn thread_idx() -> [u32; 2] {
     unsafe { [nvptx::_thread_idx_x() as u32, nvptx::_thread_idx_y() as u32] }
 }
 
-/// (x, y) of blockIdx.
+/// (x, y, z) of blockIdx. Stages read their block's place in its product
+/// from [`GemmArgs::block`] instead (`crate::batch`).
 #[inline(always)]
-pub fn block_idx() -> [u32; 2] {
+pub fn block_idx() -> [u32; 3] {
     // SAFETY: as above.
-    unsafe { [nvptx::_block_idx_x() as u32, nvptx::_block_idx_y() as u32] }
+    unsafe { [nvptx::_block_idx_x() as u32, nvptx::_block_idx_y() as u32, nvptx::_block_idx_z() as u32] }
 }
 
 /// (x, y) of blockDim.
@@ -81,7 +82,7 @@ pub unsafe fn load_or_zero<T: Element, const COL: bool>(
     ld: u32,
 ) -> T {
     if row < rows && col < cols {
-        *p.add(at::<COL>(row, col, ld))
+        T::ld_global(p.add(at::<COL>(row, col, ld)))
     } else {
         T::ZERO
     }
@@ -95,7 +96,7 @@ pub unsafe fn load_or_zero<T: Element, const COL: bool>(
 #[inline(always)]
 pub unsafe fn store_c<T: Element>(c: *mut T, row: u32, col: u32, ldc: u32, acc: T, alpha: T, beta: T) {
     let p = c.add(row as usize * ldc as usize + col as usize);
-    *p = if beta == T::ZERO { alpha * acc } else { T::fma(beta, *p, alpha * acc) };
+    T::st_global(p, if beta == T::ZERO { alpha * acc } else { T::fma(beta, T::ld_global(p), alpha * acc) });
 }
 
 /// The arguments every kernel receives, gathered for the generic stage
@@ -127,6 +128,11 @@ pub struct GemmArgs<T> {
     pub c: *mut T,
     /// Leading dimension of C (>= n).
     pub ldc: u32,
+    /// This block's (x, y) in its product's grid: what `blockIdx` would be
+    /// in a launch of that product alone (`crate::batch`).
+    pub block: [u32; 2],
+    /// The product's grid (x, y), as a launch of it alone would have.
+    pub grid: [u32; 2],
 }
 
 /// Whether 16-byte vector access is allowed on a matrix: its base address is
@@ -209,10 +215,10 @@ pub unsafe fn store_c_vec<T: Element>(g: &GemmArgs<T>, vec: bool, row: u32, col:
                 out[e] = g.alpha * acc[e];
             }
         } else {
-            // Plain loads: `ld_global_vec` takes the read-only path, and C is
+            // Not `ld_global_vec`, which takes the read-only path: C is
             // written by this kernel.
             for e in 0..T::VEC {
-                out[e] = T::fma(g.beta, *p.add(e), g.alpha * acc[e]);
+                out[e] = T::fma(g.beta, T::ld_global(p.add(e)), g.alpha * acc[e]);
             }
         }
         T::st_global_vec(p, &out);

@@ -1,0 +1,541 @@
+//! Batched products: strided batches ([`Strided`]), pointer-array batches
+//! and grouped batches (lists of device matrices), each in one launch.
+//!
+//! - [`Gemm::run_strided`] / [`Gemm::run_strided_device`]: `count` products
+//!   C_i <- alpha op(A_i) op(B_i) + beta C_i of one shape, operand i at
+//!   `i * stride` elements from the first (cuBLAS's
+//!   `cublasDgemmStridedBatched`); stride 0 shares one matrix among all.
+//! - [`Gemm::run_batched_device`]: same-shaped matrices at unrelated
+//!   addresses (cuBLAS's `cublasDgemmBatched`).
+//! - [`Gemm::run_grouped_device`]: problems of any shapes (cuBLAS's
+//!   `cublasGemmGroupedBatchedEx`, CUTLASS's grouped GEMM; the
+//!   mixture-of-experts case), one launch over all of their tiles.
+//!
+//! The kernels are the single-product ones: a block finds its product from
+//! the grid (`gemm_core::batch`).
+
+use crate::device::Device;
+use crate::device_matrix::{DeviceView, DeviceViewMut};
+use crate::element::Element;
+use crate::error::{DriverContext, Error};
+use crate::gemm::Gemm;
+use crate::launch::{launch, product_geometry, Batch};
+use crate::matrix::{MatMut, MatRef};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
+use gemm_core::batch::{batch_len, strided_disjoint, GroupProblem};
+use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};
+use gemm_core::{GemmDims, ShapeError};
+use std::mem::size_of;
+
+/// A strided batch of `count` matrices of one shape: matrix i is the matrix
+/// `first` moved `i * stride` elements on in the same storage (a (batch,
+/// row, col) tensor has stride rows x cols; stride 0 repeats one matrix, e.g.
+/// a weight shared by every product). `V` is a host view ([`MatRef`],
+/// [`MatMut`]) or a device view ([`DeviceView`], [`DeviceViewMut`]).
+///
+/// ```
+/// use gemm::{Layout, MatRef, Strided};
+/// let x = vec![0.0f64; 100 * 6 * 4]; // 100 row-major 6 x 4 matrices, packed
+/// let a = Strided::<MatRef<f64>>::from_slice(&x, 100, 6, 4, Layout::RowMajor)?;
+/// assert_eq!((a.count(), a.stride()), (100, 24));
+/// let w = vec![1.0f64; 4 * 5];
+/// let b = Strided::new(MatRef::from_slice(&w, 4, 5, Layout::RowMajor, 5)?, 100, 0)?; // broadcast
+/// assert_eq!(b.matrix(99).get(3, 4), Some(1.0));
+/// # Ok::<(), gemm::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Strided<V> {
+    first: V,
+    count: usize,
+    stride: usize,
+}
+
+impl<V> Strided<V> {
+    /// Matrices in the batch.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Elements from one matrix's first element to the next's.
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// The first matrix (its storage runs on to the end of the batch).
+    pub fn first(&self) -> &V {
+        &self.first
+    }
+}
+
+fn batch_storage(operand: Operand, dims: &MatrixDims, count: usize, stride: usize, len: usize) -> Result<(), Error> {
+    let needed = batch_len(dims, count, stride)
+        .ok_or(ShapeError::TooLarge { operand, value: count.max(stride), max: gemm_core::shape::MAX_DIM })?;
+    if needed > len {
+        return Err(Error::BatchStorage { operand, count, stride, needed, len });
+    }
+    Ok(())
+}
+
+fn output_disjoint(dims: &MatrixDims, count: usize, stride: usize) -> Result<(), Error> {
+    if strided_disjoint(dims, count, stride) {
+        Ok(())
+    } else {
+        // The first pair that collides is 0 and some q; name 0 and 1 for stride 0.
+        let second = (1..count)
+            .find(|&q| !strided_disjoint(dims, q + 1, stride))
+            .unwrap_or(1);
+        Err(Error::BatchOverlap { first: 0, second })
+    }
+}
+
+impl<'a, T: Element> Strided<MatRef<'a, T>> {
+    /// `count` matrices shaped as `first`, `stride` elements apart in its storage.
+    ///
+    /// # Errors
+    /// [`Error::BatchStorage`] when the storage behind `first` is shorter
+    /// than the batch.
+    pub fn new(first: impl Into<MatRef<'a, T>>, count: usize, stride: usize) -> Result<Self, Error> {
+        let first = first.into();
+        batch_storage(Operand::Matrix, &first.dims(), count, stride, first.as_slice().len())?;
+        Ok(Strided { first, count, stride })
+    }
+
+    /// `count` densely packed `rows x cols` matrices in `layout`, one after
+    /// the other in `data` (a (batch, row, col) tensor when row-major).
+    ///
+    /// # Errors
+    /// [`Error::Shape`] or [`Error::BatchStorage`] when `data` is too short.
+    pub fn from_slice(data: &'a [T], count: usize, rows: usize, cols: usize, layout: Layout) -> Result<Self, Error> {
+        let dims = MatrixDims::packed_in(rows, cols, layout);
+        let first = MatRef::from_slice(data, rows, cols, layout, dims.ld)?;
+        Self::new(first, count, rows * cols)
+    }
+
+    /// Matrix `i` (`i < count`).
+    ///
+    /// # Panics
+    /// When `i >= count`.
+    pub fn matrix(&self, i: usize) -> MatRef<'a, T> {
+        assert!(i < self.count, "matrix {i} of a batch of {}", self.count);
+        let data = self.first.as_slice();
+        MatRef::from_slice(&data[(i * self.stride).min(data.len())..], self.first.rows(), self.first.cols(),
+                           self.first.layout(), self.first.ld())
+            .expect("validated by the constructor")
+    }
+
+    /// The batch of transposes (no copy).
+    pub fn t(self) -> Self {
+        Strided { first: self.first.t(), ..self }
+    }
+}
+
+impl<'a, T: Element> Strided<MatMut<'a, T>> {
+    /// `count` output matrices shaped as `first`, `stride` elements apart.
+    ///
+    /// # Errors
+    /// [`Error::BatchStorage`] when the storage is shorter than the batch;
+    /// [`Error::BatchOverlap`] when two matrices share an element.
+    pub fn new(first: impl Into<MatMut<'a, T>>, count: usize, stride: usize) -> Result<Self, Error> {
+        let first = first.into();
+        batch_storage(Operand::Matrix, &first.dims(), count, stride, first.storage_len())?;
+        output_disjoint(&first.dims(), count, stride)?;
+        Ok(Strided { first, count, stride })
+    }
+
+    /// `count` densely packed `rows x cols` matrices in `layout`, one after
+    /// the other in `data`.
+    ///
+    /// # Errors
+    /// As [`Strided::<MatRef<T>>::from_slice`].
+    pub fn from_slice(
+        data: &'a mut [T],
+        count: usize,
+        rows: usize,
+        cols: usize,
+        layout: Layout,
+    ) -> Result<Self, Error> {
+        let dims = MatrixDims::packed_in(rows, cols, layout);
+        let first = MatMut::from_slice(data, rows, cols, layout, dims.ld)?;
+        Self::new(first, count, rows * cols)
+    }
+
+    /// Matrix `i` (`i < count`), read-only.
+    ///
+    /// # Panics
+    /// When `i >= count`.
+    pub fn matrix(&self, i: usize) -> MatRef<'_, T> {
+        assert!(i < self.count, "matrix {i} of a batch of {}", self.count);
+        let r = self.first.as_ref();
+        let data = r.as_slice();
+        MatRef::from_slice(&data[(i * self.stride).min(data.len())..], r.rows(), r.cols(), r.layout(), r.ld())
+            .expect("validated by the constructor")
+    }
+
+    /// Reborrows the batch.
+    pub fn rb(&mut self) -> Strided<MatMut<'_, T>> {
+        Strided { first: self.first.rb(), count: self.count, stride: self.stride }
+    }
+}
+
+impl<'a, T: Element> Strided<DeviceView<'a, T>> {
+    /// `count` device matrices shaped as `first`, `stride` elements apart in
+    /// its buffer (a view of a [`crate::DeviceMatrix`] runs to the end of the
+    /// buffer, so a buffer of `count * rows * cols` elements wrapped as one
+    /// `rows x cols` matrix holds a packed batch).
+    ///
+    /// # Errors
+    /// [`Error::BatchStorage`] when the buffer is shorter than the batch.
+    pub fn new(first: impl Into<DeviceView<'a, T>>, count: usize, stride: usize) -> Result<Self, Error> {
+        let first = first.into();
+        batch_storage(Operand::Matrix, &first.dims, count, stride, first.data.len())?;
+        Ok(Strided { first, count, stride })
+    }
+
+    /// The batch of transposes (no copy).
+    pub fn t(self) -> Self {
+        Strided { first: self.first.t(), ..self }
+    }
+}
+
+impl<'a, T: Element> Strided<DeviceViewMut<'a, T>> {
+    /// `count` device output matrices shaped as `first`, `stride` elements apart.
+    ///
+    /// # Errors
+    /// [`Error::BatchStorage`] when the buffer is shorter than the batch;
+    /// [`Error::BatchOverlap`] when two matrices share an element.
+    pub fn new(first: impl Into<DeviceViewMut<'a, T>>, count: usize, stride: usize) -> Result<Self, Error> {
+        let first = first.into();
+        batch_storage(Operand::Matrix, &first.dims, count, stride, first.data.len())?;
+        output_disjoint(&first.dims, count, stride)?;
+        Ok(Strided { first, count, stride })
+    }
+}
+
+fn layouts_name(d: &GemmDims) -> String {
+    format!("A {}, B {}, C {}", d.a_layout.short_name(), d.b_layout.short_name(), d.c_layout.short_name())
+}
+
+impl Gemm {
+    /// The validated first product of a strided batch and the batch count.
+    pub(crate) fn strided_problem(
+        &self,
+        a: (MatrixDims, usize, usize, usize),
+        b: (MatrixDims, usize, usize, usize),
+        c: (MatrixDims, usize, usize, usize),
+    ) -> Result<(GemmDims, usize), Error> {
+        if a.1 != c.1 || b.1 != c.1 {
+            return Err(Error::BatchCount { a: a.1, b: b.1, c: c.1 });
+        }
+        let count = c.1;
+        let dims = self.problem((a.0, a.3), (b.0, b.3), (c.0, c.3))?;
+        for (operand, (d, _, stride, len)) in [(Operand::A, a), (Operand::B, b), (Operand::C, c)] {
+            batch_storage(operand, &d, count, stride, len)?;
+        }
+        Ok((dims, count))
+    }
+
+    /// Enqueues the strided batch C_i <- alpha op(A_i) op(B_i) + beta C_i,
+    /// i < `a.count()`, on device matrices, in one launch, on the builder's
+    /// stream or else the device's; returns without waiting (as
+    /// [`Gemm::run_device`]). Batches past the grid's z limit are laid out
+    /// along x as well (`gemm_core::batch`).
+    ///
+    /// ```no_run
+    /// use gemm::{DeviceMatrix, Gemm, Layout, Strided};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// let s = dev.stream();
+    /// let (count, m, n, k) = (100, 64, 32, 48);
+    /// let a = DeviceMatrix::from_cuda_slice(&dev, s.alloc_zeros::<f32>(count * m * k)?, m, k, Layout::RowMajor, k)?;
+    /// let w = DeviceMatrix::<f32>::zeros(&dev, k, n)?; // one B for every product
+    /// let mut c = DeviceMatrix::from_cuda_slice(&dev, s.alloc_zeros::<f32>(count * m * n)?, m, n, Layout::RowMajor, n)?;
+    /// Gemm::new().run_strided_device(
+    ///     Strided::new(&a, count, m * k)?,
+    ///     Strided::new(&w, count, 0)?,
+    ///     Strided::new(&mut c, count, m * n)?,
+    /// )?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Gemm::run_device`], plus [`Error::BatchCount`] when the counts
+    /// differ and [`Error::BatchStorage`] when a buffer is shorter than its
+    /// batch; [`ShapeError::Overlap`] when C's batch extent meets A's or B's.
+    pub fn run_strided_device<'a, 'b, 'c, T: Element>(
+        &self,
+        a: Strided<DeviceView<'a, T>>,
+        b: Strided<DeviceView<'b, T>>,
+        mut c: Strided<DeviceViewMut<'c, T>>,
+    ) -> Result<(), Error> {
+        let (dims, count) = self.strided_problem(
+            (a.first.dims, a.count, a.stride, a.first.data.len()),
+            (b.first.dims, b.count, b.stride, b.first.data.len()),
+            (c.first.dims, c.count, c.stride, c.first.data.len()),
+        )?;
+        let device = c.first.device.clone();
+        for other in [a.first.device, b.first.device].into_iter().chain(self.device_option()) {
+            if !other.same_context(&device) {
+                return Err(Error::DeviceMismatch(other.name().to_string(), device.name().to_string()));
+            }
+        }
+        let stream = self.stream_on(&device)?;
+        if count == 0 || dims.is_empty() || self.leaves_c_unchanged(&dims) {
+            return Ok(());
+        }
+        let extent = |address: u64, d: &MatrixDims, stride: usize| {
+            (address as usize, batch_len(d, count, stride).unwrap_or(0) * size_of::<T>())
+        };
+        let (c_start, c_bytes) = extent(c.first.address, &c.first.dims, c.stride);
+        for (operand, (start, bytes)) in [
+            (Operand::A, extent(a.first.address, &a.first.dims, a.stride)),
+            (Operand::B, extent(b.first.address, &b.first.dims, b.stride)),
+        ] {
+            if spans_overlap(c_start, c_bytes, start, bytes) {
+                return Err(ShapeError::Overlap { operand }.into());
+            }
+        }
+        self.enqueue(
+            &device,
+            &stream,
+            &dims,
+            (&a.first.data, &b.first.data, &mut c.first.data),
+            count,
+            [a.stride, b.stride, c.stride],
+        )
+    }
+
+    /// Enqueues a pointer-array batch: C_i <- alpha op(A_i) op(B_i) + beta
+    /// C_i for same-shaped device matrices at any addresses (cuBLAS's
+    /// `cublasDgemmBatched`), in one launch; returns without waiting. The
+    /// list of addresses is uploaded on the stream before the launch.
+    ///
+    /// # Errors
+    /// [`Error::ShapeVaries`] when the products differ in m, n or k; else as
+    /// [`Gemm::run_grouped_device`].
+    pub fn run_batched_device<T: Element>(
+        &self,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &mut [DeviceViewMut<'_, T>],
+    ) -> Result<(), Error> {
+        let shape = |i: usize| {
+            let (ad, bd) = (a[i].dims.op(self.op_a), b[i].dims.op(self.op_b));
+            format!("{}x{}x{}", ad.rows, bd.cols, ad.cols)
+        };
+        if a.len() == b.len() && b.len() == c.len() {
+            for i in 1..a.len() {
+                if shape(i) != shape(0) || c[i].dims.rows != c[0].dims.rows || c[i].dims.cols != c[0].dims.cols {
+                    return Err(Error::ShapeVaries { index: i, expected: shape(0), found: shape(i) });
+                }
+            }
+        }
+        self.run_grouped_device(a, b, c)
+    }
+
+    /// Enqueues a grouped batch: C_i <- alpha op(A_i) op(B_i) + beta C_i for
+    /// problems of any shapes (m_i x n_i x k_i), in one launch over the
+    /// tiles of all of them (cuBLAS's `cublasGemmGroupedBatchedEx`,
+    /// CUTLASS's grouped GEMM); returns without waiting. alpha, beta and
+    /// op(A), op(B) are the builder's, for every problem; all problems must
+    /// store their operands in one layout combination (after the kernel form
+    /// of a column-major C). One configuration serves every problem: the
+    /// builder's, or the one measured for the largest problem.
+    ///
+    /// ```no_run
+    /// use gemm::{DeviceMatrix, DeviceView, DeviceViewMut, Gemm};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// let tokens = [300, 1200, 40]; // rows routed to each expert
+    /// let x: Vec<_> = tokens.iter().map(|&m| DeviceMatrix::<f32>::zeros(&dev, m, 1024)).collect::<Result<_, _>>()?;
+    /// let w: Vec<_> = tokens.iter().map(|_| DeviceMatrix::<f32>::zeros(&dev, 1024, 1024)).collect::<Result<_, _>>()?;
+    /// let mut y: Vec<_> = tokens.iter().map(|&m| DeviceMatrix::<f32>::zeros(&dev, m, 1024)).collect::<Result<_, _>>()?;
+    /// let a: Vec<DeviceView<f32>> = x.iter().map(|m| m.as_view()).collect();
+    /// let b: Vec<DeviceView<f32>> = w.iter().map(|m| m.as_view()).collect();
+    /// let mut c: Vec<DeviceViewMut<f32>> = y.iter_mut().map(|m| m.as_view_mut()).collect();
+    /// Gemm::new().run_grouped_device(&a, &b, &mut c)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::BatchCount`] when the lists differ in length;
+    /// [`Error::Problem`] naming the first invalid problem (shapes, storage,
+    /// C overlapping its A or B, another device);
+    /// [`Error::MixedLayouts`]; [`Error::BatchOverlap`] when two problems'
+    /// C overlap; [`Error::DeviceLimit`] when the blocks of all problems
+    /// exceed the grid; otherwise as [`Gemm::run_device`].
+    pub fn run_grouped_device<T: Element>(
+        &self,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &mut [DeviceViewMut<'_, T>],
+    ) -> Result<(), Error> {
+        if a.len() != c.len() || b.len() != c.len() {
+            return Err(Error::BatchCount { a: a.len(), b: b.len(), c: c.len() });
+        }
+        if c.is_empty() {
+            return Ok(());
+        }
+        let device = c[0].device.clone();
+        let mut problems: Vec<(usize, GemmDims, bool)> = Vec::with_capacity(c.len());
+        for i in 0..c.len() {
+            let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
+            let dims = self
+                .problem((a[i].dims, a[i].data.len()), (b[i].dims, b[i].data.len()), (c[i].dims, c[i].data.len()))
+                .map_err(wrap)?;
+            for other in [a[i].device, b[i].device, c[i].device].into_iter().chain(self.device_option()) {
+                if !other.same_context(&device) {
+                    return Err(wrap(Error::DeviceMismatch(other.name().to_string(), device.name().to_string())));
+                }
+            }
+            let (c_start, c_bytes) = c[i].byte_span();
+            for (operand, (start, bytes)) in [(Operand::A, a[i].byte_span()), (Operand::B, b[i].byte_span())] {
+                if spans_overlap(c_start, c_bytes, start, bytes) {
+                    return Err(wrap(ShapeError::Overlap { operand }.into()));
+                }
+            }
+            let (kdims, swapped) = dims.kernel_form();
+            if let Some((first, f, _)) = problems.first() {
+                if f.layouts() != kdims.layouts() {
+                    return Err(Error::MixedLayouts {
+                        index: i,
+                        expected: layouts_name(&self.problem_dims_of(&a[*first], &b[*first], &c[*first])),
+                        found: layouts_name(&dims),
+                    });
+                }
+            }
+            if !(dims.is_empty() || self.leaves_c_unchanged(&dims)) {
+                let reads_ab = self.alpha != 0.0 && dims.k > 0;
+                problems.push((i, if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } }, swapped));
+            }
+        }
+        // Outputs must not share memory: sort the spans and compare neighbours.
+        let mut spans: Vec<(usize, usize, usize)> = problems
+            .iter()
+            .map(|&(i, _, _)| {
+                let (s, len) = c[i].byte_span();
+                (s, len, i)
+            })
+            .collect();
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            if spans_overlap(w[0].0, w[0].1, w[1].0, w[1].1) {
+                return Err(Error::BatchOverlap { first: w[0].2.min(w[1].2), second: w[0].2.max(w[1].2) });
+            }
+        }
+        let stream = self.stream_on(&device)?;
+        if problems.is_empty() {
+            return Ok(());
+        }
+        // One configuration for all: the largest problem's.
+        let largest = problems.iter().max_by_key(|(_, d, _)| (d.m * d.n, d.k)).map(|p| p.1).unwrap();
+        let config = self.batch_config(&device, T::PRECISION, &largest, problems.len())?;
+        let mut words: Vec<u64> = Vec::with_capacity(problems.len() * 8);
+        let mut blocks: u64 = 0;
+        for &(i, d, swapped) in &problems {
+            let g = product_geometry::<T>(&device, config, &d)
+                .map_err(|e| Error::Problem { index: i, source: Box::new(e) })?
+                .1;
+            // The stream waits for pending work on each buffer (cudarc's
+            // events; the guards record again after the launch, below).
+            let (pa, pb) = (a[i].data.device_ptr(&stream).0, b[i].data.device_ptr(&stream).0);
+            let pc = c[i].data.device_ptr_mut(&stream).0;
+            let (ka, kb) = if swapped { (pb, pa) } else { (pa, pb) };
+            let p = GroupProblem {
+                a: ka,
+                b: kb,
+                c: pc,
+                m: d.m as u32,
+                n: d.n as u32,
+                k: d.k as u32,
+                lda: d.lda as u32,
+                ldb: d.ldb as u32,
+                ldc: d.ldc as u32,
+                first_block: blocks.min(u32::MAX as u64) as u32,
+                grid_x: g.grid[0],
+                grid_y: g.grid[1],
+                pad: 0,
+            };
+            words.extend(problem_words(&p));
+            blocks += g.blocks();
+        }
+        let max_x = device.limits().max_grid_dim[0] as u64;
+        if blocks > max_x {
+            return Err(Error::DeviceLimit {
+                config,
+                device: device.name().to_string(),
+                source: gemm_core::LimitError::GridDim { axis: 'x', requested: blocks.min(u32::MAX as u64) as u32, limit: max_x as u32 },
+            });
+        }
+        let table = stream.clone_htod(&words).during("cuMemcpyHtoDAsync")?;
+        // The kernel ignores the pointers passed for a grouped launch; pass
+        // the first problem's buffers (valid arguments of the right types).
+        let i0 = problems[0].0;
+        let (av, bv) = (a[i0].data.slice(..), b[i0].data.slice(..));
+        let mut cv = c[i0].data.slice_mut(..);
+        let result = launch(
+            &device,
+            &stream,
+            config,
+            &largest,
+            T::from_f64(self.alpha),
+            &av,
+            &bv,
+            T::from_f64(self.beta),
+            &mut cv,
+            Batch::Grouped { problems: &table, count: problems.len(), blocks: blocks as u32 },
+        );
+        drop(cv);
+        // Each buffer records the launch, so work on other streams that uses
+        // it later waits for it (as a launch's own arguments do).
+        for &(i, _, _) in &problems {
+            drop((a[i].data.device_ptr(&stream), b[i].data.device_ptr(&stream)));
+            drop(c[i].data.device_ptr_mut(&stream));
+        }
+        result
+    }
+
+    fn problem_dims_of<T: Element>(&self, a: &DeviceView<'_, T>, b: &DeviceView<'_, T>, c: &DeviceViewMut<'_, T>) -> GemmDims {
+        self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))
+            .expect("validated before")
+    }
+
+    /// The configuration of a batch of `count` products shaped as `kdims`
+    /// (kernel form): the builder's, or the measured choice.
+    pub(crate) fn batch_config(
+        &self,
+        device: &Device,
+        precision: gemm_core::Precision,
+        kdims: &GemmDims,
+        count: usize,
+    ) -> Result<gemm_core::KernelConfig, Error> {
+        Ok(match self.chosen_config(precision)? {
+            Some(c) => c,
+            None => {
+                crate::tuning::choose_batched(Some(device.name()), precision, kdims.m, kdims.n, kdims.k, kdims.layouts(), count)
+                    .config
+            }
+        })
+    }
+}
+
+/// The 8 words of a problem as the kernel reads them (`#[repr(C)]`, 64 bytes).
+fn problem_words(p: &GroupProblem) -> [u64; 8] {
+    let pair = |lo: u32, hi: u32| lo as u64 | (hi as u64) << 32;
+    [p.a, p.b, p.c, pair(p.m, p.n), pair(p.k, p.lda), pair(p.ldb, p.ldc), pair(p.first_block, p.grid_x), pair(p.grid_y, p.pad)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problem_words_follow_the_c_layout() {
+        let p = GroupProblem {
+            a: 1, b: 2, c: 3, m: 4, n: 5, k: 6, lda: 7, ldb: 8, ldc: 9, first_block: 10, grid_x: 11, grid_y: 12, pad: 0,
+        };
+        let w = problem_words(&p);
+        // SAFETY: GroupProblem is #[repr(C)], 64 bytes, no padding; little-endian target.
+        let raw: [u64; 8] = unsafe { core::mem::transmute(p) };
+        assert_eq!(w, raw);
+    }
+}
