@@ -420,6 +420,16 @@ impl<'a, T: Element> MatMut<'a, T> {
         self.data.len()
     }
 
+    /// The storage from element (0, 0) to the end of the borrowed slice.
+    pub(crate) fn storage_mut(&mut self) -> &mut [T] {
+        self.data
+    }
+
+    /// A view of this shape starting `offset` elements on (matrix i of a strided batch).
+    pub(crate) fn rb_at(&mut self, offset: usize) -> MatMut<'_, T> {
+        MatMut { data: &mut self.data[offset..], dims: self.dims }
+    }
+
     pub(crate) fn span_mut(&mut self) -> &mut [T] {
         let len = self.dims.required_len().unwrap_or(0);
         &mut self.data[..len]
