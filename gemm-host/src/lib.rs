@@ -67,6 +67,7 @@ pub use device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 pub use element::Element;
 pub use error::Error;
 pub use gemm::{dgemm, sgemm, Gemm};
+pub use host_path::DEFAULT_HOST_STREAMS;
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
 pub use matrix::{MatMut, MatRef, Matrix};
 
