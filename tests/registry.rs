@@ -32,8 +32,17 @@ fn there_is_one_module_per_architecture_and_layouts() {
 
 #[test]
 fn registry_and_ptx_list_the_same_entry_points() {
-    let registry: BTreeSet<&str> = ENTRY_POINTS.iter().map(|e| e.name).collect();
-    assert_eq!(registry.len(), ENTRY_POINTS.len(), "duplicate names in the registry");
+    let names: BTreeSet<&str> = ENTRY_POINTS.iter().map(|e| e.name).collect();
+    assert_eq!(names.len(), ENTRY_POINTS.len(), "duplicate names in the registry");
+    // Every entry point, and the separate batched entry points of the stages that keep one.
+    let registry: BTreeSet<&str> = ENTRY_POINTS.iter().flat_map(|e| [e.name, e.batched_name]).collect();
+    let twins = ENTRY_POINTS.iter().filter(|e| e.batched_name != e.name).count();
+    assert!(
+        twins > 0
+            && ENTRY_POINTS.iter().all(|e| e.batched_name == e.name
+                || (e.batched_name == format!("{}_batched", e.name)
+                    && gemm::tuning::separate_batched_entry(e.stage(), e.precision)))
+    );
     for &(arch, suffix, ptx) in gemm::tuning::ptx::ALL {
         assert!(ptx.contains(&format!(".target {arch}")), "{arch}_{suffix}: the PTX targets another architecture");
         let in_ptx: BTreeSet<&str> = gemm::tuning::ptx::entry_names(ptx).into_iter().collect();

@@ -39,7 +39,7 @@ use std::mem::size_of;
 /// let a = Strided::<MatRef<f64>>::from_slice(&x, 100, 6, 4, Layout::RowMajor)?;
 /// assert_eq!((a.count(), a.stride()), (100, 24));
 /// let w = vec![1.0f64; 4 * 5];
-/// let b = Strided::new(MatRef::from_slice(&w, 4, 5, Layout::RowMajor, 5)?, 100, 0)?; // broadcast
+/// let b = Strided::<MatRef<f64>>::new(MatRef::from_slice(&w, 4, 5, Layout::RowMajor, 5)?, 100, 0)?; // broadcast
 /// assert_eq!(b.matrix(99).get(3, 4), Some(1.0));
 /// # Ok::<(), gemm::Error>(())
 /// ```
@@ -68,8 +68,11 @@ impl<V> Strided<V> {
 }
 
 fn batch_storage(operand: Operand, dims: &MatrixDims, count: usize, stride: usize, len: usize) -> Result<(), Error> {
-    let needed = batch_len(dims, count, stride)
-        .ok_or(ShapeError::TooLarge { operand, value: count.max(stride), max: gemm_core::shape::MAX_DIM })?;
+    let needed = batch_len(dims, count, stride).ok_or(ShapeError::TooLarge {
+        operand,
+        value: count.max(stride),
+        max: gemm_core::shape::MAX_DIM,
+    })?;
     if needed > len {
         return Err(Error::BatchStorage { operand, count, stride, needed, len });
     }
@@ -81,9 +84,7 @@ fn output_disjoint(dims: &MatrixDims, count: usize, stride: usize) -> Result<(),
         Ok(())
     } else {
         // The first pair that collides is 0 and some q; name 0 and 1 for stride 0.
-        let second = (1..count)
-            .find(|&q| !strided_disjoint(dims, q + 1, stride))
-            .unwrap_or(1);
+        let second = (1..count).find(|&q| !strided_disjoint(dims, q + 1, stride)).unwrap_or(1);
         Err(Error::BatchOverlap { first: 0, second })
     }
 }
@@ -118,9 +119,14 @@ impl<'a, T: Element> Strided<MatRef<'a, T>> {
     pub fn matrix(&self, i: usize) -> MatRef<'a, T> {
         assert!(i < self.count, "matrix {i} of a batch of {}", self.count);
         let data = self.first.as_slice();
-        MatRef::from_slice(&data[(i * self.stride).min(data.len())..], self.first.rows(), self.first.cols(),
-                           self.first.layout(), self.first.ld())
-            .expect("validated by the constructor")
+        MatRef::from_slice(
+            &data[(i * self.stride).min(data.len())..],
+            self.first.rows(),
+            self.first.cols(),
+            self.first.layout(),
+            self.first.ld(),
+        )
+        .expect("validated by the constructor")
     }
 
     /// The batch of transposes (no copy).
@@ -250,7 +256,7 @@ impl Gemm {
     /// let mut y = vec![0.0f64; count * m * n];
     /// Gemm::new().run_strided(
     ///     Strided::<MatRef<f64>>::from_slice(&x, count, m, k, Layout::RowMajor)?,
-    ///     Strided::new(MatRef::from_slice(&w, k, n, Layout::RowMajor, n)?, count, 0)?,
+    ///     Strided::<MatRef<f64>>::new(MatRef::from_slice(&w, k, n, Layout::RowMajor, n)?, count, 0)?,
     ///     Strided::<MatMut<f64>>::from_slice(&mut y, count, m, n, Layout::RowMajor)?,
     /// )?;
     /// assert_eq!(y[0], 24.0);
@@ -280,7 +286,8 @@ impl Gemm {
         let stream = self.stream_on(&device)?;
         let elem = size_of::<T>();
         let extent = |d: &MatrixDims, stride: usize| batch_len(d, count, stride).unwrap_or(0);
-        let (la, lb, lc) = (extent(&a.first.dims(), a.stride), extent(&b.first.dims(), b.stride), extent(&c.first.dims(), c.stride));
+        let (la, lb, lc) =
+            (extent(&a.first.dims(), a.stride), extent(&b.first.dims(), b.stride), extent(&c.first.dims(), c.stride));
         let budget = match self.memory_budget {
             Some(x) => x,
             None => cudarc::driver::result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
@@ -336,7 +343,7 @@ impl Gemm {
     /// along x as well (`gemm_core::batch`).
     ///
     /// ```no_run
-    /// use gemm::{DeviceMatrix, Gemm, Layout, Strided};
+    /// use gemm::{DeviceMatrix, DeviceView, DeviceViewMut, Gemm, Layout, Strided};
     /// # fn main() -> Result<(), gemm::Error> {
     /// let dev = gemm::default_device()?;
     /// let s = dev.stream();
@@ -345,9 +352,9 @@ impl Gemm {
     /// let w = DeviceMatrix::<f32>::zeros(&dev, k, n)?; // one B for every product
     /// let mut c = DeviceMatrix::from_cuda_slice(&dev, s.alloc_zeros::<f32>(count * m * n)?, m, n, Layout::RowMajor, n)?;
     /// Gemm::new().run_strided_device(
-    ///     Strided::new(&a, count, m * k)?,
-    ///     Strided::new(&w, count, 0)?,
-    ///     Strided::new(&mut c, count, m * n)?,
+    ///     Strided::<DeviceView<f32>>::new(&a, count, m * k)?,
+    ///     Strided::<DeviceView<f32>>::new(&w, count, 0)?,
+    ///     Strided::<DeviceViewMut<f32>>::new(&mut c, count, m * n)?,
     /// )?;
     /// # Ok(()) }
     /// ```
@@ -558,7 +565,11 @@ impl Gemm {
             return Err(Error::DeviceLimit {
                 config,
                 device: device.name().to_string(),
-                source: gemm_core::LimitError::GridDim { axis: 'x', requested: blocks.min(u32::MAX as u64) as u32, limit: max_x as u32 },
+                source: gemm_core::LimitError::GridDim {
+                    axis: 'x',
+                    requested: blocks.min(u32::MAX as u64) as u32,
+                    limit: max_x as u32,
+                },
             });
         }
         let table = stream.clone_htod(&words).during("cuMemcpyHtoDAsync")?;
@@ -579,7 +590,7 @@ impl Gemm {
             &mut cv,
             Batch::Grouped { problems: &table, count: problems.len(), blocks: blocks as u32 },
         );
-        drop(cv);
+        let _ = cv;
         // Each buffer records the launch, so work on other streams that uses
         // it later waits for it (as a launch's own arguments do).
         for &(i, _, _) in &problems {
@@ -589,9 +600,13 @@ impl Gemm {
         result
     }
 
-    fn problem_dims_of<T: Element>(&self, a: &DeviceView<'_, T>, b: &DeviceView<'_, T>, c: &DeviceViewMut<'_, T>) -> GemmDims {
-        self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))
-            .expect("validated before")
+    fn problem_dims_of<T: Element>(
+        &self,
+        a: &DeviceView<'_, T>,
+        b: &DeviceView<'_, T>,
+        c: &DeviceViewMut<'_, T>,
+    ) -> GemmDims {
+        self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len())).expect("validated before")
     }
 
     /// The configuration of a batch of `count` products shaped as `kdims`
@@ -606,8 +621,16 @@ impl Gemm {
         Ok(match self.chosen_config(precision)? {
             Some(c) => c,
             None => {
-                crate::tuning::choose_batched(Some(device.name()), precision, kdims.m, kdims.n, kdims.k, kdims.layouts(), count)
-                    .config
+                crate::tuning::choose_batched(
+                    Some(device.name()),
+                    precision,
+                    kdims.m,
+                    kdims.n,
+                    kdims.k,
+                    kdims.layouts(),
+                    count,
+                )
+                .config
             }
         })
     }
@@ -616,7 +639,16 @@ impl Gemm {
 /// The 8 words of a problem as the kernel reads them (`#[repr(C)]`, 64 bytes).
 fn problem_words(p: &GroupProblem) -> [u64; 8] {
     let pair = |lo: u32, hi: u32| lo as u64 | (hi as u64) << 32;
-    [p.a, p.b, p.c, pair(p.m, p.n), pair(p.k, p.lda), pair(p.ldb, p.ldc), pair(p.first_block, p.grid_x), pair(p.grid_y, p.pad)]
+    [
+        p.a,
+        p.b,
+        p.c,
+        pair(p.m, p.n),
+        pair(p.k, p.lda),
+        pair(p.ldb, p.ldc),
+        pair(p.first_block, p.grid_x),
+        pair(p.grid_y, p.pad),
+    ]
 }
 
 #[cfg(test)]
@@ -626,7 +658,19 @@ mod tests {
     #[test]
     fn problem_words_follow_the_c_layout() {
         let p = GroupProblem {
-            a: 1, b: 2, c: 3, m: 4, n: 5, k: 6, lda: 7, ldb: 8, ldc: 9, first_block: 10, grid_x: 11, grid_y: 12, pad: 0,
+            a: 1,
+            b: 2,
+            c: 3,
+            m: 4,
+            n: 5,
+            k: 6,
+            lda: 7,
+            ldb: 8,
+            ldc: 9,
+            first_block: 10,
+            grid_x: 11,
+            grid_y: 12,
+            pad: 0,
         };
         let w = problem_words(&p);
         // SAFETY: GroupProblem is #[repr(C)], 64 bytes, no padding; little-endian target.

@@ -2,9 +2,9 @@
 
 use crate::device::{default_device, Device};
 use crate::device_matrix::{DeviceView, DeviceViewMut};
-use crate::host_path::HostOperand;
 use crate::element::Element;
 use crate::error::Error;
+use crate::host_path::HostOperand;
 use crate::launch::{checked_geometry, launch, Batch, SINGLE};
 use crate::matrix::{MatMut, MatRef};
 use crate::registry::entry_point;
@@ -614,7 +614,8 @@ impl Gemm {
         let (kdims, _) = dims.kernel_form();
         let config = config_on(chosen, &device, T::PRECISION, &kdims);
         checked_geometry::<T>(&device, config, &kdims, SINGLE)?;
-        let operand = |base: *const T, d: gemm_core::MatrixDims, op: Op| HostOperand { base: base as *const u8, dims: d.op(op) };
+        let operand =
+            |base: *const T, d: gemm_core::MatrixDims, op: Op| HostOperand { base: base as *const u8, dims: d.op(op) };
         let ha = operand(a.as_slice().as_ptr(), a.dims(), self.op_a);
         let hb = operand(b.as_slice().as_ptr(), b.dims(), self.op_b);
         let hc = operand(c.span_mut().as_mut_ptr(), c.dims(), Op::N);

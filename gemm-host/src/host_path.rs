@@ -143,8 +143,8 @@ impl HostPool {
         for (w, bytes) in [(&mut self.inputs, inputs), (&mut self.outputs, outputs)] {
             if w.as_ref().is_none_or(|w| w.len() < bytes) {
                 *w = None; // free the old one first
-                // SAFETY: written before read (uploads or the kernel's output).
-                // SAFETY: written before read (uploads or the kernel's output).
+                           // SAFETY: written before read (uploads or the kernel's output).
+                           // SAFETY: written before read (uploads or the kernel's output).
                 let buf = unsafe { device.stream().alloc::<u8>(bytes.max(1)) }
                     .map_err(|_| Error::OutOfMemory { bytes: bytes.max(1) })?;
                 *w = Some(buf);
@@ -194,7 +194,8 @@ impl HostPool {
     /// Enqueues on `stream` the copy of the host bytes `segs` (concatenated)
     /// to device address `dst`.
     fn upload(&mut self, segs: &[Segment], dst: u64, stream: &CudaStream) -> Result<(), Error> {
-        let locked = segs.first().is_some_and(|s| is_page_locked(s.ptr) && is_page_locked(s.ptr.wrapping_add(s.len - 1)));
+        let locked =
+            segs.first().is_some_and(|s| is_page_locked(s.ptr) && is_page_locked(s.ptr.wrapping_add(s.len - 1)));
         let mut at = dst;
         if locked && segs.iter().all(|s| is_page_locked(s.ptr)) {
             for s in segs {
@@ -455,7 +456,8 @@ impl Gemm {
                             MatrixDims::packed_in(depth, cols, b.dims.layout)
                         };
                         let b_addr = if resident {
-                            let (off, _) = MatrixDims::packed_in(kk, cols, b.dims.layout).sub(k0, 0, depth, cols).expect("inside");
+                            let (off, _) =
+                                MatrixDims::packed_in(kk, cols, b.dims.layout).sub(k0, 0, depth, cols).expect("inside");
                             b_res + (off * elem) as u64
                         } else {
                             b_slot
@@ -474,8 +476,14 @@ impl Gemm {
                         let mut c_bytes = outputs.slice_mut(ci..ci + len(&c_dims));
                         let (av, bv, mut cv) = unsafe {
                             (
-                                inputs.slice(ai..ai + len(&a_dims)).transmute::<T>(len(&a_dims) / elem).expect("in range"),
-                                inputs.slice(bi..bi + len(&b_dims)).transmute::<T>(len(&b_dims) / elem).expect("in range"),
+                                inputs
+                                    .slice(ai..ai + len(&a_dims))
+                                    .transmute::<T>(len(&a_dims) / elem)
+                                    .expect("in range"),
+                                inputs
+                                    .slice(bi..bi + len(&b_dims))
+                                    .transmute::<T>(len(&b_dims) / elem)
+                                    .expect("in range"),
                                 c_bytes.transmute_mut::<T>(len(&c_dims) / elem).expect("in range"),
                             )
                         };

@@ -48,7 +48,7 @@ pub(crate) fn product_geometry<T: Element>(
     dims: &GemmDims,
 ) -> Result<(&'static EntryPoint, LaunchGeometry), Error> {
     let entry = registry::entry_point(T::PRECISION, config)?; // validates the configuration
-    // Dimensions were validated <= i32::MAX, so they fit u32.
+                                                              // Dimensions were validated <= i32::MAX, so they fit u32.
     let g = config.geometry(dims.m as u32, dims.n as u32, T::PRECISION, dims.layouts());
     g.check(device.limits()).map_err(|source| device_limit(device, config, source))?;
     Ok((entry, g))

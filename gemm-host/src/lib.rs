@@ -35,13 +35,13 @@
 //! dependent uses the same version.
 #![deny(missing_docs)]
 
+mod batch;
 #[cfg(feature = "bench")]
 pub mod bench;
 #[cfg(feature = "bench")]
 pub mod check;
 #[cfg(feature = "bench")]
 pub mod cublas;
-mod batch;
 mod device;
 mod device_matrix;
 mod element;
@@ -67,8 +67,8 @@ pub use device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 pub use element::Element;
 pub use error::Error;
 pub use gemm::{dgemm, sgemm, Gemm};
-pub use host_path::DEFAULT_HOST_STREAMS;
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
+pub use host_path::DEFAULT_HOST_STREAMS;
 pub use matrix::{MatMut, MatRef, Matrix};
 
 // Crate-internal paths used throughout.
@@ -89,6 +89,7 @@ pub mod tuning {
     pub use crate::device::KernelInfo;
     pub use crate::gemm::stage_default;
     pub use crate::tuning_plan::{choose, choose_batched, measured, Measured, Plan, PlanSource};
+    pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
     pub use gemm_core::{
         BlockDim, BlockTile, ConfigError, DeviceLimits, GemmDims, KernelConfig, KernelLayouts, LaunchGeometry,
         LimitError, Stage, ThreadTile, WarpTile,
