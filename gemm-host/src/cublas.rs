@@ -447,3 +447,116 @@ impl Cublas {
         status.result().map_err(|source| Error::Cublas { call: "cublas?gemmGroupedBatched", source })
     }
 }
+
+/// cuBLASXt's `cublasXtDgemm` on one GPU: cuBLAS's own host-memory GEMM,
+/// which tiles the product and streams it through the GPU (the reference
+/// for the host path). cudarc has no binding, so the four functions are
+/// loaded from the cuBLAS library by name, as cudarc loads the rest.
+pub struct CublasXt {
+    _lib: libloading::Library,
+    handle: *mut core::ffi::c_void,
+    dgemm: XtDgemm,
+    destroy: unsafe extern "C" fn(*mut core::ffi::c_void) -> i32,
+}
+
+type XtDgemm = unsafe extern "C" fn(
+    *mut core::ffi::c_void,
+    i32,
+    i32,
+    usize,
+    usize,
+    usize,
+    *const f64,
+    *const f64,
+    usize,
+    *const f64,
+    usize,
+    *const f64,
+    *mut f64,
+    usize,
+) -> i32;
+
+impl CublasXt {
+    /// A cuBLASXt handle using the GPU of `device` (its ordinal) only.
+    ///
+    /// # Errors
+    /// [`Error::NoCublas`] when no libcublas with cuBLASXt can be loaded or
+    /// the handle cannot be made.
+    pub fn new(device: &Arc<Device>) -> Result<Self, Error> {
+        let names = ["libcublas.so.13", "libcublas.so.12", "libcublas.so"];
+        // SAFETY: loading the system's cuBLAS, whose initializers are sound.
+        let lib = names.iter().find_map(|&n| unsafe { libloading::Library::new(n) }.ok()).ok_or(Error::NoCublas)?;
+        // SAFETY: the symbols have these C signatures (cublasXt.h).
+        unsafe {
+            let create: libloading::Symbol<unsafe extern "C" fn(*mut *mut core::ffi::c_void) -> i32> =
+                lib.get(b"cublasXtCreate\0").map_err(|_| Error::NoCublas)?;
+            let select: libloading::Symbol<unsafe extern "C" fn(*mut core::ffi::c_void, i32, *const i32) -> i32> =
+                lib.get(b"cublasXtDeviceSelect\0").map_err(|_| Error::NoCublas)?;
+            let dgemm: XtDgemm = *lib.get::<XtDgemm>(b"cublasXtDgemm\0").map_err(|_| Error::NoCublas)?;
+            let destroy = *lib
+                .get::<unsafe extern "C" fn(*mut core::ffi::c_void) -> i32>(b"cublasXtDestroy\0")
+                .map_err(|_| Error::NoCublas)?;
+            let mut handle = core::ptr::null_mut();
+            if create(&mut handle) != 0 {
+                return Err(Error::NoCublas);
+            }
+            let ordinal = device.context().ordinal() as i32;
+            if select(handle, 1, &ordinal) != 0 {
+                destroy(handle);
+                return Err(Error::NoCublas);
+            }
+            Ok(CublasXt { _lib: lib, handle, dgemm, destroy })
+        }
+    }
+
+    /// `C = A * B` for row-major host matrices (A m x k, B k x n, C m x n,
+    /// densely packed), blocking: cuBLASXt is column-major, so it computes
+    /// C^T = B^T A^T on the same storage.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] on mismatched or non-packed shapes; [`Error::NoCublas`]
+    /// when cuBLASXt reports a failure.
+    pub fn dgemm(
+        &self,
+        a: &crate::Matrix<f64>,
+        b: &crate::Matrix<f64>,
+        c: &mut crate::Matrix<f64>,
+    ) -> Result<(), Error> {
+        let (m, k, n) = (a.rows(), a.cols(), b.cols());
+        let packed = |x: &crate::Matrix<f64>| x.layout() == gemm_core::Layout::RowMajor && x.ld() == x.cols().max(1);
+        if b.rows() != k || c.rows() != m || c.cols() != n || !packed(a) || !packed(b) || !packed(c) {
+            return Err(gemm_core::ShapeError::Output { m, n, c_rows: c.rows(), c_cols: c.cols() }.into());
+        }
+        let (alpha, beta) = (1.0f64, 0.0f64);
+        // SAFETY: the pointers cover the packed matrices; the call blocks.
+        let status = unsafe {
+            (self.dgemm)(
+                self.handle,
+                0,
+                0,
+                n,
+                m,
+                k,
+                &alpha,
+                b.as_slice().as_ptr(),
+                n.max(1),
+                a.as_slice().as_ptr(),
+                k.max(1),
+                &beta,
+                c.as_mut_slice().as_mut_ptr(),
+                n.max(1),
+            )
+        };
+        if status != 0 {
+            return Err(Error::NoCublas);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CublasXt {
+    fn drop(&mut self) {
+        // SAFETY: the handle was created by cublasXtCreate and is not used after.
+        unsafe { (self.destroy)(self.handle) };
+    }
+}

@@ -36,8 +36,13 @@ use std::sync::Arc;
 
 /// Bytes of one page-locked staging buffer.
 const STAGING_BYTES: usize = 8 << 20;
-/// Staging buffers in the ring.
+/// Staging buffers in each of the two rings (uploads, downloads): separate,
+/// so packing the next upload never waits behind a download that waits for
+/// a kernel.
 const STAGING_BUFFERS: usize = 8;
+/// Bytes one thread copies at a time when packing or unpacking a staging
+/// buffer (16 of them fill one buffer: all cores copy at once).
+const COPY_GRAIN: usize = 512 << 10;
 /// Streams of the host path when the builder does not say
 /// ([`Gemm::host_streams`]).
 pub const DEFAULT_HOST_STREAMS: usize = 4;
@@ -83,8 +88,9 @@ struct Staging {
 /// The per-device resources of the host path: the staging ring, a device
 /// workspace that grows to the largest call, and the streams.
 pub(crate) struct HostPool {
+    /// Uploads use buffers 0..STAGING_BUFFERS, downloads the rest.
     ring: Vec<Staging>,
-    next: usize,
+    next: [usize; 2],
     /// Device memory for the operands read (A panels, B) ...
     inputs: Option<CudaSlice<u8>>,
     /// ... and for the tiles of C.
@@ -127,14 +133,14 @@ impl HostPool {
         let ctx = device.context();
         ctx.bind_to_thread().during("cuCtxSetCurrent")?;
         let mut ring = Vec::with_capacity(STAGING_BUFFERS);
-        for _ in 0..STAGING_BUFFERS {
+        for _ in 0..2 * STAGING_BUFFERS {
             // Not write-combined: downloads are read back by the CPU.
             // SAFETY: a plain allocation, freed in Drop.
             let ptr = unsafe { result::malloc_host(STAGING_BYTES, 0) }.during("cuMemHostAlloc")? as *mut u8;
             let event = ctx.new_event(None).during("cuEventCreate")?;
             ring.push(Staging { ptr, event, owed: Vec::new() });
         }
-        Ok(HostPool { ring, next: 0, inputs: None, outputs: None, streams: Vec::new() })
+        Ok(HostPool { ring, next: [0, 0], inputs: None, outputs: None, streams: Vec::new() })
     }
 
     /// At least `inputs` and `outputs` bytes of device workspace (grown,
@@ -157,11 +163,13 @@ impl HostPool {
         Ok(())
     }
 
-    /// The next staging buffer, once its last copy has finished and what it
-    /// owed to C has been unpacked.
-    fn take(&mut self) -> Result<usize, Error> {
-        let i = self.next;
-        self.next = (i + 1) % self.ring.len();
+    /// The next staging buffer of the upload (`down == false`) or download
+    /// ring, once its last copy has finished and what it owed to C has been
+    /// unpacked.
+    fn take(&mut self, down: bool) -> Result<usize, Error> {
+        let r = down as usize;
+        let i = r * STAGING_BUFFERS + self.next[r];
+        self.next[r] = (self.next[r] + 1) % STAGING_BUFFERS;
         self.settle(i)?;
         Ok(i)
     }
@@ -214,7 +222,7 @@ impl HostPool {
             if *fill == 0 {
                 return Ok::<(), Error>(());
             }
-            let i = pool.take()?;
+            let i = pool.take(false)?;
             let buf = pool.ring[i].ptr as usize;
             pieces.par_iter().for_each(|&(off, seg)| {
                 // SAFETY: the buffer is free (take); the segment is the
@@ -235,7 +243,7 @@ impl HostPool {
         for s in segs {
             let mut done = 0;
             while done < s.len {
-                let n = (s.len - done).min(STAGING_BYTES - fill);
+                let n = (s.len - done).min(STAGING_BYTES - fill).min(COPY_GRAIN);
                 pieces.push((fill, Segment { ptr: s.ptr.wrapping_add(done), len: n }));
                 fill += n;
                 done += n;
@@ -270,7 +278,7 @@ impl HostPool {
             if *fill == 0 {
                 return Ok::<(), Error>(());
             }
-            let i = pool.take()?;
+            let i = pool.take(true)?;
             let buf = pool.ring[i].ptr;
             // SAFETY: the buffer is free; `fill` bytes of workspace.
             unsafe { result::memcpy_dtoh_async(std::slice::from_raw_parts_mut(buf, *fill), *at, stream.cu_stream()) }
@@ -284,7 +292,7 @@ impl HostPool {
         for s in segs {
             let mut done = 0;
             while done < s.len {
-                let n = (s.len - done).min(STAGING_BYTES - fill);
+                let n = (s.len - done).min(STAGING_BYTES - fill).min(COPY_GRAIN);
                 owed.push((fill, Segment { ptr: s.ptr.wrapping_add(done), len: n }));
                 fill += n;
                 done += n;

@@ -10,6 +10,7 @@
 use crate::element::Element;
 use crate::error::Error;
 use gemm_core::shape::{Layout, MatrixDims, Operand};
+use std::mem::size_of;
 
 /// The shape accessors every matrix type has: `rows`, `cols`, `ld`,
 /// `layout`, `dims` (read from its `dims: MatrixDims` field).
@@ -71,11 +72,131 @@ fn checked_len(rows: usize, cols: usize) -> Result<usize, Error> {
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Matrix<T> {
-    data: Vec<T>,
+    data: Storage<T>,
     dims: MatrixDims,
 }
 
+/// A matrix's storage: an ordinary vector, or page-locked memory from the
+/// CUDA driver ([`Matrix::pinned`]), which the GPU's copy engines read and
+/// write directly.
+enum Storage<T> {
+    Heap(Vec<T>),
+    Pinned { ptr: *mut T, len: usize, _owner: cudarc::driver::PinnedHostSlice<T> },
+}
+
+// SAFETY: a pinned buffer is owned by this storage alone, like a Vec.
+unsafe impl<T: Send> Send for Storage<T> {}
+unsafe impl<T: Sync> Sync for Storage<T> {}
+
+impl<T> From<Vec<T>> for Storage<T> {
+    fn from(v: Vec<T>) -> Self {
+        Storage::Heap(v)
+    }
+}
+
+impl<T> core::ops::Deref for Storage<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        match self {
+            Storage::Heap(v) => v,
+            // SAFETY: `len` initialized elements owned by `_owner`; no
+            // asynchronous copy runs on them outside a call that waits for it.
+            Storage::Pinned { ptr, len, .. } => unsafe { core::slice::from_raw_parts(*ptr, *len) },
+        }
+    }
+}
+
+impl<T> core::ops::DerefMut for Storage<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Storage::Heap(v) => v,
+            // SAFETY: as in Deref, exclusively borrowed.
+            Storage::Pinned { ptr, len, .. } => unsafe { core::slice::from_raw_parts_mut(*ptr, *len) },
+        }
+    }
+}
+
+/// `len` zeros in page-locked memory: portable (any context may copy from
+/// it), not write-combined (the CPU reads it too).
+fn pinned_zeros<T: Element>(device: &std::sync::Arc<crate::Device>, len: usize) -> Result<Storage<T>, Error> {
+    let bytes = len.max(1) * size_of::<T>();
+    // SAFETY: zero-filled below before any read.
+    let mut owner = unsafe {
+        device.context().alloc_pinned_with_flags::<T>(len.max(1), cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE)
+    }
+    .map_err(|_| Error::OutOfMemory { bytes })?;
+    let ptr = owner.as_mut_ptr().map_err(|source| Error::Driver { call: "cuEventSynchronize", source })?;
+    // SAFETY: `len` elements of fresh page-locked memory; zero bits are a valid f32/f64.
+    unsafe { core::ptr::write_bytes(ptr, 0, len) };
+    Ok(Storage::Pinned { ptr, len, _owner: owner })
+}
+
+/// A clone is an ordinary (pageable) matrix.
+impl<T: Clone> Clone for Storage<T> {
+    fn clone(&self) -> Self {
+        Storage::Heap(self.to_vec())
+    }
+}
+
+impl<T: core::fmt::Debug> core::fmt::Debug for Storage<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl<T: PartialEq> PartialEq for Storage<T> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
 impl<T: Element> Matrix<T> {
+    /// A `rows x cols` matrix of zeros in `layout`, densely packed, in
+    /// page-locked host memory allocated through `device`'s CUDA driver.
+    /// Products on it copy directly between it and the GPU (no staging
+    /// copy; the host path's fastest case), as cuBLAS users do with
+    /// `cudaMallocHost`. Page-locked memory is a scarce system resource: keep
+    /// it for the operands that move often. A clone is ordinary memory.
+    ///
+    /// ```no_run
+    /// use gemm::{Layout, Matrix};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// let mut a = Matrix::<f64>::pinned(&dev, 4096, 4096, Layout::RowMajor)?;
+    /// a.as_mut_slice().fill(1.0);
+    /// assert!(a.is_pinned());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when the driver cannot lock that much memory;
+    /// [`Error::Shape`] if `rows * cols` overflows.
+    pub fn pinned(
+        device: &std::sync::Arc<crate::Device>,
+        rows: usize,
+        cols: usize,
+        layout: Layout,
+    ) -> Result<Self, Error> {
+        let len = checked_len(rows, cols)?;
+        Ok(Matrix { data: pinned_zeros(device, len)?, dims: MatrixDims::packed_in(rows, cols, layout) })
+    }
+
+    /// A page-locked copy of this matrix (see [`Matrix::pinned`]), same
+    /// layout and leading dimension.
+    ///
+    /// # Errors
+    /// As [`Matrix::pinned`].
+    pub fn to_pinned(&self, device: &std::sync::Arc<crate::Device>) -> Result<Self, Error> {
+        let mut data = pinned_zeros(device, self.data.len())?;
+        data.copy_from_slice(&self.data);
+        Ok(Matrix { data, dims: self.dims })
+    }
+
+    /// Whether the storage is page-locked ([`Matrix::pinned`]).
+    pub fn is_pinned(&self) -> bool {
+        matches!(self.data, Storage::Pinned { .. })
+    }
+
     /// A `rows x cols` row-major matrix of zeros, densely packed (`ld = cols`).
     ///
     /// # Panics
@@ -90,7 +211,7 @@ impl<T: Element> Matrix<T> {
     /// If `rows * cols` overflows `usize`.
     pub fn zeros_in(rows: usize, cols: usize, layout: Layout) -> Self {
         let dims = MatrixDims::packed_in(rows, cols, layout);
-        Matrix { data: vec![T::default(); rows * cols], dims }
+        Matrix { data: vec![T::default(); rows * cols].into(), dims }
     }
 
     /// A `rows x cols` row-major matrix with every element `value`.
@@ -99,7 +220,7 @@ impl<T: Element> Matrix<T> {
     /// If `rows * cols` overflows `usize`.
     pub fn filled(rows: usize, cols: usize, value: T) -> Self {
         let dims = MatrixDims::packed(rows, cols);
-        Matrix { data: vec![value; rows * cols], dims }
+        Matrix { data: vec![value; rows * cols].into(), dims }
     }
 
     /// A `rows x cols` row-major matrix with element (i, j) = `f(i, j)`.
@@ -126,7 +247,7 @@ impl<T: Element> Matrix<T> {
                 });
             }
         }
-        Matrix { data, dims }
+        Matrix { data: data.into(), dims }
     }
 
     /// Wraps row-major `data` of length `rows * cols`.
@@ -149,7 +270,7 @@ impl<T: Element> Matrix<T> {
             }
             .into());
         }
-        Ok(Matrix { data, dims })
+        Ok(Matrix { data: data.into(), dims })
     }
 
     /// Wraps row-major `data` with leading dimension `ld` (element (i, j) at
@@ -170,7 +291,7 @@ impl<T: Element> Matrix<T> {
     pub fn from_vec_in(rows: usize, cols: usize, layout: Layout, ld: usize, data: Vec<T>) -> Result<Self, Error> {
         let dims = MatrixDims::new(rows, cols, layout, ld);
         dims.validate(Operand::Matrix, data.len())?;
-        Ok(Matrix { data, dims })
+        Ok(Matrix { data: data.into(), dims })
     }
 
     shape_accessors!();

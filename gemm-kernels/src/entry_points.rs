@@ -15,12 +15,12 @@
 
 use crate::batch::locate;
 use crate::thread::{block_idx, grid_dim, GemmArgs};
-use gemm_core::batch::GroupProblem;
 use crate::{
     s01_naive, s02_coalesced, s03_smem_tiled, s04_outputs_per_thread, s05_register_tiled, s06_vectorized,
     s07_pipelined, s08_tensor_core,
 };
 use crate::{A_COL_MAJOR as AC, B_COL_MAJOR as BC};
+use gemm_core::batch::GroupProblem;
 
 macro_rules! stage_kernel {
     (Naive, $t:ty, [], $g:ident) => {

@@ -47,8 +47,7 @@
 use crate::element::Element;
 use crate::s07_pipelined::request_tiles;
 use crate::thread::{
-    cp_async_commit, cp_async_wait, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok,
-    GemmArgs,
+    cp_async_commit, cp_async_wait, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok, GemmArgs,
 };
 use core::arch::asm;
 use gemm_core::ceil_div;
