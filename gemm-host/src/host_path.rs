@@ -43,9 +43,6 @@ const STAGING_BUFFERS: usize = 8;
 /// Bytes one thread copies at a time when packing or unpacking a staging
 /// buffer (16 of them fill one buffer: all cores copy at once).
 const COPY_GRAIN: usize = 512 << 10;
-/// Streams of the host path when the builder does not say
-/// ([`Gemm::host_streams`]).
-pub const DEFAULT_HOST_STREAMS: usize = 4;
 
 /// A contiguous run of bytes in host memory.
 #[derive(Clone, Copy)]
@@ -392,47 +389,65 @@ impl Gemm {
         let (m, n, k) = (dims.m, dims.n, dims.k);
         let reads_ab = self.alpha != 0.0 && k > 0;
         let kk = if reads_ab { k } else { 0 };
-        let streams = self.host_streams.unwrap_or(DEFAULT_HOST_STREAMS).max(1);
+        let streams = self.host_streams.unwrap_or_else(|| default_host_streams(m, n, k)).max(1);
         let budget = match self.memory_budget {
             Some(b) => b,
             None => result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
         } / elem;
-        let t = choose_tiling(m, n, kk, streams, budget);
-        let resident = t.pk == kk;
+        let plan = plan_tiles(m, n, kk, streams, budget);
+        let t = plan.tiling;
         device.context().bind_to_thread().during("cuCtxSetCurrent")?;
         let mut guard = device.host_pool.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             *guard = Some(HostPool::new(device)?);
         }
         let pool = guard.as_mut().expect("just made");
-        pool.prepare(device, t.input_elements(kk, streams) * elem, t.output_elements(streams) * elem, streams)?;
+        pool.prepare(device, plan.input_elements * elem, t.output_elements(streams) * elem, streams)?;
         let ins = crate::device_matrix::address(pool.inputs.as_ref().expect("prepared"));
         let outs = crate::device_matrix::address(pool.outputs.as_ref().expect("prepared"));
-        let b_res = ins;
-        let res_elems = if resident { t.pk * t.pn } else { 0 };
-        let per_stream_in = t.pm * t.pk + if resident { 0 } else { t.pk * t.pn };
-        // Per stream: (A panel, C tile, B chunk) device addresses.
-        let slot = |s: usize| {
-            let a = ins + ((res_elems + s * per_stream_in) * elem) as u64;
-            (a, outs + (s * t.pm * t.pn * elem) as u64, a + (t.pm * t.pk * elem) as u64)
+        let at = |elements: usize| ins + (elements * elem) as u64;
+        let resident_b = t.pk == kk; // k whole: B's column panel is shared by its tiles
+        let per_stream_in = t.pm * t.pk + if resident_b { 0 } else { t.pk * t.pn };
+        // Device addresses: A's row panel i (tile on stream s), B's column
+        // panel j, C's tile slot of stream s.
+        let a_addr = |i: usize, s: usize| {
+            if plan.in_core {
+                at(i * t.pm * kk)
+            } else {
+                at(if resident_b { t.pk * t.pn } else { 0 } + s * per_stream_in)
+            }
         };
+        let b_addr = |j: usize, s: usize| {
+            if plan.in_core {
+                at(m * kk + j * t.pn * kk)
+            } else if resident_b {
+                at(0)
+            } else {
+                at(s * per_stream_in + t.pm * t.pk)
+            }
+        };
+        let c_addr = |s: usize| outs + (s * t.pm * t.pn * elem) as u64;
         let primary = pool.streams[0].clone();
         let result = (|| -> Result<(), Error> {
             let mut tile = 0;
             let mut done_events: Vec<CudaEvent> = Vec::new();
-            for c0 in (0..n).step_by(t.pn) {
+            // In core: the event after each row panel of A was uploaded.
+            let mut a_ready: Vec<Option<CudaEvent>> = (0..m.div_ceil(t.pm)).map(|_| None).collect();
+            for (j, c0) in (0..n).step_by(t.pn).enumerate() {
                 let cols = t.pn.min(n - c0);
-                let b_ready = if resident && reads_ab {
-                    // Every stream is done with the previous panel of B.
-                    for e in done_events.drain(..) {
-                        primary.wait(&e).during("cuStreamWaitEvent")?;
+                let b_ready = if resident_b && reads_ab {
+                    if !plan.in_core {
+                        // Every stream is done with the previous panel of B.
+                        for e in done_events.drain(..) {
+                            primary.wait(&e).during("cuStreamWaitEvent")?;
+                        }
                     }
-                    pool.upload(&b.block(elem, 0, c0, kk, cols), b_res, &primary)?;
+                    pool.upload(&b.block(elem, 0, c0, kk, cols), b_addr(j, 0), &primary)?;
                     Some(primary.record_event(None).during("cuEventRecord")?)
                 } else {
                     None
                 };
-                for r0 in (0..m).step_by(t.pm) {
+                for (i, r0) in (0..m).step_by(t.pm).enumerate() {
                     let rows = t.pm.min(m - r0);
                     let s = tile % streams;
                     tile += 1;
@@ -440,16 +455,27 @@ impl Gemm {
                     if let Some(e) = &b_ready {
                         stream.wait(e).during("cuStreamWaitEvent")?;
                     }
-                    let (a_slot, c_slot, b_slot) = slot(s);
+                    let c_slot = c_addr(s);
                     let c_block = c.block(elem, r0, c0, rows, cols);
                     let c_dims = MatrixDims::packed_in(rows, cols, c.dims.layout);
                     let chunks = if kk == 0 { 1 } else { kk.div_ceil(t.pk) };
                     for l in 0..chunks {
                         let (k0, depth) = (l * t.pk, t.pk.min(kk.saturating_sub(l * t.pk)));
+                        let a_slot = a_addr(i, s);
                         if reads_ab {
-                            pool.upload(&a.block(elem, r0, k0, rows, depth), a_slot, &stream)?;
-                            if !resident {
-                                pool.upload(&b.block(elem, k0, c0, depth, cols), b_slot, &stream)?;
+                            if plan.in_core {
+                                match &a_ready[i] {
+                                    Some(e) => stream.wait(e).during("cuStreamWaitEvent")?,
+                                    None => {
+                                        pool.upload(&a.block(elem, r0, 0, rows, kk), a_slot, &stream)?;
+                                        a_ready[i] = Some(stream.record_event(None).during("cuEventRecord")?);
+                                    }
+                                }
+                            } else {
+                                pool.upload(&a.block(elem, r0, k0, rows, depth), a_slot, &stream)?;
+                            }
+                            if !resident_b {
+                                pool.upload(&b.block(elem, k0, c0, depth, cols), b_addr(j, s), &stream)?;
                             }
                         }
                         let first = l == 0;
@@ -457,31 +483,23 @@ impl Gemm {
                             pool.upload(&c_block, c_slot, &stream)?;
                         }
                         let a_dims = MatrixDims::packed_in(rows, depth, a.dims.layout);
-                        let b_dims = if resident {
-                            // The resident panel is k x cols, packed.
-                            MatrixDims::packed_in(kk, cols, b.dims.layout).sub(k0, 0, depth, cols).expect("inside").1
+                        // A resident B panel is k x cols, packed: rows k0.. of it.
+                        let (b_off, b_dims) = if resident_b {
+                            MatrixDims::packed_in(kk, cols, b.dims.layout).sub(k0, 0, depth, cols)?
                         } else {
-                            MatrixDims::packed_in(depth, cols, b.dims.layout)
+                            (0, MatrixDims::packed_in(depth, cols, b.dims.layout))
                         };
-                        let b_addr = if resident {
-                            let (off, _) =
-                                MatrixDims::packed_in(kk, cols, b.dims.layout).sub(k0, 0, depth, cols).expect("inside");
-                            b_res + (off * elem) as u64
-                        } else {
-                            b_slot
-                        };
+                        let b_at = b_addr(j, s) + (b_off * elem) as u64;
                         let pd = GemmDims::from_operands(a_dims, usize::MAX, b_dims, usize::MAX, c_dims, usize::MAX)?;
                         let step = if first { self.clone() } else { self.clone().beta(1.0) };
                         let step = if reads_ab { step } else { step.alpha(0.0) };
-                        // SAFETY: the workspace holds these ranges (prepare);
-                        // the views are built for the launch only.
                         let len = |d: &MatrixDims| d.required_len().unwrap_or(0).max(1) * elem;
-                        let (ai, bi, ci) = ((a_slot - ins) as usize, (b_addr - ins) as usize, (c_slot - outs) as usize);
+                        let (ai, bi, ci) = ((a_slot - ins) as usize, (b_at - ins) as usize, (c_slot - outs) as usize);
                         let inputs = pool.inputs.as_ref().expect("prepared");
                         let outputs = pool.outputs.as_mut().expect("prepared");
-                        // SAFETY: reinterpreting workspace bytes as elements
-                        // (plain data, 8-byte aligned offsets of whole elements).
                         let mut c_bytes = outputs.slice_mut(ci..ci + len(&c_dims));
+                        // SAFETY: reinterpreting workspace bytes as elements
+                        // (plain data; offsets are whole elements, 8-byte aligned).
                         let (av, bv, mut cv) = unsafe {
                             (
                                 inputs
@@ -498,7 +516,7 @@ impl Gemm {
                         step.enqueue(device, &stream, &pd, (&av, &bv, &mut cv), 1, [0; 3])?;
                     }
                     pool.download(c_slot, &c_block, &stream)?;
-                    if resident && reads_ab {
+                    if resident_b && reads_ab && !plan.in_core {
                         done_events.push(stream.record_event(None).during("cuEventRecord")?);
                     }
                 }
@@ -510,6 +528,47 @@ impl Gemm {
         let drained = pool.drain();
         result.and(drained)
     }
+}
+
+/// Streams of the host path by problem size, from the table of
+/// `examples/host_streams.rs` (NVIDIA H200, 2026-11-21, f64 from pageable
+/// memory): 2 streams were fastest up to 4096^3 (12.3 ms against 13.9 with
+/// 4 and 13.4 with 8), 8 at 8192^3 (34.9 ms against 49.9 and 64.7).
+fn default_host_streams(m: usize, n: usize, k: usize) -> usize {
+    if (m as f64) * (n as f64) * (k as f64) <= (1u64 << 36) as f64 {
+        2
+    } else {
+        8
+    }
+}
+
+/// How a product is laid out in device memory.
+#[derive(Clone, Copy, Debug)]
+struct TilePlan {
+    tiling: Tiling,
+    /// A and B are held whole (each panel uploaded once, on first use);
+    /// else out of core ([`Tiling`]'s per-stream slots).
+    in_core: bool,
+    /// Elements of the input workspace.
+    input_elements: usize,
+}
+
+/// In core when A, B and a C tile per stream fit the budget: C in column
+/// panels of B (up to 4, so the first tiles start after a quarter of B has
+/// arrived) and row panels of A; else [`choose_tiling`].
+fn plan_tiles(m: usize, n: usize, k: usize, streams: usize, budget_elems: usize) -> TilePlan {
+    let round = |x: usize, q: usize| x.div_ceil(q) * q;
+    let pm = round(m.div_ceil(2 * streams), 128).clamp(1, m.max(1));
+    // Column panels of B: one per 8 Mi elements of B (64 MiB of f64), at most 4.
+    let panels = (n * k / (8 << 20)).clamp(1, 4);
+    let pn = round(n.div_ceil(panels), 64).clamp(1, n.max(1));
+    let in_core = Tiling { pm, pn, pk: k.max(1) };
+    let held = m * k + k * n;
+    if held + in_core.output_elements(streams) <= budget_elems {
+        return TilePlan { tiling: in_core, in_core: true, input_elements: held.max(1) };
+    }
+    let tiling = choose_tiling(m, n, k, streams, budget_elems);
+    TilePlan { tiling, in_core: false, input_elements: tiling.input_elements(k, streams).max(1) }
 }
 
 #[cfg(test)]

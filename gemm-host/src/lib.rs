@@ -68,7 +68,6 @@ pub use element::Element;
 pub use error::Error;
 pub use gemm::{dgemm, sgemm, Gemm};
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
-pub use host_path::DEFAULT_HOST_STREAMS;
 pub use matrix::{MatMut, MatRef, Matrix};
 
 // Crate-internal paths used throughout.

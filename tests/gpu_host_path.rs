@@ -1,0 +1,130 @@
+//! The host path (`Gemm::run` on host matrices): tiles over several
+//! streams, staging through the page-locked ring or copying page-locked
+//! matrices directly, in core and out of core (a memory budget smaller than
+//! the operands), against a CPU reference with integer-valued inputs (so the
+//! products are exact in f64 and f32 at these sizes), with NaN guards in the
+//! padding that must come back bit for bit. GPU tests: `--include-ignored`.
+
+mod common;
+
+use common::{device, same_bits, store, Rng, Variant};
+use gemm::{Gemm, Layout, Matrix, Op};
+
+/// Small integers: every product below is exact.
+fn ints(rows: usize, cols: usize, seed: u64) -> Matrix<f64> {
+    let mut r = Rng::new(seed);
+    Matrix::from_fn(rows, cols, |_, _| r.below(9) as f64 - 4.0)
+}
+
+fn reference(a: &Matrix<f64>, b: &Matrix<f64>, c: &Matrix<f64>, alpha: f64, beta: f64) -> Matrix<f64> {
+    Matrix::from_fn(a.rows(), b.cols(), |i, j| {
+        let dot: f64 = (0..a.cols()).map(|p| a[(i, p)] * b[(p, j)]).sum();
+        alpha * dot + if beta == 0.0 { 0.0 } else { beta * c[(i, j)] }
+    })
+}
+
+/// One product through the host path with the given builder, every element
+/// compared exactly and C's padding unchanged.
+fn check(g: &Gemm, v: Variant, (m, n, k): (usize, usize, usize), alpha: f64, beta: f64, what: &str) {
+    let (a, b) = (ints(m, k, 1 + m as u64), ints(k, n, 2 + n as u64));
+    let c0 = if beta == 0.0 { Matrix::filled(m, n, f64::NAN) } else { ints(m, n, 3) };
+    let want = reference(&a, &b, &c0, alpha, beta);
+    let (sa, sb) = (store(&a, v.op_a, v.a, 3, f64::NAN), store(&b, v.op_b, v.b, 1, f64::NAN));
+    let guard = f64::from_bits(0x7ff8_dead_beef_0001);
+    let mut sc = store(&c0, Op::N, v.c, 2, guard);
+    let before = sc.clone();
+    g.clone().op_a(v.op_a).op_b(v.op_b).alpha(alpha).beta(beta).run(&sa, &sb, &mut sc).unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            assert_eq!(sc[(i, j)], want[(i, j)], "{what} {v} {m}x{n}x{k}: C({i}, {j})");
+        }
+    }
+    // Padding: every storage position that is not an element keeps its bits.
+    let mut expect = sc.clone();
+    for i in 0..m {
+        for j in 0..n {
+            expect[(i, j)] = before[(i, j)];
+        }
+    }
+    assert!(same_bits(expect.as_slice(), before.as_slice()), "{what} {v}: C's padding changed");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn several_tiles_and_streams_in_every_layout() {
+    let _ = device();
+    for (i, v) in Variant::all().into_iter().enumerate() {
+        let streams = 1 + i % 4;
+        let g = Gemm::new().host_streams(streams);
+        check(&g, v, (300, 257, 129), 1.0, 0.0, &format!("{streams} streams"));
+        check(&g, v, (130, 70, 33), 0.5, 1.5, &format!("{streams} streams, beta"));
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn out_of_core_streams_through_a_small_budget() {
+    let _ = device();
+    // Budgets far below A + B + C (8 bytes per element): k in chunks, C in tiles.
+    for (budget, v) in [(64 << 10, Variant::NN), (200 << 10, Variant::all()[13]), (1 << 20, Variant::all()[30])] {
+        for streams in [1, 3] {
+            let g = Gemm::new().memory_budget(budget).host_streams(streams);
+            check(&g, v, (400, 300, 1000), 1.0, 0.0, &format!("budget {budget}"));
+            check(&g, v, (333, 65, 777), -1.0, 2.0, &format!("budget {budget}, beta"));
+        }
+    }
+    // alpha = 0: C <- beta C without reading A or B.
+    check(&Gemm::new().memory_budget(32 << 10), Variant::NN, (200, 100, 50), 0.0, 3.0, "alpha 0");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn page_locked_matrices_are_copied_directly() {
+    let dev = device();
+    let (m, n, k) = (1000, 700, 300);
+    let (a, b) = (ints(m, k, 11), ints(k, n, 12));
+    let want = reference(&a, &b, &Matrix::zeros(m, n), 1.0, 0.0);
+    let (pa, pb) = (a.to_pinned(&dev).unwrap(), b.to_pinned(&dev).unwrap());
+    let mut pc = Matrix::<f64>::pinned(&dev, m, n, Layout::RowMajor).unwrap();
+    assert!(pa.is_pinned() && pc.is_pinned() && !pa.clone().is_pinned());
+    for streams in [1, 2, 8] {
+        pc.fill(f64::NAN);
+        Gemm::new().host_streams(streams).run(&pa, &pb, &mut pc).unwrap();
+        assert!(same_bits(pc.as_slice(), want.as_slice()), "{streams} streams");
+    }
+    // Mixed: page-locked A, ordinary B and C; a budget that forces tiles.
+    let mut c = Matrix::filled(m, n, f64::NAN);
+    Gemm::new().memory_budget(2 << 20).run(&pa, &b, &mut c).unwrap();
+    assert!(same_bits(c.as_slice(), want.as_slice()));
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn several_host_threads_at_once() {
+    let _ = device();
+    std::thread::scope(|s| {
+        for t in 0..6usize {
+            s.spawn(move || {
+                let g = Gemm::new().host_streams(1 + t % 3).memory_budget(if t % 2 == 0 { 1 << 20 } else { 1 << 30 });
+                check(&g, Variant::all()[t * 5], (150 + t, 90, 260), 1.0, 0.0, &format!("thread {t}"));
+            });
+        }
+    });
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn f32_through_the_host_path() {
+    let _ = device();
+    let (m, n, k) = (513, 129, 300);
+    let a = Matrix::<f32>::from_fn(m, k, |i, j| ((i + 2 * j) % 7) as f32 - 3.0);
+    let b = Matrix::<f32>::from_fn(k, n, |i, j| ((3 * i + j) % 5) as f32 - 2.0);
+    let mut c = Matrix::<f32>::filled(m, n, f32::NAN);
+    Gemm::new().memory_budget(256 << 10).host_streams(3).run(&a, &b, &mut c).unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            let want: f32 = (0..k).map(|p| a[(i, p)] * b[(p, j)]).sum();
+            assert_eq!(c[(i, j)], want, "C({i}, {j})");
+        }
+    }
+}
