@@ -1,6 +1,7 @@
 //! The ladder benchmark: every stage's best configuration beside cuBLAS, in one
 //! run, f64 and f32, over squares 256-8192, 1000, 1023, 3000 and 4096x4096x256;
-//! and the default path in every op and layout combination beside cuBLAS.
+//! the default path in every op and layout combination beside cuBLAS; and
+//! batched products (strided and grouped) beside cuBLAS's batched calls.
 //!
 //! 1. Sweep: every configuration of each stage at N = 1024 (`registry::stage_configs`;
 //!    the naive stages over all power-of-two Bx x By with 32..=1024 threads:
@@ -17,35 +18,94 @@
 //!    (row, col), beside cuBLAS on the same operands with the same flags. Each
 //!    combination is checked against cuBLAS before it is timed; the same
 //!    budgets as the ladder.
+//! 4. Batched (after steps 1-3 of each precision; `--batched-only` runs only
+//!    this step, `--no-batched` skips it):
+//!    - strided (`Gemm::run_strided_device` beside cuBLAS's
+//!      `?gemmStridedBatched`, A, B and C each a (batch, row, col) row-major
+//!      tensor): 100 x 1000³ (seed 004's job), 10000 x 32³ and 1000 x 128³.
+//!      Every configuration of the default stage (stage 8, tensor cores, for
+//!      f64; stage 7, pipelined, for f32) is checked, then timed in
+//!      `SWEEP_PASSES` interleaved passes (median kept), so that `cargo xtask
+//!      tuning` can pick the fastest for batches; then the default path
+//!      (`Gemm::new()`) is checked and timed.
+//!    - grouped (`Gemm::run_grouped_device` beside cuBLAS's
+//!      `cublasGemmGroupedBatchedEx`): 64 problems m x 1024 x 1024, m drawn
+//!      from 100..=2000 (fixed seed), each with its own A, B and C; the
+//!      default path only.
+//!
+//!    Each batched timing is one launch over the whole batch (CUDA events,
+//!    median of repeats; the inputs exceed L2, so they are not rotated).
+//!    Checks are against cuBLAS with the bound (k+2) eps |A||B|: every product
+//!    of a strided batch whose C has at most 2^24 elements, else the first,
+//!    middle and last; of the grouped batch the first, middle, last and
+//!    largest problem (a WRONG verdict names the element in the checked
+//!    products stacked one under the other). A job that fails to run is
+//!    reported and fails the run; the other jobs still run. The whole step
+//!    should take well under a minute (about 6 s of it drawing the random
+//!    inputs on the host).
 //!
 //! Times are CUDA-event medians of kernel time only (`gemm::bench::time_kernel`),
 //! random inputs in [-1, 1), rotated between sets when they would fit in L2.
 //! Writes to `--out DIR` (default `bench-out/`): `latest.csv` (one row per
 //! precision, stage and shape, then one per precision, combination and shape
-//! of step 3; the columns `ops` and `layout` tell them apart: the ladder's
-//! rows are `NN,row`), `sweep.csv` (every timing), `stage4.csv`
-//! (seed 000's outputs-per-thread table at N = 4096), `device.csv` (peaks),
-//! and `BENCHMARKS.md`. Commit the CSVs under `benches/results/` and
-//! BENCHMARKS.md at the top; then `cargo xtask tuning`, `cargo xtask plots`,
-//! `cargo xtask readme` regenerate the default-choice table, the plots and
-//! the README's stage table from them.
+//! of step 3, then step 4's rows; the columns `ops` and `layout` tell step
+//! 3's apart: the ladder's rows are `NN,row`; `batch` tells step 4's apart),
+//! `sweep.csv` (every timing of steps 1-2), `stage4.csv` (seed 000's
+//! outputs-per-thread table at N = 4096), `device.csv` (peaks), and
+//! `BENCHMARKS.md`. A `--batched-only` run writes `latest.csv` (step 4's rows
+//! only), `device.csv` and `BENCHMARKS.md`. Commit the CSVs of a whole run
+//! under `benches/results/` and BENCHMARKS.md at the top; then `cargo xtask
+//! tuning`, `cargo xtask plots`, `cargo xtask readme` regenerate the
+//! default-choice table, the plots and the README's tables from them.
 //!
 //! Step 3's rows follow all of the ladder's rows. Its `NN,row` row is a
 //! second row of the default configuration's stage at that shape (the
 //! default path's own timing), so a consumer that wants each stage's best
-//! takes, per precision, stage and shape, the first `NN,row` row (as
-//! `cargo xtask tuning`, `readme` and `plots` do).
+//! takes, per precision, stage and shape, the first `NN,row` row with
+//! `batch` 1 (as `cargo xtask tuning`, `readme` and `plots` do).
+//!
+//! `latest.csv`'s columns: `device, date, commit, precision, stage (0:
+//! cuBLAS), stage_name, configuration, m, n, k, ms, gflops, pct_fma_peak,
+//! cublas_gflops, ratio_to_cublas, check, intensity, kernel, ops, layout,
+//! batch, batch_kind, path`; consumers find them by name (the last three were
+//! added later: a file without them has single products only, `batch` 1).
+//! - `batch`: products in the launch; 1 for every row of steps 1-3.
+//! - `batch_kind`: `single` (steps 1-3), `strided` or `grouped` (step 4).
+//! - `path`: what the row times: `cublas` (stage 0), `stage-best` (step 2: a
+//!   stage's fastest configuration at the shape), `config` (one named
+//!   configuration: step 3's layout sweep, step 4's strided sweep) or
+//!   `default` (`Gemm::new()`, the measured default choice; `configuration`
+//!   and `kernel` name the configuration it ran).
+//! - Step 4's `ms`, `gflops` and `cublas_gflops` are of the whole batch
+//!   (flops: the sum of 2 m n k over its products); `intensity` is the
+//!   configuration's modeled intensity for one product.
+//! - Grouped rows (`batch_kind` = `grouped`): `batch` is the number of
+//!   problems, `m` the largest problem's m (the one whose measured choice
+//!   the launch runs), `n` and `k` those of every problem; the problems' m
+//!   are drawn from 100..=2000 with a fixed seed, so the row is one fixed
+//!   job. `cargo xtask tuning` leaves grouped rows out of the table.
+//!
+//! Per strided job the rows are: cuBLAS, every configuration (`path` =
+//! `config`), the default path; per grouped job: cuBLAS, the default path.
+//! `cargo xtask tuning` takes of each strided job the fastest correct
+//! configuration, counting each configuration's first row only (the default
+//! path's row repeats one), into the table with its `batch`.
 //!
 //! `cargo bench --bench ladder -- [--out DIR] [--shapes 1024,4096,4096x4096x256] [--combo-shapes 1024,4096|none]
-//! [--precision f64|f32]`
+//! [--precision f64|f32] [--batched-only | --no-batched]` (`--help` prints the usage).
 
-use gemm::bench::{commit, measure, measure_cublas, measure_with, today_utc, Problem};
-use gemm::check::Comparison;
+use gemm::bench::{commit, gemm_for, gflops, measure, measure_cublas, measure_with, time_kernel, today_utc, Problem};
+use gemm::check::{random_matrix, Comparison, Reference};
 use gemm::cublas::Cublas;
 use gemm::tuning::registry::{entry_point, stage_configs};
-use gemm::tuning::{GemmDims, KernelConfig, KernelLayouts, Stage};
-use gemm::{Device, Element, Error, Layout, Op, Precision};
+use gemm::tuning::{choose_batched, GemmDims, KernelConfig, KernelLayouts, Stage};
+use gemm::{
+    Device, DeviceMatrix, DeviceView, DeviceViewMut, Element, Error, Gemm, Layout, MatRef, Matrix, Op, Precision,
+    Strided,
+};
 use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -71,7 +131,21 @@ struct Options {
     /// Shapes of step 3 (every op and layout of the default path).
     combo_shapes: Vec<Shape>,
     precisions: Vec<Precision>,
+    /// Run steps 1-3 (`--batched-only` clears it).
+    single: bool,
+    /// Run step 4 (`--no-batched` clears it).
+    batched: bool,
 }
+
+const USAGE: &str = "usage: cargo bench --bench ladder -- [--out DIR] [--shapes 1024,4096,4096x4096x256] \
+[--combo-shapes 1024,4096|none] [--precision f64|f32] [--batched-only | --no-batched]
+
+  --out DIR          where the results go (default bench-out/)
+  --shapes LIST      step 2's shapes, N or MxNxK, comma-separated
+  --combo-shapes     step 3's shapes, or none to skip step 3
+  --precision P      f64 or f32 only (default: both)
+  --batched-only     step 4 only (the batched jobs): writes latest.csv, device.csv and BENCHMARKS.md
+  --no-batched       skip step 4";
 
 fn parse_shape(s: &str) -> Shape {
     let p: Vec<usize> = s.split('x').map(|x| x.parse().expect("shape: N or MxNxK")).collect();
@@ -91,6 +165,8 @@ fn options() -> Options {
         shapes,
         combo_shapes: vec![(1024, 1024, 1024), (4096, 4096, 4096)],
         precisions: vec![Precision::F64, Precision::F32],
+        single: true,
+        batched: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -108,8 +184,18 @@ fn options() -> Options {
                     _ => panic!("--precision f64|f32"),
                 }
             }
+            "--batched-only" => o.single = false,
+            "--no-batched" => o.batched = false,
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0)
+            }
             _ => {} // cargo bench passes --bench
         }
+    }
+    if !(o.single || o.batched) {
+        eprintln!("ladder: --batched-only and --no-batched leave nothing to run\n{USAGE}");
+        std::process::exit(2)
     }
     o
 }
@@ -130,6 +216,60 @@ struct LadderRow {
     gflops: f64,
     cublas_gflops: f64,
     check: String,
+    /// Products in the launch (the `batch` column): 1 but in step 4.
+    batch: usize,
+    /// The `batch_kind` column.
+    kind: BatchKind,
+    /// The `path` column.
+    path: RowPath,
+}
+
+/// How the products of a row were launched (the `batch_kind` column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BatchKind {
+    /// One product (steps 1-3).
+    Single,
+    /// A strided batch of one shape (`Gemm::run_strided_device`, cuBLAS's
+    /// `?gemmStridedBatched`).
+    Strided,
+    /// A grouped batch of several shapes (`Gemm::run_grouped_device`,
+    /// cuBLAS's `cublasGemmGroupedBatchedEx`).
+    Grouped,
+}
+
+impl BatchKind {
+    fn name(self) -> &'static str {
+        match self {
+            BatchKind::Single => "single",
+            BatchKind::Strided => "strided",
+            BatchKind::Grouped => "grouped",
+        }
+    }
+}
+
+/// What a row times (the `path` column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RowPath {
+    /// cuBLAS on the same operands (stage 0).
+    Cublas,
+    /// A stage's fastest configuration at the shape (step 2).
+    StageBest,
+    /// One configuration given by name (step 3's layout sweep, step 4's
+    /// strided sweep).
+    Config,
+    /// The default path: `Gemm::new()`, the measured default choice.
+    Default,
+}
+
+impl RowPath {
+    fn name(self) -> &'static str {
+        match self {
+            RowPath::Cublas => "cublas",
+            RowPath::StageBest => "stage-best",
+            RowPath::Config => "config",
+            RowPath::Default => "default",
+        }
+    }
 }
 
 struct SweepRow {
@@ -149,6 +289,9 @@ struct Results {
     /// on row-major operands), from which the default choice for those
     /// layouts is made (`cargo xtask tuning`).
     layout_sweep: Vec<LadderRow>,
+    /// Step 4: the batched jobs, per job cuBLAS's row first, then (strided)
+    /// every configuration of the default stage, then the default path.
+    batched: Vec<LadderRow>,
     sweep: Vec<SweepRow>,
     failed: bool,
 }
@@ -211,6 +354,9 @@ fn bench_precision<T: Element>(
             gflops: blas.gflops,
             cublas_gflops: blas.gflops,
             check: "reference".into(),
+            batch: 1,
+            kind: BatchKind::Single,
+            path: RowPath::Cublas,
         });
         for (stage, configs) in &finalists {
             let keep = match stage {
@@ -254,6 +400,9 @@ fn bench_precision<T: Element>(
                 gflops: meas.gflops,
                 cublas_gflops: blas.gflops,
                 check: verdict(&cmp),
+                batch: 1,
+                kind: BatchKind::Single,
+                path: RowPath::StageBest,
             });
         }
     }
@@ -348,6 +497,9 @@ fn bench_combos<T: Element>(
                             gflops,
                             cublas_gflops: f64::NAN, // filled in below, from the same problem
                             check,
+                            batch: 1,
+                            kind: BatchKind::Single,
+                            path: RowPath::Config,
                         });
                     }
                 }
@@ -373,10 +525,351 @@ fn bench_combos<T: Element>(
                     gflops: ours.gflops,
                     cublas_gflops: blas.gflops,
                     check: verdict(&cmp),
+                    batch: 1,
+                    kind: BatchKind::Single,
+                    path: RowPath::Default,
                 });
             }
         }
     }
+    Ok(())
+}
+
+/// Step 4's strided jobs: (products, m x n x k), A, B and C each a (batch,
+/// row, col) row-major tensor (seed 004's 100 x 1000³ first).
+const STRIDED_JOBS: [(usize, Shape); 3] = [(100, (1000, 1000, 1000)), (10_000, (32, 32, 32)), (1000, (128, 128, 128))];
+/// Step 4's grouped job: problems, the range m is drawn from, n = k, and the seed of the draw.
+const GROUPED_COUNT: usize = 64;
+const GROUPED_M: std::ops::RangeInclusive<usize> = 100..=2000;
+const GROUPED_NK: usize = 1024;
+const GROUPED_SEED: u64 = 4;
+/// Time spent timing one batched launch (per pass for the strided sweep), in milliseconds.
+const BATCH_BUDGET_MS: f64 = 40.0;
+/// Every product of a strided batch is checked when C has at most this many
+/// elements; else the first, middle and last.
+const CHECK_ALL_ELEMENTS: usize = 1 << 24;
+
+/// The stage whose every configuration step 4 times on the strided jobs:
+/// the stage the default choice runs at large shapes.
+fn batch_stage(p: Precision) -> Stage {
+    if p == Precision::F64 {
+        Stage::TensorCore
+    } else {
+        Stage::Pipelined
+    }
+}
+
+/// Which products of a strided batch of `count` with `len` elements each are checked.
+fn strided_picks(count: usize, len: usize) -> Vec<usize> {
+    if count * len <= CHECK_ALL_ELEMENTS {
+        (0..count).collect()
+    } else {
+        let mut picks = vec![0, count / 2, count - 1];
+        picks.dedup();
+        picks
+    }
+}
+
+/// The picked products of a packed strided batch on the device, `len`
+/// elements each, one after the other (one copy when all are picked).
+fn picked<T: Element>(c: &DeviceMatrix<T>, picks: &[usize], len: usize) -> Result<Vec<T>, Error> {
+    let s = c.buffer().stream();
+    let all = picks.len() * len == c.buffer().len();
+    let mut out = Vec::with_capacity(picks.len() * len);
+    if all {
+        out = s.clone_dtoh(c.buffer())?;
+    } else {
+        for &i in picks {
+            out.extend(s.clone_dtoh(&c.buffer().slice(i * len..(i + 1) * len))?);
+        }
+    }
+    s.synchronize()?;
+    Ok(out)
+}
+
+/// Fills the picked products of a packed strided batch with NaN (so a product
+/// left unwritten fails the check).
+fn poison<T: Element>(c: &mut DeviceMatrix<T>, picks: &[usize], len: usize) -> Result<(), Error> {
+    let s = c.buffer().stream().clone();
+    if picks.len() * len == c.buffer().len() {
+        let nan = vec![T::NAN; c.buffer().len()];
+        s.memcpy_htod(&nan, c.buffer_mut())?;
+    } else {
+        let nan = vec![T::NAN; len];
+        for &i in picks {
+            s.memcpy_htod(&nan, &mut c.buffer_mut().slice_mut(i * len..(i + 1) * len))?;
+        }
+    }
+    Ok(())
+}
+
+/// A host matrix's elements in absolute value.
+fn abs<T: Element>(mut m: Matrix<T>) -> Matrix<T> {
+    for v in m.as_mut_slice() {
+        *v = T::from_f64(v.as_f64().abs());
+    }
+    m
+}
+
+/// cuBLAS's `?gemmStridedBatched` on packed (batch, row, col) row-major tensors.
+fn cublas_strided<T: Element>(
+    cublas: &Cublas,
+    a: &DeviceMatrix<T>,
+    b: &DeviceMatrix<T>,
+    c: &mut DeviceMatrix<T>,
+    count: usize,
+    (m, n, k): Shape,
+) -> Result<(), Error> {
+    cublas.gemm_strided_batched(
+        Op::N,
+        Op::N,
+        1.0,
+        (a.view(0, 0, m, k)?, m * k),
+        (b.view(0, 0, k, n)?, k * n),
+        0.0,
+        (c.view_mut(0, 0, m, n)?, m * n),
+        count,
+    )
+}
+
+/// `gemm.run_strided_device` on packed (batch, row, col) row-major tensors
+/// (views of the first matrix run on to the end of the buffer: the whole batch).
+fn ours_strided<T: Element>(
+    gemm: &Gemm,
+    a: &DeviceMatrix<T>,
+    b: &DeviceMatrix<T>,
+    c: &mut DeviceMatrix<T>,
+    count: usize,
+    (m, n, k): Shape,
+) -> Result<(), Error> {
+    gemm.run_strided_device(
+        Strided::<DeviceView<'_, T>>::new(a.view(0, 0, m, k)?, count, m * k)?,
+        Strided::<DeviceView<'_, T>>::new(b.view(0, 0, k, n)?, count, k * n)?,
+        Strided::<DeviceViewMut<'_, T>>::new(c.view_mut(0, 0, m, n)?, count, m * n)?,
+    )
+}
+
+/// Step 4: the batched jobs of `T`; a job that fails to run is reported and
+/// marks the run failed, and the others still run.
+fn bench_batched<T: Element>(device: &Arc<Device>, cublas: &Cublas, bar: &ProgressBar, out: &mut Results) {
+    let p = T::PRECISION;
+    for (count, shape) in STRIDED_JOBS {
+        if let Err(e) = bench_strided::<T>(device, cublas, count, shape, bar, out) {
+            bar.println(format!("ladder: {} strided {count} x {}: {e}", p.name(), shape_name(shape)));
+            out.failed = true;
+        }
+    }
+    if let Err(e) = bench_grouped::<T>(device, cublas, bar, out) {
+        bar.println(format!("ladder: {} grouped: {e}", p.name()));
+        out.failed = true;
+    }
+}
+
+/// One strided job: cuBLAS, every configuration of [`batch_stage`] (each
+/// checked, then timed in `SWEEP_PASSES` interleaved passes, median kept),
+/// then the default path (checked and timed), in that order in `out.batched`.
+fn bench_strided<T: Element>(
+    device: &Arc<Device>,
+    cublas: &Cublas,
+    count: usize,
+    shape: Shape,
+    bar: &ProgressBar,
+    out: &mut Results,
+) -> Result<(), Error> {
+    let p = T::PRECISION;
+    let (m, n, k) = shape;
+    let job = format!("{} strided {count} x {}", p.name(), shape_name(shape));
+    bar.set_message(format!("{job}: inputs"));
+    let seed = 301 + (count * 7 + m) as u64;
+    // (batch, row, col) row-major tensors are (count * rows) x cols matrices.
+    let a = random_matrix::<T>(count * m, k, seed);
+    let da = DeviceMatrix::from_host(device, &a)?;
+    let a_abs = DeviceMatrix::from_host(device, &abs(a))?;
+    let b = random_matrix::<T>(count * k, n, seed + 1);
+    let db = DeviceMatrix::from_host(device, &b)?;
+    let b_abs = DeviceMatrix::from_host(device, &abs(b))?;
+    let mut dc = DeviceMatrix::<T>::zeros(device, count * m, n)?;
+    let mut dr = DeviceMatrix::<T>::zeros(device, count * m, n)?;
+
+    // The reference of the checked products, stacked: cuBLAS's values, and
+    // cuBLAS's |A||B| for the bound (k+2) eps |A||B| (as `Reference::from_cublas`).
+    let len = m * n;
+    let picks = strided_picks(count, len);
+    cublas_strided(cublas, &da, &db, &mut dr, count, shape)?;
+    let value: Vec<f64> = picked(&dr, &picks, len)?.into_iter().map(Element::as_f64).collect();
+    cublas_strided(cublas, &a_abs, &b_abs, &mut dr, count, shape)?;
+    let scale = (k as f64 + 2.0) * T::EPSILON;
+    let bound: Vec<f64> = picked(&dr, &picks, len)?.into_iter().map(|x| scale * x.as_f64()).collect();
+    drop((a_abs, b_abs));
+    let reference = Reference { m: picks.len() * m, n, value, bound };
+    let check = |gemm: &Gemm, dc: &mut DeviceMatrix<T>| -> Result<Comparison, Error> {
+        poison(dc, &picks, len)?;
+        ours_strided(gemm, &da, &db, dc, count, shape)?;
+        let got = picked(dc, &picks, len)?;
+        Ok(reference.compare(MatRef::from_slice(&got, picks.len() * m, n, Layout::RowMajor, n)?))
+    };
+
+    bar.set_message(format!("{job}: cuBLAS"));
+    let blas = time_kernel(device, BATCH_BUDGET_MS, 50, |_| cublas_strided(cublas, &da, &db, &mut dr, count, shape))?;
+    bar.inc(1);
+    let flops = count as f64 * flops(shape);
+    let blas_gflops = gflops(flops, blas.median_ms);
+    let row =
+        |stage: Option<Stage>, config: Option<KernelConfig>, path: RowPath, time_ms: f64, check: String| LadderRow {
+            precision: p,
+            stage,
+            config,
+            shape,
+            ops: (Op::N, Op::N),
+            layout: Layout::RowMajor,
+            ms: time_ms,
+            gflops: gflops(flops, time_ms),
+            cublas_gflops: blas_gflops,
+            check,
+            batch: count,
+            kind: BatchKind::Strided,
+            path,
+        };
+    out.batched.push(row(None, None, RowPath::Cublas, blas.median_ms, "reference".into()));
+
+    // Every configuration of the stage: checked, then timed in interleaved passes.
+    let stage = batch_stage(p);
+    let mut candidates: Vec<(KernelConfig, String)> = Vec::new();
+    for config in stage_configs(stage, p) {
+        bar.set_message(format!("{job}: check {config}"));
+        match check(&gemm_for(config), &mut dc) {
+            Ok(cmp) => {
+                out.failed |= !cmp.passed();
+                candidates.push((config, verdict(&cmp)));
+            }
+            Err(e) => {
+                bar.println(format!("ladder: {job}: {config}: {e}"));
+                out.failed = true;
+            }
+        }
+    }
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+    for _ in 0..SWEEP_PASSES {
+        for (i, (config, _)) in candidates.iter().enumerate() {
+            bar.set_message(format!("{job}: {config}"));
+            let gemm = gemm_for(*config);
+            let t = time_kernel(device, BATCH_BUDGET_MS, 50, |_| ours_strided(&gemm, &da, &db, &mut dc, count, shape))?;
+            samples[i].push(t.median_ms);
+            bar.inc(1);
+        }
+    }
+    for ((config, check), mut runs) in candidates.into_iter().zip(samples) {
+        runs.sort_by(f64::total_cmp);
+        out.batched.push(row(Some(stage), Some(config), RowPath::Config, runs[runs.len() / 2], check));
+    }
+
+    // The default path (the configuration it runs: the measured choice for batches).
+    let gemm = Gemm::new();
+    let config = choose_batched(Some(device.name()), p, m, n, k, KernelLayouts::NN, count).config;
+    bar.set_message(format!("{job}: default ({config})"));
+    let cmp = check(&gemm, &mut dc)?;
+    out.failed |= !cmp.passed();
+    let ours = time_kernel(device, BATCH_BUDGET_MS, 50, |_| ours_strided(&gemm, &da, &db, &mut dc, count, shape))?;
+    bar.inc(1);
+    out.batched.push(row(Some(config.stage()), Some(config), RowPath::Default, ours.median_ms, verdict(&cmp)));
+    Ok(())
+}
+
+/// The grouped job: [`GROUPED_COUNT`] problems m x 1024 x 1024, m drawn from
+/// [`GROUPED_M`] (seed [`GROUPED_SEED`]), each with its own A, B and C;
+/// cuBLAS's grouped call, then the default path (checked on the first,
+/// middle, last and largest problem, then timed).
+fn bench_grouped<T: Element>(
+    device: &Arc<Device>,
+    cublas: &Cublas,
+    bar: &ProgressBar,
+    out: &mut Results,
+) -> Result<(), Error> {
+    let p = T::PRECISION;
+    let (n, k) = (GROUPED_NK, GROUPED_NK);
+    let mut rng = StdRng::seed_from_u64(GROUPED_SEED);
+    let m_of: Vec<usize> = (0..GROUPED_COUNT).map(|_| rng.random_range(GROUPED_M)).collect();
+    let max_m = m_of.iter().copied().max().unwrap_or(0);
+    let job = format!("{} grouped {GROUPED_COUNT}, m <= {max_m}", p.name());
+    bar.set_message(format!("{job}: inputs"));
+    let upload =
+        |rows: usize, cols: usize, seed: u64| DeviceMatrix::from_host(device, &random_matrix::<T>(rows, cols, seed));
+    let da: Vec<DeviceMatrix<T>> =
+        m_of.iter().enumerate().map(|(i, &m)| upload(m, k, 401 + 2 * i as u64)).collect::<Result<_, _>>()?;
+    let db: Vec<DeviceMatrix<T>> =
+        (0..GROUPED_COUNT).map(|i| upload(k, n, 402 + 2 * i as u64)).collect::<Result<_, _>>()?;
+    let mut dc: Vec<DeviceMatrix<T>> =
+        m_of.iter().map(|&m| DeviceMatrix::zeros(device, m, n)).collect::<Result<_, _>>()?;
+    let mut dr: Vec<DeviceMatrix<T>> =
+        m_of.iter().map(|&m| DeviceMatrix::zeros(device, m, n)).collect::<Result<_, _>>()?;
+    let a: Vec<DeviceView<'_, T>> = da.iter().map(DeviceMatrix::as_view).collect();
+    let b: Vec<DeviceView<'_, T>> = db.iter().map(DeviceMatrix::as_view).collect();
+
+    // The reference of the checked problems (cuBLAS, one product each), stacked.
+    let largest = m_of.iter().position(|&m| m == max_m).unwrap_or(0);
+    let mut picks = vec![0, GROUPED_COUNT / 2, GROUPED_COUNT - 1, largest];
+    picks.sort_unstable();
+    picks.dedup();
+    let mut reference = Reference { m: 0, n, value: Vec::new(), bound: Vec::new() };
+    for &i in &picks {
+        let r = Reference::from_cublas(cublas, (Op::N, &da[i]), (Op::N, &db[i]), Layout::RowMajor)?;
+        reference.m += r.m;
+        reference.value.extend(r.value);
+        reference.bound.extend(r.bound);
+    }
+
+    let gemm = Gemm::new();
+    let config = choose_batched(Some(device.name()), p, max_m, n, k, KernelLayouts::NN, GROUPED_COUNT).config;
+    bar.set_message(format!("{job}: default ({config})"));
+    for &i in &picks {
+        let nan = vec![T::NAN; m_of[i] * n];
+        let s = dc[i].buffer().stream().clone();
+        s.memcpy_htod(&nan, dc[i].buffer_mut())?;
+    }
+    {
+        let mut c: Vec<DeviceViewMut<'_, T>> = dc.iter_mut().map(DeviceMatrix::as_view_mut).collect();
+        gemm.run_grouped_device(&a, &b, &mut c)?;
+    }
+    let mut got: Vec<T> = Vec::with_capacity(reference.value.len());
+    for &i in &picks {
+        got.extend_from_slice(dc[i].to_host()?.as_slice());
+    }
+    let cmp = reference.compare(MatRef::from_slice(&got, reference.m, n, Layout::RowMajor, n)?);
+    out.failed |= !cmp.passed();
+    let ours = {
+        let mut c: Vec<DeviceViewMut<'_, T>> = dc.iter_mut().map(DeviceMatrix::as_view_mut).collect();
+        time_kernel(device, BATCH_BUDGET_MS, 50, |_| gemm.run_grouped_device(&a, &b, &mut c))?
+    };
+    bar.inc(1);
+    bar.set_message(format!("{job}: cuBLAS"));
+    let blas = {
+        let mut c: Vec<DeviceViewMut<'_, T>> = dr.iter_mut().map(DeviceMatrix::as_view_mut).collect();
+        time_kernel(device, BATCH_BUDGET_MS, 50, |_| {
+            cublas.gemm_grouped_batched(Op::N, Op::N, 1.0, &a, &b, 0.0, &mut c)
+        })?
+    };
+    bar.inc(1);
+
+    let flops: f64 = m_of.iter().map(|&m| flops((m, n, k))).sum();
+    let blas_gflops = gflops(flops, blas.median_ms);
+    let row =
+        |stage: Option<Stage>, config: Option<KernelConfig>, path: RowPath, time_ms: f64, check: String| LadderRow {
+            precision: p,
+            stage,
+            config,
+            shape: (max_m, n, k),
+            ops: (Op::N, Op::N),
+            layout: Layout::RowMajor,
+            ms: time_ms,
+            gflops: gflops(flops, time_ms),
+            cublas_gflops: blas_gflops,
+            check,
+            batch: GROUPED_COUNT,
+            kind: BatchKind::Grouped,
+            path,
+        };
+    out.batched.push(row(None, None, RowPath::Cublas, blas.median_ms, "reference".into()));
+    out.batched.push(row(Some(config.stage()), Some(config), RowPath::Default, ours.median_ms, verdict(&cmp)));
     Ok(())
 }
 
@@ -399,7 +892,10 @@ fn main() {
             let tiled: usize = per_stage[2..].iter().sum();
             let sweep: usize = per_stage.iter().sum();
             let ladder: usize = o.shapes.iter().map(|&s| tiled + if flops(s) > LARGE_FLOPS { 2 } else { 6 }).sum();
-            sweep + ladder + o.combo_shapes.len() * OPS.len() * LAYOUTS.len() * 2
+            let single = sweep + ladder + o.combo_shapes.len() * OPS.len() * LAYOUTS.len() * 2;
+            let strided = STRIDED_JOBS.len() * (SWEEP_PASSES * stage_configs(batch_stage(p), p).len() + 2);
+            let batched = strided + 2;
+            usize::from(o.single) * single + usize::from(o.batched) * batched
         })
         .sum();
     let bar = ProgressBar::new(total as u64);
@@ -408,26 +904,42 @@ fn main() {
             .expect("progress template")
             .progress_chars("=> "),
     );
-    let mut results =
-        Results { ladder: Vec::new(), combos: Vec::new(), layout_sweep: Vec::new(), sweep: Vec::new(), failed: false };
+    let mut results = Results {
+        ladder: Vec::new(),
+        combos: Vec::new(),
+        layout_sweep: Vec::new(),
+        batched: Vec::new(),
+        sweep: Vec::new(),
+        failed: false,
+    };
     for &p in &o.precisions {
-        let r = match p {
-            Precision::F64 => bench_precision::<f64>(&device, &cublas, &o.shapes, &bar, &mut results)
-                .and_then(|()| bench_combos::<f64>(&device, &cublas, &o.combo_shapes, &bar, &mut results)),
-            _ => bench_precision::<f32>(&device, &cublas, &o.shapes, &bar, &mut results)
-                .and_then(|()| bench_combos::<f32>(&device, &cublas, &o.combo_shapes, &bar, &mut results)),
-        };
-        if let Err(e) = r {
-            bar.abandon();
-            eprintln!("ladder: {e}");
-            std::process::exit(2);
+        if o.single {
+            let r = match p {
+                Precision::F64 => bench_precision::<f64>(&device, &cublas, &o.shapes, &bar, &mut results)
+                    .and_then(|()| bench_combos::<f64>(&device, &cublas, &o.combo_shapes, &bar, &mut results)),
+                _ => bench_precision::<f32>(&device, &cublas, &o.shapes, &bar, &mut results)
+                    .and_then(|()| bench_combos::<f32>(&device, &cublas, &o.combo_shapes, &bar, &mut results)),
+            };
+            if let Err(e) = r {
+                bar.abandon();
+                eprintln!("ladder: {e}");
+                std::process::exit(2);
+            }
+        }
+        if o.batched {
+            match p {
+                Precision::F64 => bench_batched::<f64>(&device, &cublas, &bar, &mut results),
+                _ => bench_batched::<f32>(&device, &cublas, &bar, &mut results),
+            }
         }
     }
     bar.finish_with_message("done");
     std::fs::create_dir_all(&o.out).expect("--out");
     write_outputs(&o, &device, &date, commit, &results);
     if results.failed {
-        eprintln!("ladder: some results were WRONG (see sweep.csv)");
+        eprintln!(
+            "ladder: some results were WRONG or failed to run (see latest.csv, sweep.csv and the messages above)"
+        );
         std::process::exit(1);
     }
 }
@@ -437,16 +949,16 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     let write = |name: &str, text: &str| std::fs::write(o.out.join(name), text).expect("write results");
     let mut csv = String::from(
         "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct_fma_peak,\
-         cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout\n",
+         cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path\n",
     );
-    // The ladder's rows first, then step 3's (see the module docs).
-    for row in r.ladder.iter().chain(&r.combos).chain(&r.layout_sweep) {
+    // The ladder's rows first, then step 3's, then step 4's (see the module docs).
+    for row in r.ladder.iter().chain(&r.combos).chain(&r.layout_sweep).chain(&r.batched) {
         let (m, n, k) = row.shape;
         let peak = device.peak_gflops(row.precision, row.stage.unwrap_or(Stage::Naive));
         let kernel = row.config.and_then(|c| entry_point(row.precision, c).ok()).map_or("cublas", |e| e.name);
         writeln!(
             csv,
-            "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.4},{:.1},{:.1},{:.1},{:.4},{},{},{kernel},{}{},{}",
+            "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.4},{:.1},{:.1},{:.1},{:.4},{},{},{kernel},{}{},{},{},{},{}",
             row.precision.name(),
             row.stage.map_or(0, |s| s.number()),
             row.stage.map_or("cublas", |s| s.name()),
@@ -461,49 +973,55 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
             row.ops.0.as_char(),
             row.ops.1.as_char(),
             row.layout.short_name(),
+            row.batch,
+            row.kind.name(),
+            row.path.name(),
         )
         .unwrap();
     }
     write("latest.csv", &csv);
 
-    let mut sw = String::from("device,date,commit,precision,stage,stage_name,configuration,m,n,k,gflops,check\n");
-    for s in &r.sweep {
-        let (m, n, k) = s.shape;
-        writeln!(
-            sw,
-            "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.1},{}",
-            s.precision.name(),
-            s.config.stage().number(),
-            s.config.stage().name(),
-            s.config.to_string().replace(',', ";"),
-            s.gflops,
-            s.check
-        )
-        .unwrap();
-    }
-    write("sweep.csv", &sw);
-
-    // Seed 000's table: stage 4 at N = 4096 with the driver's resource figures.
-    let mut t4 = String::from(
-        "device,date,commit,precision,outputs,gflops,registers,threads_per_block,blocks_per_sm,occupancy_pct\n",
-    );
-    for s in r.sweep.iter().filter(|s| s.shape == (4096, 4096, 4096)) {
-        if let KernelConfig::OutputsPerThread { outputs, .. } = s.config {
-            let info = device.kernel_info(s.precision, s.config, KernelLayouts::NN).expect("kernel info");
+    // Steps 1-3's files (not written by a `--batched-only` run).
+    if o.single {
+        let mut sw = String::from("device,date,commit,precision,stage,stage_name,configuration,m,n,k,gflops,check\n");
+        for s in &r.sweep {
+            let (m, n, k) = s.shape;
             writeln!(
-                t4,
-                "{dev},{date},{commit},{},{outputs},{:.1},{},{},{},{:.1}",
+                sw,
+                "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.1},{}",
                 s.precision.name(),
+                s.config.stage().number(),
+                s.config.stage().name(),
+                s.config.to_string().replace(',', ";"),
                 s.gflops,
-                info.registers,
-                info.threads_per_block,
-                info.blocks_per_sm,
-                100.0 * info.occupancy
+                s.check
             )
             .unwrap();
         }
+        write("sweep.csv", &sw);
+
+        // Seed 000's table: stage 4 at N = 4096 with the driver's resource figures.
+        let mut t4 = String::from(
+            "device,date,commit,precision,outputs,gflops,registers,threads_per_block,blocks_per_sm,occupancy_pct\n",
+        );
+        for s in r.sweep.iter().filter(|s| s.shape == (4096, 4096, 4096)) {
+            if let KernelConfig::OutputsPerThread { outputs, .. } = s.config {
+                let info = device.kernel_info(s.precision, s.config, KernelLayouts::NN).expect("kernel info");
+                writeln!(
+                    t4,
+                    "{dev},{date},{commit},{},{outputs},{:.1},{},{},{},{:.1}",
+                    s.precision.name(),
+                    s.gflops,
+                    info.registers,
+                    info.threads_per_block,
+                    info.blocks_per_sm,
+                    100.0 * info.occupancy
+                )
+                .unwrap();
+            }
+        }
+        write("stage4.csv", &t4);
     }
-    write("stage4.csv", &t4);
 
     let dv = format!(
         "device,date,commit,sm_count,clock_mhz,fp64_fma_gflops,fp64_tensor_gflops,fp32_fma_gflops,dram_gbs\n\
@@ -568,7 +1086,7 @@ fn benchmarks_md(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
          (`cargo xtask tuning`), so its speed is the best stage's.\n"
     )
     .unwrap();
-    for &p in &o.precisions {
+    for &p in o.precisions.iter().filter(|_| o.single) {
         writeln!(w, "## {}gemm ({}): GFLOP/s (x cuBLAS)\n", p.blas_prefix(), p.name()).unwrap();
         write!(w, "| stage |").unwrap();
         for &s in &o.shapes {
@@ -613,7 +1131,60 @@ fn benchmarks_md(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     if !r.combos.is_empty() {
         combos_md(w, o, &r.combos);
     }
+    if !r.batched.is_empty() {
+        batched_md(w, &r.batched);
+    }
     md
+}
+
+/// A batched job in words: "100 x 1000³ strided", "64 grouped, m ≤ 1987, n = k = 1024".
+fn job_name(row: &LadderRow) -> String {
+    let (m, n, k) = row.shape;
+    match row.kind {
+        BatchKind::Grouped if n == k => format!("{} grouped, m ≤ {m}, n = k = {n}", row.batch),
+        BatchKind::Grouped => format!("{} grouped, m ≤ {m}, n = {n}, k = {k}", row.batch),
+        _ => format!("{} x {} {}", row.batch, shape_name(row.shape), row.kind.name()),
+    }
+}
+
+/// BENCHMARKS.md's section of step 4: every batched row, by job.
+fn batched_md(w: &mut String, rows: &[LadderRow]) {
+    writeln!(w, "## Batched\n").unwrap();
+    writeln!(
+        w,
+        "Strided: `Gemm::run_strided_device` on (batch, row, col) row-major tensors beside cuBLAS's \
+         `?gemmStridedBatched`, every configuration of the default stage (stage 8 for f64, 7 for f32; the median \
+         of {SWEEP_PASSES} interleaved passes) and the default path (`Gemm::new()`). Grouped: \
+         `Gemm::run_grouped_device` (default path) beside cuBLAS's `cublasGemmGroupedBatchedEx` on \
+         {GROUPED_COUNT} problems, m drawn from {}..={} (seed {GROUPED_SEED}), n = k = {GROUPED_NK}, each with \
+         its own A, B and C. One launch per timing; GFLOP/s of all products together. Checked against cuBLAS \
+         ((k+2) eps |A||B|) before timing: every product of a strided batch up to {CHECK_ALL_ELEMENTS} elements \
+         of C, else the first, middle and last; of the grouped batch the first, middle, last and largest.\n",
+        GROUPED_M.start(),
+        GROUPED_M.end()
+    )
+    .unwrap();
+    writeln!(w, "| job | precision | kernel | ms | GFLOP/s | x cuBLAS | check |").unwrap();
+    writeln!(w, "|---|---|---|---:|---:|---:|---|").unwrap();
+    for row in rows {
+        let kernel = match (row.path, row.config) {
+            (RowPath::Default, Some(c)) => format!("default: stage {}, {c}", c.stage().number()),
+            (_, Some(c)) => c.to_string(),
+            (_, None) => "cuBLAS".to_string(),
+        };
+        writeln!(
+            w,
+            "| {} | {} | {kernel} | {:.3} | {:.0} | {:.2} | {} |",
+            job_name(row),
+            row.precision.name(),
+            row.ms,
+            row.gflops,
+            row.gflops / row.cublas_gflops,
+            row.check
+        )
+        .unwrap();
+    }
+    writeln!(w).unwrap();
 }
 
 /// BENCHMARKS.md's section of step 3: the default path in every op and layout.

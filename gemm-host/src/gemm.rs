@@ -266,8 +266,8 @@ impl Gemm {
 
     /// Streams the host path ([`Gemm::run`] on host matrices) spreads its
     /// tiles over, so uploads, kernels and downloads of different tiles
-    /// overlap (default: by problem size, from measurement: 2 up to 4096^3,
-    /// 8 above).
+    /// overlap (default: by problem size, from measurement: 2 up to 2048^3,
+    /// 4 above).
     pub fn host_streams(mut self, streams: usize) -> Self {
         self.host_streams = Some(streams.max(1));
         self

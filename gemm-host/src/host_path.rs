@@ -203,6 +203,11 @@ impl HostPool {
             segs.first().is_some_and(|s| is_page_locked(s.ptr) && is_page_locked(s.ptr.wrapping_add(s.len - 1)));
         let mut at = dst;
         if locked && segs.iter().all(|s| is_page_locked(s.ptr)) {
+            if let Some((ptr, pitch, width, height)) = regular(segs) {
+                // SAFETY: page-locked lines of the caller's matrix to a
+                // packed workspace range; drained before return.
+                return unsafe { copy_2d(ptr, pitch, dst, width, width, height, true, stream) };
+            }
             for s in segs {
                 // SAFETY: page-locked host memory of s.len bytes to a
                 // workspace range of the same size; drained before return.
@@ -259,6 +264,11 @@ impl HostPool {
         let locked = segs.iter().all(|s| is_page_locked(s.ptr) && is_page_locked(s.ptr.wrapping_add(s.len - 1)));
         let mut at = src;
         if locked {
+            if let Some((ptr, pitch, width, height)) = regular(segs) {
+                // SAFETY: packed workspace range to the caller's page-locked
+                // C, exclusively borrowed; drained before return.
+                return unsafe { copy_2d(ptr, pitch, src, width, width, height, false, stream) };
+            }
             for s in segs {
                 // SAFETY: the caller's page-locked C, exclusively borrowed; drained before return.
                 unsafe {
@@ -300,6 +310,48 @@ impl HostPool {
         }
         flush(self, &mut owed, &mut fill, &mut at)
     }
+}
+
+/// Segments of equal length at equal distances (the lines of a block of a
+/// strided matrix): (first, pitch, width, height) in bytes, when there are
+/// at least two.
+fn regular(segs: &[Segment]) -> Option<(*mut u8, usize, usize, usize)> {
+    let (first, second) = (segs.first()?, segs.get(1)?);
+    let pitch = (second.ptr as usize).checked_sub(first.ptr as usize)?;
+    let ok =
+        segs.iter().enumerate().all(|(i, s)| s.len == first.len && s.ptr as usize == first.ptr as usize + i * pitch);
+    ok.then_some((first.ptr, pitch, first.len, segs.len()))
+}
+
+/// `cuMemcpy2DAsync` between page-locked host lines (`host`, `host_pitch`)
+/// and packed device lines (`dev`, `dev_pitch`), `width` bytes by `height`
+/// lines; `up` copies host to device.
+///
+/// # Safety
+/// Both ranges are valid for the copy until the stream is synchronized.
+#[allow(clippy::too_many_arguments)]
+unsafe fn copy_2d(
+    host: *mut u8,
+    host_pitch: usize,
+    dev: u64,
+    dev_pitch: usize,
+    width: usize,
+    height: usize,
+    up: bool,
+    stream: &CudaStream,
+) -> Result<(), Error> {
+    let mut p: sys::CUDA_MEMCPY2D = unsafe { core::mem::zeroed() };
+    let (h, d) = (sys::CUmemorytype::CU_MEMORYTYPE_HOST, sys::CUmemorytype::CU_MEMORYTYPE_DEVICE);
+    if up {
+        (p.srcMemoryType, p.srcHost, p.srcPitch) = (h, host as *const core::ffi::c_void, host_pitch);
+        (p.dstMemoryType, p.dstDevice, p.dstPitch) = (d, dev, dev_pitch);
+    } else {
+        (p.srcMemoryType, p.srcDevice, p.srcPitch) = (d, dev, dev_pitch);
+        (p.dstMemoryType, p.dstHost, p.dstPitch) = (h, host as *mut core::ffi::c_void, host_pitch);
+    }
+    (p.WidthInBytes, p.Height) = (width, height);
+    // SAFETY: forwarded from the caller.
+    unsafe { sys::cuMemcpy2DAsync_v2(&p, stream.cu_stream()) }.result().during("cuMemcpy2DAsync")
 }
 
 /// A host operand as the host path sees it: storage base and shape (after
@@ -532,13 +584,14 @@ impl Gemm {
 
 /// Streams of the host path by problem size, from the table of
 /// `examples/host_streams.rs` (NVIDIA H200, 2026-11-21, f64 from pageable
-/// memory): 2 streams were fastest up to 4096^3 (12.3 ms against 13.9 with
-/// 4 and 13.4 with 8), 8 at 8192^3 (34.9 ms against 49.9 and 64.7).
+/// memory, in-core tiling): 2 streams were fastest up to 2048^3 (3.9 ms
+/// against 4.2 with 4 and 4.9 with 8), 4 at 4096^3 (9.3 ms against 10.0
+/// and 13.2) and 8192^3 (39.3 ms against 43.2 and 42.2).
 fn default_host_streams(m: usize, n: usize, k: usize) -> usize {
-    if (m as f64) * (n as f64) * (k as f64) <= (1u64 << 36) as f64 {
+    if (m as f64) * (n as f64) * (k as f64) <= (1u64 << 33) as f64 {
         2
     } else {
-        8
+        4
     }
 }
 

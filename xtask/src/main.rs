@@ -20,11 +20,15 @@
 //!   print registers, shared memory, stack and spills per kernel, and fail on
 //!   any spill or stack frame (local memory).
 //! - `cargo xtask readme [--check]`: regenerate the stage table in README.md
-//!   from `benches/results/latest.csv` (written by the ladder benchmark).
+//!   from `benches/results/latest.csv` (written by the ladder benchmark; single
+//!   products only), and, once the CSV has batched rows, the batched table
+//!   (the default path on each batched job beside cuBLAS; added after the
+//!   stage table between its own markers the first time).
 //! - `cargo xtask tuning [--check]`: regenerate `gemm-host/src/tuning_table.rs`
 //!   (the default kernel choice) from `benches/results/latest.csv`: for each
-//!   device, precision and shape, the fastest correct configuration of stages
-//!   3-8.
+//!   device, precision, shape, operand layouts and batch count (column
+//!   `batch`, 1 without it; strided batches only, grouped rows are left out),
+//!   the fastest correct configuration of stages 3-8.
 //! - `cargo xtask plots [--check]`: draw the benchmark plots (`docs/plots/*.svg`)
 //!   from `benches/results/*.csv` (see `plots.rs`).
 //! - `cargo xtask gpu-bundle`: build release test, example and bench binaries
@@ -1047,7 +1051,8 @@ const TABLE_N: &str = "4096";
 
 /// The README's stage table, from the ladder benchmark's CSV: its rows with
 /// op flags NN and row-major operands only (a file without the columns `ops`
-/// and `layout` has no others), the first of each precision, stage and shape
+/// and `layout` has no others) and single products (`batch` 1; a file without
+/// the column has no others), the first of each precision, stage and shape
 /// (the ladder's; the default path's own NN row-major row comes after).
 fn stage_table(csv: &str) -> Result<String> {
     let mut lines = csv.lines();
@@ -1057,7 +1062,7 @@ fn stage_table(csv: &str) -> Result<String> {
     let rows: Vec<Vec<&str>> = lines
         .filter(|l| !l.trim().is_empty())
         .map(|l| l.split(',').collect::<Vec<&str>>())
-        .filter(|r| is(r, column("ops"), "NN") && is(r, column("layout"), "row"))
+        .filter(|r| is(r, column("ops"), "NN") && is(r, column("layout"), "row") && is(r, column("batch"), "1"))
         .collect();
     let first = rows.first().ok_or("benches/results/latest.csv has no rows")?;
     let (device, date, commit) = (first[0], first[1], first[2]);
@@ -1096,25 +1101,116 @@ fn stage_table(csv: &str) -> Result<String> {
     Ok(t)
 }
 
+const BATCHED_BEGIN: &str = "<!-- batched-table:begin (cargo xtask readme) -->";
+const BATCHED_END: &str = "<!-- batched-table:end -->";
+/// What `cargo xtask readme` puts after the stage table when README.md has no
+/// batched table yet and latest.csv has batched rows; then the table goes
+/// between the markers.
+const BATCHED_INTRO: &str =
+    "\nBatched products: the default path, one launch per batch, beside cuBLAS's batched calls \
+(`?gemmStridedBatched`, `cublasGemmGroupedBatchedEx`) in the same run.\n\n";
+
+/// The README's batched table, from the ladder benchmark's CSV: its rows of
+/// more than one product (`batch` > 1) timed on the default path (`path` =
+/// `default`), in file order; `None` when it has none (a file without these
+/// columns has none).
+fn batched_table(csv: &str) -> Result<Option<String>> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name);
+    let (Some(batch), Some(path)) = (column("batch"), column("path")) else {
+        return Ok(None);
+    };
+    let need = |name: &str| column(name).ok_or(format!("benches/results/latest.csv has no column {name}"));
+    let (prec, m, n, k, ms, gflops, ratio, check) = (
+        need("precision")?,
+        need("m")?,
+        need("n")?,
+        need("k")?,
+        need("ms")?,
+        need("gflops")?,
+        need("ratio_to_cublas")?,
+        need("check")?,
+    );
+    let kind = column("batch_kind");
+    let rows: Vec<Vec<&str>> = lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split(',').collect::<Vec<&str>>())
+        .filter(|r| r.get(batch).is_some_and(|b| *b != "1") && r.get(path) == Some(&"default"))
+        .collect();
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let (device, date, commit) = (first[0], first[1], first[2]);
+    let num = |s: &str| s.parse::<f64>().unwrap_or(f64::NAN);
+    let mut t = String::from("| job | precision | ms | GFLOP/s | x cuBLAS |\n|---|---|---:|---:|---:|\n");
+    for r in &rows {
+        let job = match kind.and_then(|i| r.get(i).copied()).unwrap_or("strided") {
+            "grouped" if r[n] == r[k] => format!("{} grouped, m ≤ {}, n = k = {}", r[batch], r[m], r[n]),
+            "grouped" => format!("{} grouped, m ≤ {}, n = {}, k = {}", r[batch], r[m], r[n], r[k]),
+            other if r[m] == r[n] && r[n] == r[k] => format!("{} x {}³ {other}", r[batch], r[m]),
+            other => format!("{} x {}x{}x{} {other}", r[batch], r[m], r[n], r[k]),
+        };
+        let wrong = if r[check].starts_with("ok") { "" } else { " (WRONG)" };
+        t.push_str(&format!(
+            "| {job} | {} | {:.3} | {:.0}{wrong} | {:.3} |\n",
+            r[prec],
+            num(r[ms]),
+            num(r[gflops]),
+            num(r[ratio])
+        ));
+    }
+    t.push_str(&format!(
+        "\n{device}, {date}, commit {commit}; GFLOP/s of the whole batch; every configuration timed in \
+         [BENCHMARKS.md](BENCHMARKS.md).\n"
+    ));
+    Ok(Some(t))
+}
+
+/// README.md with its generated tables replaced from `csv`: the stage table
+/// between [`TABLE_BEGIN`] and [`TABLE_END`], and the batched table between
+/// [`BATCHED_BEGIN`] and [`BATCHED_END`] (added after the stage table, with
+/// [`BATCHED_INTRO`], the first time latest.csv has batched rows; left out
+/// while it has none and README.md has no markers for it).
+fn readme_text(text: &str, csv: &str) -> Result<String> {
+    let (Some(b), Some(e)) = (text.find(TABLE_BEGIN), text.find(TABLE_END)) else {
+        return Err(format!("README.md lacks the markers {TABLE_BEGIN} ... {TABLE_END}"));
+    };
+    let fresh = format!("{}{TABLE_BEGIN}\n{}{}", &text[..b], stage_table(csv)?, &text[e..]);
+    let batched = batched_table(csv)?;
+    match (fresh.find(BATCHED_BEGIN), fresh.find(BATCHED_END), batched) {
+        (Some(b), Some(e), table) if b < e => Ok(format!(
+            "{}{BATCHED_BEGIN}\n{}{}",
+            &fresh[..b],
+            table.unwrap_or_else(|| "No batched rows in benches/results/latest.csv.\n".into()),
+            &fresh[e..]
+        )),
+        (None, None, None) => Ok(fresh),
+        (None, None, Some(table)) => {
+            let at = fresh.find(TABLE_END).expect("written above") + TABLE_END.len();
+            let at = fresh[at..].find('\n').map_or(fresh.len(), |i| at + i + 1);
+            Ok(format!("{}{BATCHED_INTRO}{BATCHED_BEGIN}\n{table}{BATCHED_END}\n{}", &fresh[..at], &fresh[at..]))
+        }
+        _ => Err(format!("README.md has one of the markers {BATCHED_BEGIN} ... {BATCHED_END} without the other")),
+    }
+}
+
 fn readme(check: bool) -> Result<()> {
     let csv_path = root().join("benches/results/latest.csv");
     let csv = fs::read_to_string(&csv_path).map_err(|e| format!("{}: {e}", csv_path.display()))?;
     let path = root().join("README.md");
     let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let (Some(b), Some(e)) = (text.find(TABLE_BEGIN), text.find(TABLE_END)) else {
-        return Err(format!("README.md lacks the markers {TABLE_BEGIN} ... {TABLE_END}"));
-    };
-    let fresh = format!("{}{TABLE_BEGIN}\n{}{}", &text[..b], stage_table(&csv)?, &text[e..]);
+    let fresh = readme_text(&text, &csv)?;
     if check {
         if fresh != text {
             return Err(
-                "README.md's stage table differs from benches/results/latest.csv (run `cargo xtask readme`)".into()
+                "README.md's generated tables differ from benches/results/latest.csv (run `cargo xtask readme`)".into(),
             );
         }
-        println!("README stage table is up to date");
+        println!("README tables are up to date");
     } else {
         fs::write(&path, fresh).map_err(|e| e.to_string())?;
-        println!("wrote the stage table of README.md");
+        println!("wrote the generated tables of README.md");
     }
     Ok(())
 }
@@ -1132,7 +1228,12 @@ fn tuning_table(csv: &str) -> Result<String> {
     // columns has no others), and of those the first of each stage and shape:
     // the ladder's (the default path's own NN row-major row comes after).
     let (ops, layout) = (header.iter().position(|h| *h == "ops"), header.iter().position(|h| *h == "layout"));
+    // Products per launch (1 without the column) and how they were batched.
+    let (batch, batch_kind) =
+        (header.iter().position(|h| *h == "batch"), header.iter().position(|h| *h == "batch_kind"));
     let mut taken: Vec<[String; 6]> = Vec::new();
+    // Batched rows seen: (device, precision, m, n, k, batch, kernel).
+    let mut taken_batched: Vec<[String; 7]> = Vec::new();
     // Kernel names as compiled; results written before the pipeline depth was
     // named so call `..._s3` what is now `..._d3`.
     macro_rules! names {
@@ -1163,19 +1264,37 @@ fn tuning_table(csv: &str) -> Result<String> {
         let (mm, nn) = if c_col { (r[n], r[m]) } else { (r[m], r[n]) };
         (suffix, mm.to_string(), nn.to_string())
     };
-    // (device, precision, kernel m, n, k, layouts) -> best row: for the nn
-    // kernels the ladder's NN row-major rows, for the others every row of
-    // the ladder's op/layout measurements.
-    let mut best: Vec<(Vec<&str>, [String; 6])> = Vec::new();
+    // (device, precision, kernel m, n, k, layouts, batch) -> best row: for the
+    // nn kernels the ladder's NN row-major rows, for the others every row of
+    // the ladder's op/layout measurements; for strided batches (batch > 1)
+    // every configuration timed at that batch (grouped batches are left out:
+    // their m is only the largest problem's).
+    let mut best: Vec<(Vec<&str>, [String; 7])> = Vec::new();
     for line in lines.filter(|l| !l.trim().is_empty()) {
         let r: Vec<&str> = line.split(',').collect();
+        let count: usize = match batch.and_then(|i| r.get(i)) {
+            None => 1,
+            Some(b) => b.parse().map_err(|_| format!("bad batch in {line}"))?,
+        };
+        let kind = batch_kind.and_then(|i| r.get(i).copied()).unwrap_or(if count > 1 { "strided" } else { "single" });
+        if count > 1 && kind != "strided" {
+            continue;
+        }
         let nn_row_major =
             !(ops.is_some_and(|i| r.get(i) != Some(&"NN")) || layout.is_some_and(|i| r.get(i) != Some(&"row")));
         let (suffix, km, kn) = kernel_form(&r);
         if suffix == "nn" && !nn_row_major {
             continue;
         }
-        if nn_row_major {
+        if count > 1 {
+            // The first timing of each configuration (the default path's
+            // repeats one of them).
+            let config_key = [r[dev], r[prec], r[m], r[n], r[k], &count.to_string(), r[kernel]].map(String::from);
+            if taken_batched.contains(&config_key) {
+                continue;
+            }
+            taken_batched.push(config_key);
+        } else if nn_row_major {
             let stage_key = [dev, prec, m, n, k, stage].map(|c| r[c].to_string());
             if taken.contains(&stage_key) {
                 continue;
@@ -1186,7 +1305,7 @@ fn tuning_table(csv: &str) -> Result<String> {
         if stage_number < 3 || !r[check].starts_with("ok") {
             continue;
         }
-        let key = [r[dev].to_string(), r[prec].to_string(), km, kn, r[k].to_string(), suffix];
+        let key = [r[dev].to_string(), r[prec].to_string(), km, kn, r[k].to_string(), suffix, count.to_string()];
         let speed = |x: &[&str]| x[gflops].parse::<f64>().unwrap_or(0.0);
         match best.iter_mut().find(|(_, bk)| *bk == key) {
             Some((b, _)) if speed(b) < speed(&r) => *b = r,
@@ -1205,13 +1324,14 @@ fn tuning_table(csv: &str) -> Result<String> {
         let precision = if r[prec] == "f64" { "Precision::F64" } else { "Precision::F32" };
         out.push_str(&format!(
             "    Measured {{ device: {:?}, date: {:?}, commit: {:?}, precision: {precision}, m: {}, n: {}, k: {}, \
-             layouts: {:?}, kernel: {:?}, gflops: {:.1}, cublas_gflops: {:.1} }},\n",
+             batch: {}, layouts: {:?}, kernel: {:?}, gflops: {:.1}, cublas_gflops: {:.1} }},\n",
             r[dev],
             r[date],
             r[commit],
             key[2],
             key[3],
             r[k],
+            key[6],
             key[5],
             compiled(r[kernel])?,
             r[gflops].parse::<f64>().unwrap_or(0.0),
@@ -1301,6 +1421,80 @@ mod tests {
         digests.sort();
         digests.dedup();
         assert_eq!(digests.len(), Module::all().len());
+    }
+
+    /// A `latest.csv` row of the ladder's current columns; `batch` is the
+    /// last three: "batch,batch_kind,path".
+    fn csv_row(stage: u32, m: usize, kernel: &str, gflops: f64, check: &str, batch: &str) -> String {
+        format!(
+            "GPU,2026-01-01,abc,f64,{stage},s,c,{m},{m},{m},1.0,{gflops},1.0,100.0,{:.4},{check},1.0,{kernel},NN,row,\
+             {batch}",
+            gflops / 100.0
+        )
+    }
+
+    const CSV_HEAD: &str = "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,\
+        pct_fma_peak,cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path";
+
+    /// Strided rows enter the table with their batch count (the fastest correct
+    /// configuration, the default path's repeat not counted); grouped rows do not.
+    #[test]
+    fn tuning_table_takes_strided_batches() {
+        let (a, b) = ("dgemm_mma_b64x64x16_w32x32_d3", "dgemm_mma_b128x64x16_w64x32_d3");
+        let csv = [
+            CSV_HEAD.to_string(),
+            csv_row(0, 1000, "cublas", 100.0, "reference", "1,single,cublas"),
+            csv_row(8, 1000, a, 50.0, "ok", "1,single,stage-best"),
+            csv_row(0, 1000, "cublas", 100.0, "reference", "100,strided,cublas"),
+            csv_row(8, 1000, a, 60.0, "ok", "100,strided,config"),
+            csv_row(8, 1000, b, 70.0, "ok", "100,strided,config"),
+            csv_row(8, 1000, "dgemm_mma_b64x64x32_w32x32_d3", 90.0, "WRONG", "100,strided,config"),
+            csv_row(8, 1000, a, 80.0, "ok", "100,strided,default"),
+            csv_row(8, 1990, a, 85.0, "ok", "64,grouped,default"),
+        ]
+        .join("\n");
+        let table = tuning_table(&csv).unwrap();
+        let rows: Vec<&str> = table.lines().filter(|l| l.contains("Measured {")).collect();
+        assert_eq!(rows.len(), 2, "{table}");
+        assert!(rows[0].contains("m: 1000, n: 1000, k: 1000, batch: 1, layouts: \"nn\"") && rows[0].contains(a));
+        assert!(rows[1].contains("batch: 100, layouts: \"nn\"") && rows[1].contains(b), "{}", rows[1]);
+        // Without the batch columns every row is batch 1.
+        let old: Vec<String> = csv.lines().take(3).map(|l| l.rsplitn(4, ',').last().unwrap().to_string()).collect();
+        assert!(tuning_table(&old.join("\n")).unwrap().contains("batch: 1, layouts"));
+    }
+
+    /// The batched table goes after the stage table between its markers once
+    /// latest.csv has batched rows, and stays out while it has none.
+    #[test]
+    fn readme_batched_table() {
+        let a = "dgemm_mma_b64x64x16_w32x32_d3";
+        let single = [
+            CSV_HEAD.to_string(),
+            csv_row(0, 4096, "cublas", 100.0, "reference", "1,single,cublas"),
+            csv_row(8, 4096, a, 50.0, "ok", "1,single,stage-best"),
+        ];
+        let mut batched = single.to_vec();
+        batched.push(csv_row(0, 32, "cublas", 100.0, "reference", "10000,strided,cublas"));
+        batched.push(csv_row(8, 32, a, 60.0, "ok", "10000,strided,config"));
+        batched.push(csv_row(8, 32, a, 70.0, "ok", "10000,strided,default"));
+        batched.push(csv_row(8, 1990, a, 80.0, "ok", "64,grouped,default"));
+        let text = format!("# x\n\n{TABLE_BEGIN}\nold\n{TABLE_END}\n\nafter\n");
+        let plain = readme_text(&text, &single.join("\n")).unwrap();
+        assert!(!plain.contains(BATCHED_BEGIN));
+        assert_eq!(readme_text(&plain, &single.join("\n")).unwrap(), plain);
+        let with = readme_text(&plain, &batched.join("\n")).unwrap();
+        assert_eq!(readme_text(&with, &batched.join("\n")).unwrap(), with);
+        let (b, e) = (with.find(BATCHED_BEGIN).unwrap(), with.find(BATCHED_END).unwrap());
+        assert!(with.find(TABLE_END).unwrap() < b && with.ends_with(&format!("{BATCHED_END}\n\nafter\n")));
+        let table = &with[b..e];
+        assert!(table.contains("| 10000 x 32³ strided | f64 | 1.000 | 70 | 0.700 |"), "{table}");
+        assert!(table.contains("| 64 grouped, m ≤ 1990, n = k = 1990 | f64 |"), "{table}");
+        assert!(!table.contains("| 60 |"));
+        // The stage table is of single products only.
+        batched.push(csv_row(8, 4096, a, 99.0, "ok", "2,strided,config"));
+        let with = readme_text(&with, &batched.join("\n")).unwrap();
+        let stages = &with[..with.find(TABLE_END).unwrap()];
+        assert!(stages.contains(" 50 (0.500) |") && !stages.contains("99 ("), "{stages}");
     }
 
     #[test]

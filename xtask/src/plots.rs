@@ -13,10 +13,11 @@
 //! | `stage4_outputs.svg` | `stage4.csv` | Stage 4 at n = 4096: GFLOP/s per outputs-per-thread count, one bar per precision, each annotated with registers per thread and occupancy. |
 //! | `roofline.svg` | `latest.csv`, `device.csv` | f64 roofline (log-log): the DRAM roof (`dram_gbs` x intensity) under the FP64 FMA and FP64 tensor-core peaks, and each stage's point at m = n = k = 4096 placed at its modeled `intensity`. cuBLAS is a point at its intensity or, when that is empty, a dotted line at its GFLOP/s with a point at the right edge. |
 //!
-//! Of `latest.csv` only the ladder's rows are drawn: those with op flags NN
-//! and row-major operands (columns `ops` = `NN`, `layout` = `row`; a file
-//! without these columns has no others), and of those the first of each
-//! precision, stage and shape (the default path's own NN row-major row,
+//! Of `latest.csv` only the ladder's rows are drawn: those of single products
+//! (column `batch` = 1; the batched rows' timings are of a whole batch) with
+//! op flags NN and row-major operands (columns `ops` = `NN`, `layout` = `row`;
+//! a file without these columns has no others), and of those the first of
+//! each precision, stage and shape (the default path's own NN row-major row,
 //! which the ladder writes after its own rows, repeats a stage).
 //!
 //! Titles name the device and date of the first data row of the file plotted.
@@ -254,7 +255,7 @@ impl LadderRow {
     fn read(table: &Table) -> Result<Vec<LadderRow>> {
         let mut rows: Vec<LadderRow> = Vec::new();
         for r in table.rows() {
-            if r.str_or("ops", "NN")? != "NN" || r.str_or("layout", "row")? != "row" {
+            if r.str_or("ops", "NN")? != "NN" || r.str_or("layout", "row")? != "row" || r.str_or("batch", "1")? != "1" {
                 continue;
             }
             let row = LadderRow {
@@ -874,8 +875,9 @@ fn commit(run: &Run) -> String {
 mod tests {
     use super::*;
 
-    /// `latest.csv` with and without the `ops` and `layout` columns: only the
-    /// ladder's rows (NN, row-major), the first of each precision, stage and shape.
+    /// `latest.csv` with and without the `ops`, `layout` and `batch` columns:
+    /// only the ladder's rows (single products, NN, row-major), the first of
+    /// each precision, stage and shape.
     #[test]
     fn ladder_rows_are_nn_row_major_and_first() {
         let dir = env::temp_dir().join(format!("xtask-plots-ladder-{}", std::process::id()));
@@ -891,7 +893,18 @@ mod tests {
             row(8, 9.0),
             row(8, 9.0)
         );
-        for text in [old, new] {
+        let batched = format!(
+            "{head},ops,layout,batch,batch_kind,path\n{},NN,row,100,strided,cublas\n{},NN,row,1,single,cublas\n\
+             {},NN,row,100,strided,config\n{},NN,row,1,single,stage-best\n{},NN,row,1,single,default\n\
+             {},NN,row,64,grouped,default\n",
+            row(0, 99.0),
+            row(0, 10.0),
+            row(8, 99.0),
+            row(8, 5.0),
+            row(8, 7.0),
+            row(8, 99.0)
+        );
+        for text in [old, new, batched] {
             fs::write(dir.join("latest.csv"), text).unwrap();
             let rows = LadderRow::read(&Table::read(&dir, "latest.csv").unwrap()).unwrap();
             let got: Vec<(u32, f64)> = rows.iter().map(|r| (r.stage, r.gflops)).collect();
