@@ -732,10 +732,17 @@ fn bench_strided<T: Element>(
         };
     out.batched.push(row(None, None, RowPath::Cublas, blas.median_ms, "reference".into()));
 
-    // Every configuration of the stage: checked, then timed in interleaved passes.
-    let stage = batch_stage(p);
+    // Every configuration of the stage (and, for products no larger than
+    // 128 x 128, of the shared-memory stages 3-6 as well: a small product
+    // fits one of their tiles): checked, then timed in interleaved passes.
+    let mut configs = stage_configs(batch_stage(p), p);
+    if shape.0 * shape.1 <= 128 * 128 {
+        for extra in [Stage::SmemTiled, Stage::OutputsPerThread, Stage::RegisterTiled, Stage::Vectorized] {
+            configs.extend(stage_configs(extra, p));
+        }
+    }
     let mut candidates: Vec<(KernelConfig, String)> = Vec::new();
-    for config in stage_configs(stage, p) {
+    for config in configs {
         bar.set_message(format!("{job}: check {config}"));
         match check(&gemm_for(config), &mut dc) {
             Ok(cmp) => {
@@ -760,7 +767,7 @@ fn bench_strided<T: Element>(
     }
     for ((config, check), mut runs) in candidates.into_iter().zip(samples) {
         runs.sort_by(f64::total_cmp);
-        out.batched.push(row(Some(stage), Some(config), RowPath::Config, runs[runs.len() / 2], check));
+        out.batched.push(row(Some(config.stage()), Some(config), RowPath::Config, runs[runs.len() / 2], check));
     }
 
     // The default path (the configuration it runs: the measured choice for batches).

@@ -340,16 +340,26 @@ unsafe fn copy_2d(
     up: bool,
     stream: &CudaStream,
 ) -> Result<(), Error> {
-    let mut p: sys::CUDA_MEMCPY2D = unsafe { core::mem::zeroed() };
     let (h, d) = (sys::CUmemorytype::CU_MEMORYTYPE_HOST, sys::CUmemorytype::CU_MEMORYTYPE_DEVICE);
-    if up {
-        (p.srcMemoryType, p.srcHost, p.srcPitch) = (h, host as *const core::ffi::c_void, host_pitch);
-        (p.dstMemoryType, p.dstDevice, p.dstPitch) = (d, dev, dev_pitch);
-    } else {
-        (p.srcMemoryType, p.srcDevice, p.srcPitch) = (d, dev, dev_pitch);
-        (p.dstMemoryType, p.dstHost, p.dstPitch) = (h, host as *mut core::ffi::c_void, host_pitch);
-    }
-    (p.WidthInBytes, p.Height) = (width, height);
+    // (Not `mem::zeroed`: the memory-type enum has no zero value.)
+    let p = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: if up { h } else { d },
+        srcHost: if up { host as *const core::ffi::c_void } else { core::ptr::null() },
+        srcDevice: if up { 0 } else { dev },
+        srcArray: core::ptr::null_mut(),
+        srcPitch: if up { host_pitch } else { dev_pitch },
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: if up { d } else { h },
+        dstHost: if up { core::ptr::null_mut() } else { host as *mut core::ffi::c_void },
+        dstDevice: if up { dev } else { 0 },
+        dstArray: core::ptr::null_mut(),
+        dstPitch: if up { dev_pitch } else { host_pitch },
+        WidthInBytes: width,
+        Height: height,
+    };
     // SAFETY: forwarded from the caller.
     unsafe { sys::cuMemcpy2DAsync_v2(&p, stream.cu_stream()) }.result().during("cuMemcpy2DAsync")
 }
