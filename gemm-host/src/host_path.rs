@@ -112,16 +112,16 @@ impl Drop for HostPool {
     }
 }
 
+/// Whether the driver knows `p` as page-locked host memory (allocated or
+/// registered through CUDA). `cuPointerGetAttributes`, not the singular
+/// call: it answers "unknown" for ordinary memory instead of failing (a
+/// failing API call counts as an error under compute-sanitizer).
 fn is_page_locked(p: *const u8) -> bool {
     let mut ty: u32 = 0;
-    // SAFETY: queries an attribute into a local; any pointer value is allowed.
-    let r = unsafe {
-        sys::cuPointerGetAttribute(
-            &mut ty as *mut u32 as *mut core::ffi::c_void,
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-            p as sys::CUdeviceptr,
-        )
-    };
+    let mut attribute = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    let mut data = [&mut ty as *mut u32 as *mut core::ffi::c_void];
+    // SAFETY: one attribute into a local; any pointer value is allowed.
+    let r = unsafe { sys::cuPointerGetAttributes(1, &mut attribute, data.as_mut_ptr(), p as sys::CUdeviceptr) };
     r == CUresult::CUDA_SUCCESS && ty == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
 }
 
