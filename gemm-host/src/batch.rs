@@ -288,6 +288,7 @@ impl Gemm {
         let extent = |d: &MatrixDims, stride: usize| batch_len(d, count, stride).unwrap_or(0);
         let (la, lb, lc) =
             (extent(&a.first.dims(), a.stride), extent(&b.first.dims(), b.stride), extent(&c.first.dims(), c.stride));
+        device.context().bind_to_thread().during("cuCtxSetCurrent")?;
         let budget = match self.memory_budget {
             Some(x) => x,
             None => cudarc::driver::result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),

@@ -452,13 +452,14 @@ impl Gemm {
         let reads_ab = self.alpha != 0.0 && k > 0;
         let kk = if reads_ab { k } else { 0 };
         let streams = self.host_streams.unwrap_or_else(|| default_host_streams(m, n, k)).max(1);
+        // The driver answers for the context current on this thread.
+        device.context().bind_to_thread().during("cuCtxSetCurrent")?;
         let budget = match self.memory_budget {
             Some(b) => b,
             None => result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
         } / elem;
         let plan = plan_tiles(m, n, kk, streams, budget);
         let t = plan.tiling;
-        device.context().bind_to_thread().during("cuCtxSetCurrent")?;
         let mut guard = device.host_pool.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             *guard = Some(HostPool::new(device)?);
