@@ -98,6 +98,35 @@ fn page_locked_matrices_are_copied_directly() {
     assert!(same_bits(c.as_slice(), want.as_slice()));
 }
 
+/// Page-locked operands with n >= 8192 go in core by column panels of B
+/// uploaded interleaved with A's row panels (a narrow last panel here):
+/// every op and layout, beta 0 and not, exact, C's padding unchanged.
+#[test]
+#[ignore = "needs a GPU"]
+fn page_locked_wide_products_interleave_panels() {
+    let dev = device();
+    let (m, n, k) = (300, 8200, 24);
+    let (a, b, c0) = (ints(m, k, 21), ints(k, n, 22), ints(m, n, 23));
+    for (i, v) in Variant::all().into_iter().enumerate().filter(|(i, _)| i % 5 == 0) {
+        let beta = if i % 10 == 0 { 0.0 } else { 1.5 };
+        let want = reference(&a, &b, &c0, 1.0, beta);
+        let pa = store(&a, v.op_a, v.a, 3, f64::NAN).to_pinned(&dev).unwrap();
+        let pb = store(&b, v.op_b, v.b, 1, f64::NAN).to_pinned(&dev).unwrap();
+        let guard = f64::from_bits(0x7ff8_dead_beef_0002);
+        let mut pc = store(&c0, Op::N, v.c, 2, guard).to_pinned(&dev).unwrap();
+        let before = pc.clone();
+        Gemm::new().op_a(v.op_a).op_b(v.op_b).beta(beta).run(&pa, &pb, &mut pc).unwrap();
+        let mut expect = pc.clone();
+        for i in 0..m {
+            for j in 0..n {
+                assert_eq!(pc[(i, j)], want[(i, j)], "{v} beta {beta}: C({i}, {j})");
+                expect[(i, j)] = before[(i, j)];
+            }
+        }
+        assert!(same_bits(expect.as_slice(), before.as_slice()), "{v}: C's padding changed");
+    }
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn several_host_threads_at_once() {
