@@ -98,14 +98,14 @@ fn page_locked_matrices_are_copied_directly() {
     assert!(same_bits(c.as_slice(), want.as_slice()));
 }
 
-/// Page-locked operands with n >= 8192 go in core by column panels of B
+/// Page-locked operands with n >= 16384 go in core by column panels of B
 /// uploaded interleaved with A's row panels (a narrow last panel here):
 /// every op and layout, beta 0 and not, exact, C's padding unchanged.
 #[test]
 #[ignore = "needs a GPU"]
 fn page_locked_wide_products_interleave_panels() {
     let dev = device();
-    let (m, n, k) = (300, 8200, 24);
+    let (m, n, k) = (300, 16400, 24);
     let (a, b, c0) = (ints(m, k, 21), ints(k, n, 22), ints(m, n, 23));
     for (i, v) in Variant::all().into_iter().enumerate().filter(|(i, _)| i % 5 == 0) {
         let beta = if i % 10 == 0 { 0.0 } else { 1.5 };

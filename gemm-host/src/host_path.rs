@@ -10,7 +10,7 @@
 //! first panel first and then A's and B's interleaved ([`upload_order`]);
 //! a tile is enqueued as soon as its two panels are, waits for their copies,
 //! computes, and its block of C goes straight back. B is one panel (whole)
-//! except for page-locked operands with n >= 8192 ([`column_panel`]). Out of
+//! except for page-locked operands with n >= 16384 ([`column_panel`]). Out of
 //! core, k is cut into chunks too and every piece streams through per-stream
 //! slots. Copy engines, SMs and the host all work at once: while the GPU
 //! computes tile t, later panels upload and tile t - 1 downloads.
@@ -721,19 +721,29 @@ struct TilePlan {
 }
 
 /// Columns of B per panel in core: B whole (its first tile waits for all of
-/// it), except when A and B are page-locked and n >= 8192: panels of n / 8
+/// it), except when A and B are page-locked and n >= 16384: panels of n / 8
 /// columns, at least 2048, uploaded interleaved with A's row panels
 /// ([`upload_order`]), so the first tiles start after a fraction of B.
-/// From pageable memory the uploads wait for the host's packing, and B
-/// whole measured faster (NVIDIA H200, 2026-11-21: four panels uploaded
-/// after all of A, 41 ms against 33 at 8192^3).
+///
+/// Measured on an NVIDIA H200 (2026-11-22, f64, page-locked square
+/// matrices, `examples/host_streams.rs`): at 16384^3 panels of 2048 took
+/// 196 ms against 208 for B whole; at 8192^3 they took 36.0 ms against 32.8
+/// (not analysed; a model of the copy engines and SMs predicted 27 ms: the
+/// 16 KiB lines of a row-major B's panels and the narrower tiles' kernels
+/// are candidates), so below 16384 B stays whole. The B-whole figures come
+/// from the run before the upload stream (same order of copies).
+/// From pageable memory the host's packing paces the uploads and B whole
+/// measured faster (2026-11-21: four panels, 41 ms against 33 at 8192^3).
 fn column_panel(n: usize, page_locked: bool) -> usize {
-    if page_locked && n >= 8192 {
+    if page_locked && n >= COLUMN_PANELS_FROM_N {
         (n / 8).max(2048).div_ceil(64) * 64
     } else {
         n.max(1)
     }
 }
+
+/// The smallest n at which page-locked operands take B in column panels.
+const COLUMN_PANELS_FROM_N: usize = 16384;
 
 /// In core when A, B and a C tile per stream fit the budget: C in row
 /// panels of A (two per stream) by column panels of `pn` columns of B;
@@ -803,9 +813,10 @@ mod tests {
     #[test]
     fn column_panels_only_for_large_page_locked_products() {
         assert_eq!(column_panel(4096, true), 4096);
-        assert_eq!(column_panel(8192, false), 8192);
-        assert_eq!(column_panel(8192, true), 2048);
+        assert_eq!(column_panel(8192, true), 8192);
+        assert_eq!(column_panel(16384, false), 16384);
         assert_eq!(column_panel(16384, true), 2048);
+        assert_eq!(column_panel(40000, true), 5056);
         assert_eq!(column_panel(0, false), 1);
         for (m, n, k, pn) in [(8192, 8192, 8192, 2048), (8192, 10000, 300, 2048), (300, 5, 7, 5)] {
             let plan = plan_tiles(m, n, k, 4, 1 << 30, pn);
