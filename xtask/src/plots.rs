@@ -11,6 +11,7 @@
 //! | `gflops_f64.svg`, `gflops_f32.svg` | `latest.csv`, `device.csv` | GFLOP/s against N for square power-of-two shapes (m = n = k; log2 x axis, log y axis): one line per stage at its best configuration, cuBLAS in thick black, and the device's peaks as dashed lines (f64: FP64 FMA and FP64 tensor core; f32: FP32 FMA). Non-square rows are skipped. |
 //! | `heatmap_stage1.svg` (f64), `heatmap_stage1_<precision>.svg` (any other precision present) | `sweep.csv` | Stage 1's GFLOP/s for each block size `block {x}x{y}`: x across, y up, the value written in each cell. At the n with the most block shapes (the N = 1024 sweep); repeated rows keep their best value. |
 //! | `stage4_outputs.svg` | `stage4.csv` | Stage 4 at n = 4096: GFLOP/s per outputs-per-thread count, one bar per precision, each annotated with registers per thread and occupancy. |
+//! | `host_f64.svg` | `host.csv` (when present) | Seed 002's table: host-to-host time in ms against N (log-log) for each method (CPU, stages 1 and 3, the default path from pageable and page-locked matrices, cuBLAS with plain copies, cuBLASXt, any other method after them), and the transfer bound (`bound_ms`) dashed. |
 //! | `roofline.svg` | `latest.csv`, `device.csv` | f64 roofline (log-log): the DRAM roof (`dram_gbs` x intensity) under the FP64 FMA and FP64 tensor-core peaks, and each stage's point at m = n = k = 4096 placed at its modeled `intensity`. cuBLAS is a point at its intensity or, when that is empty, a dotted line at its GFLOP/s with a point at the right edge. |
 //!
 //! Of `latest.csv` only the ladder's rows are drawn: those of single products
@@ -134,6 +135,10 @@ fn render_all(input: &Path) -> Result<Vec<(String, String)>> {
     }
     files.push(("stage4_outputs.svg".to_string(), stage4_plot(&stage4)?));
     files.push(("roofline.svg".to_string(), roofline_plot(&ladder, &device)?));
+    if input.join("host.csv").exists() {
+        let host = HostRow::read(&Table::read(input, "host.csv")?)?;
+        files.push(("host_f64.svg".to_string(), host_plot(&host)?));
+    }
     Ok(files)
 }
 
@@ -690,6 +695,110 @@ fn roofline_plot(ladder: &[LadderRow], device: &Device) -> Result<String> {
 // ---------------------------------------------------------------------------
 // Drawing helpers
 
+/// A row of `host.csv` (`examples/host_streams.rs`): one method's
+/// host-to-host time at one N, beside that N's transfer bound.
+struct HostRow {
+    run: Run,
+    n: u64,
+    method: String,
+    ms: f64,
+    bound_ms: f64,
+}
+
+impl HostRow {
+    fn read(table: &Table) -> Result<Vec<HostRow>> {
+        table
+            .rows()
+            .map(|r| {
+                Ok(HostRow {
+                    run: r.run()?,
+                    n: r.parse("n")?,
+                    method: r.str("method")?.to_string(),
+                    ms: r.parse("ms")?,
+                    bound_ms: r.parse("bound_ms")?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The methods of `host.csv` in drawing order, with their legend labels;
+/// a method not listed is drawn after these under its own name.
+const HOST_METHODS: [(&str, &str); 7] = [
+    ("cpu", "CPU (matrixmultiply, all cores)"),
+    ("stage1", "stage 1 (naive)"),
+    ("stage3", "stage 3 (smem-tiled)"),
+    ("cublas_plain_copies", "cuBLAS + plain copies"),
+    ("cublasxt", "cuBLASXt (cublasXtDgemm)"),
+    ("default_pageable", "default, pageable matrices"),
+    ("default_pinned", "default, page-locked matrices"),
+];
+
+/// Seed 002's table as a plot: host-to-host ms against N, one line per
+/// method, the transfer bound dashed.
+fn host_plot(rows: &[HostRow]) -> Result<String> {
+    let first = rows.first().ok_or("host.csv: no rows")?;
+    let rank = |m: &str| HOST_METHODS.iter().position(|(name, _)| *name == m).unwrap_or(HOST_METHODS.len());
+    // (rank, method) -> n -> ms; BTreeMaps keep the drawing order stable.
+    let mut lines: BTreeMap<(usize, &str), BTreeMap<u64, f64>> = BTreeMap::new();
+    let mut bound: BTreeMap<u64, f64> = BTreeMap::new();
+    for r in rows {
+        lines.entry((rank(&r.method), r.method.as_str())).or_default().insert(r.n, r.ms);
+        bound.entry(r.n).or_insert(r.bound_ms);
+    }
+    let (n_min, n_max) = (rows.iter().map(|r| r.n).min().unwrap(), rows.iter().map(|r| r.n).max().unwrap());
+    let (x_lo, x_hi) = (n_min as f64 / 1.15, n_max as f64 * 1.15);
+    let powers: Vec<f64> = (0..64).map(|p| 2f64.powi(p)).filter(|p| (x_lo..=x_hi).contains(p)).collect();
+    let values = rows.iter().flat_map(|r| [r.ms, r.bound_ms]).filter(|v| *v > 0.0);
+    let (lo, hi) = values.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (y_lo, y_hi) = (lo / 1.5, hi * 1.5);
+    let decades: Vec<f64> = (-6..=9).map(|p| 10f64.powi(p)).filter(|d| (y_lo..=y_hi).contains(d)).collect();
+
+    let title = format!("Host-to-host DGEMM, copies included ({})", first.run.title());
+    render(&title, |area| {
+        let (plot, panel) = area.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        let mut chart =
+            ChartBuilder::on(&plot).margin(10).x_label_area_size(45).y_label_area_size(70).build_cartesian_2d(
+                (x_lo..x_hi).log_scale().with_key_points(powers),
+                (y_lo..y_hi).log_scale().with_key_points(decades),
+            )?;
+        chart
+            .configure_mesh()
+            .bold_line_style(GRID)
+            .light_line_style(TRANSPARENT)
+            .x_desc("N (m = n = k, log2 scale)")
+            .y_desc("ms (log scale)")
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| short(*v))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
+            .draw()?;
+
+        let mut legend = Vec::new();
+        for (i, (&(r, method), points)) in lines.iter().enumerate() {
+            let label = HOST_METHODS.get(r).map_or(method, |(_, label)| *label);
+            let ours = method.starts_with("default");
+            let (color, width) = (STAGE_COLORS[i % STAGE_COLORS.len()], if ours { 3 } else { 2 });
+            let points: Vec<(f64, f64)> = points.iter().map(|(&n, &ms)| (n as f64, ms)).collect();
+            chart.draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(width)))?;
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, width + 1, color.filled())))?;
+            legend.push(Legend::line(label, color, width));
+        }
+        let bound: Vec<(f64, f64)> = bound.iter().map(|(&n, &ms)| (n as f64, ms)).collect();
+        chart.draw_series(DashedLineSeries::new(bound, 8, 6, ROOF.stroke_width(2)))?;
+        legend.push(Legend::dashed("transfer bound", ROOF));
+        let notes = [
+            "f64, median of 3 runs".to_string(),
+            "(1 run when over 1 s)".into(),
+            "bound: max(bytes up, bytes".into(),
+            "down at the pinned rates,".into(),
+            "kernel alone)".into(),
+            commit(&first.run),
+        ];
+        draw_legend(&panel, &legend, &notes)
+    })
+}
+
 /// Draws a titled white canvas of [`SIZE`], passes the area under the title to
 /// `draw`, and returns the SVG text.
 fn render(title: &str, draw: impl FnOnce(&Area<'_>) -> DrawResult) -> Result<String> {
@@ -910,6 +1019,31 @@ mod tests {
             let got: Vec<(u32, f64)> = rows.iter().map(|r| (r.stage, r.gflops)).collect();
             assert_eq!(got, [(0, 10.0), (8, 5.0)]);
         }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `host.csv`: every method is a line in the known order (unknown ones
+    /// after), missing sizes are skipped, and the bound is drawn once.
+    #[test]
+    fn host_plot_draws_every_method() {
+        let dir = env::temp_dir().join(format!("xtask-plots-host-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut text = String::from("device,date,commit,n,precision,method,ms,bound_ms\n");
+        for (n, ms) in [(64u64, 0.1), (128, 0.4), (256, 2.0)] {
+            for method in ["default_pinned", "zz_other", "cpu"] {
+                if method == "cpu" && n == 256 {
+                    continue;
+                }
+                text += &format!("GPU,2026-01-01,abc,{n},f64,{method},{ms},{}\n", ms / 3.0);
+            }
+        }
+        fs::write(dir.join("host.csv"), text).unwrap();
+        let rows = HostRow::read(&Table::read(&dir, "host.csv").unwrap()).unwrap();
+        assert_eq!(rows.len(), 8);
+        let svg = host_plot(&rows).unwrap();
+        let at = |label: &str| svg.find(label).unwrap_or_else(|| panic!("no {label:?} in the plot"));
+        assert!(at("CPU (matrixmultiply") < at("default, page-locked") && at("default, page-locked") < at("zz_other"));
+        assert!(svg.contains("transfer bound") && svg.contains("GPU, 2026-01-01"));
         fs::remove_dir_all(&dir).unwrap();
     }
 }
