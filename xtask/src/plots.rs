@@ -76,6 +76,10 @@ const STAGE_COLORS: [RGBColor; 9] = [
     RGBColor(23, 190, 207),
     RGBColor(188, 189, 34),
 ];
+/// Colours after [`STAGE_COLORS`] for plots with more lines than stages (dark
+/// teal, maroon, navy, olive: apart from tab10 and the grey of [`ROOF`]).
+const EXTRA_COLORS: [RGBColor; 4] =
+    [RGBColor(0, 128, 128), RGBColor(128, 0, 0), RGBColor(0, 0, 128), RGBColor(128, 128, 0)];
 /// Colour of each precision in the stage-4 chart, in the order of [`precision_order`].
 const PRECISION_COLORS: [RGBColor; 3] = [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44)];
 /// Stops of the heat map's colour scale, low to high (viridis).
@@ -778,7 +782,7 @@ fn host_plot(rows: &[HostRow]) -> Result<String> {
         for (i, (&(r, method), points)) in lines.iter().enumerate() {
             let label = HOST_METHODS.get(r).map_or(method, |(_, label)| *label);
             let ours = method.starts_with("default");
-            let (color, width) = (STAGE_COLORS[i % STAGE_COLORS.len()], if ours { 3 } else { 2 });
+            let (color, width) = (line_color(i), if ours { 3 } else { 2 });
             let points: Vec<(f64, f64)> = points.iter().map(|(&n, &ms)| (n as f64, ms)).collect();
             chart.draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(width)))?;
             chart.draw_series(points.iter().map(|&p| Circle::new(p, width + 1, color.filled())))?;
@@ -933,6 +937,13 @@ impl Ranged for Categories {
     fn range(&self) -> std::ops::Range<f64> {
         self.inner.range()
     }
+}
+
+/// Colour of the `i`th line of a plot with an open-ended number of lines: the
+/// stage colours, then [`EXTRA_COLORS`], then again from the start.
+fn line_color(i: usize) -> RGBColor {
+    let n = STAGE_COLORS.len() + EXTRA_COLORS.len();
+    STAGE_COLORS.get(i % n).copied().unwrap_or_else(|| EXTRA_COLORS[i % n - STAGE_COLORS.len()])
 }
 
 /// Colour of stage `stage` (1-based) in every plot.
