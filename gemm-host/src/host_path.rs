@@ -416,6 +416,11 @@ impl Tiling {
         streams * self.pm * self.pn
     }
 
+    /// Byte offset of stream `s`'s C tile in the output workspace.
+    fn c_slot(&self, s: usize, elem: usize) -> usize {
+        s * self.pm * self.pn * elem
+    }
+
     fn elements(&self, k: usize, streams: usize) -> usize {
         self.input_elements(k, streams) + self.output_elements(streams)
     }
@@ -537,80 +542,99 @@ impl Gemm {
         pool.prepare(device, plan.input_elements * elem, t.output_elements(streams) * elem, streams + 1)?;
         let ins = crate::device_matrix::address(pool.inputs.as_ref().expect("prepared"));
         let outs = crate::device_matrix::address(pool.outputs.as_ref().expect("prepared"));
-        let c_slot = |s: usize| s * t.pm * t.pn * elem; // byte offset of stream s's C tile
         let step = if reads_ab { self.clone() } else { self.clone().alpha(0.0) };
+        let (operands, workspace) = ((a, b, c), (ins, outs));
         let result = if plan.in_core {
-            self.in_core::<T>(device, pool, &step, (m, n, kk), t, streams, (a, b, c), (ins, outs))
+            self.in_core::<T>(device, pool, &step, (m, n, kk), t, streams, operands, workspace)
         } else {
-            (|| -> Result<(), Error> {
-                let resident_b = t.pk == kk; // k whole: B's column panel is shared by its tiles
-                let per_stream_in = t.pm * t.pk + if resident_b { 0 } else { t.pk * t.pn };
-                // Byte offsets in the input workspace: stream s's slot of A's
-                // piece, and of B's (the resident column panel when k is whole).
-                let a_at = |s: usize| (if resident_b { t.pk * t.pn } else { 0 } + s * per_stream_in) * elem;
-                let b_at = |s: usize| if resident_b { 0 } else { (s * per_stream_in + t.pm * t.pk) * elem };
-                let primary = pool.streams[0].clone();
-                let mut tile = 0;
-                let mut done_events: Vec<CudaEvent> = Vec::new();
-                for c0 in (0..n).step_by(t.pn) {
-                    let cols = t.pn.min(n - c0);
-                    let b_ready = if resident_b && reads_ab {
-                        // Every stream is done with the previous panel of B.
-                        for e in done_events.drain(..) {
-                            primary.wait(&e).during("cuStreamWaitEvent")?;
-                        }
-                        pool.upload(&b.block(elem, 0, c0, kk, cols), ins, &primary)?;
-                        Some(primary.record_event(None).during("cuEventRecord")?)
-                    } else {
-                        None
-                    };
-                    for r0 in (0..m).step_by(t.pm) {
-                        let rows = t.pm.min(m - r0);
-                        let s = tile % streams;
-                        tile += 1;
-                        let stream = pool.streams[s].clone();
-                        if let Some(e) = &b_ready {
-                            stream.wait(e).during("cuStreamWaitEvent")?;
-                        }
-                        let c_block = c.block(elem, r0, c0, rows, cols);
-                        let c_dims = MatrixDims::packed_in(rows, cols, c.dims.layout);
-                        let chunks = if kk == 0 { 1 } else { kk.div_ceil(t.pk) };
-                        for l in 0..chunks {
-                            let (k0, depth) = (l * t.pk, t.pk.min(kk.saturating_sub(l * t.pk)));
-                            if reads_ab {
-                                pool.upload(&a.block(elem, r0, k0, rows, depth), ins + a_at(s) as u64, &stream)?;
-                                if !resident_b {
-                                    pool.upload(&b.block(elem, k0, c0, depth, cols), ins + b_at(s) as u64, &stream)?;
-                                }
-                            }
-                            let first = l == 0;
-                            if first && self.beta != 0.0 {
-                                pool.upload(&c_block, outs + c_slot(s) as u64, &stream)?;
-                            }
-                            let a_dims = MatrixDims::packed_in(rows, depth, a.dims.layout);
-                            // A resident B panel is k x cols, packed: rows k0.. of it.
-                            let (b_off, b_dims) = if resident_b {
-                                MatrixDims::packed_in(kk, cols, b.dims.layout).sub(k0, 0, depth, cols)?
-                            } else {
-                                (0, MatrixDims::packed_in(depth, cols, b.dims.layout))
-                            };
-                            let g = if first { step.clone() } else { step.clone().beta(1.0) };
-                            let (a_op, b_op) = ((a_at(s), a_dims), (b_at(s) + b_off * elem, b_dims));
-                            enqueue_packed::<T>(&g, device, &stream, pool, a_op, b_op, (c_slot(s), c_dims))?;
-                        }
-                        pool.download(outs + c_slot(s) as u64, &c_block, &stream)?;
-                        if resident_b && reads_ab {
-                            done_events.push(stream.record_event(None).during("cuEventRecord")?);
-                        }
-                    }
-                }
-                Ok(())
-            })()
+            self.out_of_core::<T>(device, pool, &step, (m, n, kk), t, streams, operands, workspace)
         };
         // Always wait for every copy before returning: they read and write
         // the caller's memory.
         let drained = pool.drain();
         result.and(drained)
+    }
+
+    /// Out of core: C tile by tile on the compute streams in turn, k in
+    /// chunks of `t.pk`; each chunk of A (and of B, unless k is whole and
+    /// B's column panel stays for its column of tiles) streams through the
+    /// tile's stream's slot, and C's block goes back after its last chunk.
+    #[allow(clippy::too_many_arguments)]
+    fn out_of_core<T: Element>(
+        &self,
+        device: &Arc<Device>,
+        pool: &mut HostPool,
+        step: &Gemm,
+        (m, n, kk): (usize, usize, usize),
+        t: Tiling,
+        streams: usize,
+        (a, b, c): (HostOperand, HostOperand, HostOperand),
+        (ins, outs): (u64, u64),
+    ) -> Result<(), Error> {
+        let elem = size_of::<T>();
+        let reads_ab = kk > 0;
+        let resident_b = t.pk == kk; // k whole: B's column panel is shared by its tiles
+        let per_stream_in = t.pm * t.pk + if resident_b { 0 } else { t.pk * t.pn };
+        // Byte offsets in the input workspace: stream s's slot of A's
+        // piece, and of B's (the resident column panel when k is whole).
+        let a_at = |s: usize| (if resident_b { t.pk * t.pn } else { 0 } + s * per_stream_in) * elem;
+        let b_at = |s: usize| if resident_b { 0 } else { (s * per_stream_in + t.pm * t.pk) * elem };
+        let primary = pool.streams[0].clone();
+        let mut tile = 0;
+        let mut done_events: Vec<CudaEvent> = Vec::new();
+        for c0 in (0..n).step_by(t.pn) {
+            let cols = t.pn.min(n - c0);
+            let b_ready = if resident_b && reads_ab {
+                // Every stream is done with the previous panel of B.
+                for e in done_events.drain(..) {
+                    primary.wait(&e).during("cuStreamWaitEvent")?;
+                }
+                pool.upload(&b.block(elem, 0, c0, kk, cols), ins, &primary)?;
+                Some(primary.record_event(None).during("cuEventRecord")?)
+            } else {
+                None
+            };
+            for r0 in (0..m).step_by(t.pm) {
+                let rows = t.pm.min(m - r0);
+                let s = tile % streams;
+                tile += 1;
+                let stream = pool.streams[s].clone();
+                if let Some(e) = &b_ready {
+                    stream.wait(e).during("cuStreamWaitEvent")?;
+                }
+                let c_block = c.block(elem, r0, c0, rows, cols);
+                let c_dims = MatrixDims::packed_in(rows, cols, c.dims.layout);
+                let chunks = if kk == 0 { 1 } else { kk.div_ceil(t.pk) };
+                for l in 0..chunks {
+                    let (k0, depth) = (l * t.pk, t.pk.min(kk.saturating_sub(l * t.pk)));
+                    if reads_ab {
+                        pool.upload(&a.block(elem, r0, k0, rows, depth), ins + a_at(s) as u64, &stream)?;
+                        if !resident_b {
+                            pool.upload(&b.block(elem, k0, c0, depth, cols), ins + b_at(s) as u64, &stream)?;
+                        }
+                    }
+                    let first = l == 0;
+                    if first && self.beta != 0.0 {
+                        pool.upload(&c_block, outs + t.c_slot(s, elem) as u64, &stream)?;
+                    }
+                    let a_dims = MatrixDims::packed_in(rows, depth, a.dims.layout);
+                    // A resident B panel is k x cols, packed: rows k0.. of it.
+                    let (b_off, b_dims) = if resident_b {
+                        MatrixDims::packed_in(kk, cols, b.dims.layout).sub(k0, 0, depth, cols)?
+                    } else {
+                        (0, MatrixDims::packed_in(depth, cols, b.dims.layout))
+                    };
+                    let g = if first { step.clone() } else { step.clone().beta(1.0) };
+                    let (a_op, b_op) = ((a_at(s), a_dims), (b_at(s) + b_off * elem, b_dims));
+                    enqueue_packed::<T>(&g, device, &stream, pool, a_op, b_op, (t.c_slot(s, elem), c_dims))?;
+                }
+                pool.download(outs + t.c_slot(s, elem) as u64, &c_block, &stream)?;
+                if resident_b && reads_ab {
+                    done_events.push(stream.record_event(None).during("cuEventRecord")?);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// In core: A's row panels and B's column panels are uploaded once each,
@@ -649,7 +673,7 @@ impl Gemm {
                 stream.wait(e).during("cuStreamWaitEvent")?;
             }
             let c_block = c.block(elem, r0, c0, rows, cols);
-            let c_slot = s * t.pm * t.pn * elem;
+            let c_slot = t.c_slot(s, elem);
             if self.beta != 0.0 {
                 pool.upload(&c_block, outs + c_slot as u64, &stream)?;
             }
@@ -713,8 +737,8 @@ fn default_host_streams(m: usize, n: usize, k: usize) -> usize {
 #[derive(Clone, Copy, Debug)]
 struct TilePlan {
     tiling: Tiling,
-    /// A and B are held whole (each panel uploaded once, on first use);
-    /// else out of core ([`Tiling`]'s per-stream slots).
+    /// A and B are held whole (each panel uploaded once, in
+    /// [`upload_order`]); else out of core ([`Tiling`]'s per-stream slots).
     in_core: bool,
     /// Elements of the input workspace.
     input_elements: usize,
