@@ -696,9 +696,6 @@ fn roofline_plot(ladder: &[LadderRow], device: &Device) -> Result<String> {
     })
 }
 
-// ---------------------------------------------------------------------------
-// Drawing helpers
-
 /// A row of `host.csv` (`examples/host_streams.rs`): one method's
 /// host-to-host time at one N, beside that N's transfer bound.
 struct HostRow {
@@ -802,6 +799,9 @@ fn host_plot(rows: &[HostRow]) -> Result<String> {
         draw_legend(&panel, &legend, &notes)
     })
 }
+
+// ---------------------------------------------------------------------------
+// Drawing helpers
 
 /// Draws a titled white canvas of [`SIZE`], passes the area under the title to
 /// `draw`, and returns the SVG text.
