@@ -35,7 +35,10 @@ fn registry_and_ptx_list_the_same_entry_points() {
     let names: BTreeSet<&str> = ENTRY_POINTS.iter().map(|e| e.name).collect();
     assert_eq!(names.len(), ENTRY_POINTS.len(), "duplicate names in the registry");
     // Every entry point, and the separate batched entry points of the stages that keep one.
-    let registry: BTreeSet<&str> = ENTRY_POINTS.iter().flat_map(|e| [e.name, e.batched_name]).collect();
+    // ... and the split-K reduction of each precision.
+    let reductions = [Precision::F64, Precision::F32].map(gemm::tuning::split_k::reduce_entry);
+    let registry: BTreeSet<&str> =
+        ENTRY_POINTS.iter().flat_map(|e| [e.name, e.batched_name]).chain(reductions).collect();
     let twins = ENTRY_POINTS.iter().filter(|e| e.batched_name != e.name).count();
     assert!(
         twins > 0

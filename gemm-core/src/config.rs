@@ -513,6 +513,32 @@ impl KernelConfig {
         }
     }
 
+    /// The part of C (BM x BN) one block computes and the step of its k loop
+    /// (BK), as a [`BlockTile`]: the block tile of stages 5-8, T x T x T for
+    /// stages 3 and 4, the block's threads x 1 x 1 for stages 1 and 2 (one
+    /// element per thread, k one at a time).
+    pub const fn c_tile(&self) -> BlockTile {
+        match *self {
+            KernelConfig::Naive { block } => BlockTile::new(block.x, block.y, 1),
+            KernelConfig::Coalesced { block } => BlockTile::new(block.y, block.x, 1),
+            KernelConfig::SmemTiled { tile } | KernelConfig::OutputsPerThread { tile, .. } => {
+                BlockTile::new(tile, tile, tile)
+            }
+            KernelConfig::RegisterTiled { block, .. }
+            | KernelConfig::Vectorized { block, .. }
+            | KernelConfig::Pipelined { block, .. }
+            | KernelConfig::TensorCore { block, .. } => block,
+        }
+    }
+
+    /// Pipeline depth of stages 7 and 8, 1 for the others.
+    pub const fn depth(&self) -> u32 {
+        match *self {
+            KernelConfig::Pipelined { depth, .. } | KernelConfig::TensorCore { depth, .. } => depth,
+            _ => 1,
+        }
+    }
+
     /// Dynamic shared memory per block in bytes: two T x T tiles (A and B) for
     /// stages 3 and 4, none for stages 1 and 2, the [`crate::tiling`] layout
     /// (times the pipeline depth) for stages 5-8, which for stages 7 and 8
@@ -695,6 +721,9 @@ macro_rules! kernel_menu {
             (sgemm_pipelined_b128x128x16_w64x32_t8x8_d3, f32, Pipelined, [128, 128, 16, 64, 32, 8, 8, 3])
             (sgemm_pipelined_b128x128x32_w64x32_t8x8_d3, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 3])
             (sgemm_pipelined_b128x128x32_w64x32_t8x8_d4, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 4])
+            (sgemm_pipelined_b128x32x16_w32x32_t4x8_d3, f32, Pipelined, [128, 32, 16, 32, 32, 4, 8, 3])
+            (sgemm_pipelined_b32x128x16_w32x32_t4x8_d3, f32, Pipelined, [32, 128, 16, 32, 32, 4, 8, 3])
+            (sgemm_pipelined_b32x32x16_w32x32_t4x8_d4, f32, Pipelined, [32, 32, 16, 32, 32, 4, 8, 4])
             (dgemm_mma_b64x64x16_w32x32_d3, f64, TensorCore, [64, 64, 16, 32, 32, 3])
             (dgemm_mma_b128x64x16_w64x32_d3, f64, TensorCore, [128, 64, 16, 64, 32, 3])
             (dgemm_mma_b128x64x16_w64x32_d4, f64, TensorCore, [128, 64, 16, 64, 32, 4])
@@ -702,6 +731,9 @@ macro_rules! kernel_menu {
             (dgemm_mma_b128x128x16_w64x32_d3, f64, TensorCore, [128, 128, 16, 64, 32, 3])
             (dgemm_mma_b128x64x32_w64x32_d2, f64, TensorCore, [128, 64, 32, 64, 32, 2])
             (dgemm_mma_b64x64x32_w32x32_d3, f64, TensorCore, [64, 64, 32, 32, 32, 3])
+            (dgemm_mma_b128x32x16_w32x32_d3, f64, TensorCore, [128, 32, 16, 32, 32, 3])
+            (dgemm_mma_b32x128x16_w32x32_d3, f64, TensorCore, [32, 128, 16, 32, 32, 3])
+            (dgemm_mma_b32x32x16_w32x32_d4, f64, TensorCore, [32, 32, 16, 32, 32, 4])
         }
     };
 }

@@ -16,6 +16,7 @@ pub mod batch;
 pub mod config;
 pub mod geometry;
 pub mod shape;
+pub mod split_k;
 pub mod stage;
 pub mod tiling;
 

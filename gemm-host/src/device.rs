@@ -28,6 +28,8 @@ pub struct Device {
     memory_clock_khz: u32,
     memory_bus_bits: u32,
     functions: Mutex<HashMap<(&'static str, KernelLayouts), CudaFunction>>,
+    /// Resident blocks per SM of each kernel asked about (the split model's).
+    blocks_per_sm: Mutex<HashMap<(Precision, KernelConfig, KernelLayouts), u32>>,
     /// The host path's staging ring, workspace and streams, made on first use.
     pub(crate) host_pool: Mutex<Option<crate::host_path::HostPool>>,
 }
@@ -141,6 +143,7 @@ impl Device {
             ptx_arch,
             limits,
             functions: Mutex::new(HashMap::new()),
+            blocks_per_sm: Mutex::new(HashMap::new()),
             host_pool: Mutex::new(None),
         }))
     }
@@ -284,6 +287,21 @@ impl Device {
             .during("cuFuncSetAttribute")?;
         map.insert((name, layouts), f.clone());
         Ok(f)
+    }
+
+    /// Resident blocks per SM of the kernel serving `config` (the driver's
+    /// occupancy calculator, [`Device::kernel_info`]), remembered per kernel.
+    ///
+    /// # Errors
+    /// As [`Device::kernel_info`].
+    pub fn blocks_per_sm(&self, precision: Precision, config: KernelConfig, layouts: KernelLayouts) -> Result<u32, Error> {
+        let key = (precision, config, layouts);
+        if let Some(b) = self.blocks_per_sm.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(*b);
+        }
+        let blocks = self.kernel_info(precision, config, layouts)?.blocks_per_sm;
+        self.blocks_per_sm.lock().unwrap_or_else(|p| p.into_inner()).insert(key, blocks);
+        Ok(blocks)
     }
 
     /// Registers, threads, shared memory, resident blocks per SM and occupancy

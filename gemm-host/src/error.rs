@@ -93,6 +93,14 @@ pub enum Error {
         /// Compute capability, minor.
         minor: i32,
     },
+    /// The split of k asked for with `.split_k(n)` cannot be run.
+    #[error("split-K into {slices} slices is not possible: {why}")]
+    SplitK {
+        /// Slices asked for.
+        slices: u32,
+        /// Why not.
+        why: &'static str,
+    },
     /// The operands of a batch hold different numbers of matrices.
     #[error("batch counts differ: A has {a} matrices, B {b}, C {c}")]
     BatchCount {

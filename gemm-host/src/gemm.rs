@@ -5,10 +5,13 @@ use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::Element;
 use crate::error::Error;
 use crate::host_path::HostOperand;
-use crate::launch::{checked_geometry, launch, Batch, SINGLE};
+use crate::device_matrix::alloc_uninit;
+use crate::launch::{checked_geometry, launch, launch_reduce, Batch, SINGLE};
 use crate::matrix::{MatMut, MatRef};
 use crate::registry::entry_point;
-use crate::tuning::{Plan, PlanSource};
+use crate::tuning::{Plan, PlanSource, SplitReason};
+use crate::tuning_plan::plan_split;
+use gemm_core::split_k;
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use gemm_core::config::OPT_TILE_SIZES;
 use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
@@ -181,6 +184,7 @@ pub struct Gemm {
     warp_tile: Option<WarpTile>,
     thread_tile: Option<ThreadTile>,
     pipeline_depth: Option<u32>,
+    split_k: Option<u32>,
     pub(crate) op_a: Op,
     pub(crate) op_b: Op,
     pub(crate) alpha: f64,
@@ -210,6 +214,7 @@ impl Gemm {
             warp_tile: None,
             thread_tile: None,
             pipeline_depth: None,
+            split_k: None,
             op_a: Op::N,
             op_b: Op::N,
             alpha: 1.0,
@@ -327,6 +332,33 @@ impl Gemm {
     /// Pipeline depth (shared-memory buffers filled by cp.async) of stages 7 and 8.
     pub fn pipeline_depth(mut self, depth: u32) -> Self {
         self.pipeline_depth = Some(depth);
+        self
+    }
+
+    /// Split-K: computes a single product as `slices` partial products over
+    /// consecutive ranges of k (each a multiple of BK long; fewer slices when
+    /// k is short), then sums them in slice order with a second kernel into
+    /// C (`C <- alpha * sum + beta * C`): bitwise the same on every run. For a
+    /// small C with a long k, whose few tiles would leave most SMs idle. The
+    /// partials need `slices * m * n` elements of device memory, allocated
+    /// on the call's stream from the device's memory pool and freed after.
+    /// `1` never splits; without this option the default kernel splits when
+    /// [`Gemm::plan`] finds it faster, a kernel chosen with the options never.
+    ///
+    /// ```no_run
+    /// use gemm::{Gemm, Matrix};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let a = Matrix::<f64>::from_fn(64, 100_000, |i, j| ((i + j) % 5) as f64);
+    /// let b = Matrix::<f64>::from_fn(100_000, 64, |i, j| ((i * j) % 3) as f64);
+    /// let mut c = Matrix::<f64>::zeros(64, 64);
+    /// Gemm::new().split_k(32).run(&a, &b, &mut c)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Errors ([`Error::SplitK`]): `slices` = 0; a split asked of a batch
+    /// (batches are not split).
+    pub fn split_k(mut self, slices: u32) -> Self {
+        self.split_k = Some(slices);
         self
     }
 
@@ -547,14 +579,44 @@ impl Gemm {
         k: usize,
         layouts: KernelLayouts,
     ) -> Result<Plan, Error> {
-        if let Some(config) = self.chosen_config(precision)? {
-            return Ok(Plan { config, source: PlanSource::Chosen });
-        }
         let device = match &self.device {
             Some(d) => Some(d.clone()),
             None => default_device().ok(),
         };
-        Ok(crate::tuning::choose(device.as_deref().map(Device::name), precision, m, n, k, layouts))
+        self.plan_on(device.as_deref(), precision, (m, n, k), layouts, 1)
+    }
+
+    /// The plan of `count` products (kernel form) on `device` (None: as on
+    /// the measured device): the configuration, and for a single product
+    /// the split of k.
+    pub(crate) fn plan_on(
+        &self,
+        device: Option<&Device>,
+        precision: Precision,
+        (m, n, k): (usize, usize, usize),
+        layouts: KernelLayouts,
+        count: usize,
+    ) -> Result<Plan, Error> {
+        let chosen = self.chosen_config(precision)?;
+        let mut plan = match chosen {
+            Some(config) => {
+                Plan { config, source: PlanSource::Chosen, split_k: 1, split: SplitReason::NotConsidered }
+            }
+            None => crate::tuning::choose_batched(device.map(Device::name), precision, m, n, k, layouts, count),
+        };
+        match self.split_k {
+            Some(0) => return Err(Error::SplitK { slices: 0, why: "a product needs at least one slice of k" }),
+            Some(s) if s > 1 && count > 1 => {
+                return Err(Error::SplitK { slices: s, why: "batches are not split; each product runs whole" })
+            }
+            Some(s) => (plan.split_k, plan.split) = (s, SplitReason::Chosen),
+            None if chosen.is_none() && count == 1 => {
+                (plan.split_k, plan.split) =
+                    plan_split(device, precision, plan.config, (m, n, k), layouts, &plan.source)?;
+            }
+            None => {}
+        }
+        Ok(plan)
     }
 
     /// The validated problem: shapes of op(A), op(B), C with their storage.
@@ -613,8 +675,9 @@ impl Gemm {
         };
         // Fail on configuration and device limits before any copy.
         let (kdims, _) = dims.kernel_form();
-        let config = config_on(chosen, &device, T::PRECISION, &kdims);
-        checked_geometry::<T>(&device, config, &kdims, SINGLE)?;
+        let _ = chosen;
+        let plan = self.plan_on(Some(&device), T::PRECISION, (kdims.m, kdims.n, kdims.k), kdims.layouts(), 1)?;
+        checked_geometry::<T>(&device, plan.config, &kdims, SINGLE)?;
         let operand =
             |base: *const T, d: gemm_core::MatrixDims, op: Op| HostOperand { base: base as *const u8, dims: d.op(op) };
         let ha = operand(a.as_slice().as_ptr(), a.dims(), self.op_a);
@@ -699,17 +762,41 @@ impl Gemm {
         let (kdims, swapped) = dims.kernel_form();
         let reads_ab = self.alpha != 0.0 && dims.k > 0;
         let kdims = if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } };
-        let config = self.batch_config(device, T::PRECISION, &kdims, count)?;
+        let plan = self.plan_on(Some(device), T::PRECISION, (kdims.m, kdims.n, kdims.k), kdims.layouts(), count)?;
         let (ka, kb, sa, sb) = if swapped { (b, a, strides[1], strides[0]) } else { (a, b, strides[0], strides[1]) };
+        let (alpha, beta) = (T::from_f64(self.alpha), T::from_f64(self.beta));
+        let (k_slice, slices) = split_k::slices(kdims.k as u32, plan.split_k, plan.config.c_tile().bk);
+        if count == 1 && slices > 1 {
+            return enqueue_split_k(device, stream, plan.config, &kdims, (alpha, beta), (ka, kb, c), (k_slice, slices));
+        }
         let batch = if count == 1 { SINGLE } else { Batch::Strided { count, strides: [sa, sb, strides[2]] } };
-        launch(device, stream, config, &kdims, T::from_f64(self.alpha), ka, kb, T::from_f64(self.beta), c, batch)
+        launch(device, stream, plan.config, &kdims, alpha, ka, kb, beta, c, batch)
     }
 }
 
-/// The configuration a call runs: the one chosen with the options, or else
-/// the measured table's choice for this device and problem (kernel form).
-fn config_on(chosen: Option<KernelConfig>, device: &Device, precision: Precision, dims: &GemmDims) -> KernelConfig {
-    chosen.unwrap_or_else(|| {
-        crate::tuning::choose(Some(device.name()), precision, dims.m, dims.n, dims.k, dims.layouts()).config
-    })
+/// Enqueues a split-K product (`gemm_core::split_k`) of `kdims` (kernel
+/// form, validated): the `slices` partial products into a workspace from the
+/// stream's memory pool, then their sum in slice order into C.
+fn enqueue_split_k<T: Element>(
+    device: &Device,
+    stream: &Arc<CudaStream>,
+    config: KernelConfig,
+    kdims: &GemmDims,
+    (alpha, beta): (T, T),
+    (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>),
+    (k_slice, slices): (u32, u32),
+) -> Result<(), Error> {
+    let (m, n, slices) = (kdims.m, kdims.n, slices as usize);
+    let k_slice_elems = k_slice as usize;
+    // Elements from one slice's start in A (m x k) and B (k x n) to the next's.
+    let a_step = if kdims.a_layout == Layout::RowMajor { k_slice_elems } else { k_slice_elems * kdims.lda };
+    let b_step = if kdims.b_layout == Layout::RowMajor { k_slice_elems * kdims.ldb } else { k_slice_elems };
+    // SAFETY: every element of every partial is written by the partial
+    // products (beta = 0, each slice has k >= 1) before the reduction reads it.
+    let mut w = unsafe { alloc_uninit::<T>(stream, slices * m * n) }?;
+    let wdims = GemmDims { ldc: n, c_layout: Layout::RowMajor, ..*kdims };
+    let batch = Batch::SplitK { slices, strides: [a_step, b_step, m * n], k_slice };
+    let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
+    launch(device, stream, config, &wdims, one, a, b, zero, &mut w.slice_mut(..), batch)?;
+    launch_reduce(device, stream, (m, n, kdims.ldc), slices, &w, alpha, beta, kdims.layouts(), c)
 }

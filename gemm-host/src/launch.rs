@@ -31,6 +31,18 @@ pub(crate) enum Batch<'a> {
         /// Sum of the problems' blocks.
         blocks: u32,
     },
+    /// The partial products of a split-K product (`gemm_core::split_k`):
+    /// `slices >= 2` products, slice s over k in `s * k_slice ..`, its A and
+    /// B `s * strides` elements on, its C the s-th m x n matrix of the
+    /// workspace (row-major, ld = n, `strides[2]` = m n).
+    SplitK {
+        /// Slices (products).
+        slices: usize,
+        /// Element strides of A, B and C between slices.
+        strides: [usize; 3],
+        /// k of every slice but the last, a multiple of BK.
+        k_slice: u32,
+    },
 }
 
 /// One product.
@@ -65,7 +77,7 @@ pub(crate) fn checked_geometry<T: Element>(
     let (entry, mut g) = product_geometry::<T>(device, config, dims)?;
     let limits = device.limits();
     match batch {
-        Batch::Strided { count, .. } => {
+        Batch::Strided { count, .. } | Batch::SplitK { slices: count, .. } => {
             let count = count.min(u32::MAX as usize) as u32;
             if g.grid[0] > 0 && g.grid[1] > 0 && count > 0 {
                 let [max_x, _, max_z] = limits.max_grid_dim;
@@ -117,21 +129,60 @@ pub(crate) fn launch<T: Element>(
     let func = device.function(name, dims.layouts())?; // shared-memory limit raised at load
     let (m, n, k) = (dims.m as u32, dims.n as u32, dims.k as u32);
     let (lda, ldb, ldc) = (dims.lda as u32, dims.ldb as u32, dims.ldc as u32);
-    let (count, strides, problems) = match batch {
-        Batch::Strided { count, strides } => (count as u32, strides.map(|s| s as u64), 0u64),
-        Batch::Grouped { problems, count, .. } => (count as u32, [0; 3], crate::device_matrix::address(problems)),
+    let (count, strides, problems, k_slice) = match batch {
+        Batch::Strided { count, strides } => (count as u32, strides.map(|s| s as u64), 0u64, 0u32),
+        Batch::SplitK { slices, strides, k_slice } => (slices as u32, strides.map(|s| s as u64), 0, k_slice),
+        Batch::Grouped { problems, count, .. } => (count as u32, [0; 3], crate::device_matrix::address(problems), 0),
     };
     let grid_x = config.geometry(m, n, T::PRECISION, dims.layouts()).grid[0];
     let mut builder = stream.launch_builder(&func);
     builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(a).arg(&lda).arg(b).arg(&ldb).arg(&beta).arg(c).arg(&ldc);
     builder.arg(&grid_x).arg(&count).arg(&strides[0]).arg(&strides[1]).arg(&strides[2]).arg(&problems);
+    builder.arg(&k_slice);
     // SAFETY: the argument list matches the entry point's signature
     // (gemm-kernels/src/entry_points.rs: m, n, k, alpha, a, lda, b, ldb, beta,
-    // c, ldc, grid_x, count, stride_a, stride_b, stride_c, problems); the
+    // c, ldc, grid_x, count, stride_a, stride_b, stride_c, problems, k_slice); the
     // module is the one compiled for A's and B's layouts; the shapes (every
     // product's, at its stride or in its problem) were validated against the
     // buffers, so every access the kernel makes lies inside them; the grid is
     // gemm-core's for the batch and fits the device.
+    unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    Ok(())
+}
+
+/// Enqueues the split-K reduction (`gemm_core::split_k`):
+/// `C <- alpha * (W_0 + ... + W_{slices-1}) + beta * C` for C m x n row-major
+/// (ldc) and the `slices` partials of `w`, each m x n row-major (ld = n), in
+/// that order.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_reduce<T: Element>(
+    device: &Device,
+    stream: &CudaStream,
+    (m, n, ldc): (usize, usize, usize),
+    slices: usize,
+    w: &CudaSlice<T>,
+    alpha: T,
+    beta: T,
+    layouts: gemm_core::KernelLayouts,
+    c: &mut CudaViewMut<'_, T>,
+) -> Result<(), Error> {
+    use gemm_core::split_k::{reduce_entry, reduce_grid, REDUCE_THREADS};
+    debug_assert!(w.len() >= slices * m * n && c.len() >= (m.max(1) - 1) * ldc + n);
+    let (m, n, slices, ldc) = (m as u32, n as u32, slices as u32, ldc as u32);
+    let cfg = LaunchConfig {
+        grid_dim: (reduce_grid(m, n, device.sm_count()), 1, 1),
+        block_dim: (REDUCE_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // Every module exports the reduction; take the one already loaded for the product.
+    let func = device.function(reduce_entry(T::PRECISION), layouts)?;
+    let mut builder = stream.launch_builder(&func);
+    builder.arg(&m).arg(&n).arg(&slices).arg(w).arg(&alpha).arg(&beta).arg(c).arg(&ldc);
+    // SAFETY: the arguments match gemm-kernels/src/split_k.rs (m, n, slices,
+    // w, alpha, beta, c, ldc); W holds slices * m * n elements and C is an
+    // m x n row-major matrix with leading dimension ldc inside its buffer
+    // (validated by the caller); W is the caller's own workspace, so it does
+    // not overlap C.
     unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
     Ok(())
 }

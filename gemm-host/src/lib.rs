@@ -87,8 +87,11 @@ pub(crate) use registry_list as registry;
 pub mod tuning {
     pub use crate::device::KernelInfo;
     pub use crate::gemm::stage_default;
-    pub use crate::tuning_plan::{choose, choose_batched, measured, Measured, Plan, PlanSource};
+    pub use crate::tuning_plan::{
+        choose, choose_batched, measured, Measured, Plan, PlanSource, SplitReason, MAX_SPLIT_WORKSPACE,
+    };
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
+    pub use gemm_core::split_k;
     pub use gemm_core::{
         BlockDim, BlockTile, ConfigError, DeviceLimits, GemmDims, KernelConfig, KernelLayouts, LaunchGeometry,
         LimitError, Stage, ThreadTile, WarpTile,

@@ -4,6 +4,11 @@
 //! `benches/results/latest.csv`). A problem runs the configuration measured
 //! fastest at the nearest measured shape (distance: the sum of
 //! |log m - log m'|, |log n - log n'|, |log k - log k'|).
+//!
+//! A single product may also be split along k (split-K,
+//! [`gemm_core::split_k`]): into the split measured fastest when the table
+//! has this very shape, else into the split a wave model of the device
+//! ([`gemm_core::split_k::model_split`]) finds fastest ([`SplitReason`]).
 
 use crate::registry::ENTRY_POINTS;
 use gemm_core::{KernelConfig, KernelLayouts, Precision, Stage};
@@ -38,6 +43,8 @@ pub struct Measured {
     pub layouts: &'static str,
     /// PTX entry point of the fastest configuration.
     pub kernel: &'static str,
+    /// Slices of k it ran with (1: not split).
+    pub split_k: u32,
     /// Its speed, GFLOP/s.
     pub gflops: f64,
     /// cuBLAS's speed in the same run, GFLOP/s.
@@ -69,6 +76,29 @@ pub enum PlanSource {
     Fallback,
 }
 
+/// Why a [`Plan`] splits k as it does (split-K, [`gemm_core::split_k`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum SplitReason {
+    /// Not considered: a batch, a product that reads neither A nor B, or a
+    /// kernel chosen with the builder's options (those split only when
+    /// `.split_k(n)` asks).
+    NotConsidered,
+    /// Asked for with [`crate::Gemm::split_k`].
+    Chosen,
+    /// The split measured fastest for this configuration at this very shape
+    /// on this device (the table row's).
+    Measured,
+    /// The split with the least modeled time ([`gemm_core::split_k::model_split`]):
+    /// `tiles` tiles of C for `slots` blocks resident at once on the device.
+    Model {
+        /// Tiles of C (blocks of an unsplit launch).
+        tiles: u64,
+        /// Blocks the device runs at once (SMs x resident blocks per SM).
+        slots: u64,
+    },
+}
+
 /// The kernel a GEMM will run and why ([`crate::Gemm::plan`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Plan {
@@ -76,6 +106,11 @@ pub struct Plan {
     pub config: KernelConfig,
     /// Where it comes from.
     pub source: PlanSource,
+    /// Slices of k (1: one launch over all of k; more: split-K, the partial
+    /// products summed in a fixed order by a second kernel).
+    pub split_k: u32,
+    /// Why k is split so.
+    pub split: SplitReason,
 }
 
 impl core::fmt::Display for Plan {
@@ -98,6 +133,20 @@ impl core::fmt::Display for Plan {
                 row.gflops / 1000.0,
                 row.gflops / row.cublas_gflops
             ),
+        }?;
+        let s = self.split_k;
+        match self.split {
+            SplitReason::NotConsidered => Ok(()),
+            SplitReason::Chosen => write!(f, "; split-K {s} (chosen)"),
+            SplitReason::Measured if s > 1 => write!(f, "; split-K {s} (measured fastest at this shape)"),
+            SplitReason::Measured => write!(f, "; k not split (measured fastest at this shape)"),
+            SplitReason::Model { tiles, slots } if s > 1 => write!(
+                f,
+                "; split-K {s}: {tiles} tiles of C for {slots} resident blocks, so k is split in {s} (wave model)"
+            ),
+            SplitReason::Model { tiles, slots } => {
+                write!(f, "; k not split: {tiles} tiles of C for {slots} resident blocks (wave model)")
+            }
         }
     }
 }
@@ -160,10 +209,85 @@ pub fn choose_batched(
             .and_then(|r| Some((*r, config_of(r)?)))
     });
     match refined.or(nearest.map(|(_, r, c)| (r, c))) {
-        Some((row, config)) => Plan { config, source: PlanSource::Measured { row: *row, same_device } },
+        Some((row, config)) => Plan {
+            config,
+            source: PlanSource::Measured { row: *row, same_device },
+            split_k: 1,
+            split: SplitReason::NotConsidered,
+        },
         None => {
             let stage = if precision == Precision::F64 { Stage::TensorCore } else { Stage::Pipelined };
-            Plan { config: crate::gemm::stage_default(stage, precision), source: PlanSource::Fallback }
+            Plan {
+                config: crate::gemm::stage_default(stage, precision),
+                source: PlanSource::Fallback,
+                split_k: 1,
+                split: SplitReason::NotConsidered,
+            }
         }
     }
+}
+
+/// What the split model assumes without a device: an H200 (132 SMs, FP64
+/// tensor peak 66.9 TFLOP/s, FMA peaks 33.5 / 66.9 TFLOP/s, 4.8 TB/s) and
+/// two resident blocks per SM.
+const NO_DEVICE: (u32, f64, f64, f64, u32) = (132, 66_900.0, 33_450.0, 4_800.0, 2);
+
+/// The largest split-K workspace, in elements of C (256 MiB of f64).
+pub const MAX_SPLIT_WORKSPACE: u64 = 1 << 25;
+
+/// The split of a single m x n x k product (kernel form) run with `config`,
+/// and why: the table's split where it measured this configuration at this
+/// very shape and layouts (on this device), else the wave model's on
+/// `device` (an H200 without one).
+///
+/// # Errors
+/// [`crate::Error`] from the driver's occupancy query.
+pub(crate) fn plan_split(
+    device: Option<&crate::Device>,
+    precision: Precision,
+    config: KernelConfig,
+    (m, n, k): (usize, usize, usize),
+    layouts: KernelLayouts,
+    source: &PlanSource,
+) -> Result<(u32, SplitReason), crate::Error> {
+    if let PlanSource::Measured { row, same_device: true } = source {
+        let same_config = ENTRY_POINTS.iter().any(|e| e.name == row.kernel && e.config == config);
+        if (row.m, row.n, row.k, row.batch) == (m, n, k, 1) && row.layouts == layouts.suffix() && same_config {
+            return Ok((row.split_k.max(1), SplitReason::Measured));
+        }
+    }
+    let tile = config.c_tile();
+    let g = config.geometry(m as u32, n as u32, precision, layouts);
+    let tiles = g.grid[0] as u64 * g.grid[1] as u64;
+    let (sms, tensor, fma, dram, per_sm) = NO_DEVICE;
+    let fma = if precision == Precision::F32 { 2.0 * fma } else { fma };
+    let (sms, peak, dram, per_sm) = match device {
+        Some(d) => (
+            d.sm_count(),
+            d.peak_gflops(precision, config.stage()),
+            d.dram_gbs(),
+            d.blocks_per_sm(precision, config, layouts)?,
+        ),
+        None => (sms, if config.stage() == Stage::TensorCore { tensor } else { fma }, dram, per_sm),
+    };
+    let slots = sms as u64 * per_sm.max(1) as u64;
+    let bytes = precision.bytes() as f64;
+    // One wave's k step: its flops at 80% of the peak, or its operand
+    // bytes at 70% of DRAM bandwidth (no reuse in L2), whichever is longer.
+    let (bm, bn, bk) = (tile.bm as f64, tile.bn as f64, tile.bk as f64);
+    let compute_us = slots as f64 * 2.0 * bm * bn * bk / (peak.max(1.0) * 1e3 * 0.8);
+    let memory_us = slots as f64 * (bm + bn) * bk * bytes / (dram.max(1.0) * 1e3 * 0.7);
+    let model = gemm_core::split_k::SplitModel {
+        tiles,
+        slots,
+        k_tiles: (k as u64).div_ceil(tile.bk.max(1) as u64),
+        fixed_steps: config.depth() as f64 + 1.0,
+        c_elems: m as u64 * n as u64,
+        step_us: compute_us.max(memory_us),
+        elem_us: bytes / (dram.max(1.0) * 1e3 * 0.7),
+        launch_us: 4.0,
+        max_split: 1024,
+        max_workspace: MAX_SPLIT_WORKSPACE,
+    };
+    Ok((gemm_core::split_k::model_split(&model), SplitReason::Model { tiles, slots }))
 }

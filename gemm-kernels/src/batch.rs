@@ -5,6 +5,7 @@
 use crate::element::Element;
 use crate::thread::{block_idx, grid_dim, GemmArgs};
 use gemm_core::batch::{group_block, strided_block, GroupProblem};
+use gemm_core::split_k::slice_k;
 
 /// The arguments of this block's product, with [`GemmArgs::block`] and
 /// [`GemmArgs::grid`] set, or `None` when the block has no product (the
@@ -12,7 +13,9 @@ use gemm_core::batch::{group_block, strided_block, GroupProblem};
 ///
 /// - `problems` null: a strided batch of `count` products of the shape in
 ///   `g`, whose grid along x is `g.grid[0]`; product i reads A, B and C at
-///   `g.a + i * strides[0]` and so on (elements).
+///   `g.a + i * strides[0]` and so on (elements). With `k_slice` > 0 the
+///   products are the slices of a split-K launch: product i's k is
+///   `gemm_core::split_k::slice_k(k, k_slice, i)`.
 /// - otherwise: a grouped launch of `count >= 1` problems, read from
 ///   `problems` (`g`'s shape, pointers and strides are unused; alpha and
 ///   beta are the launch's).
@@ -27,6 +30,7 @@ pub unsafe fn locate<T: Element>(
     count: u32,
     strides: [u64; 3],
     problems: *const GroupProblem,
+    k_slice: u32,
 ) -> Option<GemmArgs<T>> {
     let block = block_idx();
     if problems.is_null() {
@@ -34,6 +38,7 @@ pub unsafe fn locate<T: Element>(
         if z >= count {
             return None;
         }
+        g.k = slice_k(g.k, k_slice, z);
         let z = z as usize;
         g.a = g.a.add(z * strides[0] as usize);
         g.b = g.b.add(z * strides[1] as usize);

@@ -69,10 +69,10 @@ macro_rules! batched_twin {
                 b: *const f32, ldb: u32,
                 beta: f32, c: *mut f32, ldc: u32,
                 grid_x: u32, count: u32, stride_a: u64, stride_b: u64, stride_c: u64,
-                problems: *const GroupProblem,
+                problems: *const GroupProblem, k_slice: u32,
             ) {
                 let g = GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, block: [0; 2], grid: [grid_x, 0] };
-                if let Some(g) = locate(g, count, [stride_a, stride_b, stride_c], problems) {
+                if let Some(g) = locate(g, count, [stride_a, stride_b, stride_c], problems, k_slice) {
                     stage_kernel!(Pipelined, f32, [$($p),*], g)
                 }
             }
@@ -97,7 +97,7 @@ macro_rules! export_kernels {
             b: *const $t, ldb: u32,
             beta: $t, c: *mut $t, ldc: u32,
             grid_x: u32, count: u32, stride_a: u64, stride_b: u64, stride_c: u64,
-            problems: *const GroupProblem,
+            problems: *const GroupProblem, k_slice: u32,
         ) {
             let g = GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, block: [0; 2], grid: [grid_x, 0] };
             if gemm_core::batch::separate_batched_entry(gemm_core::Stage::$stage, gemm_core::menu_precision!($t)) {
@@ -105,7 +105,7 @@ macro_rules! export_kernels {
                 let [bx, by, _] = block_idx();
                 let g = GemmArgs { block: [bx, by], grid: grid_dim(), ..g };
                 stage_kernel!($stage, $t, [$($p),*], g)
-            } else if let Some(g) = locate(g, count, [stride_a, stride_b, stride_c], problems) {
+            } else if let Some(g) = locate(g, count, [stride_a, stride_b, stride_c], problems, k_slice) {
                 stage_kernel!($stage, $t, [$($p),*], g)
             }
         }

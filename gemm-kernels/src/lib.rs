@@ -54,6 +54,8 @@ pub mod s07_pipelined;
 #[cfg(target_arch = "nvptx64")]
 pub mod s08_tensor_core;
 #[cfg(target_arch = "nvptx64")]
+pub mod split_k;
+#[cfg(target_arch = "nvptx64")]
 pub mod thread;
 
 /// A kernel that panics traps: the launch fails with an error the host reports

@@ -1224,6 +1224,9 @@ fn tuning_table(csv: &str) -> Result<String> {
         (col("device")?, col("date")?, col("commit")?, col("precision")?, col("stage")?);
     let (m, n, k, gflops, cublas) = (col("m")?, col("n")?, col("k")?, col("gflops")?, col("cublas_gflops")?);
     let (check, kernel) = (col("check")?, col("kernel")?);
+    // Slices of k (1 without the column: files from before split-K).
+    let split = header.iter().position(|h| *h == "split_k");
+    let path = header.iter().position(|h| *h == "path");
     // Only rows with op flags NN and row-major operands (a file without these
     // columns has no others), and of those the first of each stage and shape:
     // the ladder's (the default path's own NN row-major row comes after).
@@ -1286,7 +1289,15 @@ fn tuning_table(csv: &str) -> Result<String> {
         if suffix == "nn" && !nn_row_major {
             continue;
         }
-        if count > 1 {
+        if let Some(p) = path.and_then(|i| r.get(i)) {
+            // Files with a `path` column: every timing of a named
+            // configuration (a stage's best, or one of a sweep: the layout
+            // sweep, a batch's, the shape suite's splits), never the default
+            // path's (it repeats one of them) or cuBLAS's.
+            if !matches!(*p, "stage-best" | "config") {
+                continue;
+            }
+        } else if count > 1 {
             // The first timing of each configuration (the default path's
             // repeats one of them).
             let config_key = [r[dev], r[prec], r[m], r[n], r[k], &count.to_string(), r[kernel]].map(String::from);
@@ -1324,7 +1335,7 @@ fn tuning_table(csv: &str) -> Result<String> {
         let precision = if r[prec] == "f64" { "Precision::F64" } else { "Precision::F32" };
         out.push_str(&format!(
             "    Measured {{ device: {:?}, date: {:?}, commit: {:?}, precision: {precision}, m: {}, n: {}, k: {}, \
-             batch: {}, layouts: {:?}, kernel: {:?}, gflops: {:.1}, cublas_gflops: {:.1} }},\n",
+             batch: {}, layouts: {:?}, kernel: {:?}, split_k: {}, gflops: {:.1}, cublas_gflops: {:.1} }},\n",
             r[dev],
             r[date],
             r[commit],
@@ -1334,6 +1345,7 @@ fn tuning_table(csv: &str) -> Result<String> {
             key[6],
             key[5],
             compiled(r[kernel])?,
+            split.and_then(|i| r.get(i)).and_then(|s| s.parse::<u32>().ok()).unwrap_or(1),
             r[gflops].parse::<f64>().unwrap_or(0.0),
             r[cublas].parse::<f64>().unwrap_or(0.0),
         ));

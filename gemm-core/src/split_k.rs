@@ -1,0 +1,200 @@
+//! Split-K: one product computed as `slices` partial products over
+//! consecutive ranges of k, summed in a fixed order.
+//!
+//! A C with too few tiles to fill the GPU (a small C with a long k, a
+//! skinny C) leaves most SMs idle while each of its few blocks walks a long
+//! k loop. Split-K gives each tile `slices` blocks instead: slice s
+//! multiplies A's columns and B's rows `s * k_slice .. min((s + 1) * k_slice, k)`
+//! into its own m x n partial C in a workspace, and a second kernel sums the
+//! partials in slice order, `C <- alpha * (W_0 + W_1 + ... + W_{slices-1}) + beta * C`:
+//! the same sums in the same order on every run (no floating-point atomics),
+//! so the result is bitwise deterministic. The partial products are a strided
+//! batch ([`crate::batch`]) whose product s has its k clamped to its slice
+//! ([`slice_k`]).
+//!
+//! The split is chosen by a model of waves ([`model_split`]); the ladder
+//! benchmark measures splits around the model's and the tuning table keeps
+//! the fastest where it was measured.
+//!
+//! Source: the split-K ("sliced-K" across blocks) GEMM of CUTLASS
+//! (NVIDIA, "CUTLASS: Fast Linear Algebra in CUDA C++", the `GemmSplitKParallel`
+//! kernel and its reduction); stream-K (Osama, Merrill, Cecka, Garland and
+//! Owens, "Stream-K: Work-centric Parallel Decomposition for Dense
+//! Matrix-Matrix Multiplication on the GPU", 2023) for the wave analysis.
+
+use crate::geometry::ceil_div;
+
+/// The k ranges of a split into about `split` slices: `(k_slice, slices)`,
+/// with `k_slice` a multiple of `bk` (so every slice but the last covers
+/// whole k tiles, and slice starts keep 16-byte alignment) and `slices =
+/// ceil(k / k_slice)` (at most `split`; fewer when k is short). `split` 0 or
+/// 1, or k = 0, gives one slice of all of k.
+///
+/// ```
+/// use gemm_core::split_k::slices;
+/// assert_eq!(slices(16384, 8, 16), (2048, 8));
+/// assert_eq!(slices(1000, 4, 16), (256, 4)); // 256 + 256 + 256 + 232
+/// assert_eq!(slices(40, 8, 16), (16, 3)); // k too short for 8 slices
+/// ```
+pub const fn slices(k: u32, split: u32, bk: u32) -> (u32, u32) {
+    if split <= 1 || k == 0 {
+        return (k, 1);
+    }
+    let bk = if bk == 0 { 1 } else { bk };
+    let k_slice = ceil_div(ceil_div(k, split), bk) * bk;
+    (k_slice, ceil_div(k, k_slice))
+}
+
+/// Threads per block of the reduction kernel.
+pub const REDUCE_THREADS: u32 = 256;
+
+/// Blocks of the reduction kernel for an m x n C on a GPU with `sms` SMs:
+/// one element per thread up to 16 blocks per SM, then each thread loops
+/// (at least 1 block).
+pub const fn reduce_grid(m: u32, n: u32, sms: u32) -> u32 {
+    let elems = m as u64 * n as u64;
+    let blocks = elems.div_ceil(REDUCE_THREADS as u64);
+    let cap = if sms == 0 { 16 } else { sms as u64 * 16 };
+    let b = if blocks < cap { blocks } else { cap };
+    if b == 0 {
+        1
+    } else {
+        b as u32
+    }
+}
+
+/// The PTX entry point of the reduction for `precision`.
+pub const fn reduce_entry(precision: crate::Precision) -> &'static str {
+    match precision {
+        crate::Precision::F64 => "dgemm_split_k_reduce",
+        crate::Precision::F32 => "sgemm_split_k_reduce",
+    }
+}
+
+/// The k extent of slice `s` of a launch whose slices are `k_slice` long
+/// (0: not split, all of `k`): `min(k_slice, k - s * k_slice)`.
+#[inline(always)]
+pub const fn slice_k(k: u32, k_slice: u32, s: u32) -> u32 {
+    if k_slice == 0 {
+        return k;
+    }
+    let start = s.saturating_mul(k_slice);
+    let left = k.saturating_sub(start);
+    if left < k_slice {
+        left
+    } else {
+        k_slice
+    }
+}
+
+/// What the split model knows about a kernel on a device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SplitModel {
+    /// Tiles of C (blocks of one unsplit launch).
+    pub tiles: u64,
+    /// Blocks the whole GPU runs at once (SMs x resident blocks per SM).
+    pub slots: u64,
+    /// Length of k in k tiles (ceil(k / BK)).
+    pub k_tiles: u64,
+    /// Cost of one block's pipeline fill and epilogue, in k-tile steps.
+    pub fixed_steps: f64,
+    /// Elements of C (m x n).
+    pub c_elems: u64,
+    /// Microseconds one wave of blocks takes per k tile.
+    pub step_us: f64,
+    /// Microseconds to move one element of C through DRAM once in the
+    /// reduction (element bytes / bandwidth).
+    pub elem_us: f64,
+    /// Fixed cost of the second (reduction) launch, microseconds.
+    pub launch_us: f64,
+    /// Largest split considered.
+    pub max_split: u32,
+    /// Largest workspace (elements) the split may use.
+    pub max_workspace: u64,
+}
+
+impl SplitModel {
+    /// Modeled microseconds of the product with `split` slices: the waves of
+    /// blocks times the k tiles each block walks, plus, when split, writing
+    /// and summing the partials.
+    pub fn time_us(&self, split: u32) -> f64 {
+        let s = split.max(1) as u64;
+        let blocks = self.tiles * s;
+        let waves = blocks.div_ceil(self.slots.max(1));
+        let steps = self.k_tiles.div_ceil(s) as f64 + self.fixed_steps;
+        let compute = waves as f64 * steps * self.step_us;
+        if s == 1 {
+            return compute;
+        }
+        // The partials are written once (2 s |C| with the read of the sum).
+        let reduce = (2 * s + 1) as f64 * self.c_elems as f64 * self.elem_us + self.launch_us;
+        compute + reduce
+    }
+}
+
+/// The split with the least modeled time ([`SplitModel::time_us`]) among 1
+/// and the powers of two up to `max_split` whose slices are at least 4 k
+/// tiles long and whose workspace fits; 1 when splitting does not pay.
+pub fn model_split(model: &SplitModel) -> u32 {
+    let mut best = (1u32, model.time_us(1));
+    let mut s = 2u32;
+    while s <= model.max_split {
+        let long_enough = model.k_tiles >= 4 * s as u64;
+        let fits = model.c_elems.saturating_mul(s as u64) <= model.max_workspace;
+        if !(long_enough && fits) {
+            break;
+        }
+        let t = model.time_us(s);
+        // A split must win by 3%: the model is coarse, an unsplit launch is simpler.
+        if t < best.1 * 0.97 {
+            best = (s, t);
+        }
+        s *= 2;
+    }
+    best.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn h200(tiles: u64, k: u64, c_elems: u64) -> SplitModel {
+        SplitModel {
+            tiles,
+            slots: 264,
+            k_tiles: k / 16,
+            fixed_steps: 3.0,
+            c_elems,
+            step_us: 1.25,
+            elem_us: 8.0 / 3.0e6,
+            launch_us: 4.0,
+            max_split: 64,
+            max_workspace: 1 << 25,
+        }
+    }
+
+    #[test]
+    fn small_c_long_k_splits_full_c_does_not() {
+        // 256 x 256 x 16384 with 128 x 64 tiles: 8 tiles for 264 slots.
+        assert!(model_split(&h200(8, 16384, 256 * 256)) >= 16);
+        // 4096^3: 2048 tiles, many waves already.
+        assert_eq!(model_split(&h200(2048, 4096, 4096 * 4096)), 1);
+        // k too short to split: 64 x 16.
+        assert_eq!(model_split(&h200(8, 64, 256 * 256)), 1);
+    }
+
+    proptest! {
+        #[test]
+        fn slices_cover_k_exactly(k in 0u32..1_000_000, split in 0u32..300, bk in prop::sample::select(&[1u32, 8, 16, 32][..])) {
+            let (k_slice, n) = slices(k, split, bk);
+            prop_assert!(n >= 1 && n <= split.max(1));
+            let total: u64 = (0..n).map(|s| slice_k(k, if n == 1 { 0 } else { k_slice }, s) as u64).sum();
+            prop_assert_eq!(total, k as u64);
+            if n > 1 {
+                prop_assert_eq!(k_slice % bk, 0);
+                prop_assert!(slice_k(k, k_slice, n - 1) > 0); // no empty last slice
+            }
+        }
+    }
+}
