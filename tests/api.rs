@@ -264,3 +264,27 @@ fn k_zero_reference_and_empty_matrices() {
     let r = gemm::check::Reference::new(1.0, &a, &b, 0.5, &Matrix::filled(5, 3, 4.0));
     assert!(r.value.iter().all(|&x| x == 2.0));
 }
+
+#[test]
+fn split_k_is_planned_and_explained() {
+    // Without a GPU the plan is made for the measured device (an H200 where
+    // the model needs one); with a GPU for that GPU. Either way a 64 x 64 C
+    // with k = 65536 fills few SMs and is split; a big square is not.
+    let plan = Gemm::new().plan(Precision::F64, 64, 64, 65_536).unwrap();
+    assert!(plan.split_k > 1, "{plan}");
+    assert!(plan.to_string().contains("split-K"), "{plan}");
+    let plan = Gemm::new().plan(Precision::F32, 8192, 8192, 8192).unwrap();
+    assert_eq!(plan.split_k, 1, "{plan}");
+    // Asked for: taken as given, and said so.
+    let plan = Gemm::new().split_k(6).plan(Precision::F64, 100, 100, 100).unwrap();
+    assert_eq!((plan.split_k, plan.split), (6, gemm::tuning::SplitReason::Chosen));
+    assert!(plan.to_string().ends_with("; split-K 6 (chosen)"), "{plan}");
+    // A chosen kernel is not split unless asked.
+    let plan = Gemm::new().stage(Stage::Pipelined).plan(Precision::F32, 64, 64, 65_536).unwrap();
+    assert_eq!(plan.split_k, 1, "{plan}");
+    // No slices at all is a typed error.
+    let e = Gemm::new().split_k(0).plan(Precision::F64, 10, 10, 10).unwrap_err();
+    assert!(matches!(e, Error::SplitK { slices: 0, .. }), "{e}");
+    assert_eq!(e.to_string(), "split-K into 0 slices is not possible: a product needs at least one slice of k");
+}
+

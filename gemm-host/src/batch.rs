@@ -610,8 +610,10 @@ impl Gemm {
         self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len())).expect("validated before")
     }
 
-    /// The configuration of a batch of `count` products shaped as `kdims`
-    /// (kernel form): the builder's, or the measured choice.
+    /// The configuration of a grouped or pointer-array batch whose largest
+    /// product is shaped as `kdims` (kernel form): the builder's, or the
+    /// measured choice ([`Gemm::plan`]; such a batch is never split, so
+    /// `.split_k(n)` with n > 1 is an error even for one problem).
     pub(crate) fn batch_config(
         &self,
         device: &Device,
@@ -619,21 +621,11 @@ impl Gemm {
         kdims: &GemmDims,
         count: usize,
     ) -> Result<gemm_core::KernelConfig, Error> {
-        Ok(match self.chosen_config(precision)? {
-            Some(c) => c,
-            None => {
-                crate::tuning::choose_batched(
-                    Some(device.name()),
-                    precision,
-                    kdims.m,
-                    kdims.n,
-                    kdims.k,
-                    kdims.layouts(),
-                    count,
-                )
-                .config
-            }
-        })
+        if let Some(slices) = self.split_k_option().filter(|&s| s > 1) {
+            return Err(Error::SplitK { slices, why: crate::gemm::BATCHES_NOT_SPLIT });
+        }
+        let dims = (kdims.m, kdims.n, kdims.k);
+        Ok(self.plan_on(Some(device), precision, dims, kdims.layouts(), count)?.config)
     }
 }
 

@@ -21,6 +21,9 @@ use gemm_core::{
 };
 use std::sync::Arc;
 
+/// Why `.split_k(n)` fails on a batch.
+pub(crate) const BATCHES_NOT_SPLIT: &str = "batches are not split; each product runs whole";
+
 /// Outputs per thread of stage 4 when none is given.
 pub const DEFAULT_OUTPUTS_PER_THREAD: u32 = 16;
 
@@ -607,7 +610,7 @@ impl Gemm {
         match self.split_k {
             Some(0) => return Err(Error::SplitK { slices: 0, why: "a product needs at least one slice of k" }),
             Some(s) if s > 1 && count > 1 => {
-                return Err(Error::SplitK { slices: s, why: "batches are not split; each product runs whole" })
+                return Err(Error::SplitK { slices: s, why: BATCHES_NOT_SPLIT })
             }
             Some(s) => (plan.split_k, plan.split) = (s, SplitReason::Chosen),
             None if chosen.is_none() && count == 1 => {
@@ -738,6 +741,11 @@ impl Gemm {
         }
         let _ = chosen;
         self.enqueue(&device, &stream, &dims, (&a.data, &b.data, &mut c.data), 1, [0; 3])
+    }
+
+    /// The split asked for with [`Gemm::split_k`], if any.
+    pub(crate) fn split_k_option(&self) -> Option<u32> {
+        self.split_k
     }
 
     /// The builder's device, if set.

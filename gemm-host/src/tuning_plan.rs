@@ -142,10 +142,12 @@ impl core::fmt::Display for Plan {
             SplitReason::Measured => write!(f, "; k not split (measured fastest at this shape)"),
             SplitReason::Model { tiles, slots } if s > 1 => write!(
                 f,
-                "; split-K {s}: {tiles} tiles of C for {slots} resident blocks, so k is split in {s} (wave model)"
+                "; split-K {s}: {tiles} tile{} of C for {slots} resident blocks, so k is split in {s} (wave model)",
+                if tiles == 1 { "" } else { "s" }
             ),
             SplitReason::Model { tiles, slots } => {
-                write!(f, "; k not split: {tiles} tiles of C for {slots} resident blocks (wave model)")
+                let plural = if tiles == 1 { "" } else { "s" };
+                write!(f, "; k not split: {tiles} tile{plural} of C for {slots} resident blocks (wave model)")
             }
         }
     }
