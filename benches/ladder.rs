@@ -44,6 +44,17 @@
 //!    should take well under a minute (about 6 s of it drawing the random
 //!    inputs on the host).
 //!
+//! 5. The public shape suite (`ladder_steps/suite.rs`): squares 256-8192 (with
+//!    1000, 1023, 2047, 3000, 4095), small k (4096x4096x64, x256), long k
+//!    (256x256x16384, 128x128x65536, 1024x1024x32768) and skinny products
+//!    (8192x16x8192, 16x8192x8192, 65536x32x1024, 32x32x262144): cuBLAS and
+//!    the default path, checked, timed in two interleaved passes; BENCHMARKS.md
+//!    gives the geometric mean of the ratios (`--no-suite` skips it).
+//!    `--suite-sweep` is a run of its own: every configuration of the default
+//!    stage at every suite shape, with k whole and split around the wave
+//!    model's split, into `suite_sweep.csv`, from which `cargo xtask tuning`
+//!    takes the default choice (kernel and split) at those shapes.
+//!
 //! Times are CUDA-event medians of kernel time only (`gemm::bench::time_kernel`),
 //! random inputs in [-1, 1), rotated between sets when they would fit in L2.
 //! Writes to `--out DIR` (default `bench-out/`): `latest.csv` (one row per
@@ -67,15 +78,18 @@
 //! `latest.csv`'s columns: `device, date, commit, precision, stage (0:
 //! cuBLAS), stage_name, configuration, m, n, k, ms, gflops, pct_fma_peak,
 //! cublas_gflops, ratio_to_cublas, check, intensity, kernel, ops, layout,
-//! batch, batch_kind, path`; consumers find them by name (the last three were
-//! added later: a file without them has single products only, `batch` 1).
+//! batch, batch_kind, path, split_k`; consumers find them by name (the last
+//! four were added later: a file without them has single products only,
+//! `batch` 1, k not split).
 //! - `batch`: products in the launch; 1 for every row of steps 1-3.
 //! - `batch_kind`: `single` (steps 1-3), `strided` or `grouped` (step 4).
 //! - `path`: what the row times: `cublas` (stage 0), `stage-best` (step 2: a
 //!   stage's fastest configuration at the shape), `config` (one named
 //!   configuration: step 3's layout sweep, step 4's strided sweep) or
 //!   `default` (`Gemm::new()`, the measured default choice; `configuration`
-//!   and `kernel` name the configuration it ran).
+//!   and `kernel` name the configuration it ran), `suite` (the default path
+//!   in step 5).
+//! - `split_k`: the slices of k the row ran with (1: not split).
 //! - Step 4's `ms`, `gflops` and `cublas_gflops` are of the whole batch
 //!   (flops: the sum of 2 m n k over its products); `intensity` is the
 //!   configuration's modeled intensity for one product.
@@ -94,11 +108,13 @@
 //! `cargo bench --bench ladder -- [--out DIR] [--shapes 1024,4096,4096x4096x256] [--combo-shapes 1024,4096|none]
 //! [--precision f64|f32] [--batched-only | --no-batched]` (`--help` prints the usage).
 
-use gemm::bench::{commit, gemm_for, gflops, measure, measure_cublas, measure_with, time_kernel, today_utc, Problem};
+use gemm::bench::{
+    commit, gemm_for, gflops, measure, measure_cublas, measure_with, time_kernel, today_utc, Measurement, Problem,
+};
 use gemm::check::{random_matrix, Comparison, Reference};
 use gemm::cublas::Cublas;
 use gemm::tuning::registry::{entry_point, stage_configs};
-use gemm::tuning::{choose_batched, GemmDims, KernelConfig, KernelLayouts, Stage};
+use gemm::tuning::{choose_batched, model_split_for, GemmDims, KernelConfig, KernelLayouts, Stage};
 use gemm::{
     Device, DeviceMatrix, DeviceView, DeviceViewMut, Element, Error, Gemm, Layout, MatRef, Matrix, Op, Precision,
     Strided,
@@ -109,6 +125,9 @@ use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+#[path = "ladder_steps/suite.rs"]
+mod suite;
 
 const SWEEP_N: usize = 1024;
 /// Above this many flops (2 m n k) only the reported configuration is checked
@@ -135,17 +154,24 @@ struct Options {
     single: bool,
     /// Run step 4 (`--no-batched` clears it).
     batched: bool,
+    /// Run step 5's default path (`--no-suite` clears it).
+    suite: bool,
+    /// Run only step 5's sweep (`--suite-sweep`).
+    suite_sweep: bool,
 }
 
 const USAGE: &str = "usage: cargo bench --bench ladder -- [--out DIR] [--shapes 1024,4096,4096x4096x256] \
-[--combo-shapes 1024,4096|none] [--precision f64|f32] [--batched-only | --no-batched]
+[--combo-shapes 1024,4096|none] [--precision f64|f32] [--batched-only | --no-batched] [--no-suite | --suite-sweep]
 
   --out DIR          where the results go (default bench-out/)
   --shapes LIST      step 2's shapes, N or MxNxK, comma-separated
   --combo-shapes     step 3's shapes, or none to skip step 3
   --precision P      f64 or f32 only (default: both)
   --batched-only     step 4 only (the batched jobs): writes latest.csv, device.csv and BENCHMARKS.md
-  --no-batched       skip step 4";
+  --no-batched       skip step 4
+  --no-suite         skip step 5 (the public shape suite's default path)
+  --suite-sweep      only step 5's sweep (every candidate kernel and split at the suite's shapes):
+                     writes suite_sweep.csv and device.csv";
 
 fn parse_shape(s: &str) -> Shape {
     let p: Vec<usize> = s.split('x').map(|x| x.parse().expect("shape: N or MxNxK")).collect();
@@ -167,6 +193,8 @@ fn options() -> Options {
         precisions: vec![Precision::F64, Precision::F32],
         single: true,
         batched: true,
+        suite: true,
+        suite_sweep: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -186,6 +214,10 @@ fn options() -> Options {
             }
             "--batched-only" => o.single = false,
             "--no-batched" => o.batched = false,
+            "--no-suite" => o.suite = false,
+            "--suite-sweep" => {
+                (o.single, o.batched, o.suite, o.suite_sweep) = (false, false, false, true);
+            }
             "--help" | "-h" => {
                 println!("{USAGE}");
                 std::process::exit(0)
@@ -193,7 +225,7 @@ fn options() -> Options {
             _ => {} // cargo bench passes --bench
         }
     }
-    if !(o.single || o.batched) {
+    if !(o.single || o.batched || o.suite || o.suite_sweep) {
         eprintln!("ladder: --batched-only and --no-batched leave nothing to run\n{USAGE}");
         std::process::exit(2)
     }
@@ -222,6 +254,8 @@ struct LadderRow {
     kind: BatchKind,
     /// The `path` column.
     path: RowPath,
+    /// Slices of k (the `split_k` column): 1 but in step 5.
+    split_k: u32,
 }
 
 /// How the products of a row were launched (the `batch_kind` column).
@@ -259,6 +293,8 @@ enum RowPath {
     Config,
     /// The default path: `Gemm::new()`, the measured default choice.
     Default,
+    /// The default path at a shape of the public suite (step 5).
+    Suite,
 }
 
 impl RowPath {
@@ -268,6 +304,7 @@ impl RowPath {
             RowPath::StageBest => "stage-best",
             RowPath::Config => "config",
             RowPath::Default => "default",
+            RowPath::Suite => "suite",
         }
     }
 }
@@ -292,6 +329,9 @@ struct Results {
     /// Step 4: the batched jobs, per job cuBLAS's row first, then (strided)
     /// every configuration of the default stage, then the default path.
     batched: Vec<LadderRow>,
+    /// Step 5: the public shape suite (per shape cuBLAS's row, then the
+    /// default path's; a `--suite-sweep` run: cuBLAS's, then every candidate).
+    suite: Vec<LadderRow>,
     sweep: Vec<SweepRow>,
     failed: bool,
 }
@@ -357,6 +397,7 @@ fn bench_precision<T: Element>(
             batch: 1,
             kind: BatchKind::Single,
             path: RowPath::Cublas,
+            split_k: 1,
         });
         for (stage, configs) in &finalists {
             let keep = match stage {
@@ -403,6 +444,7 @@ fn bench_precision<T: Element>(
                 batch: 1,
                 kind: BatchKind::Single,
                 path: RowPath::StageBest,
+                split_k: 1,
             });
         }
     }
@@ -500,6 +542,7 @@ fn bench_combos<T: Element>(
                             batch: 1,
                             kind: BatchKind::Single,
                             path: RowPath::Config,
+                            split_k: 1,
                         });
                     }
                 }
@@ -528,6 +571,7 @@ fn bench_combos<T: Element>(
                     batch: 1,
                     kind: BatchKind::Single,
                     path: RowPath::Default,
+                    split_k: 1,
                 });
             }
         }
@@ -729,6 +773,7 @@ fn bench_strided<T: Element>(
             batch: count,
             kind: BatchKind::Strided,
             path,
+            split_k: 1,
         };
     out.batched.push(row(None, None, RowPath::Cublas, blas.median_ms, "reference".into()));
 
@@ -874,6 +919,7 @@ fn bench_grouped<T: Element>(
             batch: GROUPED_COUNT,
             kind: BatchKind::Grouped,
             path,
+            split_k: 1,
         };
     out.batched.push(row(None, None, RowPath::Cublas, blas.median_ms, "reference".into()));
     out.batched.push(row(Some(config.stage()), Some(config), RowPath::Default, ours.median_ms, verdict(&cmp)));
@@ -902,7 +948,8 @@ fn main() {
             let single = sweep + ladder + o.combo_shapes.len() * OPS.len() * LAYOUTS.len() * 2;
             let strided = STRIDED_JOBS.len() * (SWEEP_PASSES * stage_configs(batch_stage(p), p).len() + 2);
             let batched = strided + 2;
-            usize::from(o.single) * single + usize::from(o.batched) * batched
+            let suite = usize::from(o.suite) * suite::SUITE.len() + usize::from(o.suite_sweep) * suite::sweep_count(p);
+            usize::from(o.single) * single + usize::from(o.batched) * batched + suite
         })
         .sum();
     let bar = ProgressBar::new(total as u64);
@@ -916,6 +963,7 @@ fn main() {
         combos: Vec::new(),
         layout_sweep: Vec::new(),
         batched: Vec::new(),
+        suite: Vec::new(),
         sweep: Vec::new(),
         failed: false,
     };
@@ -939,6 +987,17 @@ fn main() {
                 _ => bench_batched::<f32>(&device, &cublas, &bar, &mut results),
             }
         }
+        let r = match (o.suite, o.suite_sweep, p) {
+            (true, _, Precision::F64) => suite::default_path::<f64>(&device, &cublas, &bar, &mut results),
+            (true, _, _) => suite::default_path::<f32>(&device, &cublas, &bar, &mut results),
+            (_, true, Precision::F64) => suite::sweep::<f64>(&device, &cublas, &bar, &mut results),
+            (_, true, _) => suite::sweep::<f32>(&device, &cublas, &bar, &mut results),
+            _ => Ok(()),
+        };
+        if let Err(e) = r {
+            eprintln!("ladder: step 5 (the shape suite): {e}");
+            results.failed = true;
+        }
     }
     bar.finish_with_message("done");
     std::fs::create_dir_all(&o.out).expect("--out");
@@ -956,16 +1015,17 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     let write = |name: &str, text: &str| std::fs::write(o.out.join(name), text).expect("write results");
     let mut csv = String::from(
         "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct_fma_peak,\
-         cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path\n",
+         cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path,split_k\n",
     );
-    // The ladder's rows first, then step 3's, then step 4's (see the module docs).
-    for row in r.ladder.iter().chain(&r.combos).chain(&r.layout_sweep).chain(&r.batched) {
+    // The ladder's rows first, then step 3's, then step 4's, then step 5's
+    // (see the module docs); a `--suite-sweep` run has step 5's only.
+    for row in r.ladder.iter().chain(&r.combos).chain(&r.layout_sweep).chain(&r.batched).chain(&r.suite) {
         let (m, n, k) = row.shape;
         let peak = device.peak_gflops(row.precision, row.stage.unwrap_or(Stage::Naive));
         let kernel = row.config.and_then(|c| entry_point(row.precision, c).ok()).map_or("cublas", |e| e.name);
         writeln!(
             csv,
-            "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.4},{:.1},{:.1},{:.1},{:.4},{},{},{kernel},{}{},{},{},{},{}",
+            "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.4},{:.1},{:.1},{:.1},{:.4},{},{},{kernel},{}{},{},{},{},{},{}",
             row.precision.name(),
             row.stage.map_or(0, |s| s.number()),
             row.stage.map_or("cublas", |s| s.name()),
@@ -983,10 +1043,15 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
             row.batch,
             row.kind.name(),
             row.path.name(),
+            row.split_k,
         )
         .unwrap();
     }
-    write("latest.csv", &csv);
+    if o.suite_sweep {
+        write("suite_sweep.csv", &csv);
+    } else {
+        write("latest.csv", &csv);
+    }
 
     // Steps 1-3's files (not written by a `--batched-only` run).
     if o.single {
@@ -1042,6 +1107,27 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     );
     write("device.csv", &dv);
 
+    if o.suite_sweep {
+        // No BENCHMARKS.md: the sweep only feeds the table. Print each shape's fastest candidate.
+        for p in &o.precisions {
+            for shape in suite::SUITE {
+                let rows = r.suite.iter().filter(|x| x.precision == *p && x.shape == shape);
+                let best = rows.filter(|x| x.path == RowPath::Config).max_by(|a, b| a.gflops.total_cmp(&b.gflops));
+                if let Some(b) = best {
+                    let c = b.config.map_or(String::new(), |c| c.to_string());
+                    println!(
+                        "{} {}: {:.1} TFLOP/s ({:.2} x cuBLAS) {c} split {}",
+                        p.name(),
+                        shape_name(shape),
+                        b.gflops / 1e3,
+                        b.gflops / b.cublas_gflops,
+                        b.split_k
+                    );
+                }
+            }
+        }
+        return;
+    }
     let md = benchmarks_md(o, device, date, commit, r);
     write("BENCHMARKS.md", &md);
     print!("{md}");
@@ -1141,6 +1227,7 @@ fn benchmarks_md(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     if !r.batched.is_empty() {
         batched_md(w, &r.batched);
     }
+    suite::markdown(w, &r.suite);
     md
 }
 

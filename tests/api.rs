@@ -287,4 +287,3 @@ fn split_k_is_planned_and_explained() {
     assert!(matches!(e, Error::SplitK { slices: 0, .. }), "{e}");
     assert_eq!(e.to_string(), "split-K into 0 slices is not possible: a product needs at least one slice of k");
 }
-

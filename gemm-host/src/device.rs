@@ -294,7 +294,12 @@ impl Device {
     ///
     /// # Errors
     /// As [`Device::kernel_info`].
-    pub fn blocks_per_sm(&self, precision: Precision, config: KernelConfig, layouts: KernelLayouts) -> Result<u32, Error> {
+    pub fn blocks_per_sm(
+        &self,
+        precision: Precision,
+        config: KernelConfig,
+        layouts: KernelLayouts,
+    ) -> Result<u32, Error> {
         let key = (precision, config, layouts);
         if let Some(b) = self.blocks_per_sm.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(*b);

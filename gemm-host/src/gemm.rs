@@ -1,20 +1,20 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
 use crate::device::{default_device, Device};
+use crate::device_matrix::alloc_uninit;
 use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::Element;
 use crate::error::Error;
 use crate::host_path::HostOperand;
-use crate::device_matrix::alloc_uninit;
 use crate::launch::{checked_geometry, launch, launch_reduce, Batch, SINGLE};
 use crate::matrix::{MatMut, MatRef};
 use crate::registry::entry_point;
 use crate::tuning::{Plan, PlanSource, SplitReason};
 use crate::tuning_plan::plan_split;
-use gemm_core::split_k;
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use gemm_core::config::OPT_TILE_SIZES;
 use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
+use gemm_core::split_k;
 use gemm_core::{
     BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, KernelLayouts, Precision, ShapeError, Stage, ThreadTile,
     WarpTile,
@@ -602,16 +602,12 @@ impl Gemm {
     ) -> Result<Plan, Error> {
         let chosen = self.chosen_config(precision)?;
         let mut plan = match chosen {
-            Some(config) => {
-                Plan { config, source: PlanSource::Chosen, split_k: 1, split: SplitReason::NotConsidered }
-            }
+            Some(config) => Plan { config, source: PlanSource::Chosen, split_k: 1, split: SplitReason::NotConsidered },
             None => crate::tuning::choose_batched(device.map(Device::name), precision, m, n, k, layouts, count),
         };
         match self.split_k {
             Some(0) => return Err(Error::SplitK { slices: 0, why: "a product needs at least one slice of k" }),
-            Some(s) if s > 1 && count > 1 => {
-                return Err(Error::SplitK { slices: s, why: BATCHES_NOT_SPLIT })
-            }
+            Some(s) if s > 1 && count > 1 => return Err(Error::SplitK { slices: s, why: BATCHES_NOT_SPLIT }),
             Some(s) => (plan.split_k, plan.split) = (s, SplitReason::Chosen),
             None if chosen.is_none() && count == 1 => {
                 (plan.split_k, plan.split) =

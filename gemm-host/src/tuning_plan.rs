@@ -258,6 +258,37 @@ pub(crate) fn plan_split(
             return Ok((row.split_k.max(1), SplitReason::Measured));
         }
     }
+    model_split_for(device, precision, config, (m, n, k), layouts)
+}
+
+/// The wave model's split of k ([`gemm_core::split_k::model_split`]) for an
+/// m x n x k product (kernel form: C row-major, A and B read in `layouts`)
+/// run with `config` on `device` (an H200 with two resident blocks per SM
+/// without one), with the tiles and resident blocks it counted. The model:
+/// a wave of resident blocks takes, per k tile, the longer of its flops at
+/// 80% of the stage's peak and its operand bytes at 70% of the DRAM
+/// bandwidth; each block adds its pipeline depth + 1 k tiles of fill and
+/// epilogue; a split adds writing and summing `slices` partials of C and a
+/// launch (4 us). Splits are powers of two whose slices keep at least 4 k
+/// tiles and whose workspace stays within [`MAX_SPLIT_WORKSPACE`] elements.
+///
+/// ```
+/// use gemm::tuning::{model_split_for, KernelConfig, KernelLayouts, BlockTile, WarpTile};
+/// let config = KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(64, 32), depth: 3 };
+/// let (split, _) = model_split_for(None, gemm::Precision::F64, config, (256, 256, 16384), KernelLayouts::NN)?;
+/// assert!(split > 1); // 8 tiles of C: most SMs would idle
+/// # Ok::<(), gemm::Error>(())
+/// ```
+///
+/// # Errors
+/// [`crate::Error`] from the driver's occupancy query.
+pub fn model_split_for(
+    device: Option<&crate::Device>,
+    precision: Precision,
+    config: KernelConfig,
+    (m, n, k): (usize, usize, usize),
+    layouts: KernelLayouts,
+) -> Result<(u32, SplitReason), crate::Error> {
     let tile = config.c_tile();
     let g = config.geometry(m as u32, n as u32, precision, layouts);
     let tiles = g.grid[0] as u64 * g.grid[1] as u64;

@@ -57,7 +57,14 @@ macro_rules! export_reduce {
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub unsafe extern "ptx-kernel" fn $name(
-            m: u32, n: u32, slices: u32, w: *const $t, alpha: $t, beta: $t, c: *mut $t, ldc: u32,
+            m: u32,
+            n: u32,
+            slices: u32,
+            w: *const $t,
+            alpha: $t,
+            beta: $t,
+            c: *mut $t,
+            ldc: u32,
         ) {
             reduce::<$t>(m, n, slices, w, alpha, beta, c, ldc)
         }

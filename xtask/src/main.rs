@@ -1216,8 +1216,18 @@ fn readme(check: bool) -> Result<()> {
 }
 
 /// The default-choice table, from the ladder benchmark's CSV (see the module docs).
-fn tuning_table(csv: &str) -> Result<String> {
-    let mut lines = csv.lines();
+/// The default-choice table from the ladder's results: `latest.csv` and,
+/// when there is one, `suite_sweep.csv` (the shape suite's sweep of kernels
+/// and splits), which must have the same columns.
+fn tuning_table(csvs: &[&str]) -> Result<String> {
+    let first = csvs.first().ok_or("no results")?;
+    let header_line = first.lines().next().ok_or("benches/results/latest.csv is empty")?;
+    for other in &csvs[1..] {
+        if other.lines().next() != Some(header_line) {
+            return Err("suite_sweep.csv's columns differ from latest.csv's: rerun the sweep".into());
+        }
+    }
+    let mut lines = std::iter::once(header_line).chain(csvs.iter().flat_map(|c| c.lines().skip(1)));
     let header: Vec<&str> = lines.next().ok_or("benches/results/latest.csv is empty")?.split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).ok_or(format!("latest.csv has no column {name}"));
     let (dev, date, commit, prec, stage) =
@@ -1357,7 +1367,8 @@ fn tuning_table(csv: &str) -> Result<String> {
 fn tuning(check: bool) -> Result<()> {
     let csv_path = root().join("benches/results/latest.csv");
     let csv = fs::read_to_string(&csv_path).map_err(|e| format!("{}: {e}", csv_path.display()))?;
-    let fresh = tuning_table(&csv)?;
+    let sweep = fs::read_to_string(root().join("benches/results/suite_sweep.csv")).ok();
+    let fresh = tuning_table(&std::iter::once(csv.as_str()).chain(sweep.as_deref()).collect::<Vec<_>>())?;
     let path = root().join("gemm-host/src/tuning_table.rs");
     if check {
         let old = fs::read_to_string(&path).unwrap_or_default();
@@ -1465,14 +1476,14 @@ mod tests {
             csv_row(8, 1990, a, 85.0, "ok", "64,grouped,default"),
         ]
         .join("\n");
-        let table = tuning_table(&csv).unwrap();
+        let table = tuning_table(&[&csv]).unwrap();
         let rows: Vec<&str> = table.lines().filter(|l| l.contains("Measured {")).collect();
         assert_eq!(rows.len(), 2, "{table}");
         assert!(rows[0].contains("m: 1000, n: 1000, k: 1000, batch: 1, layouts: \"nn\"") && rows[0].contains(a));
         assert!(rows[1].contains("batch: 100, layouts: \"nn\"") && rows[1].contains(b), "{}", rows[1]);
         // Without the batch columns every row is batch 1.
         let old: Vec<String> = csv.lines().take(3).map(|l| l.rsplitn(4, ',').last().unwrap().to_string()).collect();
-        assert!(tuning_table(&old.join("\n")).unwrap().contains("batch: 1, layouts"));
+        assert!(tuning_table(&[&old.join("\n")]).unwrap().contains("batch: 1, layouts"));
     }
 
     /// The batched table goes after the stage table between its markers once
