@@ -170,7 +170,8 @@ fn bad_splits_are_typed_errors_and_leave_c_untouched() {
     let mut dc = DeviceMatrix::from_host(&dev, &before).unwrap();
     let mut dc2 = DeviceMatrix::from_host(&dev, &before).unwrap();
     for count in [1, 2] {
-        let (a_list, b_list) = (vec![(&da).into(); count], vec![(&db).into(); count]);
+        let a_list: Vec<gemm::DeviceView<'_, f64>> = (0..count).map(|_| (&da).into()).collect();
+        let b_list: Vec<gemm::DeviceView<'_, f64>> = (0..count).map(|_| (&db).into()).collect();
         let mut c_list = vec![(&mut dc).into()];
         if count == 2 {
             c_list.push((&mut dc2).into());

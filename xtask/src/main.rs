@@ -1220,14 +1220,28 @@ fn readme(check: bool) -> Result<()> {
 /// when there is one, `suite_sweep.csv` (the shape suite's sweep of kernels
 /// and splits), which must have the same columns.
 fn tuning_table(csvs: &[&str]) -> Result<String> {
-    let first = csvs.first().ok_or("no results")?;
-    let header_line = first.lines().next().ok_or("benches/results/latest.csv is empty")?;
-    for other in &csvs[1..] {
-        if other.lines().next() != Some(header_line) {
-            return Err("suite_sweep.csv's columns differ from latest.csv's: rerun the sweep".into());
+    // One table of rows under the union of the files' columns (a column a
+    // file lacks is empty in its rows), found by name as before.
+    let mut columns: Vec<&str> = Vec::new();
+    for csv in csvs {
+        let header = csv.lines().next().ok_or("benches/results/latest.csv is empty")?;
+        for c in header.split(',') {
+            if !columns.contains(&c) {
+                columns.push(c);
+            }
         }
     }
-    let mut lines = std::iter::once(header_line).chain(csvs.iter().flat_map(|c| c.lines().skip(1)));
+    let mut merged: Vec<String> = vec![columns.join(",")];
+    for csv in csvs {
+        let mut lines = csv.lines();
+        let own: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+        for line in lines.filter(|l| !l.trim().is_empty()) {
+            let fields: Vec<&str> = line.split(',').collect();
+            let at = |c: &&str| own.iter().position(|o| o == c).and_then(|i| fields.get(i)).copied().unwrap_or("");
+            merged.push(columns.iter().map(at).collect::<Vec<_>>().join(","));
+        }
+    }
+    let mut lines = merged.iter().map(String::as_str);
     let header: Vec<&str> = lines.next().ok_or("benches/results/latest.csv is empty")?.split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).ok_or(format!("latest.csv has no column {name}"));
     let (dev, date, commit, prec, stage) =
