@@ -98,10 +98,14 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
     let chunks = rows * cols / v;
     let per_row = cols / v; // 16-byte chunks per tile row
 
-    // Interior tiles (the block-uniform common case): every chunk is a whole
-    // aligned vector inside the matrix, so each thread walks its chunks with
-    // one pointer and a constant stride, without per-chunk bounds checks.
-    let interior = vec && row0 + rows <= rows_max && col0 + cols <= cols_max;
+    // Interior tiles (the block-uniform common case): every chunk lies inside
+    // the matrix, so each thread walks its chunks with one pointer and a
+    // constant stride, without per-chunk bounds checks: one 16-byte copy per
+    // chunk when the matrix allows vectors; for f64 without them (an odd
+    // leading dimension, an unaligned view) two 8-byte copies. (f32 keeps the
+    // fringe path there: this loop for it raised the 256-thread stage-7
+    // kernels past 128 registers, one block per SM.)
+    let interior = (vec || T::BYTES == 8) && row0 + rows <= rows_max && col0 + cols <= cols_max;
     if interior && threads % per_row == 0 && chunks % threads == 0 {
         let rows_per_pass = threads / per_row;
         let (r, cc) = (tid / per_row, tid % per_row * v);
@@ -109,7 +113,14 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
         let d = dst + (r * dst_ld + cc) * T::BYTES;
         for i in 0..chunks / threads {
             let step = i * rows_per_pass;
-            cp_async_16(d + step * dst_ld * T::BYTES, src.add(step as usize * ld as usize) as *const u8);
+            let (d, src) = (d + step * dst_ld * T::BYTES, src.add(step as usize * ld as usize));
+            if vec {
+                cp_async_16(d, src as *const u8);
+            } else {
+                for e in 0..v {
+                    T::cp_async_elem(d + e * T::BYTES, src.add(e as usize));
+                }
+            }
         }
         return;
     }
