@@ -114,7 +114,9 @@ use gemm::bench::{
 use gemm::check::{random_matrix, Comparison, Reference};
 use gemm::cublas::Cublas;
 use gemm::tuning::registry::{entry_point, stage_configs};
-use gemm::tuning::{choose_batched, model_split_for, GemmDims, KernelConfig, KernelLayouts, Stage};
+use gemm::tuning::{
+    choose_batched, model_split_for, GemmDims, KernelConfig, KernelLayouts, Stage, MAX_SPLIT_WORKSPACE,
+};
 use gemm::{
     Device, DeviceMatrix, DeviceView, DeviceViewMut, Element, Error, Gemm, Layout, MatRef, Matrix, Op, Precision,
     Strided,

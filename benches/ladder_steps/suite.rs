@@ -53,12 +53,13 @@ fn problem<T: Element>(device: &Arc<Device>, (m, n, k): Shape) -> Result<Problem
 }
 
 /// The splits tried for `config` at `shape`: 1, and the model's s with s / 2
-/// and 2 s (those above 1).
+/// and 2 s (those above 1 whose workspace fits `MAX_SPLIT_WORKSPACE`).
 fn splits(device: &Device, p: Precision, config: KernelConfig, (m, n, k): Shape) -> Result<Vec<u32>, Error> {
     let (s, _) = model_split_for(Some(device), p, config, (m, n, k), KernelLayouts::NN)?;
     let mut out = vec![1];
     for x in [s / 2, s, 2 * s] {
-        if x > 1 && !out.contains(&x) {
+        let fits = (m * n) as u64 * x as u64 <= MAX_SPLIT_WORKSPACE;
+        if x > 1 && fits && !out.contains(&x) {
             out.push(x);
         }
     }

@@ -1340,8 +1340,23 @@ fn tuning_table(csvs: &[&str]) -> Result<String> {
         if stage_number < 3 || !r[check].starts_with("ok") {
             continue;
         }
+        // A kernel since removed from the menu (e.g. for local memory after
+        // the driver's JIT) cannot be the default: its rows are skipped.
+        if compiled(r[kernel]).is_err() {
+            continue;
+        }
         let key = [r[dev].to_string(), r[prec].to_string(), km, kn, r[k].to_string(), suffix, count.to_string()];
-        let speed = |x: &[&str]| x[gflops].parse::<f64>().unwrap_or(0.0);
+        // A split must be 3% faster than what it displaces (as in the split
+        // model): closer timings are noise, and k whole needs no workspace.
+        let slices = |x: &[&str]| split.and_then(|i| x.get(i)).and_then(|s| s.parse::<u32>().ok()).unwrap_or(1);
+        let speed = |x: &[&str]| {
+            let g = x[gflops].parse::<f64>().unwrap_or(0.0);
+            if slices(x) > 1 {
+                g / 1.03
+            } else {
+                g
+            }
+        };
         match best.iter_mut().find(|(_, bk)| *bk == key) {
             Some((b, _)) if speed(b) < speed(&r) => *b = r,
             Some(_) => {}
