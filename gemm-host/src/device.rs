@@ -114,6 +114,9 @@ impl Device {
             return Err(Error::UnsupportedDevice { name, major, minor });
         };
         let stream = ctx.new_stream().during("cuStreamCreate")?;
+        // Best effort: without memory pools (or if the driver refuses) the
+        // workspace is simply allocated each time.
+        let _ = keep_pool_memory(&ctx);
         let limits = DeviceLimits {
             max_threads_per_block: attr(&ctx, Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
             max_block_dim: [
@@ -343,4 +346,36 @@ impl Device {
             occupancy: (blocks * threads) as f64 / self.max_threads_per_sm.max(1) as f64,
         })
     }
+}
+
+/// Bytes of freed memory the device's default memory pool keeps for reuse
+/// instead of returning them to the driver at each synchronization: the
+/// split-K workspace ([`crate::tuning::MAX_SPLIT_WORKSPACE`] elements of f64
+/// at most), allocated and freed on the stream by every split product.
+/// Without it, each split call on a short product mapped its workspace anew.
+pub const POOL_KEEP_BYTES: u64 = crate::tuning::MAX_SPLIT_WORKSPACE * 8;
+
+/// Raises the default memory pool's release threshold to at least
+/// [`POOL_KEEP_BYTES`] (a threshold the process set higher is kept).
+fn keep_pool_memory(ctx: &Arc<CudaContext>) -> Result<(), Error> {
+    use cudarc::driver::sys;
+    ctx.bind_to_thread().during("cuCtxSetCurrent")?;
+    let mut pool: sys::CUmemoryPool = core::ptr::null_mut();
+    let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+    let mut current: u64 = 0;
+    // SAFETY: a valid device of a live context; the attribute is a u64 (CUDA
+    // driver API, cuMemPoolGetAttribute / cuMemPoolSetAttribute).
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()).result().during("cuDeviceGetDefaultMemPool")?;
+        sys::cuMemPoolGetAttribute(pool, attr, &mut current as *mut u64 as *mut _)
+            .result()
+            .during("cuMemPoolGetAttribute")?;
+        if current < POOL_KEEP_BYTES {
+            let mut keep = POOL_KEEP_BYTES;
+            sys::cuMemPoolSetAttribute(pool, attr, &mut keep as *mut u64 as *mut _)
+                .result()
+                .during("cuMemPoolSetAttribute")?;
+        }
+    }
+    Ok(())
 }

@@ -198,12 +198,17 @@ pub fn choose_batched(
         rows.filter(|r| Some(r.device) == first).collect()
     };
     let config_of =
-        |r: &Measured| ENTRY_POINTS.iter().find(|e| e.name == r.kernel && e.precision == precision).map(|e| e.config);
-    let nearest = candidates
+        |r: &Measured| ENTRY_POINTS.iter().find(|e| e.precision == precision && e.name == r.kernel).map(|e| e.config);
+    // Nearest first; the registry is searched for that row only (this runs
+    // on every call: a search per row cost more host time than a short
+    // kernel takes).
+    let mut by_distance: Vec<(f64, &Measured)> = candidates
         .iter()
         .filter(|r| r.layouts == KernelLayouts::NN.suffix())
-        .filter_map(|r| Some((distance(r, m, n, k, batch), *r, config_of(r)?)))
-        .min_by(|a, b| a.0.total_cmp(&b.0));
+        .map(|r| (distance(r, m, n, k, batch), *r))
+        .collect();
+    by_distance.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let nearest = by_distance.into_iter().find_map(|(d, r)| Some((d, r, config_of(r)?)));
     let refined = nearest.and_then(|(_, near, _)| {
         candidates
             .iter()
@@ -253,7 +258,7 @@ pub(crate) fn plan_split(
     source: &PlanSource,
 ) -> Result<(u32, SplitReason), crate::Error> {
     if let PlanSource::Measured { row, same_device: true } = source {
-        let same_config = ENTRY_POINTS.iter().any(|e| e.name == row.kernel && e.config == config);
+        let same_config = ENTRY_POINTS.iter().any(|e| e.config == config && e.name == row.kernel);
         if (row.m, row.n, row.k, row.batch) == (m, n, k, 1) && row.layouts == layouts.suffix() && same_config {
             return Ok((row.split_k.max(1), SplitReason::Measured));
         }
