@@ -1167,6 +1167,85 @@ fn batched_table(csv: &str) -> Result<Option<String>> {
     Ok(Some(t))
 }
 
+const SUITE_BEGIN: &str = "<!-- suite-table:begin (cargo xtask readme) -->";
+const SUITE_END: &str = "<!-- suite-table:end -->";
+
+/// The README's shape-suite table, from the ladder benchmark's CSV: the
+/// default path's rows of its step 5 (`path` = `suite`), f64 and f32 side
+/// by side per shape, with the geometric mean of the ratios to cuBLAS and
+/// the lowest ratio per precision; `None` when there are none.
+fn suite_table(csv: &str) -> Result<Option<String>> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name);
+    let Some(path) = column("path") else {
+        return Ok(None);
+    };
+    let need = |name: &str| column(name).ok_or(format!("benches/results/latest.csv has no column {name}"));
+    let (prec, m, n, k, gflops, ratio, kernel) =
+        (need("precision")?, need("m")?, need("n")?, need("k")?, need("gflops")?, need("ratio_to_cublas")?, need("kernel")?);
+    let split = column("split_k");
+    let rows: Vec<Vec<&str>> = lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split(',').collect::<Vec<&str>>())
+        .filter(|r| r.get(path) == Some(&"suite"))
+        .collect();
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let (device, date, commit) = (first[0], first[1], first[2]);
+    let num = |s: &str| s.parse::<f64>().unwrap_or(f64::NAN);
+    let mut shapes: Vec<(&str, &str, &str)> = Vec::new();
+    for r in &rows {
+        if !shapes.contains(&(r[m], r[n], r[k])) {
+            shapes.push((r[m], r[n], r[k]));
+        }
+    }
+    let mut t = String::from(
+        "| shape | f64 TFLOP/s (x cuBLAS) | f64 kernel, split-K | f32 TFLOP/s (x cuBLAS) | f32 kernel, split-K |\n\
+         |---|---:|---|---:|---|\n",
+    );
+    for &(sm, sn, sk) in &shapes {
+        let name = if sm == sn && sn == sk { format!("{sm}³") } else { format!("{sm}x{sn}x{sk}") };
+        t.push_str(&format!("| {name} |"));
+        for p in ["f64", "f32"] {
+            match rows.iter().find(|r| r[prec] == p && (r[m], r[n], r[k]) == (sm, sn, sk)) {
+                Some(r) => {
+                    let s = split.and_then(|i| r.get(i)).copied().unwrap_or("1");
+                    t.push_str(&format!(" {:.1} ({:.2}) | `{}`, {s} |", num(r[gflops]) / 1e3, num(r[ratio]), r[kernel]))
+                }
+                None => t.push_str(" - | - |"),
+            }
+        }
+        t.push('\n');
+    }
+    t.push('\n');
+    for p in ["f64", "f32"] {
+        let ratios: Vec<(f64, String)> = rows
+            .iter()
+            .filter(|r| r[prec] == p)
+            .map(|r| (num(r[ratio]), format!("{}x{}x{}", r[m], r[n], r[k])))
+            .collect();
+        if ratios.is_empty() {
+            continue;
+        }
+        let geomean = (ratios.iter().map(|r| r.0.ln()).sum::<f64>() / ratios.len() as f64).exp();
+        let low = ratios.iter().min_by(|a, b| a.0.total_cmp(&b.0)).expect("non-empty");
+        t.push_str(&format!(
+            "- {p}: geometric mean of the ratios to cuBLAS {geomean:.2} over {} shapes; lowest {:.2} at {}\n",
+            ratios.len(),
+            low.0,
+            low.1
+        ));
+    }
+    t.push_str(&format!(
+        "\n{device}, {date}, commit {commit}; the default path (`Gemm::new()`: the committed table's kernel and \
+         split) beside cuBLAS in the same run, kernel time, checked against cuBLAS first; details in \
+         [BENCHMARKS.md](BENCHMARKS.md).\n"
+    ));
+    Ok(Some(t))
+}
+
 /// README.md with its generated tables replaced from `csv`: the stage table
 /// between [`TABLE_BEGIN`] and [`TABLE_END`], and the batched table between
 /// [`BATCHED_BEGIN`] and [`BATCHED_END`] (added after the stage table, with
@@ -1193,6 +1272,17 @@ fn readme_text(text: &str, csv: &str) -> Result<String> {
         }
         _ => Err(format!("README.md has one of the markers {BATCHED_BEGIN} ... {BATCHED_END} without the other")),
     }
+    .and_then(|text| match (text.find(SUITE_BEGIN), text.find(SUITE_END)) {
+        // The suite table goes where README.md has its markers.
+        (Some(b), Some(e)) if b < e => Ok(format!(
+            "{}{SUITE_BEGIN}\n{}{}",
+            &text[..b],
+            suite_table(csv)?.unwrap_or_else(|| "No shape-suite rows in benches/results/latest.csv.\n".into()),
+            &text[e..]
+        )),
+        (None, None) => Ok(text),
+        _ => Err(format!("README.md has one of the markers {SUITE_BEGIN} ... {SUITE_END} without the other")),
+    })
 }
 
 fn readme(check: bool) -> Result<()> {
