@@ -1182,8 +1182,15 @@ fn suite_table(csv: &str) -> Result<Option<String>> {
         return Ok(None);
     };
     let need = |name: &str| column(name).ok_or(format!("benches/results/latest.csv has no column {name}"));
-    let (prec, m, n, k, gflops, ratio, kernel) =
-        (need("precision")?, need("m")?, need("n")?, need("k")?, need("gflops")?, need("ratio_to_cublas")?, need("kernel")?);
+    let (prec, m, n, k, gflops, ratio, kernel) = (
+        need("precision")?,
+        need("m")?,
+        need("n")?,
+        need("k")?,
+        need("gflops")?,
+        need("ratio_to_cublas")?,
+        need("kernel")?,
+    );
     let split = column("split_k");
     let rows: Vec<Vec<&str>> = lines
         .filter(|l| !l.trim().is_empty())
