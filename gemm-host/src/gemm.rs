@@ -548,8 +548,11 @@ impl Gemm {
     /// and why: the configuration given with the options, or else the
     /// fastest configuration the ladder benchmark measured for the nearest
     /// shape on this device (or on the device it was measured on, when this
-    /// one is not in the table); see [`Plan`]. For a column-major C the
-    /// kernel computes C^T: plan for (n, m, k).
+    /// one is not in the table); and the slices of k it splits the product
+    /// into ([`Plan::split_k`], [`crate::tuning::SplitReason`]: `.split_k(n)`,
+    /// the split measured at this very shape, or the wave model's); see
+    /// [`Plan`]. For a column-major C the kernel computes C^T: plan for
+    /// (n, m, k).
     ///
     /// Uses the builder's device, else the default device when one is
     /// present; without a GPU it plans as for the measured device.
