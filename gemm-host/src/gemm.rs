@@ -781,6 +781,13 @@ impl Gemm {
     }
 }
 
+/// Elements of a split-K workspace, `slices * m * n`, when its bytes fit in
+/// an `isize` (a larger one cannot be allocated: an error, not an overflow).
+fn workspace_len<T>(m: usize, n: usize, slices: usize) -> Option<usize> {
+    let len = m.checked_mul(n)?.checked_mul(slices)?;
+    (len.checked_mul(size_of::<T>())? <= isize::MAX as usize).then_some(len)
+}
+
 /// Enqueues a split-K product (`gemm_core::split_k`) of `kdims` (kernel
 /// form, validated): the `slices` partial products into a workspace from the
 /// stream's memory pool, then their sum in slice order into C.
@@ -798,12 +805,30 @@ fn enqueue_split_k<T: Element>(
     // Elements from one slice's start in A (m x k) and B (k x n) to the next's.
     let a_step = if kdims.a_layout == Layout::RowMajor { k_slice_elems } else { k_slice_elems * kdims.lda };
     let b_step = if kdims.b_layout == Layout::RowMajor { k_slice_elems * kdims.ldb } else { k_slice_elems };
+    let Some(len) = workspace_len::<T>(m, n, slices) else {
+        return Err(Error::SplitK {
+            slices: slices as u32,
+            why: "its workspace (slices x m x n elements) does not fit in memory addresses",
+        });
+    };
     // SAFETY: every element of every partial is written by the partial
     // products (beta = 0, each slice has k >= 1) before the reduction reads it.
-    let mut w = unsafe { alloc_uninit::<T>(stream, slices * m * n) }?;
+    let mut w = unsafe { alloc_uninit::<T>(stream, len) }?;
     let wdims = GemmDims { ldc: n, c_layout: Layout::RowMajor, ..*kdims };
     let batch = Batch::SplitK { slices, strides: [a_step, b_step, m * n], k_slice };
     let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
     launch(device, stream, config, &wdims, one, a, b, zero, &mut w.slice_mut(..), batch)?;
     launch_reduce(device, stream, (m, n, kdims.ldc), slices, &w, alpha, beta, kdims.layouts(), c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_workspace_overflow_is_caught() {
+        assert_eq!(workspace_len::<f64>(256, 256, 32), Some(256 * 256 * 32));
+        assert_eq!(workspace_len::<f64>(1 << 31, 1 << 31, 1 << 20), None);
+        assert_eq!(workspace_len::<f64>(1 << 30, 1 << 30, 8), None); // 2^63 bytes
+    }
 }
