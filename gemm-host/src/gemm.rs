@@ -16,8 +16,8 @@ use gemm_core::config::OPT_TILE_SIZES;
 use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
 use gemm_core::split_k;
 use gemm_core::{
-    BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, KernelLayouts, Precision, ShapeError, Stage, ThreadTile,
-    WarpTile,
+    BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, KernelLayouts, MatrixDims, Precision, ShapeError, Stage,
+    ThreadTile, WarpTile,
 };
 use std::sync::Arc;
 
@@ -665,7 +665,7 @@ impl Gemm {
         c: impl Into<MatMut<'c, T>>,
     ) -> Result<(), Error> {
         let (a, b, mut c) = (a.into(), b.into(), c.into());
-        let chosen = self.chosen_config(T::PRECISION)?;
+        self.chosen_config(T::PRECISION)?; // a bad configuration fails before the shapes are looked at
         let c_len = c.dims().required_len().unwrap_or(0);
         let dims = self.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
         if dims.is_empty() || self.leaves_c_unchanged(&dims) {
@@ -677,7 +677,6 @@ impl Gemm {
         };
         // Fail on configuration and device limits before any copy.
         let (kdims, _) = dims.kernel_form();
-        let _ = chosen;
         let plan = self.plan_on(Some(&device), T::PRECISION, (kdims.m, kdims.n, kdims.k), kdims.layouts(), 1)?;
         checked_geometry::<T>(&device, plan.config, &kdims, SINGLE)?;
         let operand =
@@ -801,10 +800,10 @@ fn enqueue_split_k<T: Element>(
     (k_slice, slices): (u32, u32),
 ) -> Result<(), Error> {
     let (m, n, slices) = (kdims.m, kdims.n, slices as usize);
-    let k_slice_elems = k_slice as usize;
-    // Elements from one slice's start in A (m x k) and B (k x n) to the next's.
-    let a_step = if kdims.a_layout == Layout::RowMajor { k_slice_elems } else { k_slice_elems * kdims.lda };
-    let b_step = if kdims.b_layout == Layout::RowMajor { k_slice_elems * kdims.ldb } else { k_slice_elems };
+    // Elements from one slice's start to the next's: A(0, k_slice), B(k_slice, 0).
+    let ks = k_slice as usize;
+    let a_step = MatrixDims::new(m, kdims.k, kdims.a_layout, kdims.lda).offset(0, ks);
+    let b_step = MatrixDims::new(kdims.k, n, kdims.b_layout, kdims.ldb).offset(ks, 0);
     let Some(len) = workspace_len::<T>(m, n, slices) else {
         return Err(Error::SplitK {
             slices: slices as u32,
