@@ -70,6 +70,23 @@ fn every_menu_configuration_has_an_entry_point_named_for_it() {
     }
 }
 
+/// `.stage(s)` alone runs the stage's default configuration, which must be
+/// compiled for both precisions (stage 5's f64 default once named a kernel
+/// that had left the menu).
+#[test]
+fn every_stage_default_is_compiled() {
+    for precision in [Precision::F32, Precision::F64] {
+        for stage in Stage::ALL {
+            if stage == Stage::TensorCore && precision == Precision::F32 {
+                continue; // stage 8 is f64 only
+            }
+            let config = gemm::tuning::stage_default(stage, precision);
+            entry_point(precision, config)
+                .unwrap_or_else(|e| panic!("{stage:?} {precision:?} default {config:?}: {e}"));
+        }
+    }
+}
+
 #[test]
 fn ptx_for_each_architecture() {
     assert_eq!(gemm::tuning::ptx::arch_for(9, 0), Some("sm_90"));

@@ -42,6 +42,10 @@ pub const fn stage_default(stage: Stage, precision: Precision) -> KernelConfig {
         Stage::OutputsPerThread => {
             KernelConfig::OutputsPerThread { tile: OPT_TILE_SIZES[0], outputs: DEFAULT_OUTPUTS_PER_THREAD }
         }
+        // f64 with BK = 8: its BK = 16 twin spilled (and left the menu).
+        Stage::RegisterTiled if f64 => {
+            KernelConfig::RegisterTiled { block: BlockTile::new(128, 128, 8), thread: ThreadTile::new(8, 8) }
+        }
         Stage::RegisterTiled => {
             KernelConfig::RegisterTiled { block: BlockTile::new(128, 128, 16), thread: ThreadTile::new(8, 8) }
         }

@@ -15,13 +15,13 @@
 //!
 //! # The mma tile
 //! A warp computes its WM x WN warp tile as (WM / 16) x (WN / 8) tiles of
-//! 16 x 8, each accumulated over k in steps of 16: on sm_90 one
-//! `mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64`, on sm_80 the same
-//! fragments fed to eight `m8n8k4` (the m16n8k16 fragments are exactly those
-//! of two m8n8k4 tiles in m, four in k). With g = lane / 4, t = lane % 4
-//! (PTX ISA, "Matrix fragments for mma.m16n8k16" with .f64; DESIGN.md):
-//! a[2j] = A(g, 4j + t), a[2j + 1] = A(g + 8, 4j + t) for j < 4;
-//! b[i] = B(t + 4i, g) for i < 4; c = C(g, 2t), C(g, 2t + 1), C(g + 8, 2t),
+//! 16 x 8, each accumulated over k in k-groups of 8: on sm_90 one
+//! `mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64`, on sm_80 the same
+//! fragments fed to four `m8n8k4` (the m16n8k8 fragments are exactly those
+//! of two m8n8k4 tiles in m, two in k). With g = lane / 4, t = lane % 4
+//! (PTX ISA, "Matrix fragments for mma.m16n8k8" with .f64; DESIGN.md):
+//! a[2j] = A(g, 4j + t), a[2j + 1] = A(g + 8, 4j + t) for j < 2;
+//! b[i] = B(t + 4i, g) for i < 2; c = C(g, 2t), C(g, 2t + 1), C(g + 8, 2t),
 //! C(g + 8, 2t + 1). `ldmatrix` moves 16-bit elements only, so fragments are
 //! read with 8-byte `ld.shared`, at addresses that follow the tile's storage
 //! order; the pads map the 32 reads of a fragment onto every bank pair
@@ -30,9 +30,25 @@
 //! (a permutation of the tile's rows, which C's rows follow): the pair is
 //! adjacent in the m-contiguous tile, so each A pair is one 16-byte read.
 //!
-//! Register budget: WM / 16 * WN / 8 * 4 accumulators (64 for a 64 x 32 warp
-//! tile), the B fragments of the warp tile's columns (16), one A fragment (8).
+//! # Main loop: fragments in two buffers
+//! The fragments of a k-group (for a 64 x 32 warp tile: 4 A fragments of 4
+//! doubles, 4 B fragments of 2) are read from shared memory while the mma
+//! of the previous k-group run, into the other of two fragment buffers, so
+//! the mma never wait for `ld.shared` (as CUTLASS's multistage main loop).
+//! The block meets once per tile of BK, after the mma of its second-to-last
+//! k-group: every warp has then read all of the tile's fragments, so its
+//! buffer is free, and the next tile has arrived, so the last k-group's mma
+//! run while the next tile's first fragments are read. The copies of tile
+//! kt + DEPTH - 1 are requested at the tile's first k-group. The k-group of 8
+//! (m16n8k8) rather than 16 (m16n8k16) halves the fragments each buffer
+//! holds; cuBLAS's sm_90 DGEMM kernels use the same instruction
+//! (`tensor16x8x8` in their names, seen under ncu on an H200, 2026-11-22).
 //!
+//! Register budget: WM / 16 * WN / 8 * 4 accumulators (64 for a 64 x 32 warp
+//! tile) and two buffers of WM / 16 * 4 + WN / 8 * 2 fragment doubles (24):
+//! 112 doubles, 224 of the 255 registers; the shared addresses are one
+//! register per operand plus constants.
+
 //! # Rasterization
 //! Block b (launch order) computes the block tile `gemm_core::tiling::raster`
 //! gives: consecutive blocks walk down groups of `RASTER_GROUP` tile rows, so
@@ -40,49 +56,49 @@
 //!
 //! # Source
 //! PTX ISA, "Warp-level matrix multiply-accumulate instructions" (mma.m8n8k4,
-//! mma.m16n8k16 with .f64), "cp.async"; CUTLASS's sm_90 FP64 default (block
-//! tile 128 x 64 x 16, 2 x 2 warps of 64 x 32, pipeline depth 3) as the starting point
-//! named in the project's issue.
+//! mma.m16n8k8 with .f64), "cp.async"; CUTLASS's sm_90 FP64 default (block
+//! tile 128 x 64 x 16, 2 x 2 warps of 64 x 32, pipeline depth 3) as the
+//! starting point named in the project's issue, and its multistage main loop
+//! (`MmaMultistage`: fragments double-buffered across k-groups, the barrier
+//! before the last k-group) for the schedule.
 
 use crate::element::Element;
 use crate::s07_pipelined::request_tiles;
 use crate::thread::{
-    cp_async_commit, cp_async_wait, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok, GemmArgs,
+    cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok, GemmArgs,
 };
 use core::arch::asm;
 use gemm_core::ceil_div;
 use gemm_core::shape::{KernelLayouts, Layout};
 use gemm_core::tiling::{raster, s08_layout, BlockTile, RASTER_GROUP, WARP_SIZE};
 
-/// `d <- a * b + d` on one 16 x 8 x 16 f64 tile held in fragments (layout in
-/// the module docs): one `mma.m16n8k16` (sm_90).
+/// `d <- a * b + d` on one 16 x 8 x 8 f64 tile held in fragments (layout in
+/// the module docs): one `mma.m16n8k8` (sm_90).
 #[cfg(gemm_sm90)]
 #[inline(always)]
-fn mma_16x8x16(d: &mut [f64; 4], a: &[f64; 8], b: &[f64; 4]) {
+fn mma_16x8x8(d: &mut [f64; 4], a: &[f64; 4], b: &[f64; 2]) {
     // SAFETY: a warp-collective instruction reached by all 32 lanes in
     // warp-uniform control flow (the caller's loops have constant bounds); not
     // `pure`/`nomem`, so LLVM does not merge or move it (DESIGN.md).
     unsafe {
         asm!(
-            "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {{{d0}, {d1}, {d2}, {d3}}}, \
-             {{{a0}, {a1}, {a2}, {a3}, {a4}, {a5}, {a6}, {a7}}}, {{{b0}, {b1}, {b2}, {b3}}}, \
-             {{{d0}, {d1}, {d2}, {d3}}};",
+            "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {{{d0}, {d1}, {d2}, {d3}}}, \
+             {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
             d0 = inout(reg64) d[0], d1 = inout(reg64) d[1], d2 = inout(reg64) d[2], d3 = inout(reg64) d[3],
             a0 = in(reg64) a[0], a1 = in(reg64) a[1], a2 = in(reg64) a[2], a3 = in(reg64) a[3],
-            a4 = in(reg64) a[4], a5 = in(reg64) a[5], a6 = in(reg64) a[6], a7 = in(reg64) a[7],
-            b0 = in(reg64) b[0], b1 = in(reg64) b[1], b2 = in(reg64) b[2], b3 = in(reg64) b[3],
+            b0 = in(reg64) b[0], b1 = in(reg64) b[1],
             options(nostack, preserves_flags),
         );
     }
 }
 
-/// `d <- a * b + d` on one 16 x 8 x 16 f64 tile (sm_80): eight `mma.m8n8k4`,
-/// rows g and g + 8 for each k step of 4 (the fragments of m16n8k16 are
+/// `d <- a * b + d` on one 16 x 8 x 8 f64 tile (sm_80): four `mma.m8n8k4`,
+/// rows g and g + 8 for each k step of 4 (the fragments of m16n8k8 are
 /// those of m8n8k4: a0 = A(g, t), b0 = B(t, g), c = C(g, 2t), C(g, 2t + 1)).
 #[cfg(not(gemm_sm90))]
 #[inline(always)]
-fn mma_16x8x16(d: &mut [f64; 4], a: &[f64; 8], b: &[f64; 4]) {
-    for j in 0..4 {
+fn mma_16x8x8(d: &mut [f64; 4], a: &[f64; 4], b: &[f64; 2]) {
+    for j in 0..2 {
         for h in 0..2 {
             let (c0, c1) = d.split_at_mut(2 * h + 1);
             let (lo, hi) = (&mut c0[2 * h], &mut c1[0]);
@@ -97,6 +113,18 @@ fn mma_16x8x16(d: &mut [f64; 4], a: &[f64; 8], b: &[f64; 4]) {
             }
         }
     }
+}
+
+/// The fragments of one k-group (8 steps of k) of a warp tile: MT A
+/// fragments of 16 x 8 and NT B fragments of 8 x 8 (layout in the module docs).
+#[derive(Clone, Copy)]
+struct Frags<const MT: usize, const NT: usize> {
+    a: [[f64; 4]; MT],
+    b: [[f64; 2]; NT],
+}
+
+impl<const MT: usize, const NT: usize> Frags<MT, NT> {
+    const ZERO: Self = Self { a: [[0.0; 4]; MT], b: [[0.0; 2]; NT] };
 }
 
 /// Stage 8 (see the module docs); MT = WM / 16 and NT = WN / 8 are the
@@ -121,8 +149,6 @@ pub unsafe fn tensor_core<
 >(
     g: GemmArgs<f64>,
 ) {
-    const MG: usize = 2;
-    const { assert!(MT % MG == 0, "WM must be a multiple of 32 (mma tiles are grouped in pairs along m)") };
     const { assert!(BM % WM == 0 && BN % WN == 0 && DEPTH >= 2, "warp tiles must divide the block tile") };
     const { assert!(WM % 16 == 0 && WN % 8 == 0 && BK % 16 == 0, "WM, WN, BK must be multiples of 16, 8, 16") };
     const { assert!(MT as u32 * 16 == WM && NT as u32 * 8 == WN, "MT = WM / 16, NT = WN / 8") };
@@ -155,7 +181,44 @@ pub unsafe fn tensor_core<
     let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
     let base = smem_base();
 
+    // The fragments of k-group `kk` of the tile stored at `a_tile`: a[mi] =
+    // A(lo, k + t), A(hi, k + t), A(lo, k + 4 + t), A(hi, k + 4 + t) and
+    // b[nt] = B(k + t, col), B(k + 4 + t, col), with k = 8 kk. `a_at` and
+    // `b_at` are linear, so each read is the lane's first element plus a
+    // constant: the lane's address is computed once per k-group (opaque, so
+    // the compiler keeps one register per operand rather than hoisting one
+    // per fragment out of the loop) and every read is `[lane + constant]`.
+    let (lane_row, lane_col) = (frag_rows(wr * WM).0, wc * WN + gq);
+    let hi_row = frag_rows(0).1 - frag_rows(0).0; // 8, or 1 with a column-major A
+    let load = |f: &mut Frags<MT, NT>, a_tile: u32, kk: u32| {
+        let a_lane = opaque_u32(a_tile + a_at(lane_row, tq) * bytes);
+        let b_lane = opaque_u32(a_tile + (layout.b_offset + b_at(tq, lane_col)) * bytes);
+        for (nt, bf) in f.b.iter_mut().enumerate() {
+            for (i, x) in bf.iter_mut().enumerate() {
+                *x = f64::ld_shared(b_lane + b_at(kk * 8 + 4 * i as u32, nt as u32 * 8) * bytes);
+            }
+        }
+        for (mi, af) in f.a.iter_mut().enumerate() {
+            for j in 0..2u32 {
+                let at = a_lane + a_at(mi as u32 * 16, kk * 8 + 4 * j) * bytes;
+                if A_COL {
+                    // Rows lo and hi = lo + 1 are adjacent: one 16-byte read.
+                    let mut x = [0.0f64; 4];
+                    f64::ld_shared_vec(at, &mut x);
+                    af[2 * j as usize] = x[0];
+                    af[2 * j as usize + 1] = x[1];
+                } else {
+                    af[2 * j as usize] = f64::ld_shared(at);
+                    af[2 * j as usize + 1] = f64::ld_shared(at + a_at(hi_row, 0) * bytes);
+                }
+            }
+        }
+    };
+
+    // Prologue: tiles 0..DEPTH - 1 requested, tile 0 waited for, its first
+    // k-group's fragments read.
     let k_tiles = ceil_div(g.k, BK);
+    let groups = BK / 8;
     for s in 0..DEPTH - 1 {
         if s < k_tiles {
             let stage = base + s * stage_bytes;
@@ -165,62 +228,64 @@ pub unsafe fn tensor_core<
     }
     let mut acc = [[[0.0f64; 4]; NT]; MT];
     let (mut read, mut write) = (0, DEPTH - 1);
-    for kt in 0..k_tiles {
+    // Two fragment buffers as two variables (an array indexed by k-group
+    // parity would sit in local memory wherever the loop is not unrolled).
+    let (mut f0, mut f1) = (Frags::<MT, NT>::ZERO, Frags::<MT, NT>::ZERO);
+    if k_tiles > 0 {
         cp_async_wait(DEPTH - 2);
         sync_threads();
-        if kt + DEPTH - 1 < k_tiles {
-            request_tiles::<f64, A_COL, B_COL>(
-                &g,
-                vecs,
-                tile,
-                layout,
-                (row0, col0),
-                kt + DEPTH - 1,
-                base + write * stage_bytes,
-                (tid, threads),
-            );
+        load(&mut f0, base, 0);
+    }
+    // k-group `kk` of tile `kt`: its mma on `cur` while the next group's
+    // fragments are read into `next`.
+    let mut k_group = |kt: u32, kk: u32, cur: &Frags<MT, NT>, next: &mut Frags<MT, NT>| {
+        if kk == 0 {
+            // Tile kt + DEPTH - 1 goes to the buffer tile kt - 1 used, freed
+            // at the previous step's barrier. (Requested after the loads and
+            // mma below instead, the copies' addresses spilled.)
+            if kt + DEPTH - 1 < k_tiles {
+                let stage = base + write * stage_bytes;
+                request_tiles::<f64, A_COL, B_COL>(
+                    &g,
+                    vecs,
+                    tile,
+                    layout,
+                    (row0, col0),
+                    kt + DEPTH - 1,
+                    stage,
+                    // Opaque: the copies' per-thread addresses are recomputed
+                    // each step rather than held in registers across the loop
+                    // beside two fragment buffers.
+                    (opaque_u32(tid), threads),
+                );
+            }
+            cp_async_commit();
         }
-        cp_async_commit();
-        let a_tile = base + read * stage_bytes;
-        let b_tile = a_tile + layout.b_offset * bytes;
-        for ks in 0..BK / 16 {
-            // The mma tiles of the warp tile in groups of MG rows: the A
-            // fragments of a group (MG x 8 doubles) are loaded once, the B
-            // fragments once per group, one column at a time (4 doubles).
-            // This keeps at most MG x 8 + 4 fragment doubles live beside the
-            // accumulators (stage 8 spilled when all of B's were held).
-            for mg in 0..MT / MG {
-                let mut a = [[0.0f64; 8]; MG];
-                for (mi, af) in a.iter_mut().enumerate() {
-                    let (lo, hi) = frag_rows(wr * WM + (mg * MG + mi) as u32 * 16);
-                    for j in 0..4u32 {
-                        let k = ks * 16 + 4 * j + tq;
-                        if A_COL {
-                            // Rows lo and hi = lo + 1 are adjacent: one 16-byte read.
-                            let mut x = [0.0f64; 4];
-                            f64::ld_shared_vec(a_tile + a_at(lo, k) * bytes, &mut x);
-                            af[2 * j as usize] = x[0];
-                            af[2 * j as usize + 1] = x[1];
-                        } else {
-                            af[2 * j as usize] = f64::ld_shared(a_tile + a_at(lo, k) * bytes);
-                            af[2 * j as usize + 1] = f64::ld_shared(a_tile + a_at(hi, k) * bytes);
-                        }
-                    }
-                }
-                for nt in 0..NT {
-                    let col = wc * WN + nt as u32 * 8 + gq;
-                    let mut bf = [0.0f64; 4];
-                    for (i, x) in bf.iter_mut().enumerate() {
-                        *x = f64::ld_shared(b_tile + b_at(ks * 16 + tq + 4 * i as u32, col) * bytes);
-                    }
-                    for (mi, af) in a.iter().enumerate() {
-                        mma_16x8x16(&mut acc[mg * MG + mi][nt], af, &bf);
-                    }
-                }
+        // The next k-group's fragments (after the last group: the next
+        // tile's first; `read` moved to tile kt + 1 at the barrier after
+        // group groups - 2) are read while this group's mma run.
+        if kk + 1 < groups || kt + 1 < k_tiles {
+            load(next, base + read * stage_bytes, (kk + 1) % groups);
+        }
+        for (mi, acc_m) in acc.iter_mut().enumerate() {
+            for (nt, d) in acc_m.iter_mut().enumerate() {
+                mma_16x8x8(d, &cur.a[mi], &cur.b[nt]);
             }
         }
-        read = if read + 1 == DEPTH { 0 } else { read + 1 };
-        write = if write + 1 == DEPTH { 0 } else { write + 1 };
+        if kk + 2 == groups {
+            // Every warp has read all of tile kt's fragments; wait for tile
+            // kt + 1 and meet, which frees tile kt's buffer.
+            cp_async_wait(DEPTH - 2);
+            sync_threads();
+            write = read;
+            read = if read + 1 == DEPTH { 0 } else { read + 1 };
+        }
+    };
+    for kt in 0..k_tiles {
+        for kk in (0..groups).step_by(2) {
+            k_group(kt, kk, &f0, &mut f1);
+            k_group(kt, kk + 1, &f1, &mut f0);
+        }
     }
     let c_vec = vector_ok(g.c as *const f64, g.ldc);
     for (mt, acc_m) in acc.iter().enumerate() {

@@ -795,12 +795,23 @@ fn number_before(line: &str, unit: &str) -> Option<u32> {
 
 fn parse_ptxas(log: &str) -> Vec<Report> {
     let mut out: Vec<Report> = Vec::new();
+    // The stack line follows "Function properties for NAME", which ptxas
+    // also prints for the non-entry functions a kernel calls: only the
+    // entry's own lines count (a callee's "0 bytes stack frame" once hid an
+    // entry's spills).
+    let mut properties_of_entry = false;
     for line in log.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let name = rest.split('\'').next().unwrap_or_default().to_string();
             out.push(Report { name, ..Default::default() });
+            properties_of_entry = false;
         } else if let Some(r) = out.last_mut() {
-            if line.contains("stack frame") {
+            if let Some(rest) = line.split("Function properties for ").nth(1) {
+                properties_of_entry = rest.trim() == r.name;
+            } else if line.contains("stack frame") {
+                if !properties_of_entry {
+                    continue;
+                }
                 r.stack = number_before(line, "bytes stack frame").unwrap_or(0);
                 r.spill_stores = number_before(line, "bytes spill stores").unwrap_or(0);
                 r.spill_loads = number_before(line, "bytes spill loads").unwrap_or(0);
@@ -813,11 +824,22 @@ fn parse_ptxas(log: &str) -> Vec<Report> {
     out
 }
 
+/// Spills `cargo xtask ptxas` accepts, each with its reason: (PTX file,
+/// kernel, most bytes of stack and of spill stores and loads, why). Anything
+/// else with a stack frame, or these growing, fails.
+const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[(
+    "gemm-host/ptx/gemm_sm_90_tn.ptx",
+    "dgemm_mma_b128x128x16_w64x32_d3",
+    12,
+    "one 4-byte value of the epilogue (C's address) stored once before the main loop and loaded once after it; \
+     nothing moves through local memory inside the loop (SASS, 2026-11-22)",
+)];
+
 /// `cargo xtask ptxas`: assembles every generated PTX file (every
 /// architecture and layout) and prints one table per file.
 fn ptxas() -> Result<()> {
     let ptxas = env::var("PTXAS").unwrap_or_else(|_| "ptxas".into());
-    let mut bad = Vec::new();
+    let (mut bad, mut notes) = (Vec::new(), Vec::new());
     let mut kernels = 0;
     let modules = Module::all();
     for &module in &modules {
@@ -849,7 +871,13 @@ fn ptxas() -> Result<()> {
                 r.stack,
                 r.spill_stores + r.spill_loads
             );
-            if r.spill_stores + r.spill_loads + r.stack > 0 {
+            let accepted = ACCEPTED_SPILLS
+                .iter()
+                .find(|a| a.0 == rel && a.1 == r.name)
+                .filter(|a| r.stack <= a.2 && r.spill_stores <= a.2 && r.spill_loads <= a.2);
+            if let Some(a) = accepted {
+                notes.push(format!("{rel}: {}: {} bytes of stack accepted: {}", r.name, r.stack, a.3));
+            } else if r.spill_stores + r.spill_loads + r.stack > 0 {
                 bad.push(format!(
                     "{rel}: {} ({} bytes stack, {} bytes spill stores, {} bytes spill loads)",
                     r.name, r.stack, r.spill_stores, r.spill_loads
@@ -857,11 +885,15 @@ fn ptxas() -> Result<()> {
             }
         }
     }
+    for n in &notes {
+        println!("accepted: {n}");
+    }
     if bad.is_empty() {
         println!(
-            "ptxas: all {kernels} kernels in {} files ({}) assembled with no spills and no stack frame",
+            "ptxas: all {kernels} kernels in {} files ({}) assembled with no spills and no stack frame{}",
             modules.len(),
-            modules_in_words()
+            modules_in_words(),
+            if notes.is_empty() { String::new() } else { format!(", except the {} accepted above", notes.len()) }
         );
         Ok(())
     } else {
@@ -1673,5 +1705,29 @@ mod tests {
         run(Command::new("tar").current_dir(dir.join("out")).arg("xJf").arg(&archive)).unwrap();
         assert_eq!(fs::read(dir.join("out/bundle/copy3")).unwrap(), blob);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A callee's "Function properties" lines (ptxas prints them after the
+    /// entry's) do not overwrite the entry's spills.
+    #[test]
+    fn ptxas_report_keeps_the_entrys_own_spills() {
+        let log = "ptxas info    : Compiling entry function 'k1' for 'sm_90'
+ptxas info    : Function properties for k1
+    96 bytes stack frame, 96 bytes spill stores, 88 bytes spill loads
+ptxas info    : Used 254 registers, used 1 barriers, 96 bytes cumulative stack size
+ptxas info    : Function properties for _RNvNtNtCs_4core9panicking5panic
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function 'k2' for 'sm_90'
+ptxas info    : Function properties for k2
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 40 registers, used 0 barriers
+";
+        let r = parse_ptxas(log);
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            (r[0].name.as_str(), r[0].stack, r[0].spill_stores, r[0].spill_loads, r[0].registers),
+            ("k1", 96, 96, 88, 254)
+        );
+        assert_eq!((r[1].name.as_str(), r[1].stack, r[1].spill_stores, r[1].registers), ("k2", 0, 0, 40));
     }
 }
