@@ -27,10 +27,16 @@ use crate::shape::MatrixDims;
 /// reads its pointers straight from its parameters. Stage 7's f32 kernels
 /// need it: with pointers computed per product, ptxas gives the
 /// 256-thread ones 167 registers instead of 127 (one block per SM instead of
-/// two; capping them at 128 spills). The other kernels keep their occupancy
-/// with one entry for both.
+/// two; capping them at 128 spills). Stage 8's too: its two fragment
+/// buffers leave few registers, and the product's shape and pointers held in
+/// registers across the main loop cost the warp tile of 32 x 32 the third
+/// block per SM (168 registers or fewer) and made the block of 128 x 128
+/// spill. The other kernels keep their occupancy with one entry for both.
 pub const fn separate_batched_entry(stage: crate::Stage, precision: crate::Precision) -> bool {
-    matches!((stage, precision), (crate::Stage::Pipelined, crate::Precision::F32))
+    matches!(
+        (stage, precision),
+        (crate::Stage::Pipelined, crate::Precision::F32) | (crate::Stage::TensorCore, crate::Precision::F64)
+    )
 }
 
 /// One product of a grouped launch, as the kernel reads it from device

@@ -326,7 +326,37 @@ impl Device {
         layouts: KernelLayouts,
     ) -> Result<KernelInfo, Error> {
         let entry = registry::entry_point(precision, config)?;
-        let f = self.function(entry.name, layouts)?;
+        self.info_of(entry.name, precision, config, layouts)
+    }
+
+    /// As [`Device::kernel_info`], for the separate entry point that serves
+    /// `config`'s batches and split-K launches (`<name>_batched`), or `None`
+    /// where one entry point serves all launches
+    /// ([`crate::tuning::separate_batched_entry`]).
+    ///
+    /// # Errors
+    /// As [`Device::kernel_info`].
+    pub fn batched_kernel_info(
+        &self,
+        precision: Precision,
+        config: KernelConfig,
+        layouts: KernelLayouts,
+    ) -> Result<Option<KernelInfo>, Error> {
+        let entry = registry::entry_point(precision, config)?;
+        if entry.batched_name == entry.name {
+            return Ok(None);
+        }
+        self.info_of(entry.batched_name, precision, config, layouts).map(Some)
+    }
+
+    fn info_of(
+        &self,
+        name: &'static str,
+        precision: Precision,
+        config: KernelConfig,
+        layouts: KernelLayouts,
+    ) -> Result<KernelInfo, Error> {
+        let f = self.function(name, layouts)?;
         // The occupancy calculator needs the context current on this thread.
         self.ctx.bind_to_thread().during("cuCtxSetCurrent")?;
         let (bx, by) = config.block_dim();
@@ -337,7 +367,7 @@ impl Device {
             .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)
             .during("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
         Ok(KernelInfo {
-            name: entry.name,
+            name,
             registers: get(FnAttr::CU_FUNC_ATTRIBUTE_NUM_REGS)?,
             local_bytes: get(FnAttr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
             threads_per_block: threads,

@@ -54,7 +54,18 @@ macro_rules! stage_kernel {
 /// (`gemm_core::batch::separate_batched_entry`; keep the two lists equal).
 macro_rules! batched_twin {
     (Pipelined, f32, $name:ident, [$($p:literal),*]) => {
-        /// The batched entry point `<name>_batched` of a stage-7 f32 kernel.
+        batched_entry!(Pipelined, f32, $name, [$($p),*]);
+    };
+    (TensorCore, f64, $name:ident, [$($p:literal),*]) => {
+        batched_entry!(TensorCore, f64, $name, [$($p),*]);
+    };
+    ($stage:ident, $t:tt, $name:ident, [$($p:literal),*]) => {};
+}
+
+/// The entry point `<name>_batched`: strided, grouped and split-K launches.
+macro_rules! batched_entry {
+    ($stage:ident, $t:tt, $name:ident, [$($p:literal),*]) => {
+        #[doc = concat!("The batched entry point `", stringify!($name), "_batched`.")]
         pub mod $name {
             use super::*;
             #[doc = concat!("Entry point `", stringify!($name), "_batched`.")]
@@ -65,20 +76,19 @@ macro_rules! batched_twin {
             #[allow(clippy::too_many_arguments)]
             pub unsafe extern "ptx-kernel" fn batched(
                 m: u32, n: u32, k: u32,
-                alpha: f32, a: *const f32, lda: u32,
-                b: *const f32, ldb: u32,
-                beta: f32, c: *mut f32, ldc: u32,
+                alpha: $t, a: *const $t, lda: u32,
+                b: *const $t, ldb: u32,
+                beta: $t, c: *mut $t, ldc: u32,
                 grid_x: u32, count: u32, stride_a: u64, stride_b: u64, stride_c: u64,
                 problems: *const GroupProblem, k_slice: u32,
             ) {
                 let g = GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, block: [0; 2], grid: [grid_x, 0] };
                 if let Some(g) = locate(g, count, [stride_a, stride_b, stride_c], problems, k_slice) {
-                    stage_kernel!(Pipelined, f32, [$($p),*], g)
+                    stage_kernel!($stage, $t, [$($p),*], g)
                 }
             }
         }
     };
-    ($stage:ident, $t:tt, $name:ident, [$($p:literal),*]) => {};
 }
 
 macro_rules! export_kernels {

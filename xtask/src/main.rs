@@ -390,7 +390,22 @@ fn build_ptx(module: Module, compiler: &Compiler) -> Result<String> {
     println!("compiling the kernels for {} ...", ptx_rel(module));
     run(&mut cmd).map_err(|e| format!("{e}\n(the kernel toolchain is described in DESIGN.md and README.md)"))?;
     let asm = target_dir.join("nvptx64-nvidia-cuda/ptx/deps/gemm_kernels.s");
-    fs::read_to_string(&asm).map_err(|e| format!("{}: {e}", asm.display()))
+    let text = fs::read_to_string(&asm).map_err(|e| format!("{}: {e}", asm.display()))?;
+    Ok(strip_asm_markers(&text))
+}
+
+/// The PTX without LLVM's `// begin inline asm` / `// end inline asm`
+/// comment lines around each inline-asm statement: an eighth of the text
+/// (a megabyte per module), and nothing ptxas reads.
+fn strip_asm_markers(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    for line in ptx.split_inclusive('\n') {
+        let t = line.trim();
+        if t != "// begin inline asm" && t != "// end inline asm" {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// Every file under `dir`, recursively, as paths relative to the repository root.
@@ -829,10 +844,10 @@ fn parse_ptxas(log: &str) -> Vec<Report> {
 /// else with a stack frame, or these growing, fails.
 const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[(
     "gemm-host/ptx/gemm_sm_90_tn.ptx",
-    "dgemm_mma_b128x128x16_w64x32_d3",
+    "dgemm_mma_b128x128x16_w64x32_d3_batched",
     12,
-    "one 4-byte value of the epilogue (C's address) stored once before the main loop and loaded once after it; \
-     nothing moves through local memory inside the loop (SASS, 2026-11-22)",
+    "one 4-byte value of the epilogue (C's address, per product) stored once before the main loop and loaded once \
+     after it; nothing moves through local memory inside the loop (SASS, 2026-11-22)",
 )];
 
 /// `cargo xtask ptxas`: assembles every generated PTX file (every
@@ -871,13 +886,15 @@ fn ptxas() -> Result<()> {
                 r.stack,
                 r.spill_stores + r.spill_loads
             );
+            let spilled = r.spill_stores + r.spill_loads + r.stack > 0;
             let accepted = ACCEPTED_SPILLS
                 .iter()
+                .filter(|_| spilled)
                 .find(|a| a.0 == rel && a.1 == r.name)
                 .filter(|a| r.stack <= a.2 && r.spill_stores <= a.2 && r.spill_loads <= a.2);
             if let Some(a) = accepted {
                 notes.push(format!("{rel}: {}: {} bytes of stack accepted: {}", r.name, r.stack, a.3));
-            } else if r.spill_stores + r.spill_loads + r.stack > 0 {
+            } else if spilled {
                 bad.push(format!(
                     "{rel}: {} ({} bytes stack, {} bytes spill stores, {} bytes spill loads)",
                     r.name, r.stack, r.spill_stores, r.spill_loads
@@ -1729,5 +1746,11 @@ ptxas info    : Used 40 registers, used 0 barriers
             ("k1", 96, 96, 88, 254)
         );
         assert_eq!((r[1].name.as_str(), r[1].stack, r[1].spill_stores, r[1].registers), ("k2", 0, 0, 40));
+    }
+
+    #[test]
+    fn inline_asm_markers_are_stripped_and_nothing_else() {
+        let ptx = "\t// begin inline asm\n\tmov.b32 %r1, %r2;\n\t// end inline asm\n// keep\n\tret;\n";
+        assert_eq!(strip_asm_markers(ptx), "\tmov.b32 %r1, %r2;\n// keep\n\tret;\n");
     }
 }
