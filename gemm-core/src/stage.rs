@@ -129,7 +129,7 @@ impl Stage {
             Stage::RegisterTiled => "seed 004 (2D tiling), seed 001",
             Stage::Vectorized => "seed 004 (vectorized loads)",
             Stage::Pipelined => "seed 004 (next steps), seed 001 (prefetching)",
-            Stage::TensorCore => "PTX ISA, warp-level mma (m16n8k16 / m8n8k4 .f64)",
+            Stage::TensorCore => "PTX ISA, warp-level mma (m16n8k8 / m8n8k4 .f64); CUTLASS multistage",
         }
     }
 

@@ -360,7 +360,7 @@ fn ptx_build_args(module: Module) -> Vec<String> {
     .into();
     args.push(format!("-Ctarget-cpu={arch}"));
     args.push(format!("-Cllvm-args={UNROLL_THRESHOLD}"));
-    // Architecture-specific kernel code (stage 8's m16n8k16) is compiled
+    // Architecture-specific kernel code (stage 8's m16n8k8) is compiled
     // only into the sm_90 PTX.
     if arch == "sm_90" {
         args.extend(["--cfg".to_string(), "gemm_sm90".to_string()]);
