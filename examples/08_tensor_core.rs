@@ -1,5 +1,6 @@
 //! Stage 8, FP64 tensor cores (PTX ISA `mma.sync` .f64): warp tiles of
-//! 16 x 8 x 16 mma tiles, a cp.async pipeline, rasterized blocks. f64 only.
+//! 16 x 8 x 8 mma tiles with fragments in two buffers, a cp.async pipeline,
+//! rasterized blocks. f64 only.
 //! Every compiled configuration, self-checked against cuBLAS (NaN-poisoned
 //! C); prints ms, GFLOP/s, % of the FP64 tensor-core peak, ratio to cuBLAS.
 //!

@@ -229,8 +229,9 @@ pub enum KernelConfig {
         depth: u32,
     },
     /// Stage 8 (f64): block tile split into WM x WN warp tiles computed with
-    /// 16 x 8 x 16 tensor-core tiles (WM multiple of 16, WN of 8, BK of 16),
-    /// a pipeline of `depth` cp.async buffers.
+    /// 16 x 8 x 8 tensor-core tiles (WM multiple of 16, WN of 8, BK of 16:
+    /// two or more k-groups of 8 per tile), a pipeline of `depth` cp.async
+    /// buffers.
     TensorCore {
         /// Block tile.
         block: BlockTile,
