@@ -3,7 +3,8 @@
 //! - `cargo xtask ptx [--check | --any-compiler]`: build `gemm-kernels` to PTX
 //!   once per target architecture and operand layout (A and B row- or
 //!   column-major: `nn`, `nt`, `tn`, `tt`) and write
-//!   `gemm-host/ptx/gemm_<arch>_<layout>.ptx` (e.g. `gemm_sm_90_tn.ptx`), whose
+//!   `gemm-host/ptx/gemm_<arch>_<layout>.ptx.zst` (e.g. `gemm_sm_90_tn.ptx.zst`,
+//!   zstd-compressed; gemm-host's build script unpacks them), whose
 //!   header names the architecture, the layouts, the compiler (rustc and LLVM),
 //!   the pinned toolchain and a SHA-256 of the inputs (every file under
 //!   gemm-kernels/src and gemm-core/src, both crates' Cargo.toml, the
@@ -154,7 +155,24 @@ fn ptx_dir() -> PathBuf {
 }
 
 fn ptx_path(module: Module) -> PathBuf {
-    ptx_dir().join(format!("gemm_{}.ptx", module.name()))
+    ptx_dir().join(format!("gemm_{}.ptx.zst", module.name()))
+}
+
+/// zstd level of the committed PTX (about a tenth of the text; the build
+/// script of gemm-host unpacks it).
+const PTX_ZSTD_LEVEL: i32 = 19;
+
+/// The text of a committed, zstd-compressed PTX file.
+fn read_ptx(path: &Path) -> Result<String> {
+    let packed = fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = zstd::decode_all(packed.as_slice()).map_err(|e| format!("{}: not a zstd file: {e}", path.display()))?;
+    String::from_utf8(text).map_err(|e| format!("{}: not UTF-8 text: {e}", path.display()))
+}
+
+/// Writes a PTX text zstd-compressed.
+fn write_ptx(path: &Path, text: &str) -> Result<()> {
+    let packed = zstd::encode_all(text.as_bytes(), PTX_ZSTD_LEVEL).map_err(|e| format!("{}: {e}", path.display()))?;
+    fs::write(path, packed).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
@@ -537,20 +555,25 @@ fn header_field<'a>(ptx: &'a str, key: &str) -> Option<&'a str> {
 }
 
 fn ptx_rel(module: Module) -> String {
-    format!("gemm-host/ptx/gemm_{}.ptx", module.name())
+    format!("gemm-host/ptx/gemm_{}.ptx.zst", module.name())
 }
 
 /// Generated PTX files in `gemm-host/ptx/` (first line [`PTX_HEADER_FIRST`])
-/// that no module writes any more, e.g. `gemm_sm_80.ptx` from before the
-/// layouts: relative paths, sorted.
+/// that no module writes any more, e.g. `gemm_sm_80.ptx.zst` from before the
+/// layouts, or an uncompressed `.ptx` from before the PTX was stored
+/// compressed: relative paths, sorted.
 fn stale_ptx_files() -> Result<Vec<String>> {
     let current: Vec<String> = Module::all().into_iter().map(ptx_rel).collect();
     let mut files = Vec::new();
     files_under(&ptx_dir(), &mut files)?;
     let mut stale: Vec<String> = files
         .into_iter()
-        .filter(|rel| rel.ends_with(".ptx") && !current.contains(rel))
-        .filter(|rel| fs::read_to_string(root().join(rel)).is_ok_and(|t| t.lines().next() == Some(PTX_HEADER_FIRST)))
+        .filter(|rel| (rel.ends_with(".ptx") || rel.ends_with(".ptx.zst")) && !current.contains(rel))
+        .filter(|rel| {
+            let path = root().join(rel);
+            let text = if rel.ends_with(".zst") { read_ptx(&path).ok() } else { fs::read_to_string(&path).ok() };
+            text.is_some_and(|t| t.lines().next() == Some(PTX_HEADER_FIRST))
+        })
         .collect();
     stale.sort();
     Ok(stale)
@@ -624,8 +647,7 @@ fn ptx(args: &[String]) -> Result<()> {
         }
     }
     for (module, digest, text) in out {
-        let path = ptx_path(module);
-        fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        write_ptx(&ptx_path(module), &text)?;
         println!("wrote {} ({}, inputs-sha256 {digest})", ptx_rel(module), pin.compiler());
     }
     for rel in stale_ptx_files()? {
@@ -643,7 +665,7 @@ fn ptx_check(pin: &Pin, compiler: &Compiler) -> Result<()> {
     let mut problems = Vec::new();
     for module in Module::all() {
         let rel = ptx_rel(module);
-        let old = match fs::read_to_string(ptx_path(module)) {
+        let old = match read_ptx(&ptx_path(module)) {
             Ok(text) => text,
             Err(e) => {
                 problems.push(format!("{rel}: {e}: run `cargo xtask ptx`"));
@@ -696,7 +718,7 @@ fn ptx_check(pin: &Pin, compiler: &Compiler) -> Result<()> {
         return Err(format!("cannot compare the PTX bytes: {}", compiler.not_pinned(pin)));
     }
     for module in Module::all() {
-        let old = fs::read_to_string(ptx_path(module)).map_err(|e| format!("{}: {e}", ptx_rel(module)))?;
+        let old = read_ptx(&ptx_path(module))?;
         let fresh = ptx_header(module, compiler, pin, &inputs_digest(module)?)? + &build_ptx(module, compiler)?;
         if let Some((line, was, now)) = first_difference(&old, &fresh) {
             problems.push(format!(
@@ -843,7 +865,7 @@ fn parse_ptxas(log: &str) -> Vec<Report> {
 /// kernel, most bytes of stack and of spill stores and loads, why). Anything
 /// else with a stack frame, or these growing, fails.
 const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[(
-    "gemm-host/ptx/gemm_sm_90_tn.ptx",
+    "gemm-host/ptx/gemm_sm_90_tn.ptx.zst",
     "dgemm_mma_b128x128x16_w64x32_d3_batched",
     12,
     "one 4-byte value of the epilogue (C's address, per product) stored once before the main loop and loaded once \
@@ -859,9 +881,13 @@ fn ptxas() -> Result<()> {
     let modules = Module::all();
     for &module in &modules {
         let (arch, rel) = (module.arch, ptx_rel(module));
+        // ptxas reads the text from a file: the unpacked module under target/.
+        let unpacked = root().join("target").join("ptxas").join(format!("gemm_{}.ptx", module.name()));
+        fs::create_dir_all(unpacked.parent().unwrap()).map_err(|e| e.to_string())?;
+        fs::write(&unpacked, read_ptx(&ptx_path(module))?).map_err(|e| format!("{}: {e}", unpacked.display()))?;
         let out = Command::new(&ptxas)
             .args(["-v", &format!("-arch={arch}"), "-o", "/dev/null"])
-            .arg(ptx_path(module))
+            .arg(&unpacked)
             .output()
             .map_err(|e| format!("cannot run {ptxas} (set PTXAS): {e}"))?;
         let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
@@ -1572,7 +1598,7 @@ mod tests {
         assert_eq!(
             names,
             ["sm_80_nn", "sm_80_nt", "sm_80_tn", "sm_80_tt", "sm_90_nn", "sm_90_nt", "sm_90_tn", "sm_90_tt"]
-                .map(|n| format!("gemm-host/ptx/gemm_{n}.ptx"))
+                .map(|n| format!("gemm-host/ptx/gemm_{n}.ptx.zst"))
         );
         for module in Module::all() {
             assert_eq!(ptx_path(module), root().join(ptx_rel(module)));
