@@ -733,6 +733,9 @@ macro_rules! kernel_menu {
             (dgemm_mma_b128x32x16_w32x32_d3, f64, TensorCore, [128, 32, 16, 32, 32, 3])
             (dgemm_mma_b32x128x16_w32x32_d3, f64, TensorCore, [32, 128, 16, 32, 32, 3])
             (dgemm_mma_b32x32x16_w32x32_d4, f64, TensorCore, [32, 32, 16, 32, 32, 4])
+            (dgemm_mma_b64x64x16_w32x32_d4, f64, TensorCore, [64, 64, 16, 32, 32, 4])
+            (dgemm_mma_b128x128x16_w64x32_d4, f64, TensorCore, [128, 128, 16, 64, 32, 4])
+            (dgemm_mma_b128x64x32_w32x32_d4, f64, TensorCore, [128, 64, 32, 32, 32, 4])
         }
     };
 }
