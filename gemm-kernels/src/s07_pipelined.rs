@@ -98,29 +98,34 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
     let chunks = rows * cols / v;
     let per_row = cols / v; // 16-byte chunks per tile row
 
-    // Interior tiles (the block-uniform common case): every chunk lies inside
-    // the matrix, so each thread walks its chunks with one pointer and a
-    // constant stride, without per-chunk bounds checks: one 16-byte copy per
-    // chunk when the matrix allows vectors; for f64 without them (an odd
-    // leading dimension, an unaligned view) two 8-byte copies. (f32 keeps the
-    // fringe path there: this loop for it raised the 256-thread stage-7
-    // kernels past 128 registers, one block per SM.)
-    let interior = (vec || T::BYTES == 8) && row0 + rows <= rows_max && col0 + cols <= cols_max;
-    if interior && threads % per_row == 0 && chunks % threads == 0 {
+    // Interior tiles and the edge tiles of the free dimensions (the last
+    // block row or column of C), with k wholly inside: each thread walks its
+    // chunks with one pointer and a constant stride, without per-chunk
+    // bounds checks (one 16-byte copy per chunk when the matrix allows
+    // vectors; for f64 without them, an odd leading dimension or an
+    // unaligned view, two 8-byte copies). In an edge tile, rows past the
+    // matrix are read from its last row and whole column chunks past it from
+    // chunk 0 (those values reach only C elements that are never stored),
+    // which needs no chunk to straddle the column edge (`cols_max` a
+    // multiple of V). Before edge tiles took this loop, every tile of an
+    // edge block took the fringe path below, and with one wave of blocks
+    // (1000^3) the edge blocks set the kernel's time: 1.5x that of 1024^3 on
+    // the same grid (H200, 2026-11-23). (f32 without vectors keeps the
+    // fringe path: this loop for it raised the 256-thread stage-7 kernels
+    // past 128 registers, one block per SM.)
+    let copies = vec || T::BYTES == 8;
+    let even = threads % per_row == 0 && chunks % threads == 0;
+    let rows_ok = rows_free || row0 + rows <= rows_max;
+    let cols_ok = col0 + cols <= cols_max || (cols_free && cols_max % v == 0);
+    if copies && even && rows_ok && cols_ok {
         let rows_per_pass = threads / per_row;
         let (r, cc) = (tid / per_row, tid % per_row * v);
-        let src = p.add((row0 + r) as usize * ld as usize + (col0 + cc) as usize);
+        let col = if col0 + cc < cols_max { col0 + cc } else { 0 };
         let d = dst + (r * dst_ld + cc) * T::BYTES;
         for i in 0..chunks / threads {
             let step = i * rows_per_pass;
-            let (d, src) = (d + step * dst_ld * T::BYTES, src.add(step as usize * ld as usize));
-            if vec {
-                cp_async_16(d, src as *const u8);
-            } else {
-                for e in 0..v {
-                    T::cp_async_elem(d + e * T::BYTES, src.add(e as usize));
-                }
-            }
+            let row = (row0 + r + step).min(rows_max - 1);
+            copy_chunk::<T>(vec, d + step * dst_ld * T::BYTES, p.add(row as usize * ld as usize + col as usize));
         }
         return;
     }
@@ -159,6 +164,22 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
                     T::st_shared(d + e * T::BYTES, T::ZERO);
                 }
             }
+        }
+    }
+}
+
+/// One chunk of V elements from global `src` to shared `dst`: one 16-byte
+/// cp.async when the matrix allows vectors (`vec`), else V element copies.
+///
+/// # Safety
+/// As [`copy_tile_async`]; the V elements at `src` lie inside the matrix.
+#[inline(always)]
+unsafe fn copy_chunk<T: Element>(vec: bool, dst: u32, src: *const T) {
+    if vec {
+        cp_async_16(dst, src as *const u8);
+    } else {
+        for e in 0..T::VEC as u32 {
+            T::cp_async_elem(dst + e * T::BYTES, src.add(e as usize));
         }
     }
 }

@@ -864,13 +864,21 @@ fn parse_ptxas(log: &str) -> Vec<Report> {
 /// Spills `cargo xtask ptxas` accepts, each with its reason: (PTX file,
 /// kernel, most bytes of stack and of spill stores and loads, why). Anything
 /// else with a stack frame, or these growing, fails.
-const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[(
-    "gemm-host/ptx/gemm_sm_90_tn.ptx.zst",
-    "dgemm_mma_b128x128x16_w64x32_d3_batched",
-    12,
-    "one 4-byte value of the epilogue (C's address, per product) stored once before the main loop and loaded once \
-     after it; nothing moves through local memory inside the loop (SASS, 2026-11-22)",
-)];
+const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[
+    (
+        "gemm-host/ptx/gemm_sm_90_tn.ptx.zst",
+        "dgemm_mma_b128x128x16_w64x32_d3_batched",
+        16,
+        "values of the epilogue (C's address, per product) stored once before the main loop and loaded once after it; \
+         nothing moves through local memory inside the loop (SASS, 2026-11-22 and 2026-11-23)",
+    ),
+    (
+        "gemm-host/ptx/gemm_sm_90_tn.ptx.zst",
+        "dgemm_mma_b128x128x16_w64x32_d4_batched",
+        16,
+        "as the depth-3 kernel: stored once before the main loop, loaded once after it (SASS, 2026-11-23)",
+    ),
+];
 
 /// `cargo xtask ptxas`: assembles every generated PTX file (every
 /// architecture and layout) and prints one table per file.
