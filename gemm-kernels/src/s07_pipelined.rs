@@ -74,8 +74,9 @@ use gemm_core::tiling::{block_tile_origin, s07_layout, BlockTile, SmemLayout, WA
 /// instead (row `rows_max - 1`, chunk 0): those values only reach rows or
 /// columns of C that are never stored, and the copy stays a full-speed
 /// 16-byte cp.async. Along k (not free) the tile is zero-filled, since every
-/// C element sums over k. Tiles wholly inside take a fast path without
-/// bounds checks.
+/// C element sums over k. Tiles with k wholly inside (interior tiles, and
+/// edge tiles of m and n whose column chunks cannot straddle the edge) take
+/// a fast path without bounds checks.
 ///
 /// # Safety
 /// `p` points to the matrix; `dst` is a 16-byte aligned shared address with
@@ -100,8 +101,8 @@ pub(crate) unsafe fn copy_tile_async<T: Element>(
 
     // Interior tiles and the edge tiles of the free dimensions (the last
     // block row or column of C), with k wholly inside: each thread walks its
-    // chunks with one pointer and a constant stride, without per-chunk
-    // bounds checks (one 16-byte copy per chunk when the matrix allows
+    // chunks at a constant row stride, with no per-chunk bounds checks but a
+    // `min` on the row (one 16-byte copy per chunk when the matrix allows
     // vectors; for f64 without them, an odd leading dimension or an
     // unaligned view, two 8-byte copies). In an edge tile, rows past the
     // matrix are read from its last row and whole column chunks past it from
