@@ -341,20 +341,13 @@ fn grid_beyond_the_device_limit_is_a_typed_error() {
     assert!(c.as_slice().iter().all(|&x| x == 3.0));
 }
 
-/// Local memory kernels may have on the GPU (name, most bytes over the four
-/// layout modules): the one spill `cargo xtask ptxas` accepts
-/// (`ACCEPTED_SPILLS` in the xtask: the batched entry point of stage 8's
-/// block 128x128x16 in the tn module keeps a 4-byte value of its epilogue in
-/// local memory across the main loop, stored once before it and loaded once
-/// after). Before,
-/// the register-tiled stage-5 kernel with block 128x128x16 had 24 bytes in
-/// the nt module, which the xtask had reported clean only because its
-/// parser read a callee's stack line as the kernel's (fixed); that
-/// configuration left the menu, as did the stage-8 block 128x64x32 one.
-/// The test fails if a listed kernel grows or any other kernel uses local
-/// memory.
-const JIT_SPILLS: &[(&str, u32)] =
-    &[("dgemm_mma_b128x128x16_w64x32_d3_batched", 8), ("dgemm_mma_b128x128x16_w64x32_d4_batched", 8)];
+/// Local memory kernels may have on the GPU after the driver's JIT (name,
+/// most bytes over the four layout modules): none. The last ones, the tn
+/// batched entry points of stage 8's block 128x128x16 (a 4-byte epilogue
+/// value kept across the main loop), went with stage 8's branch-free copies
+/// and its shared-memory stash of the epilogue's values (2026-11-24). The
+/// test fails if any kernel uses local memory.
+const JIT_SPILLS: &[(&str, u32)] = &[];
 
 /// No kernel (single-product and batched entry points) uses local memory
 /// (no spills) on this device in any of the four layout modules, beyond the recorded JIT spills of [`JIT_SPILLS`],

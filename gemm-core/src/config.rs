@@ -7,7 +7,9 @@
 use crate::geometry::{ceil_div, LaunchGeometry};
 use crate::shape::KernelLayouts;
 use crate::stage::Stage;
-use crate::tiling::{s05_layout, s06_layout, s07_layout, s08_layout, BlockTile, ThreadTile, WarpTile, WARP_SIZE};
+use crate::tiling::{
+    s05_layout, s06_layout, s07_layout, s08_layout, BlockTile, ThreadTile, WarpTile, S08_STASH_BYTES, WARP_SIZE,
+};
 use thiserror::Error;
 
 /// Element precision of a kernel: `f64` (DGEMM) or `f32` (SGEMM).
@@ -556,7 +558,9 @@ impl KernelConfig {
             KernelConfig::Pipelined { block, depth, .. } => {
                 s07_layout(block, bytes, layouts).stage_elems * bytes * depth
             }
-            KernelConfig::TensorCore { block, depth, .. } => s08_layout(block, layouts).stage_elems * bytes * depth,
+            KernelConfig::TensorCore { block, depth, .. } => {
+                s08_layout(block, layouts).stage_elems * bytes * depth + S08_STASH_BYTES
+            }
         }
     }
 

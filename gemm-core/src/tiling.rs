@@ -174,6 +174,12 @@ pub const fn s08_layout(t: BlockTile, layouts: KernelLayouts) -> SmemLayout {
     SmemLayout { a_ld, b_offset, b_ld, stage_elems: b_offset + b_lines * b_ld }
 }
 
+/// Bytes of shared memory after stage 8's DEPTH pipeline buffers in which
+/// the block parks what only its epilogue needs (the block tile's origin and
+/// C's address) across the main loop, rather than in two or three registers
+/// that ptxas would otherwise spill.
+pub const S08_STASH_BYTES: u32 = 16;
+
 /// First row and column of the block tile of C that block (bx, by) computes
 /// in stages 5-7: (by * BM, bx * BN), matching the grid (ceil(n / BN),
 /// ceil(m / BM)) of `KernelConfig::geometry` (stage 8 rasterizes, [`raster`]).

@@ -56,7 +56,7 @@
 
 use crate::element::Element;
 use crate::thread::{
-    cp_async_16, cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c, store_c_vec, sync_threads, thread_idx,
+    cp_async_16, cp_async_16_zfill, cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c, store_c_vec, sync_threads, thread_idx,
     vector_ok, GemmArgs,
 };
 use gemm_core::ceil_div;
@@ -183,6 +183,132 @@ unsafe fn copy_chunk<T: Element>(vec: bool, dst: u32, src: *const T) {
             T::cp_async_elem(dst + e * T::BYTES, src.add(e as usize));
         }
     }
+}
+
+/// The branch-free form of [`copy_tile_async`] that stage 8 uses when both
+/// operands come in whole 16-byte chunks: every tile, interior, edge or
+/// past the last k tile, takes one straight-line sequence of 16-byte
+/// cp.async copies with a source size (`src-size`): a chunk wholly inside
+/// the matrix is copied, any other zero-filled, read with source size 0 from
+/// an address inside the matrix (nothing outside it is ever addressed).
+/// `live` false zero-fills the whole tile: a request past the last k tile
+/// costs no branch either.
+///
+/// With no branch in it, the copies share a basic block with the mma around
+/// them, and ptxas interleaves the two, as cuBLAS's kernels do (why it
+/// matters: "Copies" in `s08_tensor_core`).
+///
+/// A thread's chunks share one column chunk and step down the rows
+/// `threads / per_row` apart, so it walks one pointer down them (as
+/// cuBLAS's kernels do) rather than computing each chunk's address: the
+/// pointer changes every tile, so ptxas cannot hoist per-chunk addresses out
+/// of the loop (it did, 16 registers, and spilled). Past the matrix's last
+/// row the pointer stops advancing and the copies zero-fill.
+///
+/// Needs 16-byte rows ([`vector_ok`]) whose length `cols_max` is a multiple
+/// of V (so no chunk straddles the edge: [`zfill_vec`]), and a thread count
+/// that divides the tile's chunks and is a multiple of its chunks per row
+/// ([`zfill_even`]; the caller checks it at compile time).
+///
+/// # Safety
+/// As [`copy_tile_async`], and the matrix has at least one element.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn copy_tile_zfill<T: Element>(
+    p: *const T,
+    ld: u32,
+    (row0, col0): (u32, u32),
+    (rows_max, cols_max): (u32, u32),
+    (rows, cols): (u32, u32),
+    live: bool,
+    dst: u32,
+    dst_ld: u32,
+    (tid, threads): (u32, u32),
+) {
+    let v = T::VEC as u32;
+    let bytes = T::BYTES;
+    let per_row = cols / v;
+    let rows_per_pass = threads / per_row;
+    let per_thread = rows * cols / v / threads;
+    let (r, cc) = (tid / per_row, tid % per_row * v);
+    let (row, col) = (row0 + r, col0 + cc);
+    // How many of the thread's chunks lie inside the matrix: rows row, row +
+    // rows_per_pass, ... below rows_max, in a column chunk inside it.
+    let inside = if !live || col >= cols_max || row >= rows_max {
+        0
+    } else {
+        ((rows_max - row + rows_per_pass - 1) / rows_per_pass).min(per_thread)
+    };
+    let mut src = p.add(row.min(rows_max - 1) as usize * ld as usize + if col < cols_max { col as usize } else { 0 });
+    let stride = rows_per_pass as usize * ld as usize;
+    let d = dst + (r * dst_ld + cc) * bytes;
+    for i in 0..per_thread {
+        let n = if i < inside { 16 } else { 0 };
+        cp_async_16_zfill(d + i * rows_per_pass * dst_ld * bytes, src as *const u8, n);
+        if i + 1 < per_thread {
+            src = src.add(if i + 1 < inside { stride } else { 0 });
+        }
+    }
+}
+
+/// Requests tile `kt` of A and B as [`request_tiles`] does, through
+/// [`copy_tile_zfill`] (no branch; `live` false zero-fills the buffer
+/// instead). Both operands must pass [`zfill_vec`].
+///
+/// # Safety
+/// As [`copy_tile_zfill`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn request_tiles_zfill<T: Element, const A_COL: bool, const B_COL: bool>(
+    g: &GemmArgs<T>,
+    tile: BlockTile,
+    layout: SmemLayout,
+    (row0, col0): (u32, u32),
+    kt: u32,
+    live: bool,
+    stage: u32,
+    (tid, threads): (u32, u32),
+) {
+    let k0 = kt * tile.bk;
+    copy_tile_zfill(
+        g.a,
+        g.lda,
+        stored::<A_COL, _>((row0, k0)),
+        stored::<A_COL, _>((g.m, g.k)),
+        stored::<A_COL, _>((tile.bm, tile.bk)),
+        live,
+        stage,
+        layout.a_ld,
+        (tid, threads),
+    );
+    copy_tile_zfill(
+        g.b,
+        g.ldb,
+        stored::<B_COL, _>((k0, col0)),
+        stored::<B_COL, _>((g.k, g.n)),
+        stored::<B_COL, _>((tile.bk, tile.bn)),
+        live,
+        stage + layout.b_offset * T::BYTES,
+        layout.b_ld,
+        (tid, threads),
+    );
+}
+
+/// Whether [`copy_tile_zfill`] may copy a matrix (`rows x cols`, in
+/// elements, as stored: `COL` swaps them) in 16-byte chunks: 16-byte rows
+/// ([`vector_ok`]) of a length that is a multiple of V.
+#[inline(always)]
+pub(crate) fn zfill_vec<T: Element, const COL: bool>(p: *const T, ld: u32, (rows, cols): (u32, u32)) -> bool {
+    let line = stored::<COL, _>((rows, cols)).1;
+    vector_ok(p, ld) && line % T::VEC as u32 == 0
+}
+
+/// Whether a tile of `rows x cols` (as stored) splits evenly over `threads`
+/// for [`copy_tile_zfill`]: the thread count divides its 16-byte chunks and
+/// is a multiple of the chunks per row.
+pub(crate) const fn zfill_even(rows: u32, cols: u32, vec: u32, threads: u32) -> bool {
+    let per_row = cols / vec;
+    cols % vec == 0 && threads % per_row == 0 && (rows * per_row) % threads == 0
 }
 
 /// Requests tile `kt` (k from kt * BK) of A and B into the pipeline buffer at

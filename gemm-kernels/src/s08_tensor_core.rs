@@ -10,8 +10,25 @@
 //! 1D block of (BM / WM) * (BN / WN) warps, grid (ceil(n / BN), ceil(m / BM)),
 //! DEPTH buffers of `gemm_core::tiling::s08_layout`, each tile in its
 //! operand's storage order (A row-major `[BM][BK + 4]` or column-major
-//! `[BK][BM + 8]`; B row-major `[BK][BN + 4]` or column-major `[BN][BK + 4]`)
-//! (`KernelConfig::TensorCore`).
+//! `[BK][BM + 8]`; B row-major `[BK][BN + 4]` or column-major `[BN][BK + 4]`),
+//! then `S08_STASH_BYTES` for the epilogue's values (`KernelConfig::TensorCore`).
+//!
+//! # Copies
+//! When both operands come in whole 16-byte chunks (16-byte aligned rows
+//! whose length is a multiple of 2; `s07_pipelined::zfill_vec`), the tiles
+//! are requested by `s07_pipelined::copy_tile_zfill`: one straight-line run
+//! of 16-byte cp.async per thread, zero-filling with a source size of 0
+//! where a chunk lies outside the matrix (edges, the k tail, tiles past the
+//! last), one pointer walked down the thread's rows. With no branch around
+//! them, ptxas interleaves the copies with the mma, as in cuBLAS's kernels.
+//! Otherwise (an odd leading dimension, an unaligned view) stage 7's copies
+//! are used, with a bounds-check-free loop for tiles with k inside and
+//! element copies at the fringe. The kernel holds both main loops and picks
+//! one per launch. Why: under ncu at 4096^3 (H200, 2026-11-24), with stage
+//! 7's copies behind their fast-path branch, each warp issued a whole tile's
+//! copies (about 150 instructions) with no mma between them, and the FP64
+//! tensor pipe was busy 85% of the time against cuBLAS's 95% with the same
+//! block tile (BENCHMARKS.md has the times before and after).
 //!
 //! # The mma tile
 //! A warp computes its WM x WN warp tile as (WM / 16) x (WN / 8) tiles of
@@ -63,14 +80,14 @@
 //! before the last k-group) for the schedule.
 
 use crate::element::Element;
-use crate::s07_pipelined::request_tiles;
+use crate::s07_pipelined::{request_tiles, request_tiles_zfill, zfill_even, zfill_vec};
 use crate::thread::{
     cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok, GemmArgs,
 };
 use core::arch::asm;
 use gemm_core::ceil_div;
 use gemm_core::shape::{KernelLayouts, Layout};
-use gemm_core::tiling::{raster, s08_layout, BlockTile, RASTER_GROUP, WARP_SIZE};
+use gemm_core::tiling::{raster, s08_layout, BlockTile, RASTER_GROUP, S08_STASH_BYTES, WARP_SIZE};
 
 /// `d <- a * b + d` on one 16 x 8 x 8 f64 tile held in fragments (layout in
 /// the module docs): one `mma.m16n8k8` (sm_90).
@@ -149,9 +166,50 @@ pub unsafe fn tensor_core<
 >(
     g: GemmArgs<f64>,
 ) {
+    // Two copies of the kernel, chosen once per launch (a uniform branch; see
+    // "Copies" in the module docs): the branch-free copies when both
+    // operands come in whole 16-byte chunks (`zfill_vec`), stage 7's copies
+    // otherwise.
+    let a_vec = zfill_vec::<f64, A_COL>(g.a, g.lda, (g.m, g.k));
+    let b_vec = zfill_vec::<f64, B_COL>(g.b, g.ldb, (g.k, g.n));
+    if a_vec && b_vec {
+        tensor_core_body::<BM, BN, BK, WM, WN, DEPTH, MT, NT, A_COL, B_COL, true>(g);
+    } else {
+        tensor_core_body::<BM, BN, BK, WM, WN, DEPTH, MT, NT, A_COL, B_COL, false>(g);
+    }
+}
+
+/// The kernel of [`tensor_core`]: with `ALL_VEC` (both operands pass
+/// `zfill_vec`) its copies are `request_tiles_zfill`'s, else
+/// `request_tiles`'.
+#[inline(always)]
+unsafe fn tensor_core_body<
+    const BM: u32,
+    const BN: u32,
+    const BK: u32,
+    const WM: u32,
+    const WN: u32,
+    const DEPTH: u32,
+    const MT: usize,
+    const NT: usize,
+    const A_COL: bool,
+    const B_COL: bool,
+    const ALL_VEC: bool,
+>(
+    g: GemmArgs<f64>,
+) {
     const { assert!(BM % WM == 0 && BN % WN == 0 && DEPTH >= 2, "warp tiles must divide the block tile") };
     const { assert!(WM % 16 == 0 && WN % 8 == 0 && BK % 16 == 0, "WM, WN, BK must be multiples of 16, 8, 16") };
     const { assert!(MT as u32 * 16 == WM && NT as u32 * 8 == WN, "MT = WM / 16, NT = WN / 8") };
+    const {
+        let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
+        let (a_rows, a_cols) = if A_COL { (BK, BM) } else { (BM, BK) };
+        let (b_rows, b_cols) = if B_COL { (BN, BK) } else { (BK, BN) };
+        assert!(
+            zfill_even(a_rows, a_cols, 2, threads) && zfill_even(b_rows, b_cols, 2, threads),
+            "the block's threads must split each tile's 16-byte chunks evenly (copy_tile_zfill)"
+        )
+    };
     let tile = BlockTile::new(BM, BN, BK);
     let layouts = KernelLayouts {
         a: if A_COL { Layout::ColMajor } else { Layout::RowMajor },
@@ -164,7 +222,10 @@ pub unsafe fn tensor_core<
     let bytes = f64::BYTES;
     let stage_bytes = layout.stage_elems * bytes;
     let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
-    let tid = thread_idx()[0];
+    // Opaque, so the two bodies (`ALL_VEC`) share no setup LLVM could hoist
+    // above the choice between them: without it ptxas spilled 4-8 bytes in
+    // the tn batched 128 x 64 and 128 x 128 kernels (sm_90, 2026-11-24).
+    let tid = opaque_u32(thread_idx()[0]);
     let (warp, lane) = (tid / WARP_SIZE, tid % WARP_SIZE);
     let (wr, wc) = (warp / (BN / WN), warp % (BN / WN));
     let (gq, tq) = (lane / 4, lane % 4); // g and t of the fragment layouts
@@ -178,8 +239,30 @@ pub unsafe fn tensor_core<
     let [gx, gy] = g.grid;
     let (tile_m, tile_n) = raster(by * gx + bx, gy, gx, RASTER_GROUP);
     let (row0, col0) = (tile_m * BM, tile_n * BN);
-    let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
     let base = smem_base();
+    // Requests tile `kt` into the buffer at `stage` (`live` false: a tile
+    // past the last). With whole 16-byte chunks (ALL_VEC) through the
+    // branch-free `request_tiles_zfill`, which zero-fills instead of
+    // skipping; otherwise through stage 7's `request_tiles` (a bounds-check-
+    // free loop for tiles with k inside, element copies at the fringe),
+    // skipped when not live.
+    let request = |kt: u32, live: bool, stage: u32, tid: u32| {
+        if ALL_VEC {
+            request_tiles_zfill::<f64, A_COL, B_COL>(
+                &g,
+                tile,
+                layout,
+                (row0, col0),
+                kt,
+                live,
+                stage,
+                (tid, threads),
+            );
+        } else if live {
+            let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
+            request_tiles::<f64, A_COL, B_COL>(&g, vecs, tile, layout, (row0, col0), kt, stage, (tid, threads));
+        }
+    };
 
     // The fragments of k-group `kk` of the tile stored at `a_tile`: a[mi] =
     // A(lo, k + t), A(hi, k + t), A(lo, k + 4 + t), A(hi, k + 4 + t) and
@@ -215,6 +298,17 @@ pub unsafe fn tensor_core<
         }
     };
 
+    // What only the epilogue needs (the tile's origin, C's address) waits in
+    // shared memory after the pipeline buffers (`S08_STASH_BYTES`): held in
+    // registers across the loop beside its copies and two fragment buffers,
+    // it was what ptxas spilled. One thread writes; the barrier before the
+    // epilogue publishes it.
+    let stash = base + DEPTH * stage_bytes;
+    const { assert!(S08_STASH_BYTES >= 16) };
+    if tid == 0 {
+        f64::st_shared(stash, f64::from_bits(u64::from(row0) | u64::from(col0) << 32));
+        f64::st_shared(stash + 8, f64::from_bits(g.c as usize as u64));
+    }
     // Prologue: tiles 0..DEPTH - 1 requested, tile 0 waited for, its first
     // k-group's fragments read.
     let k_tiles = ceil_div(g.k, BK);
@@ -222,7 +316,7 @@ pub unsafe fn tensor_core<
     for s in 0..DEPTH - 1 {
         if s < k_tiles {
             let stage = base + s * stage_bytes;
-            request_tiles::<f64, A_COL, B_COL>(&g, vecs, tile, layout, (row0, col0), s, stage, (tid, threads));
+            request(s, true, stage, tid);
         }
         cp_async_commit();
     }
@@ -241,24 +335,13 @@ pub unsafe fn tensor_core<
     let mut k_group = |kt: u32, kk: u32, cur: &Frags<MT, NT>, next: &mut Frags<MT, NT>| {
         if kk == 0 {
             // Tile kt + DEPTH - 1 goes to the buffer tile kt - 1 used, freed
-            // at the previous step's barrier. (Requested after the loads and
-            // mma below instead, the copies' addresses spilled.)
-            if kt + DEPTH - 1 < k_tiles {
-                let stage = base + write * stage_bytes;
-                request_tiles::<f64, A_COL, B_COL>(
-                    &g,
-                    vecs,
-                    tile,
-                    layout,
-                    (row0, col0),
-                    kt + DEPTH - 1,
-                    stage,
-                    // Opaque: the copies' per-thread addresses are recomputed
-                    // each step rather than held in registers across the loop
-                    // beside two fragment buffers.
-                    (opaque_u32(tid), threads),
-                );
-            }
+            // at the previous step's barrier. With ALL_VEC no branch
+            // separates its copies from the mma below, so ptxas interleaves
+            // the two. (Requested after the loads and mma below instead,
+            // the copies' addresses spilled.) Opaque: the copies' per-thread
+            // addresses are recomputed each step rather than held in
+            // registers across the loop beside two fragment buffers.
+            request(kt + DEPTH - 1, kt + DEPTH - 1 < k_tiles, base + write * stage_bytes, opaque_u32(tid));
             cp_async_commit();
         }
         // The next k-group's fragments (after the last group: the next
@@ -287,6 +370,10 @@ pub unsafe fn tensor_core<
             k_group(kt, kk + 1, &f1, &mut f0);
         }
     }
+    sync_threads();
+    let origin = f64::ld_shared(stash).to_bits();
+    let (row0, col0) = (origin as u32, (origin >> 32) as u32);
+    let g = GemmArgs { c: f64::ld_shared(stash + 8).to_bits() as usize as *mut f64, ..g };
     let c_vec = vector_ok(g.c as *const f64, g.ldc);
     for (mt, acc_m) in acc.iter().enumerate() {
         let (lo, hi) = frag_rows(row0 + wr * WM + mt as u32 * 16);

@@ -156,6 +156,20 @@ pub unsafe fn cp_async_16(dst: u32, src: *const u8) {
          options(nostack, preserves_flags));
 }
 
+/// `cp.async.cg.shared.global` of 16 bytes with a source size: `src_bytes`
+/// (0 or 16 here) are read and the rest of the 16 zero-filled (PTX ISA,
+/// "cp.async", `src-size`). With 0 nothing is read, so one instruction both
+/// copies and clears, and a copy can be switched off without a branch.
+///
+/// # Safety
+/// As [`cp_async_16`]: `src` stays a readable, 16-byte aligned address even
+/// when `src_bytes` is 0 (compute-sanitizer checks the address).
+#[inline(always)]
+pub unsafe fn cp_async_16_zfill(dst: u32, src: *const u8, src_bytes: u32) {
+    asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) src_bytes,
+         options(nostack, preserves_flags));
+}
+
 /// `x`, through a `mov` the compiler cannot see into, so what is computed
 /// from it inside a loop stays inside the loop: not hoisted out of it and
 /// kept live in registers across it. Costs one move.
