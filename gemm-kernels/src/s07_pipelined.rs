@@ -50,6 +50,11 @@
 //! are not 16-byte aligned, are copied element by element (4 or 8 bytes) with
 //! zeros outside. The epilogue is `thread::store_c_vec`.
 //!
+//! When both operands come in whole 16-byte chunks, the kernel instead
+//! takes a second main loop whose copies have no branch at all
+//! ([`copy_tile_zfill`], which stage 8 introduced; "Copies" in
+//! `s08_tensor_core` says why), so ptxas can interleave them with the fma.
+//!
 //! # Source
 //! Seed 004 ("next steps": double buffering), seed 001 (prefetching, ILP);
 //! PTX ISA, "Data movement: cp.async", "cp.async.wait_group".
@@ -393,6 +398,43 @@ pub unsafe fn pipelined<
 >(
     g: GemmArgs<T>,
 ) {
+    // As stage 8 ("Copies" in `s08_tensor_core`): branch-free copies, which
+    // ptxas interleaves with the fma, when both operands come in whole
+    // 16-byte chunks and the block's threads split each tile's chunks
+    // evenly; the copies above otherwise. Two main loops, one per launch.
+    let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
+    let v = T::VEC as u32;
+    let even = {
+        let (a_rows, a_cols) = if A_COL { (BK, BM) } else { (BM, BK) };
+        let (b_rows, b_cols) = if B_COL { (BN, BK) } else { (BK, BN) };
+        zfill_even(a_rows, a_cols, v, threads) && zfill_even(b_rows, b_cols, v, threads)
+    };
+    if even && zfill_vec::<T, A_COL>(g.a, g.lda, (g.m, g.k)) && zfill_vec::<T, B_COL>(g.b, g.ldb, (g.k, g.n)) {
+        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, true>(g);
+    } else {
+        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, false>(g);
+    }
+}
+
+/// The kernel of [`pipelined`]: with `ZFILL` its copies are
+/// [`request_tiles_zfill`]'s, else [`request_tiles`]'.
+#[inline(always)]
+unsafe fn pipelined_body<
+    T: Element,
+    const BM: u32,
+    const BN: u32,
+    const BK: u32,
+    const WM: u32,
+    const WN: u32,
+    const TM: usize,
+    const TN: usize,
+    const DEPTH: u32,
+    const A_COL: bool,
+    const B_COL: bool,
+    const ZFILL: bool,
+>(
+    g: GemmArgs<T>,
+) {
     const { assert!(BM % WM == 0 && BN % WN == 0 && DEPTH >= 2, "warp tiles must divide the block tile") };
     const { assert!((WM / TM as u32) * (WN / TN as u32) == WARP_SIZE, "a warp tile must hold 32 thread tiles") };
     let v = T::VEC as u32;
@@ -413,6 +455,15 @@ pub unsafe fn pipelined<
     let (row0, col0) = block_tile_origin(g.block, tile);
     let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
     let base = smem_base();
+    // Requests tile `kt` into the buffer at `stage` (`live` false: a tile
+    // past the last, zero-filled with ZFILL, skipped otherwise).
+    let request = |kt: u32, live: bool, stage: u32, tid: u32| {
+        if ZFILL {
+            request_tiles_zfill::<T, A_COL, B_COL>(&g, tile, layout, (row0, col0), kt, live, stage, (tid, threads));
+        } else if live {
+            request_tiles::<T, A_COL, B_COL>(&g, vecs, tile, layout, (row0, col0), kt, stage, (tid, threads));
+        }
+    };
     // Row (within the block tile) of the thread's i-th row: interleaved
     // (lr + i * LM) when A's tile is k-contiguous (16-byte reads along k),
     // in groups of V (16-byte reads along m) when it is m-contiguous.
@@ -435,16 +486,7 @@ pub unsafe fn pipelined<
     let k_tiles = ceil_div(g.k, BK);
     for s in 0..DEPTH - 1 {
         if s < k_tiles {
-            request_tiles::<T, A_COL, B_COL>(
-                &g,
-                vecs,
-                tile,
-                layout,
-                (row0, col0),
-                s,
-                base + s * stage_bytes,
-                (tid, threads),
-            );
+            request(s, true, base + s * stage_bytes, tid);
         }
         cp_async_commit(); // empty groups keep the count of groups uniform
     }
@@ -453,18 +495,10 @@ pub unsafe fn pipelined<
     for kt in 0..k_tiles {
         cp_async_wait(DEPTH - 2);
         sync_threads();
-        if kt + DEPTH - 1 < k_tiles {
-            request_tiles::<T, A_COL, B_COL>(
-                &g,
-                vecs,
-                tile,
-                layout,
-                (row0, col0),
-                kt + DEPTH - 1,
-                base + write * stage_bytes,
-                (tid, threads),
-            );
-        }
+        // With ZFILL the tid is opaque, so the copies' per-thread values
+        // are recomputed each step rather than held across the loop.
+        let t = if ZFILL { opaque_u32(tid) } else { tid };
+        request(kt + DEPTH - 1, kt + DEPTH - 1 < k_tiles, base + write * stage_bytes, t);
         cp_async_commit();
         let a_tile = base + read * stage_bytes;
         let b_tile = a_tile + layout.b_offset * T::BYTES;
