@@ -61,8 +61,8 @@
 
 use crate::element::Element;
 use crate::thread::{
-    cp_async_16, cp_async_16_zfill, cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c, store_c_vec, sync_threads, thread_idx,
-    vector_ok, GemmArgs,
+    cp_async_16, cp_async_16_zfill, cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c, store_c_vec,
+    sync_threads, thread_idx, vector_ok, GemmArgs,
 };
 use gemm_core::ceil_div;
 use gemm_core::shape::{KernelLayouts, Layout};
