@@ -60,6 +60,14 @@ pub trait Element: Copy + PartialEq + Add<Output = Self> + Mul<Output = Self> + 
     /// `dst` is an aligned shared address inside the launch's buffer; `src`
     /// points to a readable element of global memory.
     unsafe fn cp_async_elem(dst: u32, src: *const Self);
+    /// [`Element::cp_async_elem`] with a source size: `src_bytes` (0 or the
+    /// element's size) are read and the rest zero-filled, so 0 clears the
+    /// element without reading it. PTX ISA, "cp.async", `src-size`.
+    ///
+    /// # Safety
+    /// As [`Element::cp_async_elem`]: `src` stays a readable element of
+    /// global memory even when `src_bytes` is 0.
+    unsafe fn cp_async_elem_zfill(dst: u32, src: *const Self, src_bytes: u32);
 
     /// `ld.global` of one element (an explicit state space: a pointer
     /// computed per product of a batch no longer tells the compiler it
@@ -128,6 +136,11 @@ impl Element for f64 {
         asm!("cp.async.ca.shared.global [{d}], [{s}], 8;", d = in(reg32) dst, s = in(reg64) src,
              options(nostack, preserves_flags));
     }
+    #[inline(always)]
+    unsafe fn cp_async_elem_zfill(dst: u32, src: *const Self, src_bytes: u32) {
+        asm!("cp.async.ca.shared.global [{d}], [{s}], 8, {n};", d = in(reg32) dst, s = in(reg64) src,
+             n = in(reg32) src_bytes, options(nostack, preserves_flags));
+    }
 
     #[inline(always)]
     unsafe fn ld_global(p: *const Self) -> Self {
@@ -193,6 +206,11 @@ impl Element for f32 {
     unsafe fn cp_async_elem(dst: u32, src: *const Self) {
         asm!("cp.async.ca.shared.global [{d}], [{s}], 4;", d = in(reg32) dst, s = in(reg64) src,
              options(nostack, preserves_flags));
+    }
+    #[inline(always)]
+    unsafe fn cp_async_elem_zfill(dst: u32, src: *const Self, src_bytes: u32) {
+        asm!("cp.async.ca.shared.global [{d}], [{s}], 4, {n};", d = in(reg32) dst, s = in(reg64) src,
+             n = in(reg32) src_bytes, options(nostack, preserves_flags));
     }
 
     #[inline(always)]

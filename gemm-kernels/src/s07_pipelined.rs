@@ -50,10 +50,14 @@
 //! are not 16-byte aligned, are copied element by element (4 or 8 bytes) with
 //! zeros outside. The epilogue is `thread::store_c_vec`.
 //!
-//! When both operands come in whole 16-byte chunks, the kernel instead
-//! takes a second main loop whose copies have no branch at all
+//! Those copies branch per chunk. When the block's threads split each
+//! tile's chunks evenly (every configuration on the menu), the kernel instead
+//! takes a main loop whose copies have no branch at all
 //! ([`copy_tile_zfill`], which stage 8 introduced; "Copies" in
-//! `s08_tensor_core` says why), so ptxas can interleave them with the fma.
+//! `s08_tensor_core` says why), so ptxas can interleave them with the fma:
+//! 16-byte chunks when both operands come in them, else one element per
+//! copy (4 or 8 bytes), which any matrix allows. Each kernel holds the main
+//! loops it may need and picks one per launch.
 //!
 //! # Source
 //! Seed 004 ("next steps": double buffering), seed 001 (prefetching, ILP);
@@ -190,18 +194,25 @@ unsafe fn copy_chunk<T: Element>(vec: bool, dst: u32, src: *const T) {
     }
 }
 
-/// The branch-free form of [`copy_tile_async`] that stage 8 uses when both
-/// operands come in whole 16-byte chunks: every tile, interior, edge or
-/// past the last k tile, takes one straight-line sequence of 16-byte
-/// cp.async copies with a source size (`src-size`): a chunk wholly inside
-/// the matrix is copied, any other zero-filled, read with source size 0 from
-/// an address inside the matrix (nothing outside it is ever addressed).
-/// `live` false zero-fills the whole tile: a request past the last k tile
-/// costs no branch either.
+/// The branch-free form of [`copy_tile_async`]: every tile, interior, edge
+/// or past the last k tile, takes one straight-line sequence of cp.async
+/// copies with a source size (`src-size`): a chunk wholly inside the matrix
+/// is copied, any other zero-filled, read with source size 0 from an address
+/// inside the matrix (nothing outside it is ever addressed). `live` false
+/// zero-fills the whole tile: a request past the last k tile costs no
+/// branch either.
 ///
-/// With no branch in it, the copies share a basic block with the mma around
-/// them, and ptxas interleaves the two, as cuBLAS's kernels do (why it
-/// matters: "Copies" in `s08_tensor_core`).
+/// A chunk is 16 bytes (V elements) when `WIDE`, which needs 16-byte rows
+/// ([`vector_ok`]) whose length `cols_max` is a multiple of V, so that no
+/// chunk straddles the edge ([`zfill_vec`]); else one element (4 or 8
+/// bytes), which any matrix allows (odd leading dimensions, unaligned
+/// views). Either way the thread count must divide the tile's chunks and be
+/// a multiple of its chunks per row ([`zfill_even`]; the caller checks it at
+/// compile time).
+///
+/// With no branch in it, the copies share a basic block with the mma (or
+/// fma) around them, and ptxas interleaves the two, as cuBLAS's kernels do
+/// (why it matters: "Copies" in `s08_tensor_core`).
 ///
 /// A thread's chunks share one column chunk and step down the rows
 /// `threads / per_row` apart, so it walks one pointer down them (as
@@ -210,16 +221,11 @@ unsafe fn copy_chunk<T: Element>(vec: bool, dst: u32, src: *const T) {
 /// of the loop (it did, 16 registers, and spilled). Past the matrix's last
 /// row the pointer stops advancing and the copies zero-fill.
 ///
-/// Needs 16-byte rows ([`vector_ok`]) whose length `cols_max` is a multiple
-/// of V (so no chunk straddles the edge: [`zfill_vec`]), and a thread count
-/// that divides the tile's chunks and is a multiple of its chunks per row
-/// ([`zfill_even`]; the caller checks it at compile time).
-///
 /// # Safety
 /// As [`copy_tile_async`], and the matrix has at least one element.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn copy_tile_zfill<T: Element>(
+pub(crate) unsafe fn copy_tile_zfill<T: Element, const WIDE: bool>(
     p: *const T,
     ld: u32,
     (row0, col0): (u32, u32),
@@ -230,12 +236,12 @@ pub(crate) unsafe fn copy_tile_zfill<T: Element>(
     dst_ld: u32,
     (tid, threads): (u32, u32),
 ) {
-    let v = T::VEC as u32;
+    let w = if WIDE { T::VEC as u32 } else { 1 }; // elements per chunk
     let bytes = T::BYTES;
-    let per_row = cols / v;
+    let per_row = cols / w;
     let rows_per_pass = threads / per_row;
-    let per_thread = rows * cols / v / threads;
-    let (r, cc) = (tid / per_row, tid % per_row * v);
+    let per_thread = rows * cols / w / threads;
+    let (r, cc) = (tid / per_row, tid % per_row * w);
     let (row, col) = (row0 + r, col0 + cc);
     // How many of the thread's chunks lie inside the matrix: rows row, row +
     // rows_per_pass, ... below rows_max, in a column chunk inside it.
@@ -248,8 +254,12 @@ pub(crate) unsafe fn copy_tile_zfill<T: Element>(
     let stride = rows_per_pass as usize * ld as usize;
     let d = dst + (r * dst_ld + cc) * bytes;
     for i in 0..per_thread {
-        let n = if i < inside { 16 } else { 0 };
-        cp_async_16_zfill(d + i * rows_per_pass * dst_ld * bytes, src as *const u8, n);
+        let di = d + i * rows_per_pass * dst_ld * bytes;
+        if WIDE {
+            cp_async_16_zfill(di, src as *const u8, if i < inside { 16 } else { 0 });
+        } else {
+            T::cp_async_elem_zfill(di, src, if i < inside { bytes } else { 0 });
+        }
         if i + 1 < per_thread {
             src = src.add(if i + 1 < inside { stride } else { 0 });
         }
@@ -258,13 +268,14 @@ pub(crate) unsafe fn copy_tile_zfill<T: Element>(
 
 /// Requests tile `kt` of A and B as [`request_tiles`] does, through
 /// [`copy_tile_zfill`] (no branch; `live` false zero-fills the buffer
-/// instead). Both operands must pass [`zfill_vec`].
+/// instead), in 16-byte chunks when `WIDE` (both operands must pass
+/// [`zfill_vec`]), else element by element.
 ///
 /// # Safety
 /// As [`copy_tile_zfill`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn request_tiles_zfill<T: Element, const A_COL: bool, const B_COL: bool>(
+pub(crate) unsafe fn request_tiles_zfill<T: Element, const A_COL: bool, const B_COL: bool, const WIDE: bool>(
     g: &GemmArgs<T>,
     tile: BlockTile,
     layout: SmemLayout,
@@ -275,7 +286,7 @@ pub(crate) unsafe fn request_tiles_zfill<T: Element, const A_COL: bool, const B_
     (tid, threads): (u32, u32),
 ) {
     let k0 = kt * tile.bk;
-    copy_tile_zfill(
+    copy_tile_zfill::<T, WIDE>(
         g.a,
         g.lda,
         stored::<A_COL, _>((row0, k0)),
@@ -286,7 +297,7 @@ pub(crate) unsafe fn request_tiles_zfill<T: Element, const A_COL: bool, const B_
         layout.a_ld,
         (tid, threads),
     );
-    copy_tile_zfill(
+    copy_tile_zfill::<T, WIDE>(
         g.b,
         g.ldb,
         stored::<B_COL, _>((k0, col0)),
@@ -309,11 +320,11 @@ pub(crate) fn zfill_vec<T: Element, const COL: bool>(p: *const T, ld: u32, (rows
 }
 
 /// Whether a tile of `rows x cols` (as stored) splits evenly over `threads`
-/// for [`copy_tile_zfill`]: the thread count divides its 16-byte chunks and
-/// is a multiple of the chunks per row.
-pub(crate) const fn zfill_even(rows: u32, cols: u32, vec: u32, threads: u32) -> bool {
-    let per_row = cols / vec;
-    cols % vec == 0 && threads % per_row == 0 && (rows * per_row) % threads == 0
+/// for [`copy_tile_zfill`] in chunks of `w` elements: the thread count
+/// divides its chunks and is a multiple of the chunks per row.
+pub(crate) const fn zfill_even(rows: u32, cols: u32, w: u32, threads: u32) -> bool {
+    let per_row = cols / w;
+    cols % w == 0 && threads % per_row == 0 && (rows * per_row) % threads == 0
 }
 
 /// Requests tile `kt` (k from kt * BK) of A and B into the pipeline buffer at
@@ -399,25 +410,38 @@ pub unsafe fn pipelined<
     g: GemmArgs<T>,
 ) {
     // As stage 8 ("Copies" in `s08_tensor_core`): branch-free copies, which
-    // ptxas interleaves with the fma, when both operands come in whole
-    // 16-byte chunks and the block's threads split each tile's chunks
-    // evenly; the copies above otherwise. Two main loops, one per launch.
+    // ptxas interleaves with the fma, in 16-byte chunks when both operands
+    // come in them, else element by element (odd leading dimensions,
+    // unaligned views), when the block's threads split each tile's chunks
+    // evenly; the copies above otherwise. One main loop per launch.
     let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
-    let v = T::VEC as u32;
-    let even = {
+    let even = |w: u32| {
         let (a_rows, a_cols) = if A_COL { (BK, BM) } else { (BM, BK) };
         let (b_rows, b_cols) = if B_COL { (BN, BK) } else { (BK, BN) };
-        zfill_even(a_rows, a_cols, v, threads) && zfill_even(b_rows, b_cols, v, threads)
+        zfill_even(a_rows, a_cols, w, threads) && zfill_even(b_rows, b_cols, w, threads)
     };
-    if even && zfill_vec::<T, A_COL>(g.a, g.lda, (g.m, g.k)) && zfill_vec::<T, B_COL>(g.b, g.ldb, (g.k, g.n)) {
-        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, true>(g);
+    if even(T::VEC as u32)
+        && zfill_vec::<T, A_COL>(g.a, g.lda, (g.m, g.k))
+        && zfill_vec::<T, B_COL>(g.b, g.ldb, (g.k, g.n))
+    {
+        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, ZFILL_WIDE>(g);
+    } else if even(1) {
+        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, ZFILL_ELEM>(g);
     } else {
-        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, false>(g);
+        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, FRINGE>(g);
     }
 }
 
-/// The kernel of [`pipelined`]: with `ZFILL` its copies are
-/// [`request_tiles_zfill`]'s, else [`request_tiles`]'.
+/// How a body of [`pipelined`] copies its tiles: [`request_tiles`]'
+/// copies, with branches for the fringe.
+const FRINGE: u8 = 0;
+/// [`request_tiles_zfill`] element by element.
+const ZFILL_ELEM: u8 = 1;
+/// [`request_tiles_zfill`] in 16-byte chunks.
+const ZFILL_WIDE: u8 = 2;
+
+/// The kernel of [`pipelined`], copying its tiles as `COPIES` says
+/// ([`FRINGE`], [`ZFILL_ELEM`] or [`ZFILL_WIDE`]).
 #[inline(always)]
 unsafe fn pipelined_body<
     T: Element,
@@ -431,7 +455,7 @@ unsafe fn pipelined_body<
     const DEPTH: u32,
     const A_COL: bool,
     const B_COL: bool,
-    const ZFILL: bool,
+    const COPIES: u8,
 >(
     g: GemmArgs<T>,
 ) {
@@ -456,10 +480,12 @@ unsafe fn pipelined_body<
     let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
     let base = smem_base();
     // Requests tile `kt` into the buffer at `stage` (`live` false: a tile
-    // past the last, zero-filled with ZFILL, skipped otherwise).
+    // past the last, zero-filled by the zfill copies, skipped by the others).
     let request = |kt: u32, live: bool, stage: u32, tid: u32| {
-        if ZFILL {
-            request_tiles_zfill::<T, A_COL, B_COL>(&g, tile, layout, (row0, col0), kt, live, stage, (tid, threads));
+        if COPIES == ZFILL_WIDE {
+            request_tiles_zfill::<T, A_COL, B_COL, true>(&g, tile, layout, (row0, col0), kt, live, stage, (tid, threads));
+        } else if COPIES == ZFILL_ELEM {
+            request_tiles_zfill::<T, A_COL, B_COL, false>(&g, tile, layout, (row0, col0), kt, live, stage, (tid, threads));
         } else if live {
             request_tiles::<T, A_COL, B_COL>(&g, vecs, tile, layout, (row0, col0), kt, stage, (tid, threads));
         }
@@ -495,9 +521,9 @@ unsafe fn pipelined_body<
     for kt in 0..k_tiles {
         cp_async_wait(DEPTH - 2);
         sync_threads();
-        // With ZFILL the tid is opaque, so the copies' per-thread values
-        // are recomputed each step rather than held across the loop.
-        let t = if ZFILL { opaque_u32(tid) } else { tid };
+        // With the zfill copies the tid is opaque, so their per-thread
+        // values are recomputed each step rather than held across the loop.
+        let t = if COPIES != FRINGE { opaque_u32(tid) } else { tid };
         request(kt + DEPTH - 1, kt + DEPTH - 1 < k_tiles, base + write * stage_bytes, t);
         cp_async_commit();
         let a_tile = base + read * stage_bytes;
