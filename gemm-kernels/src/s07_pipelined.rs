@@ -483,9 +483,27 @@ unsafe fn pipelined_body<
     // past the last, zero-filled by the zfill copies, skipped by the others).
     let request = |kt: u32, live: bool, stage: u32, tid: u32| {
         if COPIES == ZFILL_WIDE {
-            request_tiles_zfill::<T, A_COL, B_COL, true>(&g, tile, layout, (row0, col0), kt, live, stage, (tid, threads));
+            request_tiles_zfill::<T, A_COL, B_COL, true>(
+                &g,
+                tile,
+                layout,
+                (row0, col0),
+                kt,
+                live,
+                stage,
+                (tid, threads),
+            );
         } else if COPIES == ZFILL_ELEM {
-            request_tiles_zfill::<T, A_COL, B_COL, false>(&g, tile, layout, (row0, col0), kt, live, stage, (tid, threads));
+            request_tiles_zfill::<T, A_COL, B_COL, false>(
+                &g,
+                tile,
+                layout,
+                (row0, col0),
+                kt,
+                live,
+                stage,
+                (tid, threads),
+            );
         } else if live {
             request_tiles::<T, A_COL, B_COL>(&g, vecs, tile, layout, (row0, col0), kt, stage, (tid, threads));
         }

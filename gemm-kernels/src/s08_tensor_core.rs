@@ -248,7 +248,16 @@ unsafe fn tensor_core_body<
     // skipped when not live.
     let request = |kt: u32, live: bool, stage: u32, tid: u32| {
         if ALL_VEC {
-            request_tiles_zfill::<f64, A_COL, B_COL, true>(&g, tile, layout, (row0, col0), kt, live, stage, (tid, threads));
+            request_tiles_zfill::<f64, A_COL, B_COL, true>(
+                &g,
+                tile,
+                layout,
+                (row0, col0),
+                kt,
+                live,
+                stage,
+                (tid, threads),
+            );
         } else if live {
             let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
             request_tiles::<f64, A_COL, B_COL>(&g, vecs, tile, layout, (row0, col0), kt, stage, (tid, threads));
