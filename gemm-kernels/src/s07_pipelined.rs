@@ -42,22 +42,16 @@
 //! columns are interleaved, so C is stored element by element.
 //!
 //! # Fringe
-//! With 16-byte aligned rows (`thread::vector_ok`) a vector wholly inside the
-//! matrix is one 16-byte cp.async. Rows of A past m and column chunks of B
-//! past n are copied from inside the matrix instead (they only feed C
-//! elements that are never stored), so edge blocks run at full speed; past k
-//! the tiles are zero-filled. A vector that straddles the edge, or rows that
-//! are not 16-byte aligned, are copied element by element (4 or 8 bytes) with
-//! zeros outside. The epilogue is `thread::store_c_vec`.
-//!
-//! Those copies branch per chunk. When the block's threads split each
-//! tile's chunks evenly (every configuration on the menu), the kernel instead
-//! takes a main loop whose copies have no branch at all
+//! Every tile, interior, edge, the k tail or past the last, is copied by
+//! one straight-line run of cp.async with a source size
 //! ([`copy_tile_zfill`], which stage 8 introduced; "Copies" in
-//! `s08_tensor_core` says why), so ptxas can interleave them with the fma:
-//! 16-byte chunks when both operands come in them, else one element per
-//! copy (4 or 8 bytes), which any matrix allows. Each kernel holds the main
-//! loops it may need and picks one per launch.
+//! `s08_tensor_core` says why): a chunk inside the matrix is copied, any
+//! other zero-filled, with no branch, so ptxas interleaves the copies with
+//! the fma. The chunks are 16 bytes when both operands come in them
+//! (16-byte aligned rows, `thread::vector_ok`, of a length that is a
+//! multiple of V), else one element (4 or 8 bytes), which any matrix
+//! allows. Each kernel holds both main loops and picks one per launch. The
+//! epilogue is `thread::store_c_vec`.
 //!
 //! # Source
 //! Seed 004 ("next steps": double buffering), seed 001 (prefetching, ILP);
@@ -412,36 +406,33 @@ pub unsafe fn pipelined<
     // As stage 8 ("Copies" in `s08_tensor_core`): branch-free copies, which
     // ptxas interleaves with the fma, in 16-byte chunks when both operands
     // come in them, else element by element (odd leading dimensions,
-    // unaligned views), when the block's threads split each tile's chunks
-    // evenly; the copies above otherwise. One main loop per launch.
+    // unaligned views). One main loop per launch.
     let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
-    let even = |w: u32| {
+    let (a_rows, a_cols) = if A_COL { (BK, BM) } else { (BM, BK) };
+    let (b_rows, b_cols) = if B_COL { (BN, BK) } else { (BK, BN) };
+    const {
+        let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
         let (a_rows, a_cols) = if A_COL { (BK, BM) } else { (BM, BK) };
         let (b_rows, b_cols) = if B_COL { (BN, BK) } else { (BK, BN) };
-        zfill_even(a_rows, a_cols, w, threads) && zfill_even(b_rows, b_cols, w, threads)
+        assert!(
+            zfill_even(a_rows, a_cols, 1, threads) && zfill_even(b_rows, b_cols, 1, threads),
+            "the block's threads must split each tile's elements evenly (copy_tile_zfill)"
+        )
     };
-    if even(T::VEC as u32)
+    let v = T::VEC as u32;
+    if zfill_even(a_rows, a_cols, v, threads)
+        && zfill_even(b_rows, b_cols, v, threads)
         && zfill_vec::<T, A_COL>(g.a, g.lda, (g.m, g.k))
         && zfill_vec::<T, B_COL>(g.b, g.ldb, (g.k, g.n))
     {
-        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, ZFILL_WIDE>(g);
-    } else if even(1) {
-        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, ZFILL_ELEM>(g);
+        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, true>(g);
     } else {
-        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, FRINGE>(g);
+        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, false>(g);
     }
 }
 
-/// How a body of [`pipelined`] copies its tiles: [`request_tiles`]'
-/// copies, with branches for the fringe.
-const FRINGE: u8 = 0;
-/// [`request_tiles_zfill`] element by element.
-const ZFILL_ELEM: u8 = 1;
-/// [`request_tiles_zfill`] in 16-byte chunks.
-const ZFILL_WIDE: u8 = 2;
-
-/// The kernel of [`pipelined`], copying its tiles as `COPIES` says
-/// ([`FRINGE`], [`ZFILL_ELEM`] or [`ZFILL_WIDE`]).
+/// The kernel of [`pipelined`], its copies [`request_tiles_zfill`]'s, in
+/// 16-byte chunks when `WIDE`, else element by element.
 #[inline(always)]
 unsafe fn pipelined_body<
     T: Element,
@@ -455,7 +446,7 @@ unsafe fn pipelined_body<
     const DEPTH: u32,
     const A_COL: bool,
     const B_COL: bool,
-    const COPIES: u8,
+    const WIDE: bool,
 >(
     g: GemmArgs<T>,
 ) {
@@ -477,36 +468,11 @@ unsafe fn pipelined_body<
     let lanes_m = WARP_SIZE / lanes_n;
     let (lr, lc) = (lane / lanes_n, lane % lanes_n);
     let (row0, col0) = block_tile_origin(g.block, tile);
-    let vecs = (vector_ok(g.a, g.lda), vector_ok(g.b, g.ldb));
     let base = smem_base();
     // Requests tile `kt` into the buffer at `stage` (`live` false: a tile
-    // past the last, zero-filled by the zfill copies, skipped by the others).
+    // past the last, zero-filled).
     let request = |kt: u32, live: bool, stage: u32, tid: u32| {
-        if COPIES == ZFILL_WIDE {
-            request_tiles_zfill::<T, A_COL, B_COL, true>(
-                &g,
-                tile,
-                layout,
-                (row0, col0),
-                kt,
-                live,
-                stage,
-                (tid, threads),
-            );
-        } else if COPIES == ZFILL_ELEM {
-            request_tiles_zfill::<T, A_COL, B_COL, false>(
-                &g,
-                tile,
-                layout,
-                (row0, col0),
-                kt,
-                live,
-                stage,
-                (tid, threads),
-            );
-        } else if live {
-            request_tiles::<T, A_COL, B_COL>(&g, vecs, tile, layout, (row0, col0), kt, stage, (tid, threads));
-        }
+        request_tiles_zfill::<T, A_COL, B_COL, WIDE>(&g, tile, layout, (row0, col0), kt, live, stage, (tid, threads));
     };
     // Row (within the block tile) of the thread's i-th row: interleaved
     // (lr + i * LM) when A's tile is k-contiguous (16-byte reads along k),
@@ -539,10 +505,9 @@ unsafe fn pipelined_body<
     for kt in 0..k_tiles {
         cp_async_wait(DEPTH - 2);
         sync_threads();
-        // With the zfill copies the tid is opaque, so their per-thread
-        // values are recomputed each step rather than held across the loop.
-        let t = if COPIES != FRINGE { opaque_u32(tid) } else { tid };
-        request(kt + DEPTH - 1, kt + DEPTH - 1 < k_tiles, base + write * stage_bytes, t);
+        // The tid is opaque, so the copies' per-thread values are
+        // recomputed each step rather than held across the loop.
+        request(kt + DEPTH - 1, kt + DEPTH - 1 < k_tiles, base + write * stage_bytes, opaque_u32(tid));
         cp_async_commit();
         let a_tile = base + read * stage_bytes;
         let b_tile = a_tile + layout.b_offset * T::BYTES;
