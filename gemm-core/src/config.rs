@@ -728,6 +728,7 @@ macro_rules! kernel_menu {
             (sgemm_pipelined_b128x32x16_w32x32_t4x8_d3, f32, Pipelined, [128, 32, 16, 32, 32, 4, 8, 3])
             (sgemm_pipelined_b32x128x16_w32x32_t4x8_d3, f32, Pipelined, [32, 128, 16, 32, 32, 4, 8, 3])
             (sgemm_pipelined_b32x32x16_w32x32_t4x8_d4, f32, Pipelined, [32, 32, 16, 32, 32, 4, 8, 4])
+            (sgemm_pipelined_b128x64x16_w64x32_t8x8_d4, f32, Pipelined, [128, 64, 16, 64, 32, 8, 8, 4])
             (dgemm_mma_b64x64x16_w32x32_d3, f64, TensorCore, [64, 64, 16, 32, 32, 3])
             (dgemm_mma_b128x64x16_w64x32_d3, f64, TensorCore, [128, 64, 16, 64, 32, 3])
             (dgemm_mma_b128x64x16_w64x32_d4, f64, TensorCore, [128, 64, 16, 64, 32, 4])
@@ -740,6 +741,7 @@ macro_rules! kernel_menu {
             (dgemm_mma_b64x64x16_w32x32_d4, f64, TensorCore, [64, 64, 16, 32, 32, 4])
             (dgemm_mma_b128x128x16_w64x32_d4, f64, TensorCore, [128, 128, 16, 64, 32, 4])
             (dgemm_mma_b128x64x32_w32x32_d4, f64, TensorCore, [128, 64, 32, 32, 32, 4])
+            (dgemm_mma_b64x128x16_w64x32_d3, f64, TensorCore, [64, 128, 16, 64, 32, 3])
         }
     };
 }
