@@ -1585,7 +1585,22 @@ fn tuning(check: bool) -> Result<()> {
     let csv_path = root().join("benches/results/latest.csv");
     let csv = fs::read_to_string(&csv_path).map_err(|e| format!("{}: {e}", csv_path.display()))?;
     let sweep = fs::read_to_string(root().join("benches/results/suite_sweep.csv")).ok();
-    let fresh = tuning_table(&std::iter::once(csv.as_str()).chain(sweep.as_deref()).collect::<Vec<_>>())?;
+    // Earlier ladder runs (`benches/results/runs/<commit>.csv`, each a
+    // landed run's latest.csv): more timings of each configuration for the
+    // typical timing `tuning_table` ranks by.
+    let mut earlier: Vec<PathBuf> = fs::read_dir(root().join("benches/results/runs"))
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "csv")).collect()
+        })
+        .unwrap_or_default();
+    earlier.sort();
+    let earlier = earlier
+        .iter()
+        .map(|p| fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display())))
+        .collect::<Result<Vec<_>>>()?;
+    let csvs: Vec<&str> =
+        std::iter::once(csv.as_str()).chain(sweep.as_deref()).chain(earlier.iter().map(String::as_str)).collect();
+    let fresh = tuning_table(&csvs)?;
     let path = root().join("gemm-host/src/tuning_table.rs");
     if check {
         let old = fs::read_to_string(&path).unwrap_or_default();
