@@ -65,9 +65,12 @@
 //! outputs-per-thread table at N = 4096), `device.csv` (peaks), and
 //! `BENCHMARKS.md`. A `--batched-only` run writes `latest.csv` (step 4's rows
 //! only), `device.csv` and `BENCHMARKS.md`. Commit the CSVs of a whole run
-//! under `benches/results/` and BENCHMARKS.md at the top; then `cargo xtask
-//! tuning`, `cargo xtask plots`, `cargo xtask readme` regenerate the
-//! default-choice table, the plots and the README's tables from them.
+//! under `benches/results/` and BENCHMARKS.md at the top, first moving the
+//! `latest.csv` it replaces to `benches/results/runs/<its commit>.csv` (the
+//! tuning ranks each configuration by its lower-median timing over all of
+//! these runs); then `cargo xtask tuning`, `cargo xtask plots`, `cargo xtask
+//! readme` regenerate the default-choice table, the plots and the README's
+//! tables from them.
 //!
 //! Step 3's rows follow all of the ladder's rows. Its `NN,row` row is a
 //! second row of the default configuration's stage at that shape (the
