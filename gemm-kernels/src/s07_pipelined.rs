@@ -316,9 +316,23 @@ pub(crate) fn zfill_vec<T: Element, const COL: bool>(p: *const T, ld: u32, (rows
 /// Whether a tile of `rows x cols` (as stored) splits evenly over `threads`
 /// for [`copy_tile_zfill`] in chunks of `w` elements: the thread count
 /// divides its chunks and is a multiple of the chunks per row.
-pub(crate) const fn zfill_even(rows: u32, cols: u32, w: u32, threads: u32) -> bool {
+const fn zfill_even(rows: u32, cols: u32, w: u32, threads: u32) -> bool {
     let per_row = cols / w;
     cols % w == 0 && threads % per_row == 0 && (rows * per_row) % threads == 0
+}
+
+/// Whether both tiles of a block tile BM x BN x BK, each in its operand's
+/// storage order (`A_COL`, `B_COL`: A as BM lines of BK or BK lines of BM, B
+/// as BK lines of BN or BN lines of BK), split evenly over `threads` for
+/// [`copy_tile_zfill`] in chunks of `w` elements ([`zfill_even`]).
+pub(crate) const fn tiles_zfill_even<const A_COL: bool, const B_COL: bool>(
+    (bm, bn, bk): (u32, u32, u32),
+    w: u32,
+    threads: u32,
+) -> bool {
+    let (a_rows, a_cols) = if A_COL { (bk, bm) } else { (bm, bk) };
+    let (b_rows, b_cols) = if B_COL { (bn, bk) } else { (bk, bn) };
+    zfill_even(a_rows, a_cols, w, threads) && zfill_even(b_rows, b_cols, w, threads)
 }
 
 /// Requests tile `kt` (k from kt * BK) of A and B into the pipeline buffer at
@@ -407,21 +421,14 @@ pub unsafe fn pipelined<
     // ptxas interleaves with the fma, in 16-byte chunks when both operands
     // come in them, else element by element (odd leading dimensions,
     // unaligned views). One main loop per launch.
-    let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
-    let (a_rows, a_cols) = if A_COL { (BK, BM) } else { (BM, BK) };
-    let (b_rows, b_cols) = if B_COL { (BN, BK) } else { (BK, BN) };
     const {
-        let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
-        let (a_rows, a_cols) = if A_COL { (BK, BM) } else { (BM, BK) };
-        let (b_rows, b_cols) = if B_COL { (BN, BK) } else { (BK, BN) };
         assert!(
-            zfill_even(a_rows, a_cols, 1, threads) && zfill_even(b_rows, b_cols, 1, threads),
+            tiles_zfill_even::<A_COL, B_COL>((BM, BN, BK), 1, (BM / WM) * (BN / WN) * WARP_SIZE),
             "the block's threads must split each tile's elements evenly (copy_tile_zfill)"
         )
     };
-    let v = T::VEC as u32;
-    if zfill_even(a_rows, a_cols, v, threads)
-        && zfill_even(b_rows, b_cols, v, threads)
+    let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
+    if tiles_zfill_even::<A_COL, B_COL>((BM, BN, BK), T::VEC as u32, threads)
         && zfill_vec::<T, A_COL>(g.a, g.lda, (g.m, g.k))
         && zfill_vec::<T, B_COL>(g.b, g.ldb, (g.k, g.n))
     {

@@ -80,7 +80,7 @@
 //! before the last k-group) for the schedule.
 
 use crate::element::Element;
-use crate::s07_pipelined::{request_tiles, request_tiles_zfill, zfill_even, zfill_vec};
+use crate::s07_pipelined::{request_tiles, request_tiles_zfill, tiles_zfill_even, zfill_vec};
 use crate::thread::{
     cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok, GemmArgs,
 };
@@ -202,11 +202,8 @@ unsafe fn tensor_core_body<
     const { assert!(WM % 16 == 0 && WN % 8 == 0 && BK % 16 == 0, "WM, WN, BK must be multiples of 16, 8, 16") };
     const { assert!(MT as u32 * 16 == WM && NT as u32 * 8 == WN, "MT = WM / 16, NT = WN / 8") };
     const {
-        let threads = (BM / WM) * (BN / WN) * WARP_SIZE;
-        let (a_rows, a_cols) = if A_COL { (BK, BM) } else { (BM, BK) };
-        let (b_rows, b_cols) = if B_COL { (BN, BK) } else { (BK, BN) };
         assert!(
-            zfill_even(a_rows, a_cols, 2, threads) && zfill_even(b_rows, b_cols, 2, threads),
+            tiles_zfill_even::<A_COL, B_COL>((BM, BN, BK), 2, (BM / WM) * (BN / WN) * WARP_SIZE),
             "the block's threads must split each tile's 16-byte chunks evenly (copy_tile_zfill)"
         )
     };

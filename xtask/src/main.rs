@@ -1718,8 +1718,6 @@ mod tests {
         assert!(tuning_table(&[&old.join("\n")]).unwrap().contains("batch: 1, layouts"));
     }
 
-    /// The batched table goes after the stage table between its markers once
-    /// latest.csv has batched rows, and stays out while it has none.
     /// A configuration wins on its typical (lower-median) timing, not on one
     /// lucky run.
     #[test]
@@ -1742,6 +1740,8 @@ mod tests {
         assert!(steady.contains(b) && steady.contains("gflops: 52.0"), "{steady}");
     }
 
+    /// The batched table goes after the stage table between its markers once
+    /// latest.csv has batched rows, and stays out while it has none.
     #[test]
     fn readme_batched_table() {
         let a = "dgemm_mma_b64x64x16_w32x32_d3";
