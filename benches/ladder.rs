@@ -81,9 +81,9 @@
 //! `latest.csv`'s columns: `device, date, commit, precision, stage (0:
 //! cuBLAS), stage_name, configuration, m, n, k, ms, gflops, pct_fma_peak,
 //! cublas_gflops, ratio_to_cublas, check, intensity, kernel, ops, layout,
-//! batch, batch_kind, path, split_k`; consumers find them by name (the last
-//! four were added later: a file without them has single products only,
-//! `batch` 1, k not split).
+//! batch, batch_kind, path, split_k, pack`; consumers find them by name (the
+//! last five were added later: a file without them has single products
+//! only, `batch` 1, k not split, operands not packed).
 //! - `batch`: products in the launch; 1 for every row of steps 1-3.
 //! - `batch_kind`: `single` (steps 1-3), `strided` or `grouped` (step 4).
 //! - `path`: what the row times: `cublas` (stage 0), `stage-best` (step 2: a
@@ -93,6 +93,8 @@
 //!   and `kernel` name the configuration it ran), `suite` (the default path
 //!   in step 5).
 //! - `split_k`: the slices of k the row ran with (1: not split).
+//! - `pack`: 1 when the row packed its operands first (`Gemm::pack`, the
+//!   copies counted in its time), else 0.
 //! - Step 4's `ms`, `gflops` and `cublas_gflops` are of the whole batch
 //!   (flops: the sum of 2 m n k over its products); `intensity` is the
 //!   configuration's modeled intensity for one product.
@@ -261,6 +263,9 @@ struct LadderRow {
     path: RowPath,
     /// Slices of k (the `split_k` column): 1 but in step 5.
     split_k: u32,
+    /// Whether the operands were packed first (the `pack` column, 0 or 1):
+    /// false but in step 5.
+    pack: bool,
 }
 
 /// How the products of a row were launched (the `batch_kind` column).
@@ -403,6 +408,7 @@ fn bench_precision<T: Element>(
             kind: BatchKind::Single,
             path: RowPath::Cublas,
             split_k: 1,
+            pack: false,
         });
         for (stage, configs) in &finalists {
             let keep = match stage {
@@ -450,6 +456,7 @@ fn bench_precision<T: Element>(
                 kind: BatchKind::Single,
                 path: RowPath::StageBest,
                 split_k: 1,
+                pack: false,
             });
         }
     }
@@ -548,6 +555,7 @@ fn bench_combos<T: Element>(
                             kind: BatchKind::Single,
                             path: RowPath::Config,
                             split_k: 1,
+                            pack: false,
                         });
                     }
                 }
@@ -577,6 +585,7 @@ fn bench_combos<T: Element>(
                     kind: BatchKind::Single,
                     path: RowPath::Default,
                     split_k: 1,
+                    pack: false,
                 });
             }
         }
@@ -779,6 +788,7 @@ fn bench_strided<T: Element>(
             kind: BatchKind::Strided,
             path,
             split_k: 1,
+            pack: false,
         };
     out.batched.push(row(None, None, RowPath::Cublas, blas.median_ms, "reference".into()));
 
@@ -925,6 +935,7 @@ fn bench_grouped<T: Element>(
             kind: BatchKind::Grouped,
             path,
             split_k: 1,
+            pack: false,
         };
     out.batched.push(row(None, None, RowPath::Cublas, blas.median_ms, "reference".into()));
     out.batched.push(row(Some(config.stage()), Some(config), RowPath::Default, ours.median_ms, verdict(&cmp)));
@@ -1020,7 +1031,7 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     let write = |name: &str, text: &str| std::fs::write(o.out.join(name), text).expect("write results");
     let mut csv = String::from(
         "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct_fma_peak,\
-         cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path,split_k\n",
+         cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path,split_k,pack\n",
     );
     // The ladder's rows first, then step 3's, then step 4's, then step 5's
     // (see the module docs); a `--suite-sweep` run has step 5's only.
@@ -1030,7 +1041,7 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
         let kernel = row.config.and_then(|c| entry_point(row.precision, c).ok()).map_or("cublas", |e| e.name);
         writeln!(
             csv,
-            "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.4},{:.1},{:.1},{:.1},{:.4},{},{},{kernel},{}{},{},{},{},{},{}",
+            "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.4},{:.1},{:.1},{:.1},{:.4},{},{},{kernel},{}{},{},{},{},{},{},{}",
             row.precision.name(),
             row.stage.map_or(0, |s| s.number()),
             row.stage.map_or("cublas", |s| s.name()),
@@ -1049,6 +1060,7 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
             row.kind.name(),
             row.path.name(),
             row.split_k,
+            u8::from(row.pack),
         )
         .unwrap();
     }
@@ -1121,12 +1133,13 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
                 if let Some(b) = best {
                     let c = b.config.map_or(String::new(), |c| c.to_string());
                     println!(
-                        "{} {}: {:.1} TFLOP/s ({:.2} x cuBLAS) {c} split {}",
+                        "{} {}: {:.1} TFLOP/s ({:.2} x cuBLAS) {c} split {}{}",
                         p.name(),
                         shape_name(shape),
                         b.gflops / 1e3,
                         b.gflops / b.cublas_gflops,
-                        b.split_k
+                        b.split_k,
+                        if b.pack { " packed" } else { "" }
                     );
                 }
             }

@@ -35,10 +35,11 @@ fn registry_and_ptx_list_the_same_entry_points() {
     let names: BTreeSet<&str> = ENTRY_POINTS.iter().map(|e| e.name).collect();
     assert_eq!(names.len(), ENTRY_POINTS.len(), "duplicate names in the registry");
     // Every entry point, and the separate batched entry points of the stages that keep one.
-    // ... and the split-K reduction of each precision.
+    // ... and the split-K reduction and the pack copy of each precision.
     let reductions = [Precision::F64, Precision::F32].map(gemm::tuning::split_k::reduce_entry);
+    let packs = [Precision::F64, Precision::F32].map(gemm::tuning::pack::pack_entry);
     let registry: BTreeSet<&str> =
-        ENTRY_POINTS.iter().flat_map(|e| [e.name, e.batched_name]).chain(reductions).collect();
+        ENTRY_POINTS.iter().flat_map(|e| [e.name, e.batched_name]).chain(reductions).chain(packs).collect();
     let twins = ENTRY_POINTS.iter().filter(|e| e.batched_name != e.name).count();
     assert!(
         twins > 0
@@ -139,7 +140,9 @@ fn plan_follows_the_table_or_the_options() {
             .max_by(|a, b| a.gflops.total_cmp(&b.gflops))
             .unwrap();
         assert_eq!(row.kernel, best.kernel);
-        // Layouts measured at that shape refine the choice; others keep the nn row.
+        // Layouts measured at that shape refine the choice; others keep the
+        // nn row, and so do all but tn when the nn row packs (it then ran the
+        // tn kernels, which every layout runs after packing).
         for layouts in gemm::tuning::KernelLayouts::ALL {
             let plan = gemm::tuning::choose(Some(row.device), precision, 4000, 4100, 4096, layouts);
             let PlanSource::Measured { row: r, .. } = plan.source else { panic!("{plan}") };
@@ -147,7 +150,10 @@ fn plan_follows_the_table_or_the_options() {
             let measured_here = gemm::tuning::measured().iter().any(|x| {
                 x.precision == precision && (x.m, x.n, x.k) == (4096, 4096, 4096) && x.layouts == layouts.suffix()
             });
-            assert_eq!(r.layouts, if measured_here { layouts.suffix() } else { "nn" }, "{plan}");
+            let packs = row.pack && layouts != KernelLayouts::PACKED;
+            assert_eq!(r.layouts, if measured_here && !packs { layouts.suffix() } else { "nn" }, "{plan}");
+            assert_eq!(plan.pack, packs, "{plan}");
+            assert_eq!(plan.kernel_layouts(layouts), if packs { KernelLayouts::PACKED } else { layouts });
         }
         let device_row =
             gemm::tuning::choose(Some(row.device), precision, 4096, 4096, 256, gemm::tuning::KernelLayouts::NN);
@@ -156,4 +162,28 @@ fn plan_follows_the_table_or_the_options() {
     let chosen = Gemm::new().stage(Stage::Vectorized).plan(Precision::F32, 10, 10, 10).unwrap();
     assert_eq!(chosen.source, PlanSource::Chosen);
     assert_eq!(chosen.config.stage(), Stage::Vectorized);
+}
+
+/// `.pack(b)` decides packing and the plan says so; a product already read
+/// as packing would leave it (A column-major, B row-major) packs nothing; a
+/// chosen kernel packs only when asked.
+#[test]
+fn the_plan_packs_when_asked_and_says_so() {
+    use gemm::tuning::PackReason;
+    for precision in [Precision::F64, Precision::F32] {
+        let plan = Gemm::new().pack(true).plan(precision, 1000, 900, 800).unwrap();
+        assert!(plan.pack && plan.pack_reason == PackReason::Chosen, "{plan}");
+        assert!(plan.to_string().contains("operands packed (chosen)"), "{plan}");
+        assert_eq!(plan.kernel_layouts(KernelLayouts::NN), KernelLayouts::PACKED);
+        let plan = Gemm::new().pack(false).plan(precision, 1000, 900, 800).unwrap();
+        assert!(!plan.pack && plan.pack_reason == PackReason::Chosen, "{plan}");
+        // op(A) = T of a row-major A, op(B) = N: the kernel reads A
+        // column-major and B row-major already.
+        let plan = Gemm::new().pack(true).op_a(gemm::Op::T).plan(precision, 1000, 900, 800).unwrap();
+        assert!(!plan.pack, "{plan}");
+        let plan = Gemm::new().stage(Stage::Pipelined).plan(precision, 1000, 900, 800).unwrap();
+        assert!(!plan.pack && plan.pack_reason == PackReason::NotConsidered, "{plan}");
+        let plan = Gemm::new().stage(Stage::Pipelined).pack(true).plan(precision, 1000, 900, 800).unwrap();
+        assert!(plan.pack, "{plan}");
+    }
 }

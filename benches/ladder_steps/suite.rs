@@ -4,7 +4,8 @@
 //! - `--suite-sweep` (a run of its own): at each suite shape, every
 //!   configuration of the default stage (8 for f64, 7 for f32) with k whole
 //!   and split as the wave model says, half and twice that
-//!   (`gemm::tuning::model_split_for`), each checked against cuBLAS, then
+//!   (`gemm::tuning::model_split_for`), each with the operands in place and
+//!   packed first (`Gemm::pack`), each checked against cuBLAS, then
 //!   timed. Writes `suite_sweep.csv` (the columns of `latest.csv`), from
 //!   which `cargo xtask tuning` takes the fastest configuration and split of
 //!   each shape into the default-choice table.
@@ -52,10 +53,12 @@ fn problem<T: Element>(device: &Arc<Device>, (m, n, k): Shape) -> Result<Problem
     Problem::<T>::random(device, m, n, k, 211 + (m * 31 + n * 7 + k) as u64)
 }
 
-/// The splits tried for `config` at `shape`: 1, and the model's s with s / 2
-/// and 2 s (those above 1 whose workspace fits `MAX_SPLIT_WORKSPACE`).
-fn splits(device: &Device, p: Precision, config: KernelConfig, (m, n, k): Shape) -> Result<Vec<u32>, Error> {
-    let (s, _) = model_split_for(Some(device), p, config, (m, n, k), KernelLayouts::NN)?;
+/// The splits tried for `config` at `shape` (`pack`: with the operands
+/// packed, read as `tn`): 1, and the model's s with s / 2 and 2 s (those
+/// above 1 whose workspace fits `MAX_SPLIT_WORKSPACE`).
+fn splits(device: &Device, p: Precision, config: KernelConfig, (m, n, k): Shape, pack: bool) -> Result<Vec<u32>, Error> {
+    let layouts = if pack { KernelLayouts::PACKED } else { KernelLayouts::NN };
+    let (s, _) = model_split_for(Some(device), p, config, (m, n, k), layouts)?;
     let mut out = vec![1];
     for x in [s / 2, s, 2 * s] {
         let fits = (m * n) as u64 * x as u64 <= MAX_SPLIT_WORKSPACE;
@@ -81,17 +84,21 @@ pub fn sweep<T: Element>(
         let mut problem = problem::<T>(device, shape)?;
         let reference = problem.reference(cublas)?;
         let blas = measure_cublas(cublas, &mut problem, CUBLAS_BUDGET_MS)?;
-        out.suite.push(row(p, None, shape, &blas, blas.gflops, "reference".into(), 1, RowPath::Cublas));
+        out.suite.push(row(p, None, shape, &blas, blas.gflops, "reference".into(), (1, false), RowPath::Cublas));
         for config in stage_configs(stage, p) {
-            for split in splits(device, p, config, shape)? {
-                bar.set_message(format!("suite {m}x{n}x{k} {} {config} split {split}", p.name()));
-                let gemm = problem.gemm(config).split_k(split);
-                let cmp = problem.check_with(&reference, &gemm)?;
-                out.failed |= !cmp.passed();
-                let ours = measure_with(&mut problem, &gemm, budget(shape))?;
-                bar.inc(1);
-                let check = verdict(&cmp);
-                out.suite.push(row(p, Some(config), shape, &ours, blas.gflops, check, split, RowPath::Config));
+            for pack in [false, true] {
+                for split in splits(device, p, config, shape, pack)? {
+                    let packed = if pack { " packed" } else { "" };
+                    bar.set_message(format!("suite {m}x{n}x{k} {} {config} split {split}{packed}", p.name()));
+                    let gemm = problem.gemm(config).split_k(split).pack(pack);
+                    let cmp = problem.check_with(&reference, &gemm)?;
+                    out.failed |= !cmp.passed();
+                    let ours = measure_with(&mut problem, &gemm, budget(shape))?;
+                    bar.inc(1);
+                    let check = verdict(&cmp);
+                    let r = row(p, Some(config), shape, &ours, blas.gflops, check, (split, pack), RowPath::Config);
+                    out.suite.push(r);
+                }
             }
         }
     }
@@ -101,7 +108,7 @@ pub fn sweep<T: Element>(
 /// Candidates of [`sweep`] for the progress bar (an estimate: splits per
 /// configuration vary).
 pub fn sweep_count(p: Precision) -> usize {
-    SUITE.len() * stage_configs(batch_stage(p), p).len() * 2
+    SUITE.len() * stage_configs(batch_stage(p), p).len() * 4
 }
 
 /// The suite in a full run for one precision: cuBLAS and the default path
@@ -136,9 +143,10 @@ pub fn default_path<T: Element>(
         }
         let (blas, ours) = best.expect("two passes");
         bar.inc(1);
-        out.suite.push(row(p, None, shape, &blas, blas.gflops, "reference".into(), 1, RowPath::Cublas));
+        out.suite.push(row(p, None, shape, &blas, blas.gflops, "reference".into(), (1, false), RowPath::Cublas));
         let check = verdict(&cmp);
-        out.suite.push(row(p, Some(plan.config), shape, &ours, blas.gflops, check, plan.split_k, RowPath::Suite));
+        let how = (plan.split_k, plan.pack);
+        out.suite.push(row(p, Some(plan.config), shape, &ours, blas.gflops, check, how, RowPath::Suite));
     }
     Ok(())
 }
@@ -151,7 +159,7 @@ fn row(
     m: &Measurement,
     cublas_gflops: f64,
     check: String,
-    split_k: u32,
+    (split_k, pack): (u32, bool),
     path: RowPath,
 ) -> LadderRow {
     LadderRow {
@@ -169,6 +177,7 @@ fn row(
         kind: BatchKind::Single,
         path,
         split_k,
+        pack,
     }
 }
 
@@ -183,7 +192,7 @@ pub fn markdown(w: &mut String, rows: &[LadderRow]) {
     writeln!(w, "## The public shape suite: the default path beside cuBLAS\n").unwrap();
     writeln!(
         w,
-        "`Gemm::new()` (the committed default-choice table: kernel and split-K) at each shape of the suite, \
+        "`Gemm::new()` (the committed default-choice table: kernel, split-K, packing) at each shape of the suite, \
          checked against cuBLAS, then timed beside it in two interleaved passes (the faster median of each \
          kept). TFLOP/s (x cuBLAS).\n"
     )
@@ -196,8 +205,9 @@ pub fn markdown(w: &mut String, rows: &[LadderRow]) {
             match ours.iter().find(|r| r.shape == shape && r.precision == p) {
                 Some(r) => {
                     let kernel = r.config.and_then(|c| entry_point(p, c).ok()).map_or("-", |e| e.name);
-                    write!(w, " {:.1} ({:.2}) | {kernel}, {} |", r.gflops / 1e3, r.gflops / r.cublas_gflops, r.split_k)
-                        .unwrap()
+                    let packed = if r.pack { ", packed" } else { "" };
+                    let ratio = r.gflops / r.cublas_gflops;
+                    write!(w, " {:.1} ({ratio:.2}) | {kernel}, {}{packed} |", r.gflops / 1e3, r.split_k).unwrap()
                 }
                 None => write!(w, " - | - |").unwrap(),
             }

@@ -612,8 +612,9 @@ impl Gemm {
 
     /// The configuration of a grouped or pointer-array batch whose largest
     /// product is shaped as `kdims` (kernel form): the builder's, or the
-    /// measured choice ([`Gemm::plan`]; such a batch is never split, so
-    /// `.split_k(n)` with n > 1 is an error even for one problem).
+    /// measured choice ([`Gemm::plan`]; such a batch is never split nor
+    /// packed, so `.split_k(n)` with n > 1 and `.pack(true)` are errors even
+    /// for one problem).
     pub(crate) fn batch_config(
         &self,
         device: &Device,
@@ -623,6 +624,9 @@ impl Gemm {
     ) -> Result<gemm_core::KernelConfig, Error> {
         if let Some(slices) = self.split_k_option().filter(|&s| s > 1) {
             return Err(Error::SplitK { slices, why: crate::gemm::BATCHES_NOT_SPLIT });
+        }
+        if self.pack_option() == Some(true) {
+            return Err(Error::Pack { why: crate::gemm::BATCHES_NOT_PACKED });
         }
         let dims = (kdims.m, kdims.n, kdims.k);
         Ok(self.plan_on(Some(device), precision, dims, kdims.layouts(), count)?.config)

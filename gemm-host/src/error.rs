@@ -101,6 +101,12 @@ pub enum Error {
         /// Why not.
         why: &'static str,
     },
+    /// Packing asked for with `.pack(true)` cannot be done.
+    #[error("packing the operands is not possible: {why}")]
+    Pack {
+        /// Why not.
+        why: &'static str,
+    },
     /// The operands of a batch hold different numbers of matrices.
     #[error("batch counts differ: A has {a} matrices, B {b}, C {c}")]
     BatchCount {

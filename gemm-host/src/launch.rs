@@ -186,3 +186,39 @@ pub(crate) fn launch_reduce<T: Element>(
     unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
     Ok(())
 }
+
+/// Enqueues the pack copy ([`gemm_core::pack`]): `copy`'s source, `rows`
+/// lines of `cols` elements `ld` apart in `src`, transposed into `w` (`cols`
+/// lines of `rows`, `ld_packed` apart).
+pub(crate) fn launch_pack<T: Element>(
+    device: &Device,
+    stream: &CudaStream,
+    copy: gemm_core::pack::PackCopy,
+    src: &CudaView<'_, T>,
+    w: &mut CudaSlice<T>,
+) -> Result<(), Error> {
+    use gemm_core::pack::{pack_entry, pack_grid, pack_smem_bytes, PACK_BLOCK};
+    use gemm_core::KernelLayouts;
+    debug_assert!(copy.is_empty() || src.len() >= (copy.rows - 1) * copy.ld + copy.cols);
+    debug_assert!(w.len() >= copy.len());
+    if copy.is_empty() {
+        return Ok(());
+    }
+    let (rows, cols, ld, ld_packed) = (copy.rows as u32, copy.cols as u32, copy.ld as u32, copy.ld_packed as u32);
+    let grid = pack_grid(rows, cols);
+    let cfg = LaunchConfig {
+        grid_dim: (grid[0], grid[1], grid[2]),
+        block_dim: (PACK_BLOCK[0], PACK_BLOCK[1], 1),
+        shared_mem_bytes: pack_smem_bytes(T::PRECISION),
+    };
+    // Every module exports the copy; take the one the packed product runs from.
+    let func = device.function(pack_entry(T::PRECISION), KernelLayouts::PACKED)?;
+    let mut builder = stream.launch_builder(&func);
+    builder.arg(&rows).arg(&cols).arg(src).arg(&ld).arg(w).arg(&ld_packed);
+    // SAFETY: the arguments match gemm-kernels/src/pack.rs (rows, cols, src,
+    // ld, dst, ld_dst); the source lies inside `src` (validated by the
+    // caller), the copy inside `w` (allocated for it, not overlapping the
+    // source); the grid and block are gemm-core's.
+    unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    Ok(())
+}

@@ -88,9 +88,11 @@ pub mod tuning {
     pub use crate::device::KernelInfo;
     pub use crate::gemm::stage_default;
     pub use crate::tuning_plan::{
-        choose, choose_batched, measured, model_split_for, Measured, Plan, PlanSource, SplitReason, MAX_SPLIT_WORKSPACE,
+        choose, choose_batched, measured, model_split_for, Measured, PackReason, Plan, PlanSource, SplitReason,
+        MAX_SPLIT_WORKSPACE,
     };
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
+    pub use gemm_core::pack;
     pub use gemm_core::split_k;
     pub use gemm_core::{
         BlockDim, BlockTile, ConfigError, DeviceLimits, GemmDims, KernelConfig, KernelLayouts, LaunchGeometry,

@@ -12,6 +12,11 @@
 //! [`gemm_core::split_k`]): into the split measured fastest when the table
 //! has this very shape, else into the split a wave model of the device
 //! ([`gemm_core::split_k::model_split`]) finds fastest ([`SplitReason`]).
+//!
+//! A single product may also pack its operands first ([`gemm_core::pack`]:
+//! a transposed copy of each operand whose lines run along k, after which
+//! the kernel reads A column-major and B row-major) when the nearest
+//! measured row ran packed ([`Measured::pack`], [`PackReason`]).
 
 use crate::registry::ENTRY_POINTS;
 use gemm_core::{KernelConfig, KernelLayouts, Precision, Stage};
@@ -48,6 +53,10 @@ pub struct Measured {
     pub kernel: &'static str,
     /// Slices of k it ran with (1: not split).
     pub split_k: u32,
+    /// Whether it packed the operands first ([`gemm_core::pack`]): the
+    /// kernel then read A column-major and B row-major (`"tn"`), whatever
+    /// `layouts` says; the speed counts the copies.
+    pub pack: bool,
     /// Its speed, GFLOP/s.
     pub gflops: f64,
     /// cuBLAS's speed in the same run, GFLOP/s.
@@ -102,6 +111,22 @@ pub enum SplitReason {
     },
 }
 
+/// Why a [`Plan`] packs its operands or not ([`gemm_core::pack`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum PackReason {
+    /// Not considered: a batch, a product that reads neither A nor B, or a
+    /// kernel chosen with the builder's options (those pack only when
+    /// `.pack(true)` asks).
+    NotConsidered,
+    /// Asked for (or refused) with [`crate::Gemm::pack`].
+    Chosen,
+    /// The measured row the configuration comes from ran packed, or not.
+    Measured,
+    /// Nothing to pack: A is read column-major and B row-major already.
+    NotNeeded,
+}
+
 /// The kernel a GEMM will run and why ([`crate::Gemm::plan`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Plan {
@@ -114,6 +139,26 @@ pub struct Plan {
     pub split_k: u32,
     /// Why k is split so.
     pub split: SplitReason,
+    /// Whether the operands whose lines run along k (a row-major A, a
+    /// column-major B, in kernel form) are first copied, transposed, into a
+    /// workspace, so that the kernel (`config`, from the `tn` module) reads
+    /// A column-major and B row-major ([`gemm_core::pack`]).
+    pub pack: bool,
+    /// Why the operands are packed or not.
+    pub pack_reason: PackReason,
+}
+
+impl Plan {
+    /// The layouts the kernel reads A and B in, for a product whose kernel
+    /// form reads them in `layouts`: [`KernelLayouts::PACKED`] when the plan
+    /// packs, else `layouts`.
+    pub fn kernel_layouts(&self, layouts: KernelLayouts) -> KernelLayouts {
+        if self.pack {
+            KernelLayouts::PACKED
+        } else {
+            layouts
+        }
+    }
 }
 
 impl core::fmt::Display for Plan {
@@ -137,6 +182,12 @@ impl core::fmt::Display for Plan {
                 row.gflops / row.cublas_gflops
             ),
         }?;
+        match self.pack_reason {
+            PackReason::Chosen if self.pack => write!(f, "; operands packed (chosen)")?,
+            PackReason::Chosen => write!(f, "; operands not packed (chosen)")?,
+            PackReason::Measured if self.pack => write!(f, "; operands packed first (measured fastest)")?,
+            PackReason::NotConsidered | PackReason::Measured | PackReason::NotNeeded => {}
+        }
         let s = self.split_k;
         match self.split {
             SplitReason::NotConsidered => Ok(()),
@@ -212,7 +263,10 @@ pub fn choose_batched(
         .collect();
     by_distance.sort_by(|a, b| a.0.total_cmp(&b.0));
     let nearest = by_distance.into_iter().find_map(|(d, r)| Some((d, r, config_of(r)?)));
-    let refined = nearest.and_then(|(_, near, _)| {
+    // A packed row ran the `tn` kernels, so it serves every layout but `tn`
+    // itself, whose own rows measured those kernels without the copies.
+    let packed_near = matches!(nearest, Some((_, r, _)) if r.pack) && layouts != KernelLayouts::PACKED;
+    let refined = nearest.filter(|_| !packed_near).and_then(|(_, near, _)| {
         candidates
             .iter()
             .find(|r| r.layouts == layouts.suffix() && (r.m, r.n, r.k, r.batch) == (near.m, near.n, near.k, near.batch))
@@ -224,6 +278,8 @@ pub fn choose_batched(
             source: PlanSource::Measured { row: *row, same_device },
             split_k: 1,
             split: SplitReason::NotConsidered,
+            pack: row.pack && layouts != KernelLayouts::PACKED,
+            pack_reason: if layouts == KernelLayouts::PACKED { PackReason::NotNeeded } else { PackReason::Measured },
         },
         None => {
             let stage = if precision == Precision::F64 { Stage::TensorCore } else { Stage::Pipelined };
@@ -232,6 +288,8 @@ pub fn choose_batched(
                 source: PlanSource::Fallback,
                 split_k: 1,
                 split: SplitReason::NotConsidered,
+                pack: false,
+                pack_reason: PackReason::NotConsidered,
             }
         }
     }
@@ -245,8 +303,8 @@ const NO_DEVICE: (u32, f64, f64, f64, u32) = (132, 66_900.0, 33_450.0, 4_800.0, 
 /// The largest split-K workspace, in elements of C (256 MiB of f64).
 pub const MAX_SPLIT_WORKSPACE: u64 = 1 << 25;
 
-/// The split of a single m x n x k product (kernel form) run with `config`,
-/// and why: the table's split where it measured this configuration at this
+/// The split of a single m x n x k product (kernel form, A and B in
+/// `layouts`; `pack`: the plan packs them) run with `config`, and why: the table's split where it measured this configuration at this
 /// very shape and layouts (on this device), else the wave model's on
 /// `device` (an H200 without one).
 ///
@@ -259,14 +317,17 @@ pub(crate) fn plan_split(
     (m, n, k): (usize, usize, usize),
     layouts: KernelLayouts,
     source: &PlanSource,
+    pack: bool,
 ) -> Result<(u32, SplitReason), crate::Error> {
     if let PlanSource::Measured { row, same_device: true } = source {
         let same_config = ENTRY_POINTS.iter().any(|e| e.config == config && e.name == row.kernel);
         if (row.m, row.n, row.k, row.batch) == (m, n, k, 1) && row.layouts == layouts.suffix() && same_config {
+            // (`layouts` are the problem's: a packed row is found by them too.)
             return Ok((row.split_k.max(1), SplitReason::Measured));
         }
     }
-    model_split_for(device, precision, config, (m, n, k), layouts)
+    let kernel_layouts = if pack { KernelLayouts::PACKED } else { layouts };
+    model_split_for(device, precision, config, (m, n, k), kernel_layouts)
 }
 
 /// The wave model's split of k ([`gemm_core::split_k::model_split`]) for an

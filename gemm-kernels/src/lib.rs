@@ -38,6 +38,8 @@ pub mod element;
 #[cfg(target_arch = "nvptx64")]
 pub mod entry_points;
 #[cfg(target_arch = "nvptx64")]
+pub mod pack;
+#[cfg(target_arch = "nvptx64")]
 pub mod s01_naive;
 #[cfg(target_arch = "nvptx64")]
 pub mod s02_coalesced;

@@ -1418,6 +1418,9 @@ fn tuning_table(csvs: &[&str]) -> Result<String> {
     let (check, kernel) = (col("check")?, col("kernel")?);
     // Slices of k (1 without the column: files from before split-K).
     let split = header.iter().position(|h| *h == "split_k");
+    // Whether the operands were packed first (false without the column:
+    // files from before packing).
+    let pack = header.iter().position(|h| *h == "pack");
     let path = header.iter().position(|h| *h == "path");
     // Only rows with op flags NN and row-major operands (a file without these
     // columns has no others), and of those the first of each stage and shape:
@@ -1468,10 +1471,11 @@ fn tuning_table(csvs: &[&str]) -> Result<String> {
     let mut best: Vec<(Vec<&str>, [String; 7])> = Vec::new();
     // Every timing of each configuration (kernel, split) at each key.
     #[allow(clippy::type_complexity)]
-    let mut timings: Vec<([String; 7], (String, u32), Vec<Vec<&str>>)> = Vec::new();
+    let mut timings: Vec<([String; 7], (String, u32, bool), Vec<Vec<&str>>)> = Vec::new();
     // A split must be 3% faster than what it displaces (as in the split
     // model): closer timings are noise, and k whole needs no workspace.
     let slices = |x: &[&str]| split.and_then(|i| x.get(i)).and_then(|s| s.parse::<u32>().ok()).unwrap_or(1);
+    let packed = |x: &[&str]| pack.and_then(|i| x.get(i)).is_some_and(|s| *s == "1");
     let speed = |x: &[&str]| {
         let g = x[gflops].parse::<f64>().unwrap_or(0.0);
         if slices(x) > 1 {
@@ -1531,7 +1535,7 @@ fn tuning_table(csvs: &[&str]) -> Result<String> {
             continue;
         }
         let key = [r[dev].to_string(), r[prec].to_string(), km, kn, r[k].to_string(), suffix, count.to_string()];
-        let config = (r[kernel].to_string(), slices(&r));
+        let config = (r[kernel].to_string(), slices(&r), packed(&r));
         match timings.iter_mut().find(|(bk, c, _)| *bk == key && *c == config) {
             Some((_, _, rows)) => rows.push(r),
             None => timings.push((key, config, vec![r])),
@@ -1562,7 +1566,7 @@ fn tuning_table(csvs: &[&str]) -> Result<String> {
         let precision = if r[prec] == "f64" { "Precision::F64" } else { "Precision::F32" };
         out.push_str(&format!(
             "    Measured {{ device: {:?}, date: {:?}, commit: {:?}, precision: {precision}, m: {}, n: {}, k: {}, \
-             batch: {}, layouts: {:?}, kernel: {:?}, split_k: {}, gflops: {:.1}, cublas_gflops: {:.1} }},\n",
+             batch: {}, layouts: {:?}, kernel: {:?}, split_k: {}, pack: {}, gflops: {:.1}, cublas_gflops: {:.1} }},\n",
             r[dev],
             r[date],
             r[commit],
@@ -1573,6 +1577,7 @@ fn tuning_table(csvs: &[&str]) -> Result<String> {
             key[5],
             compiled(r[kernel])?,
             split.and_then(|i| r.get(i)).and_then(|s| s.parse::<u32>().ok()).unwrap_or(1),
+            packed(r),
             r[gflops].parse::<f64>().unwrap_or(0.0),
             r[cublas].parse::<f64>().unwrap_or(0.0),
         ));

@@ -1,0 +1,96 @@
+//! Packing (a step before a product, not a stage; `gemm_core::pack`): a
+//! transposed copy of an operand whose lines run along k, so that the
+//! product reads it along m or n.
+//!
+//! # Shapes
+//! The source is `rows` lines of `cols` elements (leading dimension `ld`);
+//! the copy is `cols` lines of `rows` (`ld_dst`): `dst[c * ld_dst + r] =
+//! src[r * ld + c]`. Elements between `rows` and `ld_dst` are not written.
+//!
+//! # Launch
+//! Blocks of 32 x 8 threads (`gemm_core::pack::PACK_BLOCK`), grid
+//! `gemm_core::pack::pack_grid`, a 32 x 33 tile of dynamic shared memory.
+//! Each block copies 32 x 32 tiles, walking them at a grid-sized stride: 8
+//! rows at a time, lanes along the source line (coalesced reads) into the
+//! tile, a barrier, then lanes along the copy's line (coalesced writes) out
+//! of it. The tile's rows are 33 elements apart, so the column the warp
+//! reads out of it falls in distinct banks. Memory-bound: each element is
+//! read and written once.
+//!
+//! # Source
+//! Mark Harris, "An Efficient Matrix Transpose in CUDA C/C++" (NVIDIA
+//! developer blog): the tiled transpose with a padded shared-memory tile.
+
+use crate::element::Element;
+use crate::thread::{block_idx, grid_dim, smem_base, sync_threads, thread_idx};
+use gemm_core::ceil_div;
+use gemm_core::pack::{PACK_BLOCK, PACK_TILE};
+
+/// The transposed copy (see the module docs).
+///
+/// # Safety
+/// `src` holds `rows` lines of `cols` readable elements `ld` apart; `dst`
+/// has room for `cols` lines of `rows` elements `ld_dst` apart and does not
+/// overlap `src`; launched as the module docs say.
+#[inline(always)]
+pub unsafe fn transpose<T: Element>(rows: u32, cols: u32, src: *const T, ld: u32, dst: *mut T, ld_dst: u32) {
+    const STEP: u32 = PACK_BLOCK[1];
+    const PAD: u32 = PACK_TILE + 1;
+    let [tx, ty] = thread_idx();
+    let [gx, gy] = grid_dim();
+    let [bx0, by0, _] = block_idx();
+    let tile = smem_base();
+    let (tiles_x, tiles_y) = (ceil_div(cols, PACK_TILE), ceil_div(rows, PACK_TILE));
+    let mut by = by0;
+    while by < tiles_y {
+        let mut bx = bx0;
+        while bx < tiles_x {
+            let (r0, c0) = (by * PACK_TILE, bx * PACK_TILE);
+            let mut i = ty;
+            while i < PACK_TILE {
+                let (r, c) = (r0 + i, c0 + tx);
+                if r < rows && c < cols {
+                    let x = T::ld_global(src.add(r as usize * ld as usize + c as usize));
+                    T::st_shared(tile + (i * PAD + tx) * T::BYTES, x);
+                }
+                i += STEP;
+            }
+            sync_threads();
+            let mut i = ty;
+            while i < PACK_TILE {
+                let (c, r) = (c0 + i, r0 + tx);
+                if r < rows && c < cols {
+                    let x = T::ld_shared(tile + (tx * PAD + i) * T::BYTES);
+                    T::st_global(dst.add(c as usize * ld_dst as usize + r as usize), x);
+                }
+                i += STEP;
+            }
+            sync_threads(); // the tile is read before the next one is written
+            bx += gx;
+        }
+        by += gy;
+    }
+}
+
+macro_rules! export_pack {
+    ($name:ident, $t:ty) => {
+        #[doc = concat!("Entry point `", stringify!($name), "`: the pack copy in ", stringify!($t), ".")]
+        ///
+        /// # Safety
+        /// As [`transpose`].
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(
+            rows: u32,
+            cols: u32,
+            src: *const $t,
+            ld: u32,
+            dst: *mut $t,
+            ld_dst: u32,
+        ) {
+            transpose::<$t>(rows, cols, src, ld, dst, ld_dst)
+        }
+    };
+}
+
+export_pack!(dgemm_pack, f64);
+export_pack!(sgemm_pack, f32);
