@@ -112,9 +112,8 @@ fn packing_changes_no_bit_of_the_result() {
         let a = random_matrix::<T>(m, k, seed());
         let b = random_matrix::<T>(k, n, seed());
         let c0 = random_matrix::<T>(m, n, seed());
-        let upload = |x: &Matrix<T>, layout: Layout| {
-            DeviceMatrix::from_host(&dev, &store(x, Op::N, layout, 0, T::NAN)).unwrap()
-        };
+        let upload =
+            |x: &Matrix<T>, layout: Layout| DeviceMatrix::from_host(&dev, &store(x, Op::N, layout, 0, T::NAN)).unwrap();
         let (a_row, b_col) = (upload(&a, Layout::RowMajor), upload(&b, Layout::ColMajor));
         let (a_col, b_row) = (upload(&a, Layout::ColMajor), upload(&b, Layout::RowMajor));
         let g = Gemm::new().kernel(config).alpha(0.75).beta(-0.5).device(&dev);
@@ -138,7 +137,7 @@ fn packing_changes_no_bit_of_the_result() {
         depth: 3,
     };
     run::<f32>(pipelined);
-    run::<f64>(pipelined);
+    run::<f64>(gemm::tuning::stage_default(Stage::Pipelined, Precision::F64));
     let mma = KernelConfig::TensorCore { block: BlockTile::new(64, 64, 16), warp: WarpTile::new(32, 32), depth: 3 };
     run::<f64>(mma);
 }

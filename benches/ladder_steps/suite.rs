@@ -56,7 +56,13 @@ fn problem<T: Element>(device: &Arc<Device>, (m, n, k): Shape) -> Result<Problem
 /// The splits tried for `config` at `shape` (`pack`: with the operands
 /// packed, read as `tn`): 1, and the model's s with s / 2 and 2 s (those
 /// above 1 whose workspace fits `MAX_SPLIT_WORKSPACE`).
-fn splits(device: &Device, p: Precision, config: KernelConfig, (m, n, k): Shape, pack: bool) -> Result<Vec<u32>, Error> {
+fn splits(
+    device: &Device,
+    p: Precision,
+    config: KernelConfig,
+    (m, n, k): Shape,
+    pack: bool,
+) -> Result<Vec<u32>, Error> {
     let layouts = if pack { KernelLayouts::PACKED } else { KernelLayouts::NN };
     let (s, _) = model_split_for(Some(device), p, config, (m, n, k), layouts)?;
     let mut out = vec![1];

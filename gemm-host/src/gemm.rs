@@ -13,8 +13,8 @@ use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use crate::tuning_plan::plan_split;
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use gemm_core::config::OPT_TILE_SIZES;
-use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
 use gemm_core::pack::{self, PackCopy};
+use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
 use gemm_core::split_k;
 use gemm_core::{
     BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, KernelLayouts, MatrixDims, Precision, ShapeError, Stage,
