@@ -559,7 +559,8 @@ fn bench_combos<T: Element>(
                         });
                     }
                 }
-                let config = gemm.plan_for_layouts(p, dims.m, dims.n, dims.k, dims.layouts())?.config;
+                let plan = gemm.plan_for_layouts(p, dims.m, dims.n, dims.k, dims.layouts())?;
+                let config = plan.config;
                 bar.set_message(format!("{m}x{n}x{k} {} default {ops_name} {layout_name}", p.name()));
                 let cmp = problem.check_with(&reference, &gemm)?;
                 out.failed |= !cmp.passed();
@@ -585,7 +586,7 @@ fn bench_combos<T: Element>(
                     kind: BatchKind::Single,
                     path: RowPath::Default,
                     split_k: 1,
-                    pack: false,
+                    pack: plan.pack,
                 });
             }
         }
