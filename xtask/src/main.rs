@@ -1263,6 +1263,7 @@ fn suite_table(csv: &str) -> Result<Option<String>> {
         need("kernel")?,
     );
     let split = column("split_k");
+    let pack = column("pack");
     let rows: Vec<Vec<&str>> = lines
         .filter(|l| !l.trim().is_empty())
         .map(|l| l.split(',').collect::<Vec<&str>>())
@@ -1290,7 +1291,9 @@ fn suite_table(csv: &str) -> Result<Option<String>> {
             match rows.iter().find(|r| r[prec] == p && (r[m], r[n], r[k]) == (sm, sn, sk)) {
                 Some(r) => {
                     let s = split.and_then(|i| r.get(i)).copied().unwrap_or("1");
-                    t.push_str(&format!(" {:.1} ({:.2}) | `{}`, {s} |", num(r[gflops]) / 1e3, num(r[ratio]), r[kernel]))
+                    let packed = if pack.and_then(|i| r.get(i)) == Some(&"1") { ", packed" } else { "" };
+                    let (tflops, x) = (num(r[gflops]) / 1e3, num(r[ratio]));
+                    t.push_str(&format!(" {tflops:.1} ({x:.2}) | `{}`, {s}{packed} |", r[kernel]))
                 }
                 None => t.push_str(" - | - |"),
             }
