@@ -48,7 +48,7 @@
 //!    1000, 1023, 2047, 3000, 4095), small k (4096x4096x64, x256), long k
 //!    (256x256x16384, 128x128x65536, 1024x1024x32768) and skinny products
 //!    (8192x16x8192, 16x8192x8192, 65536x32x1024, 32x32x262144): cuBLAS and
-//!    the default path, checked, timed in two interleaved passes; BENCHMARKS.md
+//!    the default path, checked, timed in five interleaved passes (median kept); BENCHMARKS.md
 //!    gives the geometric mean of the ratios (`--no-suite` skips it).
 //!    `--suite-sweep` is a run of its own: every configuration of the default
 //!    stage at every suite shape, with k whole and split around the wave
