@@ -522,22 +522,33 @@ fn bench_combos<T: Element>(
                     // 47 and 52 TFLOP/s minutes apart), so each is timed in
                     // SWEEP_PASSES interleaved passes and the median kept.
                     let stage = gemm.plan(p, m, n, k)?.config.stage();
-                    let configs = stage_configs(stage, p);
-                    let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); configs.len()];
-                    let mut checks = Vec::with_capacity(configs.len());
-                    for &config in &configs {
-                        let cmp = problem.check(&reference, config)?;
+                    // Each configuration in place and, where it changes
+                    // anything (not `tn`), with the operands packed first.
+                    let packs: &[bool] =
+                        if dims.layouts() == KernelLayouts::PACKED { &[false] } else { &[false, true] };
+                    let candidates: Vec<(KernelConfig, bool)> =
+                        stage_configs(stage, p).into_iter().flat_map(|c| packs.iter().map(move |&q| (c, q))).collect();
+                    let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); candidates.len()];
+                    let mut checks = Vec::with_capacity(candidates.len());
+                    for &(config, pack) in &candidates {
+                        let cmp = problem.check_with(&reference, &problem.gemm(config).pack(pack))?;
                         out.failed |= !cmp.passed();
                         checks.push(verdict(&cmp));
                     }
                     for _ in 0..SWEEP_PASSES {
-                        for (i, &config) in configs.iter().enumerate() {
-                            bar.set_message(format!("{m}x{n}x{k} {} {config} {ops_name}", p.name()));
-                            let ours = measure(&mut problem, config, budget_ms(shape))?;
+                        for (i, &(config, pack)) in candidates.iter().enumerate() {
+                            let packed = if pack { " packed" } else { "" };
+                            bar.set_message(format!("{m}x{n}x{k} {} {config}{packed} {ops_name}", p.name()));
+                            let ours = if pack {
+                                let packed_gemm = problem.gemm(config).pack(true);
+                                measure_with(&mut problem, &packed_gemm, budget_ms(shape))?
+                            } else {
+                                measure(&mut problem, config, budget_ms(shape))?
+                            };
                             samples[i].push((ours.gflops, ours.timing.median_ms));
                         }
                     }
-                    for ((config, mut runs), check) in configs.into_iter().zip(samples).zip(checks) {
+                    for ((&(config, pack), mut runs), check) in candidates.iter().zip(samples).zip(checks) {
                         runs.sort_by(|a, b| a.0.total_cmp(&b.0));
                         let (gflops, ms) = runs[runs.len() / 2];
                         out.layout_sweep.push(LadderRow {
@@ -555,7 +566,7 @@ fn bench_combos<T: Element>(
                             kind: BatchKind::Single,
                             path: RowPath::Config,
                             split_k: 1,
-                            pack: false,
+                            pack,
                         });
                     }
                 }

@@ -263,10 +263,11 @@ pub fn choose_batched(
         .collect();
     by_distance.sort_by(|a, b| a.0.total_cmp(&b.0));
     let nearest = by_distance.into_iter().find_map(|(d, r)| Some((d, r, config_of(r)?)));
-    // A packed row ran the `tn` kernels, so it serves every layout but `tn`
-    // itself, whose own rows measured those kernels without the copies.
-    let packed_near = matches!(nearest, Some((_, r, _)) if r.pack) && layouts != KernelLayouts::PACKED;
-    let refined = nearest.filter(|_| !packed_near).and_then(|(_, near, _)| {
+    // A row of these very layouts at the nearest shape (the ladder's layout
+    // sweep: each configuration in place and packed) decides; else the nn
+    // row, packed or not (packed, it ran the `tn` kernels, which any
+    // layouts run after packing).
+    let refined = nearest.and_then(|(_, near, _)| {
         candidates
             .iter()
             .find(|r| r.layouts == layouts.suffix() && (r.m, r.n, r.k, r.batch) == (near.m, near.n, near.k, near.batch))
