@@ -1475,13 +1475,15 @@ fn tuning_table(csvs: &[&str]) -> Result<String> {
     // Every timing of each configuration (kernel, split) at each key.
     #[allow(clippy::type_complexity)]
     let mut timings: Vec<([String; 7], (String, u32, bool), Vec<Vec<&str>>)> = Vec::new();
-    // A split must be 3% faster than what it displaces (as in the split
-    // model): closer timings are noise, and k whole needs no workspace.
+    // A split, and packing, must each be 3% faster than what they displace
+    // (as in the split model): closer timings are noise, and k whole and
+    // operands in place need no workspace.
     let slices = |x: &[&str]| split.and_then(|i| x.get(i)).and_then(|s| s.parse::<u32>().ok()).unwrap_or(1);
     let packed = |x: &[&str]| pack.and_then(|i| x.get(i)).is_some_and(|s| *s == "1");
     let speed = |x: &[&str]| {
         let g = x[gflops].parse::<f64>().unwrap_or(0.0);
-        if slices(x) > 1 {
+        let g = if slices(x) > 1 { g / 1.03 } else { g };
+        if packed(x) {
             g / 1.03
         } else {
             g
