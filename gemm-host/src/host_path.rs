@@ -543,6 +543,19 @@ impl Gemm {
         let ins = crate::device_matrix::address(pool.inputs.as_ref().expect("prepared"));
         let outs = crate::device_matrix::address(pool.outputs.as_ref().expect("prepared"));
         let step = if reads_ab { self.clone() } else { self.clone().alpha(0.0) };
+        // Every tile runs the whole product's plan (kernel, split, packing):
+        // a tile planned on its own shape could take another kernel or
+        // split, and the host path would then give other bits than the same
+        // product on device matrices. (A kernel chosen with the options is
+        // the same for every tile already, and splits and packs only when
+        // asked.)
+        let step = if reads_ab && self.chosen_config(T::PRECISION)?.is_none() {
+            let (kd, _) = dims.kernel_form();
+            let plan = self.plan_on(Some(device), T::PRECISION, (kd.m, kd.n, kd.k), kd.layouts(), 1)?;
+            step.kernel(plan.config).split_k(plan.split_k).pack(plan.pack)
+        } else {
+            step
+        };
         let (operands, workspace) = ((a, b, c), (ins, outs));
         let result = if plan.in_core {
             self.in_core::<T>(device, pool, &step, (m, n, kk), t, streams, operands, workspace)
