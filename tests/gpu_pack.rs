@@ -16,35 +16,10 @@
 
 mod common;
 
-use common::{device, outside_view_unchanged, same_bits, seed, store, Bits, Variant};
+use common::{check_product, device, same_bits, seed, store, Bits, Variant};
 use gemm::check::{random_matrix, Reference};
 use gemm::tuning::{BlockTile, KernelConfig, Stage, ThreadTile, WarpTile};
 use gemm::{DeviceMatrix, Error, Gemm, Layout, Matrix, Op, Precision, Strided};
-
-/// Runs `g` on host operands stored as `v` says (A, B with a pad of 3, C
-/// with a pad of 2, padding NaN) and checks C against the reference and its
-/// padding bit for bit.
-fn check_one<T: Bits>(g: &Gemm, (m, n, k): (usize, usize, usize), v: Variant, beta: f64, what: &str) {
-    let a = random_matrix::<T>(m, k, seed());
-    let b = random_matrix::<T>(k, n, seed());
-    let c0 = random_matrix::<T>(m, n, seed());
-    let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::NAN), store(&b, v.op_b, v.b, 3, T::NAN));
-    // beta = 0: C is never read, so it starts as NaN everywhere.
-    let before = if beta == 0.0 {
-        store(&Matrix::from_fn(m, n, |_, _| T::NAN), Op::N, v.c, 2, T::NAN)
-    } else {
-        store(&c0, Op::N, v.c, 2, T::NAN)
-    };
-    let mut c = before.clone();
-    let alpha = -1.5;
-    g.clone().op_a(v.op_a).op_b(v.op_b).alpha(alpha).beta(beta).run(&sa, &sb, &mut c).unwrap_or_else(|e| {
-        panic!("{what} {m}x{n}x{k} {v}: {e}");
-    });
-    let r = Reference::new(alpha, &a, &b, beta, &c0);
-    let cmp = r.compare(&c);
-    assert!(cmp.passed(), "{what} {m}x{n}x{k} {v} beta {beta}: {cmp}");
-    outside_view_unchanged(&before, &c, (0, 0), (m, n)).unwrap_or_else(|e| panic!("{what} {m}x{n}x{k} {v}: {e}"));
-}
 
 /// Odd, skinny and tiny shapes: 1-element products, m or n not a multiple
 /// of 4 (the packed copy's lines then end mid-vector), more than one
@@ -71,7 +46,7 @@ fn packed_products_match_the_reference_in_every_layout() {
                 // A different op/layout combination for each (shape, j): all 32 over the test.
                 let v = variants[(i * 4 + j) % variants.len()];
                 let g = Gemm::new().pack(true).device(&dev);
-                check_one::<T>(&g, shape, v, if j % 2 == 0 { 0.0 } else { 0.5 }, "packed");
+                check_product::<T>(&g, shape, v, if j % 2 == 0 { 0.0 } else { 0.5 }, "packed");
             }
         }
     }
@@ -90,10 +65,10 @@ fn every_stage_packs_and_packing_composes_with_split_k() {
         for (i, v) in [Variant::NN, Variant::all()[13], Variant::all()[22]].into_iter().enumerate() {
             let g = g.clone().device(&dev);
             let beta = if i == 1 { 0.25 } else { 0.0 };
-            check_one::<f64>(&g, (97, 45, 1201), v, beta, name);
+            check_product::<f64>(&g, (97, 45, 1201), v, beta, name);
             // Stage 8 is f64 only.
             if g.chosen_config(Precision::F32).is_ok() {
-                check_one::<f32>(&g, (97, 45, 1201), v, beta, name);
+                check_product::<f32>(&g, (97, 45, 1201), v, beta, name);
             }
         }
     }

@@ -15,35 +15,10 @@
 
 mod common;
 
-use common::{device, outside_view_unchanged, same_bits, seed, store, Bits, Variant};
-use gemm::check::{random_matrix, Reference};
+use common::{check_product, device, same_bits, seed, Bits, Variant};
+use gemm::check::random_matrix;
 use gemm::tuning::{BlockTile, KernelConfig, SplitReason, Stage, WarpTile};
-use gemm::{DeviceMatrix, Error, Gemm, Matrix, Op, Precision};
-
-/// Runs `g` on host operands stored as `v` says (A, B with a pad of 3, C
-/// with a pad of 2, padding NaN) and checks C against the reference and its
-/// padding bit for bit.
-fn check_one<T: Bits>(g: &Gemm, (m, n, k): (usize, usize, usize), v: Variant, beta: f64, what: &str) {
-    let a = random_matrix::<T>(m, k, seed());
-    let b = random_matrix::<T>(k, n, seed());
-    let c0 = random_matrix::<T>(m, n, seed());
-    let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::NAN), store(&b, v.op_b, v.b, 3, T::NAN));
-    // beta = 0: C is never read, so it starts as NaN everywhere.
-    let before = if beta == 0.0 {
-        store(&Matrix::from_fn(m, n, |_, _| T::NAN), Op::N, v.c, 2, T::NAN)
-    } else {
-        store(&c0, Op::N, v.c, 2, T::NAN)
-    };
-    let mut c = before.clone();
-    let alpha = -1.5;
-    g.clone().op_a(v.op_a).op_b(v.op_b).alpha(alpha).beta(beta).run(&sa, &sb, &mut c).unwrap_or_else(|e| {
-        panic!("{what} {m}x{n}x{k} {v}: {e}");
-    });
-    let r = Reference::new(alpha, &a, &b, beta, &c0);
-    let cmp = r.compare(&c);
-    assert!(cmp.passed(), "{what} {m}x{n}x{k} {v} beta {beta}: {cmp}");
-    outside_view_unchanged(&before, &c, (0, 0), (m, n)).unwrap_or_else(|e| panic!("{what} {m}x{n}x{k} {v}: {e}"));
-}
+use gemm::{DeviceMatrix, Error, Gemm, Precision};
 
 /// Odd, skinny and long-k shapes (1-row and 1-column products, k not a
 /// multiple of any BK, k shorter than the split asks for).
@@ -69,7 +44,7 @@ fn split_k_matches_the_reference_at_odd_and_skinny_shapes() {
                 // A different op/layout combination for each (shape, split): all 32 over the test.
                 let v = variants[(i * 4 + j) % variants.len()];
                 let g = Gemm::new().split_k(split).device(&dev);
-                check_one::<T>(&g, shape, v, if j % 2 == 0 { 0.0 } else { 0.5 }, &format!("split {split}"));
+                check_product::<T>(&g, shape, v, if j % 2 == 0 { 0.0 } else { 0.5 }, &format!("split {split}"));
             }
         }
     }
@@ -97,10 +72,10 @@ fn every_stage_and_the_skinny_kernels_split() {
         for (i, v) in [Variant::NN, Variant::all()[13], Variant::all()[22]].into_iter().enumerate() {
             let g = g.clone().split_k(5).device(&dev);
             let beta = if i == 1 { 0.25 } else { 0.0 };
-            check_one::<f64>(&g, (97, 45, 1201), v, beta, name);
+            check_product::<f64>(&g, (97, 45, 1201), v, beta, name);
             // Stage 8 is f64 only.
             if g.chosen_config(Precision::F32).is_ok() {
-                check_one::<f32>(&g, (97, 45, 1201), v, beta, name);
+                check_product::<f32>(&g, (97, 45, 1201), v, beta, name);
             }
         }
     }
@@ -150,8 +125,8 @@ fn the_default_plan_splits_a_small_c_with_a_long_k() {
         }
     }
     // And the default path's split product is right.
-    check_one::<f64>(&Gemm::new().device(&dev), (64, 64, 65_536), Variant::NN, 0.0, "default");
-    check_one::<f32>(&Gemm::new().device(&dev), (64, 64, 65_536), Variant::all()[31], 1.0, "default");
+    check_product::<f64>(&Gemm::new().device(&dev), (64, 64, 65_536), Variant::NN, 0.0, "default");
+    check_product::<f32>(&Gemm::new().device(&dev), (64, 64, 65_536), Variant::all()[31], 1.0, "default");
 }
 
 #[test]

@@ -27,7 +27,7 @@
 
 use crate::config::Precision;
 use crate::geometry::ceil_div;
-use crate::shape::{GemmDims, KernelLayouts, Layout};
+use crate::shape::{GemmDims, KernelLayouts, Layout, MatrixDims};
 
 /// Side of the square tile a block transposes at a time.
 pub const PACK_TILE: u32 = 32;
@@ -82,13 +82,20 @@ pub struct PackCopy {
 }
 
 impl PackCopy {
-    /// Elements of the packed copy's workspace.
-    pub const fn len(&self) -> usize {
-        if self.cols == 0 {
-            0
-        } else {
-            (self.cols - 1) * self.ld_packed + self.rows
-        }
+    /// The source as stored: `rows` lines of `cols` (row-major), `ld` apart.
+    pub const fn source(&self) -> MatrixDims {
+        MatrixDims::new(self.rows, self.cols, Layout::RowMajor, self.ld)
+    }
+
+    /// The packed copy: the same matrix stored the other way, `cols` lines
+    /// of `rows` (column-major), `ld_packed` apart.
+    pub const fn copy(&self) -> MatrixDims {
+        MatrixDims::new(self.rows, self.cols, Layout::ColMajor, self.ld_packed)
+    }
+
+    /// Elements of the packed copy's workspace (None past `usize`).
+    pub const fn len(&self) -> Option<usize> {
+        self.copy().required_len()
     }
 
     /// Whether the copy has no element.
@@ -165,7 +172,7 @@ mod tests {
     #[test]
     fn packed_copy_length_and_grid() {
         let c = PackCopy { rows: 2047, cols: 33, ld: 36, ld_packed: 2048 };
-        assert_eq!(c.len(), 32 * 2048 + 2047);
+        assert_eq!(c.len(), Some(32 * 2048 + 2047));
         assert_eq!(packed_ld(0, 8), 16);
         assert_eq!(packed_ld(16, 8), 16);
         assert_eq!(packed_ld(17, 4), 32);

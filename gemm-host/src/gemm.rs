@@ -667,8 +667,9 @@ impl Gemm {
             Some(s) if s > 1 && count > 1 => return Err(Error::SplitK { slices: s, why: BATCHES_NOT_SPLIT }),
             Some(s) => (plan.split_k, plan.split) = (s, SplitReason::Chosen),
             None if chosen.is_none() && count == 1 => {
+                let kernel_layouts = plan.kernel_layouts(layouts);
                 (plan.split_k, plan.split) =
-                    plan_split(device, precision, plan.config, (m, n, k), layouts, &plan.source, plan.pack)?;
+                    plan_split(device, precision, plan.config, (m, n, k), (layouts, kernel_layouts), &plan.source)?;
             }
             None => {}
         }
@@ -876,13 +877,13 @@ fn enqueue_pack<T: Element>(
     copy: PackCopy,
     src: &CudaView<'_, T>,
 ) -> Result<cudarc::driver::CudaSlice<T>, Error> {
-    let fits = copy.cols.checked_mul(copy.ld_packed).and_then(|l| l.checked_mul(size_of::<T>()));
-    if fits.is_none_or(|bytes| bytes > isize::MAX as usize) {
+    let len = copy.len().filter(|l| l.checked_mul(size_of::<T>()).is_some_and(|b| b <= isize::MAX as usize));
+    let Some(len) = len else {
         return Err(Error::Pack { why: "its workspace does not fit in memory addresses" });
-    }
+    };
     // SAFETY: the product reads only elements of the packed copy that the
     // copy writes (each of its `cols` lines' first `rows` elements).
-    let mut w = unsafe { alloc_uninit::<T>(stream, copy.len()) }?;
+    let mut w = unsafe { alloc_uninit::<T>(stream, len) }?;
     launch_pack(device, stream, copy, src, &mut w)?;
     Ok(w)
 }

@@ -199,8 +199,8 @@ pub(crate) fn launch_pack<T: Element>(
 ) -> Result<(), Error> {
     use gemm_core::pack::{pack_entry, pack_grid, pack_smem_bytes, PACK_BLOCK};
     use gemm_core::KernelLayouts;
-    debug_assert!(copy.is_empty() || src.len() >= (copy.rows - 1) * copy.ld + copy.cols);
-    debug_assert!(w.len() >= copy.len());
+    debug_assert!(copy.source().required_len().is_some_and(|l| src.len() >= l));
+    debug_assert!(copy.len().is_some_and(|l| w.len() >= l));
     if copy.is_empty() {
         return Ok(());
     }

@@ -305,9 +305,10 @@ const NO_DEVICE: (u32, f64, f64, f64, u32) = (132, 66_900.0, 33_450.0, 4_800.0, 
 pub const MAX_SPLIT_WORKSPACE: u64 = 1 << 25;
 
 /// The split of a single m x n x k product (kernel form, A and B in
-/// `layouts`; `pack`: the plan packs them) run with `config`, and why: the table's split where it measured this configuration at this
-/// very shape and layouts (on this device), else the wave model's on
-/// `device` (an H200 without one).
+/// `layouts`, read by the kernel in `kernel_layouts`: `Plan::kernel_layouts`)
+/// run with `config`, and why: the table's split where it measured this
+/// configuration at this very shape and layouts (on this device), else the
+/// wave model's on `device` (an H200 without one).
 ///
 /// # Errors
 /// [`crate::Error`] from the driver's occupancy query.
@@ -316,9 +317,8 @@ pub(crate) fn plan_split(
     precision: Precision,
     config: KernelConfig,
     (m, n, k): (usize, usize, usize),
-    layouts: KernelLayouts,
+    (layouts, kernel_layouts): (KernelLayouts, KernelLayouts),
     source: &PlanSource,
-    pack: bool,
 ) -> Result<(u32, SplitReason), crate::Error> {
     if let PlanSource::Measured { row, same_device: true } = source {
         let same_config = ENTRY_POINTS.iter().any(|e| e.config == config && e.name == row.kernel);
@@ -327,7 +327,6 @@ pub(crate) fn plan_split(
             return Ok((row.split_k.max(1), SplitReason::Measured));
         }
     }
-    let kernel_layouts = if pack { KernelLayouts::PACKED } else { layouts };
     model_split_for(device, precision, config, (m, n, k), kernel_layouts)
 }
 

@@ -5,7 +5,8 @@
 #![allow(dead_code)] // each test file uses a part
 
 use gemm::tuning::KernelLayouts;
-use gemm::{Element, Layout, MatRef, Matrix, Op};
+use gemm::check::{random_matrix, Reference};
+use gemm::{Element, Gemm, Layout, MatRef, Matrix, Op};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -234,4 +235,29 @@ impl core::fmt::Display for Variant {
             self.kernel_layouts().suffix()
         )
     }
+}
+
+/// Runs `g` on host operands stored as `v` says (A, B with a pad of 3, C
+/// with a pad of 2, padding NaN) and checks C against the reference and its
+/// padding bit for bit.
+pub fn check_product<T: Bits>(g: &Gemm, (m, n, k): (usize, usize, usize), v: Variant, beta: f64, what: &str) {
+    let a = random_matrix::<T>(m, k, seed());
+    let b = random_matrix::<T>(k, n, seed());
+    let c0 = random_matrix::<T>(m, n, seed());
+    let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::NAN), store(&b, v.op_b, v.b, 3, T::NAN));
+    // beta = 0: C is never read, so it starts as NaN everywhere.
+    let before = if beta == 0.0 {
+        store(&Matrix::from_fn(m, n, |_, _| T::NAN), Op::N, v.c, 2, T::NAN)
+    } else {
+        store(&c0, Op::N, v.c, 2, T::NAN)
+    };
+    let mut c = before.clone();
+    let alpha = -1.5;
+    g.clone().op_a(v.op_a).op_b(v.op_b).alpha(alpha).beta(beta).run(&sa, &sb, &mut c).unwrap_or_else(|e| {
+        panic!("{what} {m}x{n}x{k} {v}: {e}");
+    });
+    let r = Reference::new(alpha, &a, &b, beta, &c0);
+    let cmp = r.compare(&c);
+    assert!(cmp.passed(), "{what} {m}x{n}x{k} {v} beta {beta}: {cmp}");
+    outside_view_unchanged(&before, &c, (0, 0), (m, n)).unwrap_or_else(|e| panic!("{what} {m}x{n}x{k} {v}: {e}"));
 }
