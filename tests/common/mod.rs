@@ -4,8 +4,8 @@
 //! dimensions, and the op/layout combinations of a product.
 #![allow(dead_code)] // each test file uses a part
 
-use gemm::tuning::KernelLayouts;
 use gemm::check::{random_matrix, Reference};
+use gemm::tuning::KernelLayouts;
 use gemm::{Element, Gemm, Layout, MatRef, Matrix, Op};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
