@@ -766,7 +766,7 @@ fn bench_strided<T: Element>(
     let len = m * n;
     let picks = strided_picks(count, len);
     cublas_strided(cublas, &da, &db, &mut dr, count, shape)?;
-    let value: Vec<f64> = picked(&dr, &picks, len)?.into_iter().map(Element::as_f64).collect();
+    let value: Vec<f64> = picked(&dr, &picks, len)?.into_iter().map(gemm::Scalar::as_f64).collect();
     cublas_strided(cublas, &a_abs, &b_abs, &mut dr, count, shape)?;
     let scale = (k as f64 + 2.0) * T::EPSILON;
     let bound: Vec<f64> = picked(&dr, &picks, len)?.into_iter().map(|x| scale * x.as_f64()).collect();

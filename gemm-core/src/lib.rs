@@ -20,6 +20,7 @@ pub mod shape;
 pub mod split_k;
 pub mod stage;
 pub mod tiling;
+pub mod warpgroup;
 
 pub use batch::GroupProblem;
 pub use config::{BlockDim, ConfigError, KernelConfig, Precision};

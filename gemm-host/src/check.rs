@@ -17,7 +17,7 @@
 
 use crate::cublas::Cublas;
 use crate::device_matrix::DeviceMatrix;
-use crate::element::Element;
+use crate::element::{Element, Scalar};
 use crate::error::Error;
 use crate::matrix::{MatRef, Matrix};
 use gemm_core::shape::{Layout, Op};
@@ -25,12 +25,12 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 /// A `rows x cols` row-major matrix with elements drawn uniformly from [-1, 1), from `seed`.
-pub fn random_matrix<T: Element>(rows: usize, cols: usize, seed: u64) -> Matrix<T> {
+pub fn random_matrix<T: Scalar>(rows: usize, cols: usize, seed: u64) -> Matrix<T> {
     random_matrix_in(rows, cols, Layout::RowMajor, seed)
 }
 
 /// A `rows x cols` matrix in `layout` with elements drawn uniformly from [-1, 1), from `seed`.
-pub fn random_matrix_in<T: Element>(rows: usize, cols: usize, layout: Layout, seed: u64) -> Matrix<T> {
+pub fn random_matrix_in<T: Scalar>(rows: usize, cols: usize, layout: Layout, seed: u64) -> Matrix<T> {
     let mut rng = StdRng::seed_from_u64(seed);
     Matrix::from_fn_in(rows, cols, layout, |_, _| T::from_f64(rng.random_range(-1.0..1.0)))
 }
@@ -38,17 +38,17 @@ pub fn random_matrix_in<T: Element>(rows: usize, cols: usize, layout: Layout, se
 /// A `rows x cols` matrix of small integers in [-4, 4] from `seed`: products
 /// of such matrices are exact in f32 while `k * 16 < 2^24`, so results can be
 /// compared for equality.
-pub fn random_int_matrix<T: Element>(rows: usize, cols: usize, seed: u64) -> Matrix<T> {
+pub fn random_int_matrix<T: Scalar>(rows: usize, cols: usize, seed: u64) -> Matrix<T> {
     let mut rng = StdRng::seed_from_u64(seed);
     Matrix::from_fn(rows, cols, |_, _| T::from_f64(rng.random_range(-4i32..=4) as f64))
 }
 
 /// The elements of any matrix or view, row-major and packed, in f64.
-fn to_f64_packed<T: Element>(m: MatRef<'_, T>, abs: bool) -> Vec<f64> {
+fn to_f64_packed<T: Scalar>(m: MatRef<'_, T>, abs: bool) -> Vec<f64> {
     let mut out = Vec::with_capacity(m.rows() * m.cols());
     for i in 0..m.rows() {
         for j in 0..m.cols() {
-            let x = m.get(i, j).map_or(f64::NAN, Element::as_f64);
+            let x = m.get(i, j).map_or(f64::NAN, Scalar::as_f64);
             out.push(if abs { x.abs() } else { x });
         }
     }
@@ -122,9 +122,52 @@ impl Reference {
         for i in 0..m {
             for j in 0..n {
                 let o = i * n + j;
-                let c = if beta != 0.0 { c0.get(i, j).map_or(f64::NAN, Element::as_f64) } else { 0.0 };
+                let c = if beta != 0.0 { c0.get(i, j).map_or(f64::NAN, Scalar::as_f64) } else { 0.0 };
                 value[o] = alpha * ab[o] + beta * c;
                 bound[o] = scale * (alpha.abs() * abs_ab[o] + beta.abs() * c.abs());
+            }
+        }
+        Reference { m, n, value, bound }
+    }
+
+    /// The reference for a product with f16 or bf16 operands accumulated in
+    /// f32 (stage 9, [`crate::Product`]), C of type `C`: the same f64
+    /// product of the (already rounded) inputs, with the bound
+    ///
+    /// ```text
+    /// |C - C_ref| <= (2k + 4) * 2^-24 * (|alpha| * (|A| * |B|) + |beta| * |C0|) + eps_C / 2 * |C_ref|
+    /// ```
+    ///
+    /// the f32 accumulation's error with c = 2 (the tensor cores' adds are
+    /// not all rounded to nearest), plus the rounding of the result to C's
+    /// type (`eps_C` its machine epsilon: 2^-10 f16, 2^-7 bf16, 2^-23 f32).
+    ///
+    /// # Panics
+    /// When the shapes do not match (a bug in the caller's test).
+    pub fn new_mixed<'a, 'b, 'c, T: Scalar, C: Scalar>(
+        alpha: f64,
+        a: impl Into<MatRef<'a, T>>,
+        b: impl Into<MatRef<'b, T>>,
+        beta: f64,
+        c0: impl Into<MatRef<'c, C>>,
+    ) -> Self {
+        let (a, b, c0) = (a.into(), b.into(), c0.into());
+        let (m, k, n) = (a.rows(), a.cols(), b.cols());
+        assert_eq!(b.rows(), k, "reference: inner dimensions");
+        assert_eq!((c0.rows(), c0.cols()), (m, n), "reference: C0's shape");
+        let mut ab = vec![0.0; m * n];
+        let mut abs_ab = vec![0.0; m * n];
+        dgemm_cpu(m, n, k, &to_f64_packed(a, false), &to_f64_packed(b, false), &mut ab);
+        dgemm_cpu(m, n, k, &to_f64_packed(a, true), &to_f64_packed(b, true), &mut abs_ab);
+        let scale = (2.0 * k as f64 + 4.0) * 2f64.powi(-24);
+        let mut value = vec![0.0; m * n];
+        let mut bound = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let o = i * n + j;
+                let c = if beta != 0.0 { c0.get(i, j).map_or(f64::NAN, Scalar::as_f64) } else { 0.0 };
+                value[o] = alpha * ab[o] + beta * c;
+                bound[o] = scale * (alpha.abs() * abs_ab[o] + beta.abs() * c.abs()) + C::EPSILON / 2.0 * value[o].abs();
             }
         }
         Reference { m, n, value, bound }
@@ -164,14 +207,14 @@ impl Reference {
     }
 
     /// Compares a GPU result (any matrix or view) with the reference.
-    pub fn compare<'a, T: Element>(&self, got: impl Into<MatRef<'a, T>>) -> Comparison {
+    pub fn compare<'a, T: Scalar>(&self, got: impl Into<MatRef<'a, T>>) -> Comparison {
         let got = got.into();
         assert_eq!((got.rows(), got.cols()), (self.m, self.n), "compare: shape");
         let mut cmp = Comparison { checked: self.m * self.n, ..Default::default() };
         for i in 0..self.m {
             for j in 0..self.n {
                 let o = i * self.n + j;
-                let x = got.get(i, j).map_or(f64::NAN, Element::as_f64);
+                let x = got.get(i, j).map_or(f64::NAN, Scalar::as_f64);
                 let err = (x - self.value[o]).abs();
                 if !x.is_finite() {
                     cmp.non_finite += 1;

@@ -113,6 +113,85 @@ impl Cublas {
     }
 }
 
+impl Cublas {
+    /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` through
+    /// `cublasGemmEx` with f32 computation (`CUBLAS_COMPUTE_32F`): the
+    /// reference for stage 9's products (f16 or bf16 operands, C of the same
+    /// type or f32), laid out as [`Cublas::gemm_op`] does.
+    ///
+    /// # Errors
+    /// As [`Cublas::gemm_op`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_ex<'a, 'b, 'c, T: crate::Scalar, C: crate::Scalar>(
+        &self,
+        op_a: Op,
+        op_b: Op,
+        alpha: f32,
+        a: impl Into<DeviceView<'a, T>>,
+        b: impl Into<DeviceView<'b, T>>,
+        beta: f32,
+        c: impl Into<DeviceViewMut<'c, C>>,
+    ) -> Result<(), Error> {
+        let (a, b, mut c) = (a.into(), b.into(), c.into());
+        let dims = GemmDims::from_operands(
+            a.dims.op(op_a),
+            a.data.len(),
+            b.dims.op(op_b),
+            b.data.len(),
+            c.dims,
+            c.data.len(),
+        )?;
+        for d in [a.device, b.device, c.device] {
+            if !d.same_context(&self.device) {
+                return Err(Error::DeviceMismatch(d.name().into(), self.device.name().into()));
+            }
+        }
+        if dims.is_empty() {
+            return Ok(());
+        }
+        let data_type = |name: &str| match name {
+            "f16" => sys::cudaDataType::CUDA_R_16F,
+            "bf16" => sys::cudaDataType::CUDA_R_16BF,
+            "f32" => sys::cudaDataType::CUDA_R_32F,
+            _ => sys::cudaDataType::CUDA_R_64F,
+        };
+        let (kf, swapped) = dims.kernel_form();
+        let (ka, kb) = if swapped { (&b.data, &a.data) } else { (&a.data, &b.data) };
+        let stream = self.device.stream();
+        let (pa, _ra) = ka.device_ptr(stream);
+        let (pb, _rb) = kb.device_ptr(stream);
+        let (pc, _rc) = c.data.device_ptr_mut(stream);
+        // SAFETY: the shapes were validated against the buffers' lengths, so
+        // cuBLAS reads and writes inside them; alpha and beta are f32 as the
+        // compute type requires.
+        unsafe {
+            sys::cublasGemmEx(
+                *self.blas.handle(),
+                op_flag(kf.b_layout),
+                op_flag(kf.a_layout),
+                kf.n as i32,
+                kf.m as i32,
+                kf.k as i32,
+                &alpha as *const f32 as *const _,
+                pb as *const _,
+                data_type(T::NAME),
+                kf.ldb as i32,
+                pa as *const _,
+                data_type(T::NAME),
+                kf.lda as i32,
+                &beta as *const f32 as *const _,
+                pc as *mut _,
+                data_type(C::NAME),
+                kf.ldc as i32,
+                sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+            .result()
+        }
+        .map_err(|source| Error::Cublas { call: "cublasGemmEx", source })
+    }
+}
+
 /// cuBLAS's op flag for a kernel-form operand stored in `layout` (a
 /// row-major matrix is cuBLAS's column-major transpose: no op).
 fn op_flag(layout: Layout) -> cublasOperation_t {

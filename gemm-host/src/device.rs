@@ -17,6 +17,7 @@ pub struct Device {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     modules: Mutex<[Option<Arc<CudaModule>>; 4]>,
+    warpgroup_module: Mutex<Option<Arc<CudaModule>>>,
     name: String,
     compute_capability: (i32, i32),
     ptx_arch: &'static str,
@@ -141,6 +142,7 @@ impl Device {
             ctx,
             stream,
             modules: Mutex::new([None, None, None, None]),
+            warpgroup_module: Mutex::new(None),
             name,
             compute_capability: (major, minor),
             ptx_arch,
@@ -274,6 +276,35 @@ impl Device {
         let m = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).during("cuModuleLoadData")?;
         modules[layouts.index()] = Some(m.clone());
         Ok(m)
+    }
+
+    /// The loaded function of a stage-9 entry point (the `sm_90a` module,
+    /// loaded on first use; the caller checked the compute capability), with
+    /// its dynamic shared-memory limit raised to the device's maximum.
+    pub(crate) fn warpgroup_function(&self, name: &'static str) -> Result<CudaFunction, Error> {
+        let mut map = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        // The sm_90a module's functions are cached under the `nn` layouts key
+        // of their own (unique) names.
+        if let Some(f) = map.get(&(name, KernelLayouts::PACKED)) {
+            return Ok(f.clone());
+        }
+        let module = {
+            let mut slot = self.warpgroup_module.lock().unwrap_or_else(|p| p.into_inner());
+            match slot.as_ref() {
+                Some(m) => m.clone(),
+                None => {
+                    let ptx = cudarc::nvrtc::Ptx::from_src(crate::ptx::SM_90A);
+                    let m = self.ctx.load_module(ptx).during("cuModuleLoadData")?;
+                    *slot = Some(m.clone());
+                    m
+                }
+            }
+        };
+        let f = module.load_function(name).during("cuModuleGetFunction")?;
+        f.set_attribute(FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.limits.max_smem_per_block as i32)
+            .during("cuFuncSetAttribute")?;
+        map.insert((name, KernelLayouts::PACKED), f.clone());
+        Ok(f)
     }
 
     /// The loaded function of a PTX entry point in the module of `layouts` (cached).

@@ -4,7 +4,7 @@
 //! the same layout rules as the host types.
 
 use crate::device::Device;
-use crate::element::Element;
+use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use crate::matrix::{shape_accessors, MatMut, MatRef, Matrix};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
@@ -16,14 +16,14 @@ use std::sync::Arc;
 ///
 /// # Safety
 /// The caller writes every element it later reads.
-pub(crate) unsafe fn alloc_uninit<T: Element>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
+pub(crate) unsafe fn alloc_uninit<T: Scalar>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
     let len = len.max(1); // the driver cannot allocate zero bytes
                           // SAFETY: forwarded from the caller.
     unsafe { stream.alloc::<T>(len) }.map_err(|e| oom_or(e, len * size_of::<T>(), "cuMemAllocAsync"))
 }
 
 /// `len` (at least one) zeroed elements on `stream`.
-pub(crate) fn alloc_zeros<T: Element>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
+pub(crate) fn alloc_zeros<T: Scalar>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
     let len = len.max(1);
     stream.alloc_zeros::<T>(len).map_err(|e| oom_or(e, len * size_of::<T>(), "cuMemAllocAsync"))
 }
@@ -75,7 +75,7 @@ impl<T> core::fmt::Debug for DeviceMatrix<T> {
     }
 }
 
-impl<T: Element> DeviceMatrix<T> {
+impl<T: Scalar> DeviceMatrix<T> {
     /// Copies a host matrix or view to `device` (same shape, layout and
     /// leading dimension; the padding between its lines is copied too).
     /// Blocks until the copy is done (the source is pageable host memory).
@@ -302,7 +302,7 @@ pub struct DeviceViewMut<'a, T> {
     pub(crate) address: u64,
 }
 
-impl<'a, T: Element> DeviceView<'a, T> {
+impl<'a, T: Scalar> DeviceView<'a, T> {
     /// Rows, columns, leading dimension and layout.
     pub fn dims(&self) -> MatrixDims {
         self.dims
@@ -338,7 +338,7 @@ impl<'a, T: Element> DeviceView<'a, T> {
     }
 }
 
-impl<'a, T: Element> DeviceViewMut<'a, T> {
+impl<'a, T: Scalar> DeviceViewMut<'a, T> {
     /// Rows, columns, leading dimension and layout.
     pub fn dims(&self) -> MatrixDims {
         self.dims
@@ -355,19 +355,19 @@ impl<'a, T: Element> DeviceViewMut<'a, T> {
     }
 }
 
-impl<'a, T: Element> From<&'a DeviceMatrix<T>> for DeviceView<'a, T> {
+impl<'a, T: Scalar> From<&'a DeviceMatrix<T>> for DeviceView<'a, T> {
     fn from(m: &'a DeviceMatrix<T>) -> Self {
         m.as_view()
     }
 }
 
-impl<'a, T: Element> From<&'a mut DeviceMatrix<T>> for DeviceView<'a, T> {
+impl<'a, T: Scalar> From<&'a mut DeviceMatrix<T>> for DeviceView<'a, T> {
     fn from(m: &'a mut DeviceMatrix<T>) -> Self {
         m.as_view()
     }
 }
 
-impl<'a, T: Element> From<&'a mut DeviceMatrix<T>> for DeviceViewMut<'a, T> {
+impl<'a, T: Scalar> From<&'a mut DeviceMatrix<T>> for DeviceViewMut<'a, T> {
     fn from(m: &'a mut DeviceMatrix<T>) -> Self {
         m.as_view_mut()
     }

@@ -1,4 +1,6 @@
-//! Host-side element types: f64 (DGEMM) and f32 (SGEMM).
+//! Host-side element types: [`Scalar`], what a matrix may hold (f64, f32,
+//! f16, bf16), and [`Element`], the types with the whole ladder of kernels
+//! (f64 for DGEMM, f32 for SGEMM).
 
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::{CudaBlas, GemmConfig};
@@ -9,13 +11,15 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for f64 {}
     impl Sealed for f32 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
 }
 
-/// An element type the library has kernels for: `f64` or `f32` (sealed; a
-/// [`num_traits::Float`]).
-pub trait Element:
+/// A type a [`crate::Matrix`] or [`crate::DeviceMatrix`] may hold: `f64`,
+/// `f32`, [`half::f16`] or [`half::bf16`] (sealed). Which products exist for
+/// which types: [`crate::Product`].
+pub trait Scalar:
     sealed::Sealed
-    + num_traits::Float
     + Copy
     + Default
     + PartialEq
@@ -27,16 +31,45 @@ pub trait Element:
     + ValidAsZeroBits
     + 'static
 {
-    /// Which kernels serve it.
-    const PRECISION: Precision;
+    /// "f64", "f32", "f16", "bf16".
+    const NAME: &'static str;
     /// Machine epsilon (distance from 1 to the next value), as f64.
     const EPSILON: f64;
-    /// Converts (rounding to nearest for f32).
+    /// Quiet NaN (to poison outputs in checks).
+    const NAN: Self;
+    /// Converts, rounding to nearest.
     fn from_f64(x: f64) -> Self;
     /// Converts exactly.
     fn as_f64(self) -> f64;
-    /// Quiet NaN (to poison outputs in checks).
-    const NAN: Self;
+}
+
+macro_rules! impl_scalar {
+    ($t:ty, $name:literal, $eps:expr, $nan:expr, $from:expr, $to:expr) => {
+        impl Scalar for $t {
+            const NAME: &'static str = $name;
+            const EPSILON: f64 = $eps;
+            const NAN: Self = $nan;
+            fn from_f64(x: f64) -> Self {
+                $from(x)
+            }
+            fn as_f64(self) -> f64 {
+                $to(self)
+            }
+        }
+    };
+}
+
+impl_scalar!(f64, "f64", f64::EPSILON, f64::NAN, |x| x, |x| x);
+impl_scalar!(f32, "f32", f32::EPSILON as f64, f32::NAN, |x| x as f32, |x: f32| x as f64);
+impl_scalar!(half::f16, "f16", 9.765625e-4, half::f16::NAN, half::f16::from_f64, half::f16::to_f64);
+impl_scalar!(half::bf16, "bf16", 7.8125e-3, half::bf16::NAN, half::bf16::from_f64, half::bf16::to_f64);
+
+/// An element type with the whole ladder of kernels (stages 1-8, split-K,
+/// packing, the host path): `f64` or `f32` (sealed; a
+/// [`num_traits::Float`]).
+pub trait Element: Scalar + num_traits::Float + crate::Product<Self> {
+    /// Which kernels serve it.
+    const PRECISION: Precision;
     /// cuBLAS `?gemm` for this type (used by [`crate::cublas::Cublas`]).
     ///
     /// # Safety
@@ -55,14 +88,6 @@ macro_rules! impl_element {
     ($t:ty, $precision:expr) => {
         impl Element for $t {
             const PRECISION: Precision = $precision;
-            const EPSILON: f64 = <$t>::EPSILON as f64;
-            const NAN: Self = <$t>::NAN;
-            fn from_f64(x: f64) -> Self {
-                x as $t
-            }
-            fn as_f64(self) -> f64 {
-                self as f64
-            }
             unsafe fn cublas_gemm<A: DevicePtr<Self>, B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
                 blas: &CudaBlas,
                 cfg: GemmConfig<Self>,

@@ -93,6 +93,16 @@ pub enum Error {
         /// Compute capability, minor.
         minor: i32,
     },
+    /// A product that cannot run here: its element types need hardware or
+    /// options this call does not have (e.g. f16 on a GPU other than
+    /// compute capability 9.0).
+    #[error("{product} products: {why}")]
+    Unsupported {
+        /// The element types, e.g. "f16 x f16 -> f32".
+        product: String,
+        /// Why, with the numbers.
+        why: String,
+    },
     /// The split of k asked for with `.split_k(n)` cannot be run.
     #[error("split-K into {slices} slices is not possible: {why}")]
     SplitK {

@@ -3,7 +3,7 @@
 use crate::device::{default_device, Device};
 use crate::device_matrix::alloc_uninit;
 use crate::device_matrix::{DeviceView, DeviceViewMut};
-use crate::element::Element;
+use crate::element::{Element, Scalar};
 use crate::error::Error;
 use crate::host_path::HostOperand;
 use crate::launch::{checked_geometry, launch, launch_pack, launch_reduce, Batch, SINGLE};
@@ -11,6 +11,7 @@ use crate::matrix::{MatMut, MatRef};
 use crate::registry::entry_point;
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use crate::tuning_plan::plan_split;
+use crate::warpgroup::Product;
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use gemm_core::config::OPT_TILE_SIZES;
 use gemm_core::pack::{self, PackCopy};
@@ -713,13 +714,26 @@ impl Gemm {
     /// touched), [`Error::DeviceLimit`], [`Error::NoDriver`],
     /// [`Error::NoDevice`], [`Error::OutOfMemory`], [`Error::Driver`]. C is
     /// untouched on error.
-    pub fn run<'a, 'b, 'c, T: Element>(
+    ///
+    /// The element types are any [`Product`]: f64 or f32 throughout, or f16 /
+    /// bf16 operands with a C of the same type or f32 (stage 9, compute
+    /// capability 9.0; [`Error::Unsupported`] elsewhere).
+    pub fn run<'a, 'b, 'c, T: Product<C>, C: Scalar>(
         &self,
         a: impl Into<MatRef<'a, T>>,
         b: impl Into<MatRef<'b, T>>,
-        c: impl Into<MatMut<'c, T>>,
+        c: impl Into<MatMut<'c, C>>,
     ) -> Result<(), Error> {
-        let (a, b, mut c) = (a.into(), b.into(), c.into());
+        T::run_host(self, a.into(), b.into(), c.into())
+    }
+
+    /// [`Gemm::run`] for f64 and f32.
+    pub(crate) fn run_element<T: Element>(
+        &self,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        mut c: MatMut<'_, T>,
+    ) -> Result<(), Error> {
         self.chosen_config(T::PRECISION)?; // a bad configuration fails before the shapes are looked at
         let c_len = c.dims().required_len().unwrap_or(0);
         let dims = self.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
@@ -768,13 +782,22 @@ impl Gemm {
     /// on different devices (or not on the device set with [`Gemm::device`]),
     /// [`Error::ContextMismatch`] for a stream of another context, and
     /// [`ShapeError::Overlap`] when C shares memory with A or B.
-    pub fn run_device<'a, 'b, 'c, T: Element>(
+    pub fn run_device<'a, 'b, 'c, T: Product<C>, C: Scalar>(
         &self,
         a: impl Into<DeviceView<'a, T>>,
         b: impl Into<DeviceView<'b, T>>,
-        c: impl Into<DeviceViewMut<'c, T>>,
+        c: impl Into<DeviceViewMut<'c, C>>,
     ) -> Result<(), Error> {
-        let (a, b, mut c) = (a.into(), b.into(), c.into());
+        T::run_device(self, a.into(), b.into(), c.into())
+    }
+
+    /// [`Gemm::run_device`] for f64 and f32.
+    pub(crate) fn run_device_element<T: Element>(
+        &self,
+        a: DeviceView<'_, T>,
+        b: DeviceView<'_, T>,
+        mut c: DeviceViewMut<'_, T>,
+    ) -> Result<(), Error> {
         let chosen = self.chosen_config(T::PRECISION)?;
         let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
         let device = c.device.clone();
@@ -795,6 +818,28 @@ impl Gemm {
         }
         let _ = chosen;
         self.enqueue(&device, &stream, &dims, (&a.data, &b.data, &mut c.data), 1, [0; 3])
+    }
+
+    /// The first of the options that choose or tune a kernel of stages 1-8
+    /// that is set, by its builder method's name.
+    pub(crate) fn tuning_option_set(&self) -> Option<&'static str> {
+        [
+            (self.stage.is_some(), ".stage(..)"),
+            (self.kernel.is_some(), ".kernel(..)"),
+            (self.block.is_some(), ".block_dim(..)"),
+            (self.tile.is_some(), ".tile_size(..)"),
+            (self.outputs.is_some(), ".outputs_per_thread(..)"),
+            (self.block_tile.is_some(), ".block_tile(..)"),
+            (self.warp_tile.is_some(), ".warp_tile(..)"),
+            (self.thread_tile.is_some(), ".thread_tile(..)"),
+            (self.pipeline_depth.is_some(), ".pipeline_depth(..)"),
+            (self.split_k.is_some(), ".split_k(..)"),
+            (self.pack == Some(true), ".pack(true)"),
+            (self.host_streams.is_some(), ".host_streams(..)"),
+            (self.memory_budget.is_some(), ".memory_budget(..)"),
+        ]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name))
     }
 
     /// The split asked for with [`Gemm::split_k`], if any.

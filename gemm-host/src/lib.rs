@@ -55,20 +55,26 @@ mod ptx_files;
 #[path = "registry.rs"]
 mod registry_list;
 mod tuning_plan;
+mod warpgroup;
 
 /// The cudarc crate this library is built on (driver API, cuBLAS), so a
 /// dependent can use its `CudaSlice`s and streams without matching its
 /// version by hand.
 pub use cudarc;
 
+/// The `half` crate, whose [`half::f16`] and [`half::bf16`] are the
+/// half-precision element types ([`hgemm`], [`Product`]).
+pub use half;
+
 pub use batch::Strided;
 pub use device::{default_device, Device};
 pub use device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
-pub use element::Element;
+pub use element::{Element, Scalar};
 pub use error::Error;
 pub use gemm::{dgemm, sgemm, Gemm};
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
 pub use matrix::{MatMut, MatRef, Matrix};
+pub use warpgroup::{hgemm, Product};
 
 // Crate-internal paths used throughout.
 pub(crate) use ptx_files as ptx;
@@ -91,9 +97,11 @@ pub mod tuning {
         choose, choose_batched, measured, model_split_for, Measured, PackReason, Plan, PlanSource, SplitReason,
         MAX_SPLIT_WORKSPACE,
     };
+    pub use crate::warpgroup::{warpgroup_kernel, WarpgroupKernel, WARPGROUP_KERNELS};
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
     pub use gemm_core::pack;
     pub use gemm_core::split_k;
+    pub use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes};
     pub use gemm_core::{
         BlockDim, BlockTile, ConfigError, DeviceLimits, GemmDims, KernelConfig, KernelLayouts, LaunchGeometry,
         LimitError, Stage, ThreadTile, WarpTile,

@@ -7,7 +7,7 @@
 //! `ld >= rows`). Views of sub-matrices ([`Matrix::view`]) and transposed
 //! views ([`Matrix::t`]) borrow the same storage: nothing is copied.
 
-use crate::element::Element;
+use crate::element::Scalar;
 use crate::error::Error;
 use gemm_core::shape::{Layout, MatrixDims, Operand};
 use std::mem::size_of;
@@ -118,7 +118,7 @@ impl<T> core::ops::DerefMut for Storage<T> {
 
 /// `len` zeros in page-locked memory: portable (any context may copy from
 /// it), not write-combined (the CPU reads it too).
-fn pinned_zeros<T: Element>(device: &std::sync::Arc<crate::Device>, len: usize) -> Result<Storage<T>, Error> {
+fn pinned_zeros<T: Scalar>(device: &std::sync::Arc<crate::Device>, len: usize) -> Result<Storage<T>, Error> {
     let bytes = len.max(1) * size_of::<T>();
     // SAFETY: zero-filled below before any read.
     let mut owner = unsafe {
@@ -150,7 +150,7 @@ impl<T: PartialEq> PartialEq for Storage<T> {
     }
 }
 
-impl<T: Element> Matrix<T> {
+impl<T: Scalar> Matrix<T> {
     /// A `rows x cols` matrix of zeros in `layout`, densely packed, in
     /// page-locked host memory allocated through `device`'s CUDA driver.
     /// Products on it copy directly between it and the GPU (no staging
@@ -349,7 +349,7 @@ impl<T: Element> Matrix<T> {
     }
 }
 
-impl<T: Element> core::ops::Index<(usize, usize)> for Matrix<T> {
+impl<T: Scalar> core::ops::Index<(usize, usize)> for Matrix<T> {
     type Output = T;
     /// Element (i, j).
     ///
@@ -366,7 +366,7 @@ impl<T: Element> core::ops::Index<(usize, usize)> for Matrix<T> {
     }
 }
 
-impl<T: Element> core::ops::IndexMut<(usize, usize)> for Matrix<T> {
+impl<T: Scalar> core::ops::IndexMut<(usize, usize)> for Matrix<T> {
     fn index_mut(&mut self, (i, j): (usize, usize)) -> &mut T {
         assert!(
             i < self.dims.rows && j < self.dims.cols,
@@ -398,7 +398,7 @@ pub struct MatRef<'a, T> {
     dims: MatrixDims,
 }
 
-impl<'a, T: Element> MatRef<'a, T> {
+impl<'a, T: Scalar> MatRef<'a, T> {
     /// A `rows x cols` view of `data` in `layout` with leading dimension `ld`
     /// (element (i, j) at `i * ld + j` or `j * ld + i`).
     ///
@@ -466,7 +466,7 @@ pub struct MatMut<'a, T> {
     dims: MatrixDims,
 }
 
-impl<'a, T: Element> MatMut<'a, T> {
+impl<'a, T: Scalar> MatMut<'a, T> {
     /// A mutable `rows x cols` view of `data` in `layout` with leading
     /// dimension `ld`.
     ///
@@ -571,37 +571,37 @@ impl<'a, T: Element> MatMut<'a, T> {
     }
 }
 
-impl<'a, T: Element> From<&'a Matrix<T>> for MatRef<'a, T> {
+impl<'a, T: Scalar> From<&'a Matrix<T>> for MatRef<'a, T> {
     fn from(m: &'a Matrix<T>) -> Self {
         m.as_ref()
     }
 }
 
-impl<'a, T: Element> From<&'a mut Matrix<T>> for MatRef<'a, T> {
+impl<'a, T: Scalar> From<&'a mut Matrix<T>> for MatRef<'a, T> {
     fn from(m: &'a mut Matrix<T>) -> Self {
         m.as_ref()
     }
 }
 
-impl<'a, T: Element> From<&MatRef<'a, T>> for MatRef<'a, T> {
+impl<'a, T: Scalar> From<&MatRef<'a, T>> for MatRef<'a, T> {
     fn from(m: &MatRef<'a, T>) -> Self {
         *m
     }
 }
 
-impl<'a, T: Element> From<&'a MatMut<'_, T>> for MatRef<'a, T> {
+impl<'a, T: Scalar> From<&'a MatMut<'_, T>> for MatRef<'a, T> {
     fn from(m: &'a MatMut<'_, T>) -> Self {
         m.as_ref()
     }
 }
 
-impl<'a, T: Element> From<&'a mut Matrix<T>> for MatMut<'a, T> {
+impl<'a, T: Scalar> From<&'a mut Matrix<T>> for MatMut<'a, T> {
     fn from(m: &'a mut Matrix<T>) -> Self {
         m.as_mut()
     }
 }
 
-impl<'a, T: Element> From<&'a mut MatMut<'_, T>> for MatMut<'a, T> {
+impl<'a, T: Scalar> From<&'a mut MatMut<'_, T>> for MatMut<'a, T> {
     fn from(m: &'a mut MatMut<'_, T>) -> Self {
         m.rb()
     }

@@ -22,6 +22,10 @@ modules! {
     "sm_90": "nn" "nt" "tn" "tt";
 }
 
+/// The `sm_90a` module: stage 9's kernels (warpgroup MMA, TMA), for compute
+/// capability 9.0 only, one module for every layout of A and B.
+pub const SM_90A: &str = include_str!(concat!(env!("OUT_DIR"), "/gemm_sm_90a.ptx"));
+
 /// The architecture whose PTX serves a device of compute capability
 /// `major.minor`: the newest target not above it, or `None` below 8.0.
 pub fn arch_for(major: i32, _minor: i32) -> Option<&'static str> {

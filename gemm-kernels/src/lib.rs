@@ -7,6 +7,10 @@
 //! `#[no_mangle] extern "ptx-kernel"` function per line of
 //! [`gemm_core::kernel_menu!`], which is also what the host registry lists.
 //!
+//! Stage 9 (`s09_warpgroup`, Hopper's warpgroup MMA and TMA) is compiled
+//! only into the `sm_90a` module (`--cfg gemm_sm90a`), which exports its
+//! kernels alone (`warpgroup_entry_points`) and no other stage's.
+//!
 //! On the host this crate compiles to nothing; `cargo xtask ptx` builds it to
 //! the PTX files that the host library embeds (`gemm-host/ptx/`).
 //!
@@ -35,9 +39,9 @@ pub const B_COL_MAJOR: bool = cfg!(gemm_b_col_major);
 pub mod batch;
 #[cfg(target_arch = "nvptx64")]
 pub mod element;
-#[cfg(target_arch = "nvptx64")]
+#[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]
 pub mod entry_points;
-#[cfg(target_arch = "nvptx64")]
+#[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]
 pub mod pack;
 #[cfg(target_arch = "nvptx64")]
 pub mod s01_naive;
@@ -55,10 +59,14 @@ pub mod s06_vectorized;
 pub mod s07_pipelined;
 #[cfg(target_arch = "nvptx64")]
 pub mod s08_tensor_core;
-#[cfg(target_arch = "nvptx64")]
+#[cfg(all(target_arch = "nvptx64", gemm_sm90a))]
+pub mod s09_warpgroup;
+#[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]
 pub mod split_k;
 #[cfg(target_arch = "nvptx64")]
 pub mod thread;
+#[cfg(all(target_arch = "nvptx64", gemm_sm90a))]
+pub mod warpgroup_entry_points;
 
 /// A kernel that panics traps: the launch fails with an error the host reports
 /// (bounds-checked indexing is kept out of the kernels; this should not run).

@@ -6,7 +6,7 @@
 
 use gemm::check::{random_matrix, Reference};
 use gemm::tuning::KernelLayouts;
-use gemm::{Element, Gemm, Layout, MatRef, Matrix, Op};
+use gemm::{Element, Gemm, Layout, MatRef, Matrix, Op, Scalar};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -117,7 +117,7 @@ pub fn offset(layout: Layout, ld: usize, i: usize, j: usize) -> usize {
 /// The storage of an operand whose op is `logical` (the m x k value of
 /// op(X)): `op(stored) == logical`, stored in `layout` with leading dimension
 /// `line + pad`, every non-element position (padding) holding `fill`.
-pub fn store<T: Element>(logical: &Matrix<T>, op: Op, layout: Layout, pad: usize, fill: T) -> Matrix<T> {
+pub fn store<T: Scalar>(logical: &Matrix<T>, op: Op, layout: Layout, pad: usize, fill: T) -> Matrix<T> {
     let (rows, cols) = match op {
         Op::N => (logical.rows(), logical.cols()),
         Op::T => (logical.cols(), logical.rows()),
@@ -136,7 +136,7 @@ pub fn store<T: Element>(logical: &Matrix<T>, op: Op, layout: Layout, pad: usize
 }
 
 /// op(X) of a stored matrix, as a view (X itself, or its transpose).
-pub fn op_view<T: Element>(x: &Matrix<T>, op: Op) -> MatRef<'_, T> {
+pub fn op_view<T: Scalar>(x: &Matrix<T>, op: Op) -> MatRef<'_, T> {
     match op {
         Op::N => x.as_ref(),
         Op::T => x.t(),

@@ -74,9 +74,21 @@ const LAYOUTS: [Layout; 4] = [
     Layout { suffix: "tt", a_col_major: true, b_col_major: true },
 ];
 
+/// The one layout "value" of the sm_90a module: stage 9 takes the layouts of
+/// A and B as kernel parameters (its entry points `_nn` ... `_tt` in one
+/// module), so that module is built once.
+const EVERY_LAYOUT: Layout = Layout { suffix: "all", a_col_major: false, b_col_major: false };
+
+/// The architecture of the stage-9 module (wgmma, setmaxnreg: compute
+/// capability 9.0 only), built with `--cfg gemm_sm90a`.
+const SM_90A: &str = "sm_90a";
+
 impl Layout {
     /// "tn (A column-major, B row-major)": the PTX header's `layouts:` value.
     fn describe(&self) -> String {
+        if *self == EVERY_LAYOUT {
+            return "every layout (stage 9's entry points _nn, _nt, _tn, _tt)".to_string();
+        }
         let order = |col: bool| if col { "column-major" } else { "row-major" };
         format!("{} (A {}, B {})", self.suffix, order(self.a_col_major), order(self.b_col_major))
     }
@@ -101,21 +113,28 @@ struct Module {
 }
 
 impl Module {
-    /// Every module, by architecture, then layout (nn, nt, tn, tt).
+    /// Every module, by architecture, then layout (nn, nt, tn, tt), then the
+    /// sm_90a module of stage 9.
     fn all() -> Vec<Module> {
-        ARCHS.iter().flat_map(|&arch| LAYOUTS.iter().map(move |&layout| Module { arch, layout })).collect()
+        let mut all: Vec<Module> =
+            ARCHS.iter().flat_map(|&arch| LAYOUTS.iter().map(move |&layout| Module { arch, layout })).collect();
+        all.push(Module { arch: SM_90A, layout: EVERY_LAYOUT });
+        all
     }
 
-    /// "sm_90_tn": the file name's stem after `gemm_`, and the kernel build's
-    /// target directory under `target/ptx/`.
+    /// "sm_90_tn" (or "sm_90a"): the file name's stem after `gemm_`, and the
+    /// kernel build's target directory under `target/ptx/`.
     fn name(&self) -> String {
+        if self.layout == EVERY_LAYOUT {
+            return self.arch.to_string();
+        }
         format!("{}_{}", self.arch, self.layout.suffix)
     }
 }
 
-/// "sm_80, sm_90 x nn, nt, tn, tt": every module, in words.
+/// "sm_80, sm_90 x nn, nt, tn, tt; sm_90a": every module, in words.
 fn modules_in_words() -> String {
-    format!("{} x {}", ARCHS.join(", "), LAYOUTS.map(|l| l.suffix).join(", "))
+    format!("{} x {}; {SM_90A}", ARCHS.join(", "), LAYOUTS.map(|l| l.suffix).join(", "))
 }
 
 /// LLVM's full-unroll budget. At the default, stage 4's accumulator loop with
@@ -382,6 +401,10 @@ fn ptx_build_args(module: Module) -> Vec<String> {
     // only into the sm_90 PTX.
     if arch == "sm_90" {
         args.extend(["--cfg".to_string(), "gemm_sm90".to_string()]);
+    }
+    // Stage 9 (wgmma, TMA) alone, in its own sm_90a module.
+    if arch == SM_90A {
+        args.extend(["--cfg".to_string(), "gemm_sm90a".to_string()]);
     }
     // The storage order of A and B (gemm_kernels::A_COL_MAJOR, B_COL_MAJOR).
     args.extend(module.layout.cfg_args());
@@ -1638,7 +1661,7 @@ mod tests {
         let names: Vec<String> = Module::all().into_iter().map(ptx_rel).collect();
         assert_eq!(
             names,
-            ["sm_80_nn", "sm_80_nt", "sm_80_tn", "sm_80_tt", "sm_90_nn", "sm_90_nt", "sm_90_tn", "sm_90_tt"]
+            ["sm_80_nn", "sm_80_nt", "sm_80_tn", "sm_80_tt", "sm_90_nn", "sm_90_nt", "sm_90_tn", "sm_90_tt", "sm_90a"]
                 .map(|n| format!("gemm-host/ptx/gemm_{n}.ptx.zst"))
         );
         for module in Module::all() {

@@ -1,0 +1,217 @@
+//! Stage 9, the Hopper stage: f16 and bf16 GEMM (f32 accumulation) on
+//! warpgroup MMA (`wgmma.mma_async`) fed by TMA in a warp-specialized
+//! pipeline. Needs a compute capability 9.0 GPU (H100, H200).
+//!
+//! For each size and each product (f16 -> f32, f16 -> f16, bf16 -> f32,
+//! bf16 -> bf16): random inputs in [-1, 1), a NaN-poisoned C checked against
+//! cuBLAS `cublasGemmEx` (same types, `CUBLAS_COMPUTE_32F`) by relative
+//! Frobenius error, then both timed with CUDA events in 5 interleaved passes
+//! (order alternating), the median pass of each kept; prints ms, TFLOP/s and
+//! the ratio to cuBLAS. Exits 1 on a wrong result.
+//!
+//! With `--csv PATH`, appends one row per product and one for cuBLAS to
+//! PATH in the ladder's columns (`benches/results/latest.csv`; precision
+//! `f16` or `bf16`, the operands' type; C's type in the configuration).
+//!
+//! `cargo run --release --example 09_warpgroup [N | MxNxK ...] [--budget-ms MS] [--csv PATH]`
+
+use gemm::bench::time_kernel;
+use gemm::check::random_matrix;
+use gemm::cublas::Cublas;
+use gemm::half::{bf16, f16};
+use gemm::{DeviceMatrix, Gemm, Product, Scalar};
+use std::process::exit;
+use std::sync::Arc;
+
+/// Relative Frobenius distance of two results.
+fn rel_error<C: Scalar>(x: &[C], y: &[C]) -> f64 {
+    let (mut d, mut n) = (0.0, 0.0);
+    for (a, b) in x.iter().zip(y) {
+        let (a, b) = (a.as_f64(), b.as_f64());
+        if !a.is_finite() {
+            return f64::INFINITY;
+        }
+        d += (a - b) * (a - b);
+        n += b * b;
+    }
+    (d / n.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// The ladder CSV's header.
+const CSV_HEAD: &str = "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct_fma_peak,\
+cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path,split_k,pack";
+
+/// One product: check, then time ours and cuBLAS; CSV rows into `csv`.
+/// Returns false on a wrong result.
+fn run<T: Product<C>, C: Scalar>(
+    device: &Arc<gemm::Device>,
+    cublas: &Cublas,
+    (m, n, k): (usize, usize, usize),
+    budget_ms: f64,
+    csv: &mut Vec<String>,
+) -> bool {
+    let fail = |e: gemm::Error| -> ! {
+        eprintln!("error: {e}");
+        exit(2)
+    };
+    let a = DeviceMatrix::from_host(device, &random_matrix::<T>(m, k, 1)).unwrap_or_else(|e| fail(e));
+    let b = DeviceMatrix::from_host(device, &random_matrix::<T>(k, n, 2)).unwrap_or_else(|e| fail(e));
+    let poison = gemm::Matrix::<C>::filled(m, n, C::NAN);
+    let mut c = DeviceMatrix::from_host(device, &poison).unwrap_or_else(|e| fail(e));
+    let mut r = DeviceMatrix::from_host(device, &poison).unwrap_or_else(|e| fail(e));
+    let g = Gemm::new();
+    g.run_device(&a, &b, &mut c).unwrap_or_else(|e| fail(e));
+    cublas.gemm_ex(gemm::Op::N, gemm::Op::N, 1.0, &a, &b, 0.0, &mut r).unwrap_or_else(|e| fail(e));
+    let (ch, rh) = (c.to_host().unwrap_or_else(|e| fail(e)), r.to_host().unwrap_or_else(|e| fail(e)));
+    let err = rel_error(ch.as_slice(), rh.as_slice());
+    // f32 accumulation of k products of inputs rounded alike: both results
+    // are within a few 2^-24 sqrt(k) of the exact one, plus C's rounding.
+    let ok = err < 1e-5 + C::EPSILON;
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for pass in 0..5 {
+        let mut time_ours = || time_kernel(device, budget_ms / 10.0, 1000, |_| g.run_device(&a, &b, &mut c));
+        let mut time_cublas = || {
+            time_kernel(device, budget_ms / 10.0, 1000, |_| {
+                cublas.gemm_ex(gemm::Op::N, gemm::Op::N, 1.0, &a, &b, 0.0, &mut r)
+            })
+        };
+        if pass % 2 == 0 {
+            ours.push(time_ours().unwrap_or_else(|e| fail(e)).median_ms);
+            theirs.push(time_cublas().unwrap_or_else(|e| fail(e)).median_ms);
+        } else {
+            theirs.push(time_cublas().unwrap_or_else(|e| fail(e)).median_ms);
+            ours.push(time_ours().unwrap_or_else(|e| fail(e)).median_ms);
+        }
+    }
+    let (ours, theirs) = (median(ours), median(theirs));
+    let tflops = |ms: f64| 2.0 * m as f64 * n as f64 * k as f64 / (ms * 1e9);
+    let kernel = gemm::tuning::warpgroup_kernel(
+        match (T::NAME, C::NAME) {
+            ("f16", "f16") => gemm::tuning::WgmmaTypes::F16,
+            ("f16", _) => gemm::tuning::WgmmaTypes::F16F32,
+            ("bf16", "bf16") => gemm::tuning::WgmmaTypes::Bf16,
+            _ => gemm::tuning::WgmmaTypes::Bf16F32,
+        },
+        m,
+        n,
+        device.sm_count(),
+    );
+    let name = kernel.names[0].trim_end_matches("_nn");
+    let config = format!(
+        "block {}x{}x{}, pipeline depth {}, C {}",
+        kernel.tile.bm,
+        kernel.tile.bn,
+        kernel.tile.bk(2),
+        kernel.tile.depth,
+        C::NAME
+    );
+    let intensity = 2.0 * (m * n * k) as f64 / (2.0 * (m * k + k * n) as f64 + size_of::<C>() as f64 * (m * n) as f64);
+    let (date, commit) = (gemm::bench::today_utc(), gemm::bench::commit());
+    let check =
+        if ok { format!("ok (rel. error {err:.1e} to cuBLAS)") } else { format!("WRONG (rel. error {err:.1e})") };
+    for (stage, stage_name, cfg, ms, kname, ratio, check) in [
+        (
+            0,
+            "cublas",
+            format!("cublasGemmEx, C {}", C::NAME),
+            theirs,
+            "cublasGemmEx".to_string(),
+            1.0,
+            "reference".to_string(),
+        ),
+        (9, "warpgroup-mma", config, ours, name.to_string(), theirs / ours, check),
+    ] {
+        csv.push(format!(
+            "{},{date},{commit},{},{stage},{stage_name},{cfg},{m},{n},{k},{ms:.4},{:.1},,{:.1},{ratio:.4},{check},{intensity:.1},{kname},NN,row,1,single,stage-best,1,0",
+            device.name(),
+            T::NAME,
+            tflops(ms) * 1e3,
+            tflops(theirs) * 1e3,
+        ));
+    }
+    println!(
+        "{:>5} -> {:<4} {m:>6}x{n}x{k}  {:<32} {:>8.3} ms {:>7.1} TFLOP/s | cuBLAS {:>8.3} ms {:>7.1} TFLOP/s | ratio {:.3} | rel. error {err:.1e} {}",
+        T::NAME,
+        C::NAME,
+        name,
+        ours,
+        tflops(ours),
+        theirs,
+        tflops(theirs),
+        theirs / ours,
+        if ok { "ok" } else { "WRONG" }
+    );
+    ok
+}
+
+fn main() {
+    let mut sizes = Vec::new();
+    let mut budget_ms = 300.0;
+    let mut csv_path = None;
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        if x == "--budget-ms" {
+            budget_ms = it.next().and_then(|v| v.parse().ok()).unwrap_or(budget_ms);
+            continue;
+        }
+        if x == "--csv" {
+            csv_path = it.next();
+            continue;
+        }
+        let p: Vec<usize> = x.split('x').filter_map(|p| p.parse().ok()).collect();
+        match p[..] {
+            [n] => sizes.push((n, n, n)),
+            [m, n, k] => sizes.push((m, n, k)),
+            _ => {
+                eprintln!("usage: 09_warpgroup [N | MxNxK ...] [--budget-ms MS] [--csv PATH]");
+                exit(2)
+            }
+        }
+    }
+    if sizes.is_empty() {
+        sizes.push((4096, 4096, 4096));
+    }
+    let device = gemm::default_device().unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        exit(2)
+    });
+    let cublas = Cublas::new(&device).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        exit(2)
+    });
+    println!("device: {} ({} SMs), {}", device.name(), device.sm_count(), gemm::bench::today_utc());
+    let mut ok = true;
+    let mut csv = Vec::new();
+    for &s in &sizes {
+        ok &= run::<f16, f32>(&device, &cublas, s, budget_ms, &mut csv);
+        ok &= run::<f16, f16>(&device, &cublas, s, budget_ms, &mut csv);
+        ok &= run::<bf16, f32>(&device, &cublas, s, budget_ms, &mut csv);
+        ok &= run::<bf16, bf16>(&device, &cublas, s, budget_ms, &mut csv);
+    }
+    if let Some(path) = csv_path {
+        let new = !std::path::Path::new(&path).exists();
+        let mut text = if new { format!("{CSV_HEAD}\n") } else { String::new() };
+        for row in &csv {
+            text += row;
+            text += "\n";
+        }
+        use std::io::Write;
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("error: {path}: {e}");
+            exit(2);
+        }
+    }
+    if !ok {
+        exit(1);
+    }
+}

@@ -1,0 +1,213 @@
+//! Stage 9, the Hopper stage: geometry of the warpgroup-MMA kernels
+//! (`wgmma.mma_async` fed by TMA), shared by the host launcher and the
+//! kernels (`gemm-kernels/src/s09_warpgroup.rs`), and the list of compiled
+//! kernels ([`warpgroup_menu!`]).
+//!
+//! # The block
+//! `1 + BM / 64` warpgroups of 128 threads: warpgroup 0 is the producer (one
+//! thread issues the TMA copies of each k-tile), warpgroups 1..=BM/64 are the
+//! consumers, consumer `w` computing rows `64 (w - 1) .. 64 w` of the BM x BN
+//! block tile with `wgmma.mma_async.m64nBNk*` (its accumulators in
+//! registers).
+//!
+//! # Shared memory
+//! DEPTH buffers, each the A tile then the B tile of one k-tile, after the
+//! dynamic buffer's start is rounded up to 1024 bytes (the 128-byte swizzle
+//! repeats every 1024 bytes; TMA and the wgmma descriptors assume tiles on
+//! that grid), then 2 x DEPTH mbarriers of 8 bytes (`full`, `empty`). A row
+//! of a tile along its contiguous dimension is [`ROW_BYTES`] = 128 bytes
+//! (BK = 64 f16 or bf16 elements when k is the contiguous dimension), so a
+//! buffer holds `(BM + BN) * 128` bytes whatever the element type.
+//!
+//! # Source
+//! PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+//! Instructions" (wgmma.mma_async, matrix descriptors, shared memory matrix
+//! layouts with the 128-byte swizzle), "Tensor Copy Instructions"
+//! (cp.async.bulk.tensor), "Parallel Synchronization and Communication
+//! Instructions: mbarrier"; the CUDA driver API's `cuTensorMapEncodeTiled`.
+
+use crate::geometry::ceil_div;
+
+/// Bytes of one row of a tile along its contiguous dimension: the span of the
+/// 128-byte swizzle, and the most a TMA box with that swizzle may hold along
+/// its inner dimension.
+pub const ROW_BYTES: u32 = 128;
+
+/// Rows of M one consumer warpgroup computes (`wgmma`'s m64).
+pub const WARPGROUP_M: u32 = 64;
+
+/// Threads of a warpgroup (4 warps).
+pub const WARPGROUP_THREADS: u32 = 128;
+
+/// Bytes the dynamic shared-memory buffer is over-allocated by, so its start
+/// can be rounded up to 1024 bytes.
+pub const SMEM_ALIGN: u32 = 1024;
+
+/// The element types of a warpgroup-MMA product: operands A and B, and C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WgmmaTypes {
+    /// f16 operands, f32 accumulation, f16 C.
+    F16,
+    /// f16 operands, f32 accumulation, f32 C.
+    F16F32,
+    /// bf16 operands, f32 accumulation, bf16 C.
+    Bf16,
+    /// bf16 operands, f32 accumulation, f32 C.
+    Bf16F32,
+}
+
+impl WgmmaTypes {
+    /// Bytes of one element of A and B.
+    pub const fn input_bytes(self) -> u32 {
+        2
+    }
+
+    /// Bytes of one element of C.
+    pub const fn output_bytes(self) -> u32 {
+        match self {
+            WgmmaTypes::F16 | WgmmaTypes::Bf16 => 2,
+            WgmmaTypes::F16F32 | WgmmaTypes::Bf16F32 => 4,
+        }
+    }
+
+    /// "f16", "f16_f32", ...: the kernels' name part.
+    pub const fn name(self) -> &'static str {
+        match self {
+            WgmmaTypes::F16 => "f16",
+            WgmmaTypes::F16F32 => "f16_f32",
+            WgmmaTypes::Bf16 => "bf16",
+            WgmmaTypes::Bf16F32 => "bf16_f32",
+        }
+    }
+}
+
+/// A compiled warpgroup-MMA configuration: block tile BM x BN x BK (BK =
+/// 128 bytes of the operand type) and pipeline depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WgmmaTile {
+    /// Rows of C per block (64 per consumer warpgroup).
+    pub bm: u32,
+    /// Columns of C per block (wgmma's N: a multiple of 8 up to 256).
+    pub bn: u32,
+    /// Shared-memory buffers (k-tiles in flight).
+    pub depth: u32,
+}
+
+impl WgmmaTile {
+    /// BK for operands of `input_bytes` bytes: one 128-byte row.
+    pub const fn bk(self, input_bytes: u32) -> u32 {
+        ROW_BYTES / input_bytes
+    }
+
+    /// Consumer warpgroups.
+    pub const fn consumers(self) -> u32 {
+        self.bm / WARPGROUP_M
+    }
+
+    /// Threads per block: the producer warpgroup and the consumers.
+    pub const fn threads_per_block(self) -> u32 {
+        WARPGROUP_THREADS * (1 + self.consumers())
+    }
+
+    /// Bytes of the A tile of one buffer.
+    pub const fn a_tile_bytes(self) -> u32 {
+        self.bm * ROW_BYTES
+    }
+
+    /// Bytes of one buffer (A tile, then B tile): what the producer's copies
+    /// of one k-tile deliver (TMA counts a box's zero-filled elements too).
+    pub const fn buffer_bytes(self) -> u32 {
+        (self.bm + self.bn) * ROW_BYTES
+    }
+
+    /// Offset of the mbarriers from the aligned start.
+    pub const fn barriers_offset(self) -> u32 {
+        self.depth * self.buffer_bytes()
+    }
+
+    /// Dynamic shared memory to request at launch.
+    pub const fn smem_bytes(self) -> u32 {
+        SMEM_ALIGN + self.barriers_offset() + 16 * self.depth
+    }
+
+    /// Grid of one launch: (ceil(n / BN), ceil(m / BM), batch count).
+    pub const fn grid(self, m: u32, n: u32, count: u32) -> [u32; 3] {
+        [ceil_div(n, self.bn), ceil_div(m, self.bm), count]
+    }
+
+    /// Why this tile cannot be compiled, if it cannot.
+    pub const fn check(self) -> Result<(), &'static str> {
+        if self.bm == 0 || self.bm % WARPGROUP_M != 0 || self.bm > 256 {
+            return Err("BM must be 64, 128, 192 or 256 (64 rows per consumer warpgroup; a TMA box holds 256 rows)");
+        }
+        if self.bn == 0 || self.bn % 64 != 0 || self.bn > 256 {
+            return Err("BN must be 64, 128, 192 or 256 (a multiple of the 64-element swizzle span, wgmma's N <= 256)");
+        }
+        if self.depth < 2 {
+            return Err("the pipeline depth must be at least 2");
+        }
+        if self.smem_bytes() > 232_448 {
+            return Err("the buffers exceed the 227 KiB of shared memory a Hopper block may have");
+        }
+        Ok(())
+    }
+}
+
+/// Whether a kernel reads an operand with its contiguous dimension along k
+/// ("K-major", wgmma's imm-trans 0) or along m (A) / n (B) ("MN-major",
+/// imm-trans 1). In the kernel form (C row-major), a row-major A and a
+/// column-major B are K-major.
+pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
+    col_major != operand_is_a
+}
+
+/// Every compiled warpgroup-MMA kernel family, as
+/// `(name, types, [BM, BN, depth])`: the kernel crate exports
+/// `<name>_<ab>` for each layout suffix `ab` of `nn`, `nt`, `tn`, `tt` (A
+/// then B; `n` row-major, `t` column-major), the host lists the same.
+/// `gemm_core::warpgroup_menu!(my_macro)` expands to `my_macro! { (..) ... }`.
+#[macro_export]
+macro_rules! warpgroup_menu {
+    ($callback:ident) => {
+        $callback! {
+            (wgmma_f16_b128x128_d5, F16, [128, 128, 5])
+            (wgmma_f16_f32_b128x128_d5, F16F32, [128, 128, 5])
+            (wgmma_bf16_b128x128_d5, Bf16, [128, 128, 5])
+            (wgmma_bf16_f32_b128x128_d5, Bf16F32, [128, 128, 5])
+            (wgmma_f16_b128x256_d4, F16, [128, 256, 4])
+            (wgmma_f16_f32_b128x256_d4, F16F32, [128, 256, 4])
+            (wgmma_bf16_b128x256_d4, Bf16, [128, 256, 4])
+            (wgmma_bf16_f32_b128x256_d4, Bf16F32, [128, 256, 4])
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn menu_tiles_are_valid() {
+        macro_rules! check {
+            ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {$(
+                let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d };
+                assert_eq!(tile.check(), Ok(()), "{}", stringify!($name));
+                assert!(stringify!($name).contains(WgmmaTypes::$t.name()));
+            )*};
+        }
+        warpgroup_menu!(check);
+    }
+
+    #[test]
+    fn geometry() {
+        let t = WgmmaTile { bm: 128, bn: 256, depth: 4 };
+        assert_eq!(t.threads_per_block(), 384);
+        assert_eq!(t.buffer_bytes(), 384 * 128);
+        assert_eq!(t.smem_bytes(), 1024 + 4 * 49152 + 64);
+        assert_eq!(t.grid(1000, 513, 3), [3, 8, 3]);
+        assert_eq!(t.bk(2), 64);
+        assert!(WgmmaTile { bm: 96, ..t }.check().is_err());
+        assert!(WgmmaTile { depth: 6, ..t }.check().is_err());
+        assert!(k_major(false, true) && k_major(true, false) && !k_major(true, true) && !k_major(false, false));
+    }
+}

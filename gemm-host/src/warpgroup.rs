@@ -1,0 +1,514 @@
+//! Stage 9's host side: f16 and bf16 products (f32 accumulation) on
+//! Hopper's warpgroup MMA, through the same builder as f64 and f32
+//! ([`Product`] picks the path per element type), and their launcher: the
+//! TMA tensor maps of A and B (`cuTensorMapEncodeTiled`), an aligned copy of
+//! an operand TMA cannot read in place, the tile choice and the launch.
+
+use crate::device::{default_device, Device};
+use crate::device_matrix::{alloc_uninit, DeviceView, DeviceViewMut};
+use crate::element::Scalar;
+use crate::error::{DriverContext, Error};
+use crate::gemm::Gemm;
+use crate::matrix::{MatMut, MatRef};
+use cudarc::driver::sys as cu;
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
+use gemm_core::shape::{spans_overlap, Layout, Operand};
+use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes, ROW_BYTES};
+use gemm_core::GemmDims;
+use half::{bf16, f16};
+use std::sync::Arc;
+
+mod sealed {
+    pub trait Sealed<C> {}
+    impl Sealed<f64> for f64 {}
+    impl Sealed<f32> for f32 {}
+    impl Sealed<half::f16> for half::f16 {}
+    impl Sealed<f32> for half::f16 {}
+    impl Sealed<half::bf16> for half::bf16 {}
+    impl Sealed<f32> for half::bf16 {}
+}
+
+/// A product `C <- alpha * op(A) * op(B) + beta * C` the library computes:
+/// operands of type `Self`, C of type `C` (sealed). Implemented for
+///
+/// | A, B | C | accumulation | kernels |
+/// | --- | --- | --- | --- |
+/// | `f64` | `f64` | f64 | stages 1-8 ([`crate::dgemm`]) |
+/// | `f32` | `f32` | f32 | stages 1-7 ([`crate::sgemm`]) |
+/// | [`half::f16`] | `f16` or `f32` | f32 | stage 9, compute capability 9.0 ([`crate::hgemm`]) |
+/// | [`half::bf16`] | `bf16` or `f32` | f32 | stage 9, compute capability 9.0 |
+///
+/// [`Gemm::run`] and [`Gemm::run_device`] take any of these; alpha and beta
+/// are given in f64 and used in the accumulation's type (f32 for the
+/// half-precision products).
+pub trait Product<C: Scalar>: Scalar + sealed::Sealed<C> {
+    /// Runs the product on host matrices ([`Gemm::run`]).
+    #[doc(hidden)]
+    fn run_host(g: &Gemm, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, C>) -> Result<(), Error>;
+    /// Enqueues the product on device matrices ([`Gemm::run_device`]).
+    #[doc(hidden)]
+    fn run_device(
+        g: &Gemm,
+        a: DeviceView<'_, Self>,
+        b: DeviceView<'_, Self>,
+        c: DeviceViewMut<'_, C>,
+    ) -> Result<(), Error>;
+}
+
+macro_rules! element_product {
+    ($t:ty) => {
+        impl Product<$t> for $t {
+            fn run_host(g: &Gemm, a: MatRef<'_, $t>, b: MatRef<'_, $t>, c: MatMut<'_, $t>) -> Result<(), Error> {
+                g.run_element(a, b, c)
+            }
+            fn run_device(
+                g: &Gemm,
+                a: DeviceView<'_, $t>,
+                b: DeviceView<'_, $t>,
+                c: DeviceViewMut<'_, $t>,
+            ) -> Result<(), Error> {
+                g.run_device_element(a, b, c)
+            }
+        }
+    };
+}
+element_product!(f64);
+element_product!(f32);
+
+macro_rules! warpgroup_product {
+    ($t:ty, $c:ty, $types:expr) => {
+        impl Product<$c> for $t {
+            fn run_host(g: &Gemm, a: MatRef<'_, $t>, b: MatRef<'_, $t>, c: MatMut<'_, $c>) -> Result<(), Error> {
+                g.run_warpgroup_host($types, a, b, c)
+            }
+            fn run_device(
+                g: &Gemm,
+                a: DeviceView<'_, $t>,
+                b: DeviceView<'_, $t>,
+                c: DeviceViewMut<'_, $c>,
+            ) -> Result<(), Error> {
+                g.run_warpgroup_device($types, a, b, c)
+            }
+        }
+    };
+}
+warpgroup_product!(f16, f16, WgmmaTypes::F16);
+warpgroup_product!(f16, f32, WgmmaTypes::F16F32);
+warpgroup_product!(bf16, bf16, WgmmaTypes::Bf16);
+warpgroup_product!(bf16, f32, WgmmaTypes::Bf16F32);
+
+/// One compiled stage-9 kernel family: its four layout entry points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpgroupKernel {
+    /// The entry points `<name>_nn`, `_nt`, `_tn`, `_tt` (A then B; `n`
+    /// row-major, `t` column-major, kernel form).
+    pub names: [&'static str; 4],
+    /// Operand and C types.
+    pub types: WgmmaTypes,
+    /// Block tile and pipeline depth.
+    pub tile: WgmmaTile,
+}
+
+macro_rules! warpgroup_entries {
+    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {
+        &[$(WarpgroupKernel {
+            names: [
+                concat!(stringify!($name), "_nn"),
+                concat!(stringify!($name), "_nt"),
+                concat!(stringify!($name), "_tn"),
+                concat!(stringify!($name), "_tt"),
+            ],
+            types: WgmmaTypes::$t,
+            tile: WgmmaTile { bm: $bm, bn: $bn, depth: $d },
+        }),*]
+    };
+}
+
+/// Every compiled stage-9 kernel family (the `sm_90a` module's entry points).
+pub static WARPGROUP_KERNELS: &[WarpgroupKernel] = gemm_core::warpgroup_menu!(warpgroup_entries);
+
+/// The product's name in errors: "f16 x f16 -> f32".
+fn product_name(types: WgmmaTypes) -> String {
+    let (i, o) = match types {
+        WgmmaTypes::F16 => ("f16", "f16"),
+        WgmmaTypes::F16F32 => ("f16", "f32"),
+        WgmmaTypes::Bf16 => ("bf16", "bf16"),
+        WgmmaTypes::Bf16F32 => ("bf16", "f32"),
+    };
+    format!("{i} x {i} -> {o}")
+}
+
+/// The kernel family for `types` on an m x n C: the 128 x 256 tile when it
+/// gives at least one block per SM, else 128 x 128 (more, smaller blocks).
+pub fn warpgroup_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32) -> &'static WarpgroupKernel {
+    let blocks = |t: WgmmaTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
+    let mut best: Option<&'static WarpgroupKernel> = None;
+    for k in WARPGROUP_KERNELS.iter().filter(|k| k.types == types) {
+        best = match best {
+            None => Some(k),
+            // Prefer the larger tile while it still fills the GPU.
+            Some(b) if k.tile.bn > b.tile.bn && blocks(k.tile) >= sm_count as usize => Some(k),
+            Some(b) if k.tile.bn < b.tile.bn && blocks(b.tile) < sm_count as usize => Some(k),
+            Some(b) => Some(b),
+        };
+    }
+    best.expect("the menu has a kernel for every WgmmaTypes")
+}
+
+/// One operand as TMA reads it: `lines` lines of `line` elements,
+/// `ld` elements apart, `count` matrices `stride` elements apart (one when
+/// `stride == 0`: a broadcast operand).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TmaOperand {
+    line: usize,
+    lines: usize,
+    ld: usize,
+    count: usize,
+    stride: usize,
+}
+
+impl TmaOperand {
+    /// Whether TMA can read it in place: 16-byte aligned start, line and
+    /// matrix strides multiples of 16 bytes (8 elements of 2 bytes).
+    fn aligned(&self, address: u64) -> bool {
+        address % 16 == 0 && self.ld % 8 == 0 && (self.count == 1 || self.stride % 8 == 0)
+    }
+
+    /// The layout of its aligned copy: lines padded to a multiple of 8 elements.
+    fn padded(&self) -> TmaOperand {
+        let ld = self.line.div_ceil(8) * 8;
+        TmaOperand { ld, stride: ld * self.lines, ..*self }
+    }
+
+    fn len(&self) -> usize {
+        (self.count - 1) * self.stride + (self.lines - 1) * self.ld + self.line
+    }
+}
+
+/// Copies `op` at `src` into a new buffer laid out as `op.padded()`
+/// (cuMemcpy2DAsync per matrix, on `stream`).
+fn aligned_copy<T: Scalar>(
+    stream: &Arc<CudaStream>,
+    op: TmaOperand,
+    src: &CudaView<'_, T>,
+) -> Result<(CudaSlice<T>, TmaOperand), Error> {
+    let dst_op = op.padded();
+    // SAFETY: every element TMA reads inside the matrix is written below; the
+    // pad elements (past `line` in each line) are never read: TMA's boxes
+    // stop at the tensor's dimensions.
+    let mut dst = unsafe { alloc_uninit::<T>(stream, dst_op.len()) }?;
+    let size = size_of::<T>();
+    let (src_ptr, _r) = src.device_ptr(stream);
+    let (dst_ptr, _w) = dst.device_ptr_mut(stream);
+    for i in 0..op.count {
+        let copy = cu::CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: cu::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: core::ptr::null(),
+            srcDevice: src_ptr + (i * op.stride * size) as u64,
+            srcArray: core::ptr::null_mut(),
+            srcPitch: op.ld * size,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: cu::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: core::ptr::null_mut(),
+            dstDevice: dst_ptr + (i * dst_op.stride * size) as u64,
+            dstArray: core::ptr::null_mut(),
+            dstPitch: dst_op.ld * size,
+            WidthInBytes: op.line * size,
+            Height: op.lines,
+        };
+        // SAFETY: both regions lie in their buffers (validated shapes; the
+        // destination was sized by `len`); the copy is ordered on `stream`.
+        unsafe { cu::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().during("cuMemcpy2DAsync")?;
+    }
+    drop((_r, _w));
+    Ok((dst, dst_op))
+}
+
+/// The tensor map of one operand at device address `address`: dimensions
+/// (line, lines, count), box (64, `box_lines`, 1), 128-byte swizzle, zeros
+/// outside.
+fn tensor_map(
+    data_type: cu::CUtensorMapDataType,
+    address: u64,
+    op: TmaOperand,
+    box_lines: u32,
+) -> Result<cu::CUtensorMap, Error> {
+    let elem = 2u64;
+    let dims = [op.line as u64, op.lines as u64, op.count as u64];
+    let line_stride = op.ld as u64 * elem;
+    let matrix_stride =
+        if op.count > 1 { op.stride as u64 * elem } else { (line_stride * op.lines as u64).div_ceil(16) * 16 };
+    let strides = [line_stride, matrix_stride];
+    let boxes = [ROW_BYTES / elem as u32, box_lines, 1];
+    let element_strides = [1u32; 3];
+    let mut map = core::mem::MaybeUninit::<cu::CUtensorMap>::uninit();
+    // SAFETY: the arrays have the rank's lengths (strides: rank - 1); the
+    // address is the operand's device memory; the driver only encodes.
+    unsafe {
+        cu::cuTensorMapEncodeTiled(
+            map.as_mut_ptr(),
+            data_type,
+            3,
+            address as *mut core::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .during("cuTensorMapEncodeTiled")?;
+    // SAFETY: initialized by the successful call.
+    Ok(unsafe { map.assume_init() })
+}
+
+impl Gemm {
+    /// The stage-9 options check: the tuning options of stages 1-8 do not
+    /// apply to these products.
+    fn warpgroup_options(&self, types: WgmmaTypes) -> Result<(), Error> {
+        if let Some(option) = self.tuning_option_set() {
+            return Err(Error::Unsupported {
+                product: product_name(types),
+                why: format!("{option} does not apply: these products run stage 9's kernels only"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether `device` runs stage 9 (compute capability 9.0: sm_90a code).
+    fn warpgroup_device(types: WgmmaTypes, device: &Device) -> Result<(), Error> {
+        let (major, minor) = device.compute_capability();
+        if (major, minor) != (9, 0) {
+            return Err(Error::Unsupported {
+                product: product_name(types),
+                why: format!(
+                    "its kernels use Hopper's warpgroup MMA (sm_90a), for compute capability 9.0 only; {} has {major}.{minor}",
+                    device.name()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Gemm::run`] for f16 and bf16 operands: uploads A's, B's and C's
+    /// spans, enqueues the product, writes C's span back and waits.
+    pub(crate) fn run_warpgroup_host<T: Scalar, C: Scalar>(
+        &self,
+        types: WgmmaTypes,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        mut c: MatMut<'_, C>,
+    ) -> Result<(), Error> {
+        self.warpgroup_options(types)?;
+        let c_len = c.dims().required_len().unwrap_or(0);
+        let dims = self.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
+        if dims.is_empty() || self.leaves_c_unchanged(&dims) {
+            return Ok(());
+        }
+        let device = match self.device_option() {
+            Some(d) => d.clone(),
+            None => default_device()?,
+        };
+        Self::warpgroup_device(types, &device)?;
+        let stream = self.stream_on(&device)?;
+        let upload = |s: &[T]| stream.clone_htod(s).during("cuMemcpyHtoDAsync");
+        let (da, db) = (upload(a.span())?, upload(b.span())?);
+        let mut dc = stream.clone_htod(c.span_mut()).during("cuMemcpyHtoDAsync")?;
+        self.enqueue_warpgroup(&device, &stream, types, &dims, (&da.slice(..), &db.slice(..), &mut dc.slice_mut(..)))?;
+        stream.memcpy_dtoh(&dc, c.span_mut()).during("cuMemcpyDtoHAsync")?;
+        stream.synchronize().during("cuStreamSynchronize")
+    }
+
+    /// [`Gemm::run_device`] for f16 and bf16 operands.
+    pub(crate) fn run_warpgroup_device<T: Scalar, C: Scalar>(
+        &self,
+        types: WgmmaTypes,
+        a: DeviceView<'_, T>,
+        b: DeviceView<'_, T>,
+        mut c: DeviceViewMut<'_, C>,
+    ) -> Result<(), Error> {
+        self.warpgroup_options(types)?;
+        let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
+        let device = c.device.clone();
+        for other in [a.device, b.device].into_iter().chain(self.device_option()) {
+            if !other.same_context(&device) {
+                return Err(Error::DeviceMismatch(other.name().to_string(), device.name().to_string()));
+            }
+        }
+        let stream = self.stream_on(&device)?;
+        if dims.is_empty() || self.leaves_c_unchanged(&dims) {
+            return Ok(());
+        }
+        let (c_start, c_bytes) = c.byte_span();
+        for (operand, (start, bytes)) in [(Operand::A, a.byte_span()), (Operand::B, b.byte_span())] {
+            if spans_overlap(c_start, c_bytes, start, bytes) {
+                return Err(gemm_core::ShapeError::Overlap { operand }.into());
+            }
+        }
+        Self::warpgroup_device(types, &device)?;
+        self.enqueue_warpgroup(&device, &stream, types, &dims, (&a.data, &b.data, &mut c.data))
+    }
+
+    /// Enqueues one product of the validated problem `dims` (user form) on
+    /// `stream`.
+    fn enqueue_warpgroup<T: Scalar, C: Scalar>(
+        &self,
+        device: &Arc<Device>,
+        stream: &Arc<CudaStream>,
+        types: WgmmaTypes,
+        dims: &GemmDims,
+        (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
+    ) -> Result<(), Error> {
+        let (kd, swapped) = dims.kernel_form();
+        let (ka, kb) = if swapped { (b, a) } else { (a, b) };
+        let reads_ab = self.alpha != 0.0 && kd.k > 0;
+        let kernel = warpgroup_kernel(types, kd.m, kd.n, device.sm_count());
+        let tile = kernel.tile;
+        let grid = tile.grid(kd.m as u32, kd.n as u32, 1);
+        if grid[1] > device.limits().max_grid_dim[1] {
+            return Err(Error::Unsupported {
+                product: product_name(types),
+                why: format!(
+                    "m = {} needs {} block rows; the grid allows {}",
+                    kd.m,
+                    grid[1],
+                    device.limits().max_grid_dim[1]
+                ),
+            });
+        }
+        let data_type = match types {
+            WgmmaTypes::F16 | WgmmaTypes::F16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        };
+        // The maps: A (k, m) K-major or (m, k) M-major; B (k, n) or (n, k).
+        let mut maps = [0u8; 256];
+        let mut copies = Vec::new();
+        if reads_ab {
+            let a_k_major = kd.a_layout == Layout::RowMajor;
+            let b_k_major = kd.b_layout == Layout::ColMajor;
+            let a_op = if a_k_major {
+                TmaOperand { line: kd.k, lines: kd.m, ld: kd.lda, count: 1, stride: 0 }
+            } else {
+                TmaOperand { line: kd.m, lines: kd.k, ld: kd.lda, count: 1, stride: 0 }
+            };
+            let b_op = if b_k_major {
+                TmaOperand { line: kd.k, lines: kd.n, ld: kd.ldb, count: 1, stride: 0 }
+            } else {
+                TmaOperand { line: kd.n, lines: kd.k, ld: kd.ldb, count: 1, stride: 0 }
+            };
+            let boxes = [if a_k_major { tile.bm } else { 64 }, if b_k_major { tile.bn } else { 64 }];
+            for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
+                let (address, _sync) = src.device_ptr(stream);
+                let (address, op) = if op.aligned(address) {
+                    (address, op)
+                } else {
+                    let (copy, padded) = aligned_copy(stream, op, src)?;
+                    let address = copy.device_ptr(stream).0;
+                    copies.push(copy);
+                    (address, padded)
+                };
+                let map = tensor_map(data_type, address, op, boxes[i])?;
+                // SAFETY: a CUtensorMap is 128 bytes of plain data.
+                let bytes: [u8; 128] = unsafe { core::mem::transmute(map) };
+                maps[128 * i..128 * (i + 1)].copy_from_slice(&bytes);
+            }
+        }
+        let maps = stream.clone_htod(&maps[..]).during("cuMemcpyHtoDAsync")?;
+        let layout_index = match (kd.a_layout, kd.b_layout) {
+            (Layout::RowMajor, Layout::RowMajor) => 0,
+            (Layout::RowMajor, Layout::ColMajor) => 1,
+            (Layout::ColMajor, Layout::RowMajor) => 2,
+            (Layout::ColMajor, Layout::ColMajor) => 3,
+        };
+        let func = device.warpgroup_function(kernel.names[layout_index])?;
+        let cfg = LaunchConfig {
+            grid_dim: (grid[0], grid[1], grid[2]),
+            block_dim: (tile.threads_per_block(), 1, 1),
+            shared_mem_bytes: tile.smem_bytes(),
+        };
+        let (m, n, k) = (kd.m as u32, kd.n as u32, if reads_ab { kd.k as u32 } else { 0 });
+        let (alpha, beta) = (self.alpha as f32, self.beta as f32);
+        let (ldc, stride_c, batch_a, batch_b) = (kd.ldc as u32, 0u64, 0u32, 0u32);
+        let mut builder = stream.launch_builder(&func);
+        builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
+        builder.arg(&stride_c).arg(&batch_a).arg(&batch_b);
+        // SAFETY: the arguments match the entry point's signature
+        // (gemm-kernels/src/warpgroup_entry_points.rs); the tensor maps
+        // describe buffers that live until the work queued on `stream` is
+        // done (the copies are freed stream-ordered); C (m x n, ldc,
+        // row-major in kernel form) was validated against its buffer; the
+        // geometry is the tile's.
+        unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+        drop(copies);
+        Ok(())
+    }
+}
+
+/// `C = op(A) * op(B)` with f16 operands, f32 accumulation and an f16 C, on
+/// the default device: the BLAS-style `hgemm` (alpha = 1, beta = 0). Runs
+/// stage 9 (Hopper warpgroup MMA), so it needs a compute capability 9.0 GPU
+/// (H100, H200). For an f32 C, bf16, alpha, beta or op flags, use
+/// [`Gemm::run`].
+///
+/// ```no_run
+/// use gemm::half::f16;
+/// use gemm::Matrix;
+/// # fn main() -> Result<(), gemm::Error> {
+/// let a = Matrix::<f16>::from_fn(256, 512, |i, j| f16::from_f32(((i + j) % 5) as f32));
+/// let b = Matrix::<f16>::from_fn(512, 128, |i, j| f16::from_f32(((i * j) % 3) as f32));
+/// let mut c = Matrix::<f16>::zeros(256, 128);
+/// gemm::hgemm(&a, &b, &mut c)?;
+/// let mut c32 = Matrix::<f32>::zeros(256, 128); // f32 output
+/// gemm::Gemm::new().run(&a, &b, &mut c32)?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// [`Error::Shape`]; [`Error::Unsupported`] on a GPU other than compute
+/// capability 9.0; [`Error::NoDriver`], [`Error::NoDevice`],
+/// [`Error::OutOfMemory`], [`Error::Driver`]. C is untouched on error.
+///
+/// # Source
+/// PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+/// Instructions" and "Tensor Copy Instructions".
+pub fn hgemm<'a, 'b, 'c>(
+    a: impl Into<MatRef<'a, f16>>,
+    b: impl Into<MatRef<'b, f16>>,
+    c: impl Into<MatMut<'c, f16>>,
+) -> Result<(), Error> {
+    Gemm::new().run(a, b, c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_copies_are_tma_aligned() {
+        let op = TmaOperand { line: 1001, lines: 7, ld: 1003, count: 1, stride: 0 };
+        assert!(!op.aligned(0));
+        let p = op.padded();
+        assert_eq!((p.ld, p.line, p.lines), (1008, 1001, 7));
+        assert!(p.aligned(256));
+        assert!(!p.aligned(8));
+        assert_eq!(op.len(), 6 * 1003 + 1001);
+    }
+
+    #[test]
+    fn kernel_choice_fills_the_gpu() {
+        assert_eq!(warpgroup_kernel(WgmmaTypes::F16, 8192, 8192, 132).tile.bn, 256);
+        assert_eq!(warpgroup_kernel(WgmmaTypes::F16, 1024, 1024, 132).tile.bn, 128);
+        for t in [WgmmaTypes::F16, WgmmaTypes::F16F32, WgmmaTypes::Bf16, WgmmaTypes::Bf16F32] {
+            assert_eq!(warpgroup_kernel(t, 1, 1, 132).types, t);
+        }
+    }
+}

@@ -1,0 +1,466 @@
+//! Stage 9, the Hopper stage: f16 and bf16 GEMM with f32 accumulation on
+//! warpgroup MMA (`wgmma.mma_async`), its operands brought into shared
+//! memory by the tensor memory accelerator (TMA, `cp.async.bulk.tensor`) in
+//! a warp-specialized pipeline. Compiled only into the `sm_90a` module
+//! (`--cfg gemm_sm90a`): these instructions exist for compute capability 9.0
+//! only.
+//!
+//! `C <- alpha * A * B + beta * C` with alpha and beta in f32.
+//!
+//! # Shapes
+//! A m x k, B k x n (f16 or bf16), C m x n row-major (f16, bf16 or f32), in
+//! elements; C at `c` with leading dimension `ldc`. A and B are not passed
+//! as pointers: the host describes each (base address, dimensions, leading
+//! dimension, batch stride) in a `CUtensorMap` made by
+//! `cuTensorMapEncodeTiled`, and the kernel names the tiles it wants by
+//! coordinates. Each operand is either K-major (k contiguous: a row-major A,
+//! a column-major B) or MN-major (`A_MN`, `B_MN`); the map's dimensions run
+//! contiguous first: (k, m, batch) for a K-major A, (m, k, batch) for an
+//! MN-major one, likewise for B with n. The box is 64 elements (128 bytes)
+//! along the contiguous dimension by BM or BN rows along the other for a
+//! K-major operand, and 64 x 64 for an MN-major one (BM / 64 or BN / 64
+//! boxes per tile), with the 128-byte swizzle; elements outside the matrix
+//! arrive as zeros, so tiles at the edges and the k tail need no special
+//! case.
+//!
+//! # Launch
+//! Block of `gemm_core::warpgroup::WgmmaTile::threads_per_block` threads
+//! (1 + BM / 64 warpgroups), grid (ceil(n / BN), ceil(m / BM), batch count),
+//! `WgmmaTile::smem_bytes` of dynamic shared memory (see
+//! `gemm_core::warpgroup` for its layout).
+//!
+//! # Warp specialization
+//! Warpgroup 0 produces: its first thread, for each k-tile kt, waits until
+//! buffer kt % DEPTH is free (`empty` mbarrier), announces the bytes to come
+//! (`mbarrier.arrive.expect_tx` on the `full` mbarrier) and requests the A
+//! and B boxes; the TMA unit writes them and completes the transaction.
+//! Warpgroups 1..=BM/64 consume: each waits on `full`, issues the four (for
+//! BK = 64) `wgmma.mma_async.m64nBNk16` of the k-tile on its 64 rows, commits
+//! them as one group, and once the previous k-tile's group has completed
+//! (`wgmma.wait_group 1`) releases that k-tile's buffer (`empty`). The
+//! mbarriers' phases alternate with each use of a buffer: use u of buffer s
+//! is k-tile s + u DEPTH and waits for parity u % 2.
+//!
+//! # Shared-memory layouts and descriptors (128-byte swizzle)
+//! A tile is stored as rows of 128 bytes (64 elements along the operand's
+//! contiguous dimension); within each group of 8 rows (1024 bytes), the
+//! 16-byte chunk c of row r sits at chunk c ^ r. TMA writes that layout
+//! (`CU_TENSOR_MAP_SWIZZLE_128B`) and wgmma reads it, given a 64-bit
+//! descriptor: start address >> 4 (bits 0-13), leading-dimension byte offset
+//! >> 4 (16-29), stride-dimension byte offset >> 4 (32-45), and the swizzle
+//! mode (bits 62-63: 1 = 128 bytes). With every tile on a 1024-byte
+//! boundary the base offset (bits 49-51) is 0.
+//! ```text
+//! K-major (A row-major: a row = 64 k of one m)      MN-major (A column-major: a row = 64 m of one k)
+//!   row r = m index, 128 B each                       box j (64 m) at j * 8 KiB; row r = k index
+//!   8-row groups every 1024 B  -> SBO = 1024          8-row groups (8 k) every 1024 B -> SBO = 1024
+//!   LBO unused (1)                                    next 64 m (box j + 1): LBO = 8 KiB
+//!   k16 step: start + 32 B                            k16 step: start + 16 rows = 2048 B
+//! ```
+//! (PTX ISA, "Shared Memory Matrix Layout", "Matrix Descriptor Format": for
+//! swizzled K-major layouts the leading byte offset is not used; for
+//! MN-major it is the offset between groups of 64 elements along M or N, the
+//! stride byte offset the offset between groups of 8 along K.)
+//!
+//! # Accumulators
+//! Consumer thread t (warp w = t / 32 of its warpgroup, lane l) holds, for
+//! each 8-column block j of its m64 x BN tile, acc[4j..4j + 4] = C(16w + l/4,
+//! 8j + 2(l%4) + {0, 1}) and C(16w + l/4 + 8, same columns) (PTX ISA,
+//! "Register Fragments": the wgmma D fragment for .f32).
+//!
+//! # Source
+//! PTX ISA sections "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+//! Instructions", "Tensor Copy Instructions: cp.async.bulk.tensor",
+//! "mbarrier"; the warp-specialized producer/consumer design of CUTLASS 3's
+//! sm90 kernels (`KernelTmaWarpSpecialized`).
+
+use crate::thread::smem_base;
+use core::arch::asm;
+use gemm_core::warpgroup::{WgmmaTile, ROW_BYTES, SMEM_ALIGN, WARPGROUP_M, WARPGROUP_THREADS};
+
+/// Bytes of one 64 x 64 box of an MN-major operand (64 rows of 128 bytes).
+const MN_BOX_BYTES: u32 = 64 * ROW_BYTES;
+
+/// Element type of A and B: selects the `wgmma` instruction.
+pub trait Input {
+    /// One k-tile (BK = 64, four k16 steps) of `wgmma.mma_async.m64nNk16`
+    /// into `acc` (N = 2 x ACC), committed as one wgmma group.
+    ///
+    /// # Safety
+    /// Warpgroup-collective: all 128 threads of the warpgroup, in uniform
+    /// control flow; `da`, `db` describe tiles in shared memory that the TMA
+    /// copies have completed.
+    unsafe fn k_tile<const ACC: usize, const TA: bool, const TB: bool>(
+        acc: &mut [f32; ACC],
+        da: [u64; 4],
+        db: [u64; 4],
+    );
+}
+
+/// Element type of C: f32, or f16 / bf16 as their bits.
+pub trait Output: Copy {
+    /// Converts with rounding to nearest even.
+    fn from_f32(x: f32) -> Self;
+    /// Converts exactly.
+    fn to_f32(self) -> f32;
+}
+
+/// f16 operands (their bits, as `u16`, on the device).
+pub struct F16;
+/// bf16 operands.
+pub struct Bf16;
+
+/// An f16 value's bits.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct H(pub u16);
+/// A bf16 value's bits.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct Bh(pub u16);
+
+impl Output for f32 {
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+
+impl Output for H {
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        let h: u16;
+        // SAFETY: a conversion between registers.
+        unsafe { asm!("cvt.rn.f16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) x, options(pure, nomem, nostack)) };
+        H(h)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        let x: f32;
+        // SAFETY: as above.
+        unsafe { asm!("cvt.f32.f16 {x}, {h};", x = out(reg32) x, h = in(reg16) self.0, options(pure, nomem, nostack)) };
+        x
+    }
+}
+
+impl Output for Bh {
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        let h: u16;
+        // SAFETY: a conversion between registers.
+        unsafe { asm!("cvt.rn.bf16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) x, options(pure, nomem, nostack)) };
+        Bh(h)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f32::from_bits((self.0 as u32) << 16)
+    }
+}
+
+/// Defines `$name`: one k-tile of four `wgmma.mma_async.m64n$n k16` with
+/// `$ty` operands, f32 accumulators `acc[0..$n / 2]` (the `$i` list is
+/// 1..$n/2), fenced before and committed after.
+macro_rules! wgmma_k_tile {
+    ($name:ident, $n:literal, $ty:literal, [$($i:literal)*]) => {
+        #[inline(always)]
+        unsafe fn $name<const TA: bool, const TB: bool>(acc: &mut [f32; $n / 2], da: [u64; 4], db: [u64; 4]) {
+            asm!(
+                "wgmma.fence.sync.aligned;",
+                "{{",
+                ".reg .pred p;",
+                "setp.ne.b32 p, {one}, 0;",
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
+                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da0}, {db0}, p, 1, 1, {ta}, {tb};"),
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
+                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da1}, {db1}, p, 1, 1, {ta}, {tb};"),
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
+                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da2}, {db2}, p, 1, 1, {ta}, {tb};"),
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
+                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da3}, {db3}, p, 1, 1, {ta}, {tb};"),
+                "}}",
+                "wgmma.commit_group.sync.aligned;",
+                inout(reg32) acc[0], $(inout(reg32) acc[$i],)*
+                da0 = in(reg64) da[0], da1 = in(reg64) da[1], da2 = in(reg64) da[2], da3 = in(reg64) da[3],
+                db0 = in(reg64) db[0], db1 = in(reg64) db[1], db2 = in(reg64) db[2], db3 = in(reg64) db[3],
+                one = in(reg32) 1u32,
+                ta = const TA as u32, tb = const TB as u32,
+                options(nostack),
+            );
+        }
+    };
+}
+
+macro_rules! wgmma_input {
+    ($t:ident, $ty:literal, $n128:ident, $n256:ident) => {
+        wgmma_k_tile!($n128, 128, $ty, [
+            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+        ]);
+        wgmma_k_tile!($n256, 256, $ty, [
+            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+            64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
+            96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120
+            121 122 123 124 125 126 127
+        ]);
+
+        impl Input for $t {
+            #[inline(always)]
+            unsafe fn k_tile<const ACC: usize, const TA: bool, const TB: bool>(
+                acc: &mut [f32; ACC],
+                da: [u64; 4],
+                db: [u64; 4],
+            ) {
+                // ACC is BN / 2, fixed by the menu: one arm survives.
+                match ACC {
+                    64 => $n128::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), da, db),
+                    128 => $n256::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), da, db),
+                    _ => core::arch::nvptx::trap(),
+                }
+            }
+        }
+    };
+}
+
+wgmma_input!(F16, "f16", f16_n128, f16_n256);
+wgmma_input!(Bf16, "bf16", bf16_n128, bf16_n256);
+
+/// `mbarrier.init` of the barrier at shared address `bar` for `count` arrivals.
+#[inline(always)]
+unsafe fn mbarrier_init(bar: u32, count: u32) {
+    asm!("mbarrier.init.shared::cta.b64 [{b}], {c};", b = in(reg32) bar, c = in(reg32) count, options(nostack));
+}
+
+/// Arrives on `bar` and adds `bytes` to the transaction count its phase waits for.
+#[inline(always)]
+unsafe fn mbarrier_arrive_expect_tx(bar: u32, bytes: u32) {
+    asm!(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{b}], {n};",
+        b = in(reg32) bar,
+        n = in(reg32) bytes,
+        options(nostack)
+    );
+}
+
+/// Arrives on `bar`.
+#[inline(always)]
+unsafe fn mbarrier_arrive(bar: u32) {
+    asm!("mbarrier.arrive.shared::cta.b64 _, [{b}];", b = in(reg32) bar, options(nostack));
+}
+
+/// Waits until the phase of `bar` with parity `parity` has completed.
+#[inline(always)]
+unsafe fn mbarrier_wait(bar: u32, parity: u32) {
+    loop {
+        let done: u32;
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [{b}], {ph};",
+            "selp.u32 {d}, 1, 0, p;",
+            "}}",
+            b = in(reg32) bar,
+            ph = in(reg32) parity,
+            d = out(reg32) done,
+            options(nostack)
+        );
+        if done != 0 {
+            return;
+        }
+    }
+}
+
+/// Requests the box at coordinates (c0, c1, c2) of the tensor map at generic
+/// address `map` into shared memory at `dst`, completing `bytes` on `bar`.
+#[inline(always)]
+unsafe fn tma_load_3d(dst: u32, map: *const u8, c0: i32, c1: i32, c2: i32, bar: u32) {
+    asm!(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{d}], [{m}, {{{c0}, {c1}, {c2}}}], [{b}];",
+        d = in(reg32) dst,
+        m = in(reg64) map,
+        c0 = in(reg32) c0,
+        c1 = in(reg32) c1,
+        c2 = in(reg32) c2,
+        b = in(reg32) bar,
+        options(nostack)
+    );
+}
+
+/// A wgmma shared-memory descriptor: 128-byte swizzle, start `addr`,
+/// leading and stride byte offsets `lbo`, `sbo`.
+#[inline(always)]
+const fn descriptor(addr: u32, lbo: u32, sbo: u32) -> u64 {
+    const fn enc(x: u32) -> u64 {
+        ((x & 0x3_FFFF) >> 4) as u64
+    }
+    enc(addr) | (enc(lbo) << 16) | (enc(sbo) << 32) | (1u64 << 62)
+}
+
+/// The four k16-step descriptors of one 64-wide (in k) tile at `tile` whose
+/// first row of interest is `row0` (along m or n): K-major steps 32 bytes
+/// along the row, MN-major 16 rows.
+#[inline(always)]
+const fn k_tile_descriptors(tile: u32, row0: u32, mn_major: bool) -> [u64; 4] {
+    let mut d = [0u64; 4];
+    let mut kk = 0;
+    while kk < 4 {
+        d[kk] = if mn_major {
+            // row0 is a multiple of 64: box row0 / 64.
+            descriptor(tile + row0 / 64 * MN_BOX_BYTES + kk as u32 * 16 * ROW_BYTES, MN_BOX_BYTES, 1024)
+        } else {
+            descriptor(tile + row0 * ROW_BYTES + kk as u32 * 32, 16, 1024)
+        };
+        kk += 1;
+    }
+    d
+}
+
+/// The kernel's parameters (see the module docs).
+#[derive(Clone, Copy)]
+pub struct Params<O> {
+    /// Rows of C.
+    pub m: u32,
+    /// Columns of C.
+    pub n: u32,
+    /// The shared dimension.
+    pub k: u32,
+    /// Scale of A B.
+    pub alpha: f32,
+    /// Scale of C (0: C is not read).
+    pub beta: f32,
+    /// Two `CUtensorMap`s of 128 bytes in global memory: A's, then B's.
+    pub maps: *const u8,
+    /// C, row-major.
+    pub c: *mut O,
+    /// Leading dimension of C.
+    pub ldc: u32,
+    /// Elements from one product's C to the next.
+    pub stride_c: u64,
+    /// 1 when A has a matrix per product (its map's third coordinate is the
+    /// product), 0 when one A serves all.
+    pub batch_a: u32,
+    /// As `batch_a`, for B.
+    pub batch_b: u32,
+}
+
+/// Stage 9's generic kernel: see the module docs. `ACC` = BN / 2
+/// accumulators per consumer thread.
+///
+/// # Safety
+/// Launched with the geometry of `WgmmaTile { bm: BM, bn: BN, depth: DEPTH }`
+/// (threads, grid, shared memory) on a compute capability 9.0 device, with
+/// tensor maps that describe A and B as the module docs say and a C of at
+/// least `m x n` (ldc) per product.
+#[inline(always)]
+pub unsafe fn warpgroup<
+    I: Input,
+    O: Output,
+    const BM: u32,
+    const BN: u32,
+    const DEPTH: u32,
+    const ACC: usize,
+    const A_MN: bool,
+    const B_MN: bool,
+>(
+    p: Params<O>,
+) {
+    const { assert!(ACC as u32 * 2 == BN, "ACC must be BN / 2") };
+    const { assert!(WgmmaTile { bm: BM, bn: BN, depth: DEPTH }.check().is_ok(), "invalid warpgroup tile") };
+    let tile = WgmmaTile { bm: BM, bn: BN, depth: DEPTH };
+    let base = (smem_base() + SMEM_ALIGN - 1) & !(SMEM_ALIGN - 1);
+    let full = |s: u32| base + tile.barriers_offset() + 8 * s;
+    let empty = |s: u32| base + tile.barriers_offset() + 8 * (DEPTH + s);
+    let a_tile = |s: u32| base + s * tile.buffer_bytes();
+    let b_tile = |s: u32| base + s * tile.buffer_bytes() + tile.a_tile_bytes();
+
+    let t = core::arch::nvptx::_thread_idx_x() as u32;
+    let [bx, by, bz] = crate::thread::block_idx();
+    let (m0, n0) = (by * BM, bx * BN);
+    let consumers = BM / WARPGROUP_M;
+    if t == 0 {
+        for s in 0..DEPTH {
+            mbarrier_init(full(s), 1);
+            mbarrier_init(empty(s), consumers);
+        }
+        asm!("fence.mbarrier_init.release.cluster;", options(nostack));
+    }
+    crate::thread::sync_threads();
+
+    let k_tiles = p.k.div_ceil(64);
+    let warpgroup = t / WARPGROUP_THREADS;
+    if warpgroup == 0 {
+        if t == 0 {
+            let (za, zb) = ((bz * p.batch_a) as i32, (bz * p.batch_b) as i32);
+            let (map_a, map_b) = (p.maps, p.maps.add(128));
+            for kt in 0..k_tiles {
+                let (s, u) = (kt % DEPTH, kt / DEPTH);
+                if u > 0 {
+                    mbarrier_wait(empty(s), (u - 1) & 1);
+                }
+                mbarrier_arrive_expect_tx(full(s), tile.buffer_bytes());
+                let k0 = (kt * 64) as i32;
+                if A_MN {
+                    for j in 0..BM / 64 {
+                        tma_load_3d(a_tile(s) + j * MN_BOX_BYTES, map_a, (m0 + 64 * j) as i32, k0, za, full(s));
+                    }
+                } else {
+                    tma_load_3d(a_tile(s), map_a, k0, m0 as i32, za, full(s));
+                }
+                if B_MN {
+                    for j in 0..BN / 64 {
+                        tma_load_3d(b_tile(s) + j * MN_BOX_BYTES, map_b, (n0 + 64 * j) as i32, k0, zb, full(s));
+                    }
+                } else {
+                    tma_load_3d(b_tile(s), map_b, k0, n0 as i32, zb, full(s));
+                }
+            }
+        }
+        return;
+    }
+
+    // Consumer warpgroup c computes rows 64 c .. 64 c + 64 of the block tile.
+    let c = warpgroup - 1;
+    let leader = t % WARPGROUP_THREADS == 0;
+    let mut acc = [0f32; ACC];
+    for kt in 0..k_tiles {
+        let (s, u) = (kt % DEPTH, kt / DEPTH);
+        mbarrier_wait(full(s), u & 1);
+        let da = k_tile_descriptors(a_tile(s), c * WARPGROUP_M, A_MN);
+        let db = k_tile_descriptors(b_tile(s), 0, B_MN);
+        I::k_tile::<ACC, A_MN, B_MN>(&mut acc, da, db);
+        // The previous k-tile's group has completed: its buffer is free.
+        asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
+        if kt > 0 && leader {
+            mbarrier_arrive(empty((kt - 1) % DEPTH));
+        }
+    }
+    asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+
+    // Epilogue: alpha * acc + beta * C, converted to C's type.
+    let lane = t % 32;
+    let warp = (t % WARPGROUP_THREADS) / 32;
+    let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
+    let cbase = p.c.add(bz as usize * p.stride_c as usize);
+    for j in 0..ACC / 4 {
+        let col = n0 + 8 * j as u32 + 2 * (lane % 4);
+        for h in 0..2u32 {
+            let r = row + 8 * h;
+            if r >= p.m {
+                continue;
+            }
+            for e in 0..2u32 {
+                let cc = col + e;
+                if cc < p.n {
+                    let v = p.alpha * acc[4 * j + 2 * h as usize + e as usize];
+                    let q = cbase.add(r as usize * p.ldc as usize + cc as usize);
+                    let out = if p.beta == 0.0 { v } else { core::intrinsics::fmaf32(p.beta, (*q).to_f32(), v) };
+                    *q = O::from_f32(out);
+                }
+            }
+        }
+    }
+}
