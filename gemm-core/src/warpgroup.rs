@@ -1,7 +1,11 @@
 //! Stage 9, the Hopper stage: geometry of the warpgroup-MMA kernels
 //! (`wgmma.mma_async` fed by TMA), shared by the host launcher and the
 //! kernels (`gemm-kernels/src/s09_warpgroup.rs`), and the list of compiled
-//! kernels ([`warpgroup_menu!`]).
+//! kernels ([`warpgroup_menu!`](crate::warpgroup_menu)).
+//!
+//! # The schedule
+//! Persistent blocks: one per SM ([`WgmmaTile::grid`]), each taking every
+//! gridDim-th block tile of the launch's products (see the kernel's docs).
 //!
 //! # The block
 //! `1 + BM / 64` warpgroups of 128 threads: warpgroup 0 is the producer (one
@@ -130,9 +134,16 @@ impl WgmmaTile {
         SMEM_ALIGN + self.barriers_offset() + 16 * self.depth
     }
 
-    /// Grid of one launch: (ceil(n / BN), ceil(m / BM), batch count).
-    pub const fn grid(self, m: u32, n: u32, count: u32) -> [u32; 3] {
-        [ceil_div(n, self.bn), ceil_div(m, self.bm), count]
+    /// Block tiles of `count` m x n products: the tile schedule's length.
+    pub const fn tiles(self, m: u32, n: u32, count: u32) -> u64 {
+        ceil_div(n, self.bn) as u64 * ceil_div(m, self.bm) as u64 * count as u64
+    }
+
+    /// Grid of one launch of persistent blocks: one block per SM (the
+    /// buffers leave room for one), fewer when there are fewer tiles.
+    pub const fn grid(self, m: u32, n: u32, count: u32, sm_count: u32) -> [u32; 3] {
+        let tiles = self.tiles(m, n, count);
+        [if tiles < sm_count as u64 { tiles as u32 } else { sm_count }, 1, 1]
     }
 
     /// Why this tile cannot be compiled, if it cannot.
@@ -204,7 +215,9 @@ mod tests {
         assert_eq!(t.threads_per_block(), 384);
         assert_eq!(t.buffer_bytes(), 384 * 128);
         assert_eq!(t.smem_bytes(), 1024 + 4 * 49152 + 64);
-        assert_eq!(t.grid(1000, 513, 3), [3, 8, 3]);
+        assert_eq!(t.tiles(1000, 513, 3), 3 * 8 * 3);
+        assert_eq!(t.grid(1000, 513, 3, 132), [72, 1, 1]);
+        assert_eq!(t.grid(8192, 8192, 1, 132), [132, 1, 1]);
         assert_eq!(t.bk(2), 64);
         assert!(WgmmaTile { bm: 96, ..t }.check().is_err());
         assert!(WgmmaTile { depth: 6, ..t }.check().is_err());

@@ -373,18 +373,14 @@ impl Gemm {
         let reads_ab = self.alpha != 0.0 && kd.k > 0;
         let kernel = warpgroup_kernel(types, kd.m, kd.n, device.sm_count());
         let tile = kernel.tile;
-        let grid = tile.grid(kd.m as u32, kd.n as u32, 1);
-        if grid[1] > device.limits().max_grid_dim[1] {
+        let count = 1u32;
+        if tile.tiles(kd.m as u32, kd.n as u32, count) > u32::MAX as u64 {
             return Err(Error::Unsupported {
                 product: product_name(types),
-                why: format!(
-                    "m = {} needs {} block rows; the grid allows {}",
-                    kd.m,
-                    grid[1],
-                    device.limits().max_grid_dim[1]
-                ),
+                why: format!("{}x{} needs more than 2^32 block tiles", kd.m, kd.n),
             });
         }
+        let grid = tile.grid(kd.m as u32, kd.n as u32, count, device.sm_count());
         let data_type = match types {
             WgmmaTypes::F16 | WgmmaTypes::F16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
             WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
@@ -440,7 +436,7 @@ impl Gemm {
         let (ldc, stride_c, batch_a, batch_b) = (kd.ldc as u32, 0u64, 0u32, 0u32);
         let mut builder = stream.launch_builder(&func);
         builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
-        builder.arg(&stride_c).arg(&batch_a).arg(&batch_b);
+        builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count);
         // SAFETY: the arguments match the entry point's signature
         // (gemm-kernels/src/warpgroup_entry_points.rs); the tensor maps
         // describe buffers that live until the work queued on `stream` is

@@ -25,9 +25,15 @@
 //!
 //! # Launch
 //! Block of `gemm_core::warpgroup::WgmmaTile::threads_per_block` threads
-//! (1 + BM / 64 warpgroups), grid (ceil(n / BN), ceil(m / BM), batch count),
-//! `WgmmaTile::smem_bytes` of dynamic shared memory (see
-//! `gemm_core::warpgroup` for its layout).
+//! (1 + BM / 64 warpgroups), `WgmmaTile::smem_bytes` of dynamic shared
+//! memory (see `gemm_core::warpgroup` for its layout), a 1D grid of at most
+//! one block per SM (`WgmmaTile::grid`): persistent blocks. The tiles of
+//! all products of the launch are numbered i = 0, 1, ...; block b computes
+//! tiles b, b + gridDim.x, ... Within a product, tile i is block tile
+//! `raster(i)`: groups of `RASTER_GROUP` tile rows walked column by column,
+//! so the blocks in flight share rows of A and columns of B in L2. The
+//! producer runs ahead across tiles: while the consumers store one tile's
+//! C, the next tile's first k-tiles are already arriving.
 //!
 //! # Warp specialization
 //! Warpgroup 0 produces: its first thread, for each k-tile kt, waits until
@@ -99,11 +105,27 @@ pub trait Input {
 
 /// Element type of C: f32, or f16 / bf16 as their bits.
 pub trait Output: Copy {
+    /// Two elements, aligned to their size together (one 8- or 4-byte access).
+    type Pair: Copy;
     /// Converts with rounding to nearest even.
     fn from_f32(x: f32) -> Self;
     /// Converts exactly.
     fn to_f32(self) -> f32;
+    /// Packs two values.
+    fn pair(a: f32, b: f32) -> Self::Pair;
+    /// Unpacks two values.
+    fn unpair(p: Self::Pair) -> (f32, f32);
 }
+
+/// Two f32, one 8-byte access.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+pub struct F32x2([f32; 2]);
+
+/// Two 16-bit values, one 4-byte access.
+#[derive(Clone, Copy)]
+#[repr(C, align(4))]
+pub struct U16x2([u16; 2]);
 
 /// f16 operands (their bits, as `u16`, on the device).
 pub struct F16;
@@ -120,6 +142,15 @@ pub struct H(pub u16);
 pub struct Bh(pub u16);
 
 impl Output for f32 {
+    type Pair = F32x2;
+    #[inline(always)]
+    fn pair(a: f32, b: f32) -> F32x2 {
+        F32x2([a, b])
+    }
+    #[inline(always)]
+    fn unpair(p: F32x2) -> (f32, f32) {
+        (p.0[0], p.0[1])
+    }
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
         x
@@ -131,6 +162,15 @@ impl Output for f32 {
 }
 
 impl Output for H {
+    type Pair = U16x2;
+    #[inline(always)]
+    fn pair(a: f32, b: f32) -> U16x2 {
+        U16x2([Self::from_f32(a).0, Self::from_f32(b).0])
+    }
+    #[inline(always)]
+    fn unpair(p: U16x2) -> (f32, f32) {
+        (H(p.0[0]).to_f32(), H(p.0[1]).to_f32())
+    }
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
         let h: u16;
@@ -148,6 +188,15 @@ impl Output for H {
 }
 
 impl Output for Bh {
+    type Pair = U16x2;
+    #[inline(always)]
+    fn pair(a: f32, b: f32) -> U16x2 {
+        U16x2([Self::from_f32(a).0, Self::from_f32(b).0])
+    }
+    #[inline(always)]
+    fn unpair(p: U16x2) -> (f32, f32) {
+        (Bh(p.0[0]).to_f32(), Bh(p.0[1]).to_f32())
+    }
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
         let h: u16;
@@ -345,6 +394,8 @@ pub struct Params<O> {
     pub batch_a: u32,
     /// As `batch_a`, for B.
     pub batch_b: u32,
+    /// Products (the batch count; 1 for a single product).
+    pub count: u32,
 }
 
 /// Stage 9's generic kernel: see the module docs. `ACC` = BN / 2
@@ -376,10 +427,11 @@ pub unsafe fn warpgroup<
     let empty = |s: u32| base + tile.barriers_offset() + 8 * (DEPTH + s);
     let a_tile = |s: u32| base + s * tile.buffer_bytes();
     let b_tile = |s: u32| base + s * tile.buffer_bytes() + tile.a_tile_bytes();
+    let tile_bytes = tile.buffer_bytes();
 
     let t = core::arch::nvptx::_thread_idx_x() as u32;
-    let [bx, by, bz] = crate::thread::block_idx();
-    let (m0, n0) = (by * BM, bx * BN);
+    let blocks = crate::thread::grid_dim()[0];
+    let block = crate::thread::block_idx()[0];
     let consumers = BM / WARPGROUP_M;
     if t == 0 {
         for s in 0..DEPTH {
@@ -390,77 +442,138 @@ pub unsafe fn warpgroup<
     }
     crate::thread::sync_threads();
 
+    // The tile schedule: tile i of the launch (over every product of the
+    // batch) is block tile `raster(i % tiles)` of product `i / tiles`; block b
+    // takes tiles b, b + blocks, ... (persistent blocks).
+    let (tiles_m, tiles_n) = (p.m.div_ceil(BM), p.n.div_ceil(BN));
+    let tiles = tiles_m * tiles_n;
+    let total = tiles * p.count;
     let k_tiles = p.k.div_ceil(64);
     let warpgroup = t / WARPGROUP_THREADS;
     if warpgroup == 0 {
         if t == 0 {
-            let (za, zb) = ((bz * p.batch_a) as i32, (bz * p.batch_b) as i32);
             let (map_a, map_b) = (p.maps, p.maps.add(128));
-            for kt in 0..k_tiles {
-                let (s, u) = (kt % DEPTH, kt / DEPTH);
-                if u > 0 {
-                    mbarrier_wait(empty(s), (u - 1) & 1);
-                }
-                mbarrier_arrive_expect_tx(full(s), tile.buffer_bytes());
-                let k0 = (kt * 64) as i32;
-                if A_MN {
-                    for j in 0..BM / 64 {
-                        tma_load_3d(a_tile(s) + j * MN_BOX_BYTES, map_a, (m0 + 64 * j) as i32, k0, za, full(s));
+            let mut it = 0u32; // k-tiles issued by this block, over all its tiles
+            let mut job = block;
+            while job < total {
+                let z = job / tiles;
+                let (by, bx) = raster(job % tiles, tiles_m, tiles_n);
+                let (m0, n0) = (by * BM, bx * BN);
+                let (za, zb) = ((z * p.batch_a) as i32, (z * p.batch_b) as i32);
+                for kt in 0..k_tiles {
+                    let (s, u) = (it % DEPTH, it / DEPTH);
+                    if u > 0 {
+                        mbarrier_wait(empty(s), (u - 1) & 1);
                     }
-                } else {
-                    tma_load_3d(a_tile(s), map_a, k0, m0 as i32, za, full(s));
-                }
-                if B_MN {
-                    for j in 0..BN / 64 {
-                        tma_load_3d(b_tile(s) + j * MN_BOX_BYTES, map_b, (n0 + 64 * j) as i32, k0, zb, full(s));
+                    mbarrier_arrive_expect_tx(full(s), tile_bytes);
+                    let k0 = (kt * 64) as i32;
+                    if A_MN {
+                        for j in 0..BM / 64 {
+                            tma_load_3d(a_tile(s) + j * MN_BOX_BYTES, map_a, (m0 + 64 * j) as i32, k0, za, full(s));
+                        }
+                    } else {
+                        tma_load_3d(a_tile(s), map_a, k0, m0 as i32, za, full(s));
                     }
-                } else {
-                    tma_load_3d(b_tile(s), map_b, k0, n0 as i32, zb, full(s));
+                    if B_MN {
+                        for j in 0..BN / 64 {
+                            tma_load_3d(b_tile(s) + j * MN_BOX_BYTES, map_b, (n0 + 64 * j) as i32, k0, zb, full(s));
+                        }
+                    } else {
+                        tma_load_3d(b_tile(s), map_b, k0, n0 as i32, zb, full(s));
+                    }
+                    it += 1;
                 }
+                job += blocks;
             }
         }
         return;
     }
 
-    // Consumer warpgroup c computes rows 64 c .. 64 c + 64 of the block tile.
+    // Consumer warpgroup c computes rows 64 c .. 64 c + 64 of each block tile.
     let c = warpgroup - 1;
     let leader = t % WARPGROUP_THREADS == 0;
-    let mut acc = [0f32; ACC];
-    for kt in 0..k_tiles {
-        let (s, u) = (kt % DEPTH, kt / DEPTH);
-        mbarrier_wait(full(s), u & 1);
-        let da = k_tile_descriptors(a_tile(s), c * WARPGROUP_M, A_MN);
-        let db = k_tile_descriptors(b_tile(s), 0, B_MN);
-        I::k_tile::<ACC, A_MN, B_MN>(&mut acc, da, db);
-        // The previous k-tile's group has completed: its buffer is free.
-        asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
-        if kt > 0 && leader {
-            mbarrier_arrive(empty((kt - 1) % DEPTH));
-        }
-    }
-    asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-
-    // Epilogue: alpha * acc + beta * C, converted to C's type.
     let lane = t % 32;
     let warp = (t % WARPGROUP_THREADS) / 32;
-    let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
-    let cbase = p.c.add(bz as usize * p.stride_c as usize);
-    for j in 0..ACC / 4 {
-        let col = n0 + 8 * j as u32 + 2 * (lane % 4);
-        for h in 0..2u32 {
-            let r = row + 8 * h;
-            if r >= p.m {
-                continue;
+    // Pairs of C's elements are stored as one access when every pair is
+    // aligned: an even ldc and stride, C itself aligned to a pair.
+    let pairs = p.ldc % 2 == 0
+        && (p.count == 1 || p.stride_c % 2 == 0)
+        && (p.c as usize) % core::mem::align_of::<O::Pair>() == 0;
+    let mut it = 0u32;
+    let mut job = block;
+    while job < total {
+        let z = job / tiles;
+        let (by, bx) = raster(job % tiles, tiles_m, tiles_n);
+        let (m0, n0) = (by * BM, bx * BN);
+        let mut acc = [0f32; ACC];
+        for kt in 0..k_tiles {
+            let (s, u) = (it % DEPTH, it / DEPTH);
+            mbarrier_wait(full(s), u & 1);
+            let da = k_tile_descriptors(a_tile(s), c * WARPGROUP_M, A_MN);
+            let db = k_tile_descriptors(b_tile(s), 0, B_MN);
+            I::k_tile::<ACC, A_MN, B_MN>(&mut acc, da, db);
+            // The previous k-tile's group has completed: its buffer is free.
+            asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
+            if kt > 0 && leader {
+                mbarrier_arrive(empty((it - 1) % DEPTH));
             }
-            for e in 0..2u32 {
-                let cc = col + e;
-                if cc < p.n {
-                    let v = p.alpha * acc[4 * j + 2 * h as usize + e as usize];
-                    let q = cbase.add(r as usize * p.ldc as usize + cc as usize);
-                    let out = if p.beta == 0.0 { v } else { core::intrinsics::fmaf32(p.beta, (*q).to_f32(), v) };
-                    *q = O::from_f32(out);
+            it += 1;
+        }
+        asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+        if k_tiles > 0 && leader {
+            mbarrier_arrive(empty((it - 1) % DEPTH));
+        }
+
+        // Epilogue: alpha * acc + beta * C, converted to C's type, while the
+        // producer already fetches the next tile's k-tiles.
+        let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
+        let cbase = p.c.add(z as usize * p.stride_c as usize);
+        for j in 0..ACC / 4 {
+            let col = n0 + 8 * j as u32 + 2 * (lane % 4);
+            for h in 0..2u32 {
+                let r = row + 8 * h;
+                if r >= p.m || col >= p.n {
+                    continue;
+                }
+                let (v0, v1) = (p.alpha * acc[4 * j + 2 * h as usize], p.alpha * acc[4 * j + 2 * h as usize + 1]);
+                let q = cbase.add(r as usize * p.ldc as usize + col as usize);
+                if pairs && col + 1 < p.n {
+                    let q2 = q as *mut O::Pair;
+                    let (o0, o1) = if p.beta == 0.0 {
+                        (v0, v1)
+                    } else {
+                        let (c0, c1) = O::unpair(*q2);
+                        (core::intrinsics::fmaf32(p.beta, c0, v0), core::intrinsics::fmaf32(p.beta, c1, v1))
+                    };
+                    *q2 = O::pair(o0, o1);
+                } else {
+                    for (e, v) in [(0u32, v0), (1, v1)] {
+                        if col + e < p.n {
+                            let qe = q.add(e as usize);
+                            let out =
+                                if p.beta == 0.0 { v } else { core::intrinsics::fmaf32(p.beta, (*qe).to_f32(), v) };
+                            *qe = O::from_f32(out);
+                        }
+                    }
                 }
             }
         }
+        job += blocks;
     }
 }
+
+/// Block tile (row, column) of the `i`-th tile of a `tiles_m x tiles_n`
+/// grid, walked in groups of [`RASTER_GROUP`] tile rows, column by column
+/// within a group: the blocks running at once share rows of A and columns
+/// of B in L2.
+#[inline(always)]
+pub const fn raster(i: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
+    let width = RASTER_GROUP * tiles_n;
+    let first = i / width * RASTER_GROUP;
+    let rows = if tiles_m - first < RASTER_GROUP { tiles_m - first } else { RASTER_GROUP };
+    let r = i % width;
+    (first + r % rows, r / rows)
+}
+
+/// Tile rows per raster group.
+pub const RASTER_GROUP: u32 = 8;

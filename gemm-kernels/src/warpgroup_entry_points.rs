@@ -4,7 +4,7 @@
 //! `<name>_tt` (A then B; `n` row-major, `t` column-major). Parameters, in
 //! this order: `m, n, k: u32`, `alpha, beta: f32`, `maps: *const u8` (A's
 //! and B's `CUtensorMap`, 128 bytes each, in global memory), `c: *mut C`,
-//! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b: u32` (see
+//! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count: u32` (see
 //! [`crate::s09_warpgroup::Params`]).
 
 use crate::s09_warpgroup::{warpgroup, Bf16, Bh, Params, F16, H};
@@ -30,8 +30,9 @@ macro_rules! layout_entry {
             stride_c: u64,
             batch_a: u32,
             batch_b: u32,
+            count: u32,
         ) {
-            let p = Params { m, n, k, alpha, beta, maps, c, ldc, stride_c, batch_a, batch_b };
+            let p = Params { m, n, k, alpha, beta, maps, c, ldc, stride_c, batch_a, batch_b, count };
             warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn>(p)
         }
     };

@@ -1389,12 +1389,100 @@ fn readme_text(text: &str, csv: &str) -> Result<String> {
     })
 }
 
+const WARPGROUP_BEGIN: &str = "<!-- warpgroup-table:begin (cargo xtask readme) -->";
+const WARPGROUP_END: &str = "<!-- warpgroup-table:end -->";
+
+/// Stage 9's table, from `benches/results/warpgroup.csv` (written by the
+/// `09_warpgroup` example): one line per shape, a column per product
+/// (operand type -> C type), each "TFLOP/s (x cuBLAS)", then the geometric
+/// mean of the ratios per column.
+fn warpgroup_table(csv: &str) -> Result<String> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let need = |name: &str| {
+        header.iter().position(|h| *h == name).ok_or(format!("benches/results/warpgroup.csv has no column {name}"))
+    };
+    let (prec, stage, config, m, n, k, gflops, ratio, check) = (
+        need("precision")?,
+        need("stage")?,
+        need("configuration")?,
+        need("m")?,
+        need("n")?,
+        need("k")?,
+        need("gflops")?,
+        need("ratio_to_cublas")?,
+        need("check")?,
+    );
+    let rows: Vec<Vec<&str>> = lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split(',').collect::<Vec<&str>>())
+        .filter(|r| r.get(stage) == Some(&"9"))
+        .collect();
+    let Some(first) = rows.first() else {
+        return Ok("No stage-9 rows in benches/results/warpgroup.csv.\n".into());
+    };
+    let (device, date, commit) = (first[0], first[1], first[2]);
+    let product = |r: &Vec<&str>| format!("{} -> {}", r[prec], r[config].rsplit("C ").next().unwrap_or("?"));
+    let mut products: Vec<String> = Vec::new();
+    let mut shapes: Vec<(String, String, String)> = Vec::new();
+    for r in &rows {
+        let p = product(r);
+        if !products.contains(&p) {
+            products.push(p);
+        }
+        let s = (r[m].to_string(), r[n].to_string(), r[k].to_string());
+        if !shapes.contains(&s) {
+            shapes.push(s);
+        }
+    }
+    let mut t = format!("| m x n x k | {} |\n|---|{}\n", products.join(" | "), "---:|".repeat(products.len()));
+    let mut logs = vec![(0.0f64, 0usize); products.len()];
+    for (sm, sn, sk) in &shapes {
+        let shape = if sm == sn && sn == sk { format!("{sm}³") } else { format!("{sm}x{sn}x{sk}") };
+        t.push_str(&format!("| {shape} |"));
+        for (i, p) in products.iter().enumerate() {
+            let cell =
+                rows.iter().find(|r| product(r) == *p && (r[m], r[n], r[k]) == (sm.as_str(), sn.as_str(), sk.as_str()));
+            match cell {
+                Some(r) => {
+                    let x = r[ratio].parse::<f64>().unwrap_or(f64::NAN);
+                    logs[i].0 += x.ln();
+                    logs[i].1 += 1;
+                    let wrong = if r[check].starts_with("ok") { "" } else { " WRONG" };
+                    let tf = r[gflops].parse::<f64>().unwrap_or(f64::NAN) / 1e3;
+                    t.push_str(&format!(" {tf:.1} ({x:.2}){wrong} |"));
+                }
+                None => t.push_str(" - |"),
+            }
+        }
+        t.push('\n');
+    }
+    t.push_str("| geometric mean of x cuBLAS |");
+    for (sum, count) in &logs {
+        t.push_str(&format!(" {:.2} |", (sum / (*count).max(1) as f64).exp()));
+    }
+    t.push_str(&format!(
+        "\n\nTFLOP/s (x cuBLAS `cublasGemmEx`, same types, f32 compute, same run); random inputs; {device}, {date}, commit {commit}.\n"
+    ));
+    Ok(t)
+}
+
+/// `text` with the stage-9 table between its markers (unchanged without them).
+fn with_warpgroup_table(text: String) -> Result<String> {
+    let (Some(b), Some(e)) = (text.find(WARPGROUP_BEGIN), text.find(WARPGROUP_END)) else {
+        return Ok(text);
+    };
+    let path = root().join("benches/results/warpgroup.csv");
+    let csv = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(format!("{}{WARPGROUP_BEGIN}\n{}{}", &text[..b], warpgroup_table(&csv)?, &text[e..]))
+}
+
 fn readme(check: bool) -> Result<()> {
     let csv_path = root().join("benches/results/latest.csv");
     let csv = fs::read_to_string(&csv_path).map_err(|e| format!("{}: {e}", csv_path.display()))?;
     let path = root().join("README.md");
     let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let fresh = readme_text(&text, &csv)?;
+    let fresh = with_warpgroup_table(readme_text(&text, &csv)?)?;
     if check {
         if fresh != text {
             return Err(
