@@ -662,10 +662,10 @@ fn picked<T: Element>(c: &DeviceMatrix<T>, picks: &[usize], len: usize) -> Resul
 fn poison<T: Element>(c: &mut DeviceMatrix<T>, picks: &[usize], len: usize) -> Result<(), Error> {
     let s = c.buffer().stream().clone();
     if picks.len() * len == c.buffer().len() {
-        let nan = vec![T::NAN; c.buffer().len()];
+        let nan = vec![T::POISON; c.buffer().len()];
         s.memcpy_htod(&nan, c.buffer_mut())?;
     } else {
-        let nan = vec![T::NAN; len];
+        let nan = vec![T::POISON; len];
         for &i in picks {
             s.memcpy_htod(&nan, &mut c.buffer_mut().slice_mut(i * len..(i + 1) * len))?;
         }
@@ -901,7 +901,7 @@ fn bench_grouped<T: Element>(
     let config = choose_batched(Some(device.name()), p, max_m, n, k, KernelLayouts::NN, GROUPED_COUNT).config;
     bar.set_message(format!("{job}: default ({config})"));
     for &i in &picks {
-        let nan = vec![T::NAN; m_of[i] * n];
+        let nan = vec![T::POISON; m_of[i] * n];
         let s = dc[i].buffer().stream().clone();
         s.memcpy_htod(&nan, dc[i].buffer_mut())?;
     }

@@ -262,7 +262,7 @@ fn operands<T: Bits>(case: &Case) -> Operands<T> {
     let (ar, ac) = stored(case.v.op_a, m, k);
     let (br, bc) = stored(case.v.op_b, k, n);
     // alpha = 0: A and B are never read, so they may hold NaN.
-    let ab = |rng: &mut Rng| if case.alpha == 0.0 { T::NAN } else { T::from_f64(rng.uniform()) };
+    let ab = |rng: &mut Rng| if case.alpha == 0.0 { T::POISON } else { T::from_f64(rng.uniform()) };
     let a = guarded(ar, ac, case.v.a, case.pads[0], |_, _| ab(&mut rng));
     let b = guarded(br, bc, case.v.b, case.pads[1], |_, _| ab(&mut rng));
     // beta = 0: C is never read, so it starts as NaN; the border stays guard.
@@ -270,7 +270,7 @@ fn operands<T: Bits>(case: &Case) -> Operands<T> {
         let inside = (g..g + m).contains(&i) && (g..g + n).contains(&j);
         match (inside, case.beta == 0.0) {
             (false, _) => T::GUARD,
-            (true, true) => T::NAN,
+            (true, true) => T::POISON,
             (true, false) => T::from_f64(rng.uniform()),
         }
     });

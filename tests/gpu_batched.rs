@@ -305,7 +305,7 @@ impl Case {
         let beta = self.beta;
         let c = Batch::new(self.count, (self.m, self.n), v.c, self.pads[2], self.gaps[2], false, |_, _, _| {
             if beta == 0.0 {
-                T::NAN
+                T::POISON
             } else {
                 draw()
             }
@@ -565,8 +565,8 @@ fn empty_batches_and_alpha_zero() {
             for beta in [0.0, 1.3] {
                 let case = Case { count: 5, alpha: 0.0, beta, share: Share::B, ..case };
                 let (mut a, mut b, c) = case.batches::<T>(false);
-                a.data.fill(T::NAN);
-                b.data.fill(T::NAN);
+                a.data.fill(T::POISON);
+                b.data.fill(T::POISON);
                 let after = run_batch(&case.gemm(&Gemm::new()), path, &a, &b, &c).unwrap();
                 let beta_t = T::from_f64(beta);
                 let what = format!("{} {path:?} alpha 0 beta {beta}", T::PRECISION.name());
@@ -675,7 +675,7 @@ fn product<T: Bits>(v: Variant, (m, n, k): (usize, usize, usize), beta: f64, pad
     let mut random = |rows, cols| Matrix::<T>::from_fn(rows, cols, |_, _| T::from_f64(rng.uniform()));
     let a = store(&random(m, k), v.op_a, v.a, pad, T::GUARD);
     let b = store(&random(k, n), v.op_b, v.b, pad + 1, T::GUARD);
-    let c0 = if beta == 0.0 { Matrix::<T>::from_fn(m, n, |_, _| T::NAN) } else { random(m, n) };
+    let c0 = if beta == 0.0 { Matrix::<T>::from_fn(m, n, |_, _| T::POISON) } else { random(m, n) };
     let c0 = store(&c0, Op::N, v.c, pad, T::GUARD);
     Product { a, b, c0 }
 }

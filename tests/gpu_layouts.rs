@@ -138,7 +138,7 @@ mod prop {
         let pc = parent_of((m, n), s.extra[2], v.c, s.pads[2], |i, j| {
             let inside = (cr..cr + m).contains(&i) && (cc..cc + n).contains(&j);
             if inside && s.beta == 0.0 {
-                T::NAN
+                T::POISON
             } else {
                 T::from_f64(rng.uniform())
             }
@@ -254,7 +254,7 @@ fn against_cublas_every_combination<T: Element>() {
         let da = DeviceMatrix::from_host(&dev, &random_matrix_in::<T>(ar, ac, v.a, seed())).unwrap();
         let db = DeviceMatrix::from_host(&dev, &random_matrix_in::<T>(br, bc, v.b, seed())).unwrap();
         let r = Reference::from_cublas(&cublas, (v.op_a, &da), (v.op_b, &db), v.c).unwrap();
-        let nan = Matrix::<T>::from_fn_in(m, n, v.c, |_, _| T::NAN);
+        let nan = Matrix::<T>::from_fn_in(m, n, v.c, |_, _| T::POISON);
         let mut dc = DeviceMatrix::from_host(&dev, &nan).unwrap();
         Gemm::new().op_a(v.op_a).op_b(v.op_b).run_device(&da, &db, &mut dc).unwrap();
         let cmp = r.compare(&dc.to_host().unwrap());
@@ -305,10 +305,10 @@ fn alpha_zero_and_k_zero<T: Bits>() {
                         |op: Op, rows: usize, cols: usize| if op == Op::N { (rows, cols) } else { (cols, rows) };
                     let (ar, ac) = stored(v.op_a, m, k);
                     let (br, bc) = stored(v.op_b, k, n);
-                    let a = Matrix::<T>::from_fn_in(ar, ac, v.a, |_, _| T::NAN);
-                    let b = Matrix::<T>::from_fn_in(br, bc, v.b, |_, _| T::NAN);
+                    let a = Matrix::<T>::from_fn_in(ar, ac, v.a, |_, _| T::POISON);
+                    let b = Matrix::<T>::from_fn_in(br, bc, v.b, |_, _| T::POISON);
                     let c0 = if beta == 0.0 {
-                        Matrix::<T>::from_fn_in(m, n, v.c, |_, _| T::NAN)
+                        Matrix::<T>::from_fn_in(m, n, v.c, |_, _| T::POISON)
                     } else {
                         random_matrix_in::<T>(m, n, v.c, seed())
                     };
@@ -518,17 +518,17 @@ fn products_are_bitwise_deterministic() {
             .collect();
         for (name, g) in builders {
             for v in [Variant::NN, Variant { op_a: Op::T, op_b: Op::N, a: R, b: C, c: C }] {
-                let (sa, sb) = (store(&a, v.op_a, v.a, 0, T::NAN), store(&b, v.op_b, v.b, 0, T::NAN));
+                let (sa, sb) = (store(&a, v.op_a, v.a, 0, T::POISON), store(&b, v.op_b, v.b, 0, T::POISON));
                 let g = g.clone().op_a(v.op_a).op_b(v.op_b).alpha(0.75).beta(-1.25).device(&dev);
                 let run_host = || {
-                    let mut c = store(&c0, Op::N, v.c, 0, T::NAN);
+                    let mut c = store(&c0, Op::N, v.c, 0, T::POISON);
                     g.run(&sa, &sb, &mut c).unwrap();
                     c
                 };
                 let run_dev = || {
                     let (da, db) =
                         (DeviceMatrix::from_host(&dev, &sa).unwrap(), DeviceMatrix::from_host(&dev, &sb).unwrap());
-                    let mut dc = DeviceMatrix::from_host(&dev, &store(&c0, Op::N, v.c, 0, T::NAN)).unwrap();
+                    let mut dc = DeviceMatrix::from_host(&dev, &store(&c0, Op::N, v.c, 0, T::POISON)).unwrap();
                     g.run_device(&da, &db, &mut dc).unwrap();
                     dc.to_host().unwrap()
                 };

@@ -113,9 +113,9 @@ fn builder(config: KernelConfig) -> Gemm {
 /// Runs `g` on op(A) = `a` and op(B) = `b` (logical values) given as
 /// `variant` says, into a NaN-poisoned C, and returns C.
 fn run_variant<T: Element>(g: &Gemm, variant: Variant, a: &Matrix<T>, b: &Matrix<T>) -> Result<Matrix<T>, Error> {
-    let sa = store(a, variant.op_a, variant.a, 0, T::NAN);
-    let sb = store(b, variant.op_b, variant.b, 0, T::NAN);
-    let mut c = Matrix::from_fn_in(a.rows(), b.cols(), variant.c, |_, _| T::NAN);
+    let sa = store(a, variant.op_a, variant.a, 0, T::POISON);
+    let sb = store(b, variant.op_b, variant.b, 0, T::POISON);
+    let mut c = Matrix::from_fn_in(a.rows(), b.cols(), variant.c, |_, _| T::POISON);
     g.clone().op_a(variant.op_a).op_b(variant.op_b).run(&sa, &sb, &mut c)?;
     Ok(c)
 }

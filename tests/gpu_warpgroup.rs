@@ -1,5 +1,7 @@
 //! GPU tests of stage 9 (Hopper warpgroup MMA and TMA): f16 and bf16
-//! operands with f32 accumulation, C in f16, bf16 or f32.
+//! operands with f32 accumulation, C in f16, bf16 or f32; f32 operands on
+//! TF32 tensor cores (`Gemm::allow_tf32`); i8 operands with i32
+//! accumulation and C.
 //!
 //! - Exact: small-integer operands (|x| <= 4, exact in f16 and bf16) give
 //!   integer products that f32 holds exactly (k * 16 < 2^24), so C must equal
@@ -11,6 +13,13 @@
 //!   with alpha and beta, NaN-poisoned C when beta = 0, padded operands whose
 //!   padding holds NaN (an odd leading dimension: the aligned-copy path), and
 //!   C's padding coming back bit for bit.
+//! - TF32: random operands against `Reference::new_tf32` (the bound above
+//!   plus 2^-9 + 2^-20 of |alpha| |A||B| for the inputs' reduction to TF32)
+//!   in every layout (the MN-major operands go through the K-major copy),
+//!   and a product that tells TF32 from f32 apart: TF32 only when asked.
+//! - i8: every layout, integer alpha and beta, exactly equal to the
+//!   reference (full-range inputs, no overflow at these k); non-integer
+//!   alpha refused.
 //! - Device matrices, run to run determinism, k = 0 and alpha = 0, errors.
 //!
 //! They need an NVIDIA GPU of compute capability 9.0: ignored by default,
@@ -48,28 +57,42 @@ fn bits<T: Scalar>(x: T) -> u64 {
 /// Runs one product of `v`'s layouts on host matrices stored with padding
 /// (A, B pad 3 holding NaN; C pad 2 holding NaN) and checks it.
 fn check<T: Product<C>, C: Scalar>((m, n, k): (usize, usize, usize), v: Variant, alpha: f64, beta: f64, ints: bool) {
+    check_with::<T, C>(Gemm::new(), (m, n, k), v, alpha, beta, ints)
+}
+
+/// [`check`] with the builder `g` (op flags, alpha and beta set here); f32
+/// operands are checked as a TF32 product.
+fn check_with<T: Product<C>, C: Scalar>(
+    g: Gemm,
+    (m, n, k): (usize, usize, usize),
+    v: Variant,
+    alpha: f64,
+    beta: f64,
+    ints: bool,
+) {
     let (a, b) = if ints {
         (random_int_matrix::<T>(m, k, seed()), random_int_matrix::<T>(k, n, seed()))
     } else {
         (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()))
     };
     let c0 = random_matrix::<C>(m, n, seed());
-    let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::NAN), store(&b, v.op_b, v.b, 3, T::NAN));
+    let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::POISON), store(&b, v.op_b, v.b, 3, T::POISON));
     let before = if beta == 0.0 {
-        store(&Matrix::from_fn(m, n, |_, _| C::NAN), Op::N, v.c, 2, C::NAN)
+        store(&Matrix::from_fn(m, n, |_, _| C::POISON), Op::N, v.c, 2, C::POISON)
     } else {
-        store(&c0, Op::N, v.c, 2, C::NAN)
+        store(&c0, Op::N, v.c, 2, C::POISON)
     };
     let mut c = before.clone();
     let what = format!("{} x {} -> {} {m}x{n}x{k} {v} alpha {alpha} beta {beta}", T::NAME, T::NAME, C::NAME);
-    Gemm::new()
-        .op_a(v.op_a)
-        .op_b(v.op_b)
-        .alpha(alpha)
-        .beta(beta)
-        .run(&sa, &sb, &mut c)
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let r = Reference::new_mixed(alpha, &a, &b, beta, &c0);
+    g.op_a(v.op_a).op_b(v.op_b).alpha(alpha).beta(beta).run(&sa, &sb, &mut c).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let r = if T::NAME == "f32" {
+        // T and C are f32 here: the same values, as f32 matrices.
+        let f = |x: &Matrix<T>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
+        let g = |x: &Matrix<C>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
+        Reference::new_tf32(alpha, &f(&a), &f(&b), beta, &g(&c0))
+    } else {
+        Reference::new_mixed(alpha, &a, &b, beta, &c0)
+    };
     let cmp = r.compare(&c);
     if ints && alpha == 1.0 && beta == 0.0 {
         assert!(cmp.passed() && cmp.max_abs_error == 0.0, "{what}: exact products expected: {cmp}");
@@ -190,4 +213,67 @@ fn k_zero_alpha_zero_and_errors() {
     Gemm::new().op_a(Op::T).run(&at, &b, &mut c).unwrap();
     let cmp = Reference::new_mixed(1.0, op_view(&at, Op::T), &b, 0.0, &Matrix::<f32>::zeros(50, 70)).compare(&c);
     assert!(cmp.passed(), "op(A) = A^T, column-major: {cmp}");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn tf32_products_are_within_the_bound_in_every_layout() {
+    let _ = device();
+    let tf32 = || Gemm::new().allow_tf32(true);
+    for (i, v) in Variant::all().into_iter().enumerate() {
+        let shape = SHAPES[i % SHAPES.len()];
+        let (alpha, beta) = [(1.0, 0.0), (-1.5, 0.5), (0.7, 1.0)][i % 3];
+        check_with::<f32, f32>(tf32(), shape, v, alpha, beta, false);
+    }
+    // The 128 x 256 tile, an MN-major B (the K-major copy) and a long k.
+    check_with::<f32, f32>(tf32(), (1024, 128 * 33 + 7, 300), Variant::NN, 1.0, 0.0, false);
+    check_with::<f32, f32>(tf32(), (200, 300, 5000), Variant::all()[5], 1.0, 0.0, false);
+
+    // TF32 only when asked: 1 + 2^-20 has no TF32 form (10 mantissa bits),
+    // so the TF32 product of it and 1 is 1 (truncated or rounded), the f32
+    // product 1 + 2^-20.
+    let x = 1.0f32 + 2f32.powi(-20);
+    let a = Matrix::<f32>::filled(64, 64, x);
+    let b = Matrix::<f32>::from_fn(64, 64, |i, j| if i == j { 1.0 } else { 0.0 });
+    let mut c = Matrix::<f32>::zeros(64, 64);
+    Gemm::new().run(&a, &b, &mut c).unwrap();
+    assert!(c.as_slice().iter().all(|&y| y == x), "f32 by default: the exact product");
+    tf32().run(&a, &b, &mut c).unwrap();
+    assert!(c.as_slice().iter().all(|&y| y == 1.0), "allow_tf32: the TF32 product");
+    // An option of stages 1-8 keeps the f32 kernels.
+    tf32().stage(gemm::tuning::Stage::Pipelined).run(&a, &b, &mut c).unwrap();
+    assert!(c.as_slice().iter().all(|&y| y == x), "allow_tf32 with .stage(..): the f32 kernels");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn i8_products_are_exact_in_every_layout() {
+    let dev = device();
+    for (i, v) in Variant::all().into_iter().enumerate() {
+        let shape = SHAPES[i % SHAPES.len()];
+        let (alpha, beta) = [(1.0, 0.0), (-3.0, 2.0), (2.0, 1.0)][i % 3];
+        check::<i8, i32>(shape, v, alpha, beta, false);
+    }
+    check::<i8, i32>((1024, 128 * 33 + 7, 1000), Variant::NN, 1.0, 0.0, false);
+    check::<i8, i32>((300, 200, 4099), Variant::all()[9], 1.0, 0.0, false);
+
+    // igemm and device matrices, run twice: the same bits.
+    let (m, n, k) = (517, 1030, 333);
+    let a = random_matrix::<i8>(m, k, seed());
+    let b = random_matrix::<i8>(k, n, seed());
+    let mut c = Matrix::<i32>::filled(m, n, i32::MIN);
+    gemm::igemm(&a, &b, &mut c).unwrap();
+    let r = Reference::new_mixed(1.0, &a, &b, 0.0, &Matrix::<i32>::zeros(m, n));
+    let cmp = r.compare(&c);
+    assert!(cmp.passed() && cmp.max_abs_error == 0.0, "igemm: {cmp}");
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut dc = DeviceMatrix::<i32>::zeros(&dev, m, n).unwrap();
+    Gemm::new().run_device(&da, &db, &mut dc).unwrap();
+    assert_eq!(dc.to_host().unwrap(), c, "device i8 product");
+
+    // alpha and beta are i32: a fraction is refused, C untouched.
+    let c0 = c.clone();
+    let e = Gemm::new().alpha(0.5).run(&a, &b, &mut c).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    assert_eq!(c, c0);
 }

@@ -20,8 +20,9 @@
 //! repeats every 1024 bytes; TMA and the wgmma descriptors assume tiles on
 //! that grid), then 2 x DEPTH mbarriers of 8 bytes (`full`, `empty`). A row
 //! of a tile along its contiguous dimension is [`ROW_BYTES`] = 128 bytes
-//! (BK = 64 f16 or bf16 elements when k is the contiguous dimension), so a
-//! buffer holds `(BM + BN) * 128` bytes whatever the element type.
+//! (BK = 64 f16 or bf16, 32 tf32 or 128 i8 elements when k is the
+//! contiguous dimension), so a buffer holds `(BM + BN) * 128` bytes whatever
+//! the element type.
 //!
 //! # Source
 //! PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
@@ -58,19 +59,35 @@ pub enum WgmmaTypes {
     Bf16,
     /// bf16 operands, f32 accumulation, f32 C.
     Bf16F32,
+    /// f32 operands read as TF32, f32 accumulation, f32 C.
+    Tf32,
+    /// i8 operands, i32 accumulation, i32 C.
+    S8,
 }
 
 impl WgmmaTypes {
     /// Bytes of one element of A and B.
     pub const fn input_bytes(self) -> u32 {
-        2
+        match self {
+            WgmmaTypes::Tf32 => 4,
+            WgmmaTypes::S8 => 1,
+            _ => 2,
+        }
+    }
+
+    /// Whether wgmma can read its operands MN-major (transposed): f16 and
+    /// bf16 only; tf32 and s8 operands must be K-major (PTX ISA,
+    /// wgmma.mma_async: imm-trans-a and imm-trans-b exist for .f16 and
+    /// .bf16 only).
+    pub const fn transposes(self) -> bool {
+        self.input_bytes() == 2
     }
 
     /// Bytes of one element of C.
     pub const fn output_bytes(self) -> u32 {
         match self {
             WgmmaTypes::F16 | WgmmaTypes::Bf16 => 2,
-            WgmmaTypes::F16F32 | WgmmaTypes::Bf16F32 => 4,
+            WgmmaTypes::F16F32 | WgmmaTypes::Bf16F32 | WgmmaTypes::Tf32 | WgmmaTypes::S8 => 4,
         }
     }
 
@@ -81,6 +98,8 @@ impl WgmmaTypes {
             WgmmaTypes::F16F32 => "f16_f32",
             WgmmaTypes::Bf16 => "bf16",
             WgmmaTypes::Bf16F32 => "bf16_f32",
+            WgmmaTypes::Tf32 => "tf32",
+            WgmmaTypes::S8 => "s8",
         }
     }
 }
@@ -175,7 +194,8 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 /// Every compiled warpgroup-MMA kernel family, as
 /// `(name, types, [BM, BN, depth])`: the kernel crate exports
 /// `<name>_<ab>` for each layout suffix `ab` of `nn`, `nt`, `tn`, `tt` (A
-/// then B; `n` row-major, `t` column-major), the host lists the same.
+/// then B; `n` row-major, `t` column-major; `nt` only when the types do not
+/// [transpose](WgmmaTypes::transposes)), the host lists the same.
 /// `gemm_core::warpgroup_menu!(my_macro)` expands to `my_macro! { (..) ... }`.
 #[macro_export]
 macro_rules! warpgroup_menu {
@@ -189,6 +209,10 @@ macro_rules! warpgroup_menu {
             (wgmma_f16_f32_b128x256_d4, F16F32, [128, 256, 4])
             (wgmma_bf16_b128x256_d4, Bf16, [128, 256, 4])
             (wgmma_bf16_f32_b128x256_d4, Bf16F32, [128, 256, 4])
+            (wgmma_tf32_b128x128_d5, Tf32, [128, 128, 5])
+            (wgmma_tf32_b128x256_d4, Tf32, [128, 256, 4])
+            (wgmma_s8_b128x128_d5, S8, [128, 128, 5])
+            (wgmma_s8_b128x256_d4, S8, [128, 256, 4])
         }
     };
 }

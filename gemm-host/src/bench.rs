@@ -185,7 +185,7 @@ impl<T: Element> Problem<T> {
     pub fn check_with(&mut self, reference: &Reference, gemm: &Gemm) -> Result<Comparison, Error> {
         let (m, n, _) = self.dims;
         let device = self.c.device().clone();
-        self.c = DeviceMatrix::from_host(&device, &Matrix::from_fn_in(m, n, self.layout, |_, _| T::NAN))?;
+        self.c = DeviceMatrix::from_host(&device, &Matrix::from_fn_in(m, n, self.layout, |_, _| T::POISON))?;
         gemm.run_device(&self.sets[0].0, &self.sets[0].1, &mut self.c)?;
         Ok(reference.compare(&self.c.to_host()?))
     }

@@ -24,14 +24,19 @@ use gemm_core::shape::{Layout, Op};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// A `rows x cols` row-major matrix with elements drawn uniformly from [-1, 1), from `seed`.
+/// A `rows x cols` row-major matrix with elements drawn uniformly from
+/// [-1, 1) (integer types: [-128, 127]), from `seed`.
 pub fn random_matrix<T: Scalar>(rows: usize, cols: usize, seed: u64) -> Matrix<T> {
     random_matrix_in(rows, cols, Layout::RowMajor, seed)
 }
 
-/// A `rows x cols` matrix in `layout` with elements drawn uniformly from [-1, 1), from `seed`.
+/// A `rows x cols` matrix in `layout` with elements drawn uniformly from
+/// [-1, 1) (integer types: from i8's range, [-128, 127]), from `seed`.
 pub fn random_matrix_in<T: Scalar>(rows: usize, cols: usize, layout: Layout, seed: u64) -> Matrix<T> {
     let mut rng = StdRng::seed_from_u64(seed);
+    if T::EPSILON == 0.0 {
+        return Matrix::from_fn_in(rows, cols, layout, |_, _| T::from_f64(rng.random_range(-128i32..=127) as f64));
+    }
     Matrix::from_fn_in(rows, cols, layout, |_, _| T::from_f64(rng.random_range(-1.0..1.0)))
 }
 
@@ -141,6 +146,7 @@ impl Reference {
     /// the f32 accumulation's error with c = 2 (the tensor cores' adds are
     /// not all rounded to nearest), plus the rounding of the result to C's
     /// type (`eps_C` its machine epsilon: 2^-10 f16, 2^-7 bf16, 2^-23 f32).
+    /// For i8 operands and an i32 C (exact integer products) the bound is 0.
     ///
     /// # Panics
     /// When the shapes do not match (a bug in the caller's test).
@@ -151,7 +157,42 @@ impl Reference {
         beta: f64,
         c0: impl Into<MatRef<'c, C>>,
     ) -> Self {
-        let (a, b, c0) = (a.into(), b.into(), c0.into());
+        Self::mixed(alpha, a.into(), b.into(), beta, c0.into(), 0.0)
+    }
+
+    /// The reference of an f32 product on TF32 tensor cores
+    /// ([`crate::Gemm::allow_tf32`]): as [`Reference::new_mixed`] of the f32
+    /// inputs, plus the inputs' reduction to TF32 (10 mantissa bits: a
+    /// relative error up to 2^-10 each when truncated, so up to
+    /// `2 * 2^-10 + 2^-20` per product):
+    ///
+    /// ```text
+    /// |C - C_ref| <= ((2k + 4) * 2^-24 + 2^-9 + 2^-20) * |alpha| * (|A| * |B|) + (2k + 4) * 2^-24 * |beta| * |C0| + 2^-24 * |C_ref|
+    /// ```
+    ///
+    /// # Panics
+    /// When the shapes do not match.
+    pub fn new_tf32<'a, 'b, 'c>(
+        alpha: f64,
+        a: impl Into<MatRef<'a, f32>>,
+        b: impl Into<MatRef<'b, f32>>,
+        beta: f64,
+        c0: impl Into<MatRef<'c, f32>>,
+    ) -> Self {
+        Self::mixed(alpha, a.into(), b.into(), beta, c0.into(), 2f64.powi(-9) + 2f64.powi(-20))
+    }
+
+    /// [`Reference::new_mixed`] with `input` the relative error of each
+    /// product from the inputs' reduction (0 when they are used as given).
+    /// Integer products (both types exact) get a zero bound.
+    fn mixed<T: Scalar, C: Scalar>(
+        alpha: f64,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        beta: f64,
+        c0: MatRef<'_, C>,
+        input: f64,
+    ) -> Self {
         let (m, k, n) = (a.rows(), a.cols(), b.cols());
         assert_eq!(b.rows(), k, "reference: inner dimensions");
         assert_eq!((c0.rows(), c0.cols()), (m, n), "reference: C0's shape");
@@ -159,7 +200,8 @@ impl Reference {
         let mut abs_ab = vec![0.0; m * n];
         dgemm_cpu(m, n, k, &to_f64_packed(a, false), &to_f64_packed(b, false), &mut ab);
         dgemm_cpu(m, n, k, &to_f64_packed(a, true), &to_f64_packed(b, true), &mut abs_ab);
-        let scale = (2.0 * k as f64 + 4.0) * 2f64.powi(-24);
+        let exact = T::EPSILON == 0.0 && C::EPSILON == 0.0;
+        let scale = if exact { 0.0 } else { (2.0 * k as f64 + 4.0) * 2f64.powi(-24) };
         let mut value = vec![0.0; m * n];
         let mut bound = vec![0.0; m * n];
         for i in 0..m {
@@ -167,7 +209,9 @@ impl Reference {
                 let o = i * n + j;
                 let c = if beta != 0.0 { c0.get(i, j).map_or(f64::NAN, Scalar::as_f64) } else { 0.0 };
                 value[o] = alpha * ab[o] + beta * c;
-                bound[o] = scale * (alpha.abs() * abs_ab[o] + beta.abs() * c.abs()) + C::EPSILON / 2.0 * value[o].abs();
+                bound[o] = scale * (alpha.abs() * abs_ab[o] + beta.abs() * c.abs())
+                    + input * alpha.abs() * abs_ab[o]
+                    + C::EPSILON / 2.0 * value[o].abs();
             }
         }
         Reference { m, n, value, bound }

@@ -115,9 +115,13 @@ impl Cublas {
 
 impl Cublas {
     /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` through
-    /// `cublasGemmEx` with f32 computation (`CUBLAS_COMPUTE_32F`): the
-    /// reference for stage 9's products (f16 or bf16 operands, C of the same
-    /// type or f32), laid out as [`Cublas::gemm_op`] does.
+    /// `cublasGemmEx`: the reference for stage 9's products, laid out as
+    /// [`Cublas::gemm_op`] does. The compute type follows the operands:
+    /// f16 or bf16 (C of the same type or f32) `CUBLAS_COMPUTE_32F`; f32
+    /// `CUBLAS_COMPUTE_32F_FAST_TF32` (the reference for
+    /// [`crate::Gemm::allow_tf32`]; an f32-accurate product is
+    /// [`Cublas::gemm_op`]); i8 (C i32) `CUBLAS_COMPUTE_32I`, with alpha and
+    /// beta rounded to i32.
     ///
     /// # Errors
     /// As [`Cublas::gemm_op`].
@@ -153,7 +157,20 @@ impl Cublas {
             "f16" => sys::cudaDataType::CUDA_R_16F,
             "bf16" => sys::cudaDataType::CUDA_R_16BF,
             "f32" => sys::cudaDataType::CUDA_R_32F,
+            "i8" => sys::cudaDataType::CUDA_R_8I,
+            "i32" => sys::cudaDataType::CUDA_R_32I,
             _ => sys::cudaDataType::CUDA_R_64F,
+        };
+        let compute = match T::NAME {
+            "i8" => sys::cublasComputeType_t::CUBLAS_COMPUTE_32I,
+            "f32" => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+            _ => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+        };
+        // alpha and beta in the compute type: i32 or f32 (4 bytes either way).
+        let (alpha, beta): ([u8; 4], [u8; 4]) = if T::NAME == "i8" {
+            ((alpha as i32).to_ne_bytes(), (beta as i32).to_ne_bytes())
+        } else {
+            (alpha.to_ne_bytes(), beta.to_ne_bytes())
         };
         let (kf, swapped) = dims.kernel_form();
         let (ka, kb) = if swapped { (&b.data, &a.data) } else { (&a.data, &b.data) };
@@ -162,8 +179,8 @@ impl Cublas {
         let (pb, _rb) = kb.device_ptr(stream);
         let (pc, _rc) = c.data.device_ptr_mut(stream);
         // SAFETY: the shapes were validated against the buffers' lengths, so
-        // cuBLAS reads and writes inside them; alpha and beta are f32 as the
-        // compute type requires.
+        // cuBLAS reads and writes inside them; alpha and beta are in the
+        // compute type (i32 for COMPUTE_32I, else f32).
         unsafe {
             sys::cublasGemmEx(
                 *self.blas.handle(),
@@ -172,18 +189,18 @@ impl Cublas {
                 kf.n as i32,
                 kf.m as i32,
                 kf.k as i32,
-                &alpha as *const f32 as *const _,
+                alpha.as_ptr() as *const _,
                 pb as *const _,
                 data_type(T::NAME),
                 kf.ldb as i32,
                 pa as *const _,
                 data_type(T::NAME),
                 kf.lda as i32,
-                &beta as *const f32 as *const _,
+                beta.as_ptr() as *const _,
                 pc as *mut _,
                 data_type(C::NAME),
                 kf.ldc as i32,
-                sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                compute,
                 sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
             .result()

@@ -1,5 +1,5 @@
 //! Host-side element types: [`Scalar`], what a matrix may hold (f64, f32,
-//! f16, bf16), and [`Element`], the types with the whole ladder of kernels
+//! f16, bf16, i8, i32), and [`Element`], the types with the whole ladder of kernels
 //! (f64 for DGEMM, f32 for SGEMM).
 
 use cudarc::cublas::result::CublasError;
@@ -13,10 +13,12 @@ mod sealed {
     impl Sealed for f32 {}
     impl Sealed for half::f16 {}
     impl Sealed for half::bf16 {}
+    impl Sealed for i8 {}
+    impl Sealed for i32 {}
 }
 
 /// A type a [`crate::Matrix`] or [`crate::DeviceMatrix`] may hold: `f64`,
-/// `f32`, [`half::f16`] or [`half::bf16`] (sealed). Which products exist for
+/// `f32`, [`half::f16`], [`half::bf16`], `i8` or `i32` (sealed). Which products exist for
 /// which types: [`crate::Product`].
 pub trait Scalar:
     sealed::Sealed
@@ -31,12 +33,14 @@ pub trait Scalar:
     + ValidAsZeroBits
     + 'static
 {
-    /// "f64", "f32", "f16", "bf16".
+    /// "f64", "f32", "f16", "bf16", "i8", "i32".
     const NAME: &'static str;
-    /// Machine epsilon (distance from 1 to the next value), as f64.
+    /// Machine epsilon (distance from 1 to the next value), as f64; 0 for
+    /// the integer types (exact).
     const EPSILON: f64;
-    /// Quiet NaN (to poison outputs in checks).
-    const NAN: Self;
+    /// A value to poison outputs with in checks, which no correct product
+    /// leaves behind by chance: quiet NaN, or the integer type's MIN.
+    const POISON: Self;
     /// Converts, rounding to nearest.
     fn from_f64(x: f64) -> Self;
     /// Converts exactly.
@@ -48,7 +52,7 @@ macro_rules! impl_scalar {
         impl Scalar for $t {
             const NAME: &'static str = $name;
             const EPSILON: f64 = $eps;
-            const NAN: Self = $nan;
+            const POISON: Self = $nan;
             fn from_f64(x: f64) -> Self {
                 $from(x)
             }
@@ -63,6 +67,8 @@ impl_scalar!(f64, "f64", f64::EPSILON, f64::NAN, |x| x, |x| x);
 impl_scalar!(f32, "f32", f32::EPSILON as f64, f32::NAN, |x| x as f32, |x: f32| x as f64);
 impl_scalar!(half::f16, "f16", 9.765625e-4, half::f16::NAN, half::f16::from_f64, half::f16::to_f64);
 impl_scalar!(half::bf16, "bf16", 7.8125e-3, half::bf16::NAN, half::bf16::from_f64, half::bf16::to_f64);
+impl_scalar!(i8, "i8", 0.0, i8::MIN, |x: f64| x.round().clamp(-128.0, 127.0) as i8, |x: i8| x as f64);
+impl_scalar!(i32, "i32", 0.0, i32::MIN, |x: f64| x.round().clamp(i32::MIN as f64, i32::MAX as f64) as i32, |x: i32| x as f64);
 
 /// An element type with the whole ladder of kernels (stages 1-8, split-K,
 /// packing, the host path): `f64` or `f32` (sealed; a

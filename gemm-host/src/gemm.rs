@@ -205,6 +205,7 @@ pub struct Gemm {
     stream: Option<Arc<CudaStream>>,
     pub(crate) host_streams: Option<usize>,
     pub(crate) memory_budget: Option<usize>,
+    pub(crate) tf32: bool,
 }
 
 impl Default for Gemm {
@@ -236,6 +237,7 @@ impl Gemm {
             stream: None,
             host_streams: None,
             memory_budget: None,
+            tf32: false,
         }
     }
 
@@ -297,6 +299,30 @@ impl Gemm {
     /// (out of core) instead of failing.
     pub fn memory_budget(mut self, bytes: usize) -> Self {
         self.memory_budget = Some(bytes);
+        self
+    }
+
+    /// Lets f32 products run on TF32 tensor cores (stage 9, compute
+    /// capability 9.0; elsewhere, or with an option of stages 1-8 set, the
+    /// f32 kernels run as before). Default false: TF32 keeps 10 of f32's 23
+    /// mantissa bits of each input (relative error up to 2^-10 per input, the
+    /// products accumulated in f32), so it is not an f32-accurate product
+    /// and is never chosen silently (as cuBLAS's `CUBLAS_TF32_TENSOR_OP_MATH`).
+    ///
+    /// ```no_run
+    /// use gemm::{Gemm, Matrix};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let a = Matrix::<f32>::from_fn(1024, 1024, |i, j| (i + j) as f32 / 1024.0);
+    /// let mut c = Matrix::<f32>::zeros(1024, 1024);
+    /// Gemm::new().allow_tf32(true).run(&a, &a, &mut c)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Source
+    /// PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+    /// Instructions" (`.tf32` operands).
+    pub fn allow_tf32(mut self, allow: bool) -> Self {
+        self.tf32 = allow;
         self
     }
 
@@ -715,9 +741,10 @@ impl Gemm {
     /// [`Error::NoDevice`], [`Error::OutOfMemory`], [`Error::Driver`]. C is
     /// untouched on error.
     ///
-    /// The element types are any [`Product`]: f64 or f32 throughout, or f16 /
-    /// bf16 operands with a C of the same type or f32 (stage 9, compute
-    /// capability 9.0; [`Error::Unsupported`] elsewhere).
+    /// The element types are any [`Product`]: f64 or f32 throughout (f32 on
+    /// TF32 tensor cores with [`Gemm::allow_tf32`]), f16 / bf16 operands with
+    /// a C of the same type or f32, or i8 operands with an i32 C (stage 9,
+    /// compute capability 9.0; [`Error::Unsupported`] elsewhere).
     pub fn run<'a, 'b, 'c, T: Product<C>, C: Scalar>(
         &self,
         a: impl Into<MatRef<'a, T>>,

@@ -74,7 +74,7 @@ pub use error::Error;
 pub use gemm::{dgemm, sgemm, Gemm};
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
 pub use matrix::{MatMut, MatRef, Matrix};
-pub use warpgroup::{hgemm, Product};
+pub use warpgroup::{hgemm, igemm, Product};
 
 // Crate-internal paths used throughout.
 pub(crate) use ptx_files as ptx;

@@ -1,8 +1,11 @@
-//! Stage 9's host side: f16 and bf16 products (f32 accumulation) on
-//! Hopper's warpgroup MMA, through the same builder as f64 and f32
-//! ([`Product`] picks the path per element type), and their launcher: the
-//! TMA tensor maps of A and B (`cuTensorMapEncodeTiled`), an aligned copy of
-//! an operand TMA cannot read in place, the tile choice and the launch.
+//! Stage 9's host side: f16 and bf16 products (f32 accumulation), f32
+//! products on TF32 tensor cores when asked for ([`Gemm::allow_tf32`]) and
+//! the i8 product (i32 accumulation) on Hopper's warpgroup MMA, through the
+//! same builder as f64 and f32 ([`Product`] picks the path per element
+//! type), and their launcher: the TMA tensor maps of A and B
+//! (`cuTensorMapEncodeTiled`), an aligned copy of an operand TMA cannot read
+//! in place, a K-major copy of a tf32 or i8 operand that is not, the tile
+//! choice and the launch.
 
 use crate::device::{default_device, Device};
 use crate::device_matrix::{alloc_uninit, DeviceView, DeviceViewMut};
@@ -28,6 +31,7 @@ mod sealed {
     impl Sealed<f32> for half::f16 {}
     impl Sealed<half::bf16> for half::bf16 {}
     impl Sealed<f32> for half::bf16 {}
+    impl Sealed<i32> for i8 {}
 }
 
 /// A product `C <- alpha * op(A) * op(B) + beta * C` the library computes:
@@ -36,13 +40,15 @@ mod sealed {
 /// | A, B | C | accumulation | kernels |
 /// | --- | --- | --- | --- |
 /// | `f64` | `f64` | f64 | stages 1-8 ([`crate::dgemm`]) |
-/// | `f32` | `f32` | f32 | stages 1-7 ([`crate::sgemm`]) |
+/// | `f32` | `f32` | f32 | stages 1-7 ([`crate::sgemm`]); TF32 tensor cores (stage 9) on compute capability 9.0 with [`Gemm::allow_tf32`] |
 /// | [`half::f16`] | `f16` or `f32` | f32 | stage 9, compute capability 9.0 ([`crate::hgemm`]) |
 /// | [`half::bf16`] | `bf16` or `f32` | f32 | stage 9, compute capability 9.0 |
+/// | `i8` | `i32` | i32 (wrapping) | stage 9, compute capability 9.0 ([`crate::igemm`]) |
 ///
 /// [`Gemm::run`] and [`Gemm::run_device`] take any of these; alpha and beta
 /// are given in f64 and used in the accumulation's type (f32 for the
-/// half-precision products).
+/// half-precision and TF32 products; i32 for the i8 product, so they must
+/// be integers there).
 pub trait Product<C: Scalar>: Scalar + sealed::Sealed<C> {
     /// Runs the product on host matrices ([`Gemm::run`]).
     #[doc(hidden)]
@@ -75,7 +81,30 @@ macro_rules! element_product {
     };
 }
 element_product!(f64);
-element_product!(f32);
+
+/// f32: the f32 ladder, or TF32 tensor cores when the builder allows it
+/// ([`Gemm::allow_tf32`]) on a compute capability 9.0 device.
+impl Product<f32> for f32 {
+    fn run_host(g: &Gemm, a: MatRef<'_, f32>, b: MatRef<'_, f32>, c: MatMut<'_, f32>) -> Result<(), Error> {
+        if g.uses_tf32(None)? {
+            g.run_warpgroup_host(WgmmaTypes::Tf32, a, b, c)
+        } else {
+            g.run_element(a, b, c)
+        }
+    }
+    fn run_device(
+        g: &Gemm,
+        a: DeviceView<'_, f32>,
+        b: DeviceView<'_, f32>,
+        c: DeviceViewMut<'_, f32>,
+    ) -> Result<(), Error> {
+        if g.uses_tf32(Some(c.device))? {
+            g.run_warpgroup_device(WgmmaTypes::Tf32, a, b, c)
+        } else {
+            g.run_device_element(a, b, c)
+        }
+    }
+}
 
 macro_rules! warpgroup_product {
     ($t:ty, $c:ty, $types:expr) => {
@@ -98,13 +127,15 @@ warpgroup_product!(f16, f16, WgmmaTypes::F16);
 warpgroup_product!(f16, f32, WgmmaTypes::F16F32);
 warpgroup_product!(bf16, bf16, WgmmaTypes::Bf16);
 warpgroup_product!(bf16, f32, WgmmaTypes::Bf16F32);
+warpgroup_product!(i8, i32, WgmmaTypes::S8);
 
 /// One compiled stage-9 kernel family: its four layout entry points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WarpgroupKernel {
     /// The entry points `<name>_nn`, `_nt`, `_tn`, `_tt` (A then B; `n`
-    /// row-major, `t` column-major, kernel form).
-    pub names: [&'static str; 4],
+    /// row-major, `t` column-major, kernel form); only `_nt` (both operands
+    /// K-major) when the types do not [transpose](WgmmaTypes::transposes).
+    pub names: [Option<&'static str>; 4],
     /// Operand and C types.
     pub types: WgmmaTypes,
     /// Block tile and pipeline depth.
@@ -114,12 +145,16 @@ pub struct WarpgroupKernel {
 macro_rules! warpgroup_entries {
     ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {
         &[$(WarpgroupKernel {
-            names: [
-                concat!(stringify!($name), "_nn"),
-                concat!(stringify!($name), "_nt"),
-                concat!(stringify!($name), "_tn"),
-                concat!(stringify!($name), "_tt"),
-            ],
+            names: if WgmmaTypes::$t.transposes() {
+                [
+                    Some(concat!(stringify!($name), "_nn")),
+                    Some(concat!(stringify!($name), "_nt")),
+                    Some(concat!(stringify!($name), "_tn")),
+                    Some(concat!(stringify!($name), "_tt")),
+                ]
+            } else {
+                [None, Some(concat!(stringify!($name), "_nt")), None, None]
+            },
             types: WgmmaTypes::$t,
             tile: WgmmaTile { bm: $bm, bn: $bn, depth: $d },
         }),*]
@@ -136,6 +171,8 @@ fn product_name(types: WgmmaTypes) -> String {
         WgmmaTypes::F16F32 => ("f16", "f32"),
         WgmmaTypes::Bf16 => ("bf16", "bf16"),
         WgmmaTypes::Bf16F32 => ("bf16", "f32"),
+        WgmmaTypes::Tf32 => ("f32 (TF32)", "f32"),
+        WgmmaTypes::S8 => ("i8", "i32"),
     };
     format!("{i} x {i} -> {o}")
 }
@@ -157,11 +194,12 @@ pub fn warpgroup_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32) ->
     best.expect("the menu has a kernel for every WgmmaTypes")
 }
 
-/// One operand as TMA reads it: `lines` lines of `line` elements,
-/// `ld` elements apart, `count` matrices `stride` elements apart (one when
-/// `stride == 0`: a broadcast operand).
+/// One operand as TMA reads it: `lines` lines of `line` elements of
+/// `elem` bytes, `ld` elements apart, `count` matrices `stride` elements
+/// apart (one when `stride == 0`: a broadcast operand).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct TmaOperand {
+    elem: usize,
     line: usize,
     lines: usize,
     ld: usize,
@@ -170,16 +208,29 @@ struct TmaOperand {
 }
 
 impl TmaOperand {
-    /// Whether TMA can read it in place: 16-byte aligned start, line and
-    /// matrix strides multiples of 16 bytes (8 elements of 2 bytes).
-    fn aligned(&self, address: u64) -> bool {
-        address % 16 == 0 && self.ld % 8 == 0 && (self.count == 1 || self.stride % 8 == 0)
+    /// Elements in 16 bytes: TMA's alignment unit.
+    fn align(&self) -> usize {
+        16 / self.elem
     }
 
-    /// The layout of its aligned copy: lines padded to a multiple of 8 elements.
+    /// Whether TMA can read it in place: 16-byte aligned start, line and
+    /// matrix strides multiples of 16 bytes.
+    fn aligned(&self, address: u64) -> bool {
+        let a = self.align();
+        address % 16 == 0 && self.ld % a == 0 && (self.count == 1 || self.stride % a == 0)
+    }
+
+    /// The layout of its aligned copy: lines padded to a multiple of 16 bytes.
     fn padded(&self) -> TmaOperand {
-        let ld = self.line.div_ceil(8) * 8;
+        let ld = self.line.div_ceil(self.align()) * self.align();
         TmaOperand { ld, stride: ld * self.lines, ..*self }
+    }
+
+    /// The same matrix with lines and columns exchanged (what the transposed
+    /// copy holds), its lines padded to 16 bytes.
+    fn transposed(&self) -> TmaOperand {
+        let t = TmaOperand { line: self.lines, lines: self.line, ..*self };
+        t.padded()
     }
 
     fn len(&self) -> usize {
@@ -229,6 +280,45 @@ fn aligned_copy<T: Scalar>(
     Ok((dst, dst_op))
 }
 
+/// Copies `op` at `src` into a new buffer holding its transpose
+/// (`op.transposed()`): the K-major copy of an MN-major tf32 or i8 operand,
+/// which wgmma cannot read transposed (`warpgroup_transpose_b32`, `_b8`: the
+/// tiled transpose of packing, on `stream`).
+fn transposed_copy<T: Scalar>(
+    device: &Device,
+    stream: &Arc<CudaStream>,
+    op: TmaOperand,
+    src: &CudaView<'_, T>,
+) -> Result<(CudaSlice<T>, TmaOperand), Error> {
+    use gemm_core::pack::{pack_grid, PACK_BLOCK, PACK_TILE};
+    let dst_op = op.transposed();
+    // SAFETY: the transpose writes every element inside each copied matrix;
+    // the pad past each line's end is never read (TMA's boxes stop at the
+    // tensor's dimensions).
+    let mut dst = unsafe { alloc_uninit::<T>(stream, dst_op.len()) }?;
+    let name = if op.elem == 4 { "warpgroup_transpose_b32" } else { "warpgroup_transpose_b8" };
+    let func = device.warpgroup_function(name)?;
+    let grid = pack_grid(op.lines as u32, op.line as u32);
+    let cfg = LaunchConfig {
+        grid_dim: (grid[0], grid[1], grid[2]),
+        block_dim: (PACK_BLOCK[0], PACK_BLOCK[1], 1),
+        shared_mem_bytes: PACK_TILE * (PACK_TILE + 1) * op.elem as u32,
+    };
+    let (rows, cols, ld, ld_dst) = (op.lines as u32, op.line as u32, op.ld as u32, dst_op.ld as u32);
+    for i in 0..op.count {
+        let from = src.slice(i * op.stride..);
+        let mut to = dst.slice_mut(i * dst_op.stride..);
+        let mut builder = stream.launch_builder(&func);
+        builder.arg(&rows).arg(&cols).arg(&from).arg(&ld).arg(&mut to).arg(&ld_dst);
+        // SAFETY: the source holds `rows` lines of `cols` elements `ld` apart
+        // (a validated operand), the destination `cols` lines of `rows`
+        // elements `ld_dst` apart (sized by `len`); they do not overlap; the
+        // geometry is packing's.
+        unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    }
+    Ok((dst, dst_op))
+}
+
 /// The tensor map of one operand at device address `address`: dimensions
 /// (line, lines, count), box (64, `box_lines`, 1), 128-byte swizzle, zeros
 /// outside.
@@ -238,7 +328,7 @@ fn tensor_map(
     op: TmaOperand,
     box_lines: u32,
 ) -> Result<cu::CUtensorMap, Error> {
-    let elem = 2u64;
+    let elem = op.elem as u64;
     let dims = [op.line as u64, op.lines as u64, op.count as u64];
     let line_stride = op.ld as u64 * elem;
     let matrix_stride =
@@ -273,7 +363,7 @@ fn tensor_map(
 
 impl Gemm {
     /// The stage-9 options check: the tuning options of stages 1-8 do not
-    /// apply to these products.
+    /// apply to these products; the i8 product's alpha and beta are i32.
     fn warpgroup_options(&self, types: WgmmaTypes) -> Result<(), Error> {
         if let Some(option) = self.tuning_option_set() {
             return Err(Error::Unsupported {
@@ -281,7 +371,32 @@ impl Gemm {
                 why: format!("{option} does not apply: these products run stage 9's kernels only"),
             });
         }
+        if types == WgmmaTypes::S8 {
+            for (name, v) in [("alpha", self.alpha), ("beta", self.beta)] {
+                if v.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&v) {
+                    return Err(Error::Unsupported {
+                        product: product_name(types),
+                        why: format!("{name} = {v}: it computes in i32, so alpha and beta must be integers in i32's range"),
+                    });
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Whether an f32 product runs on TF32 tensor cores: only when
+    /// [`Gemm::allow_tf32`] asked for it, no option of stages 1-8 is set, and
+    /// the device (`device`, else the builder's, else the default) has
+    /// compute capability 9.0.
+    pub(crate) fn uses_tf32(&self, device: Option<&Arc<Device>>) -> Result<bool, Error> {
+        if !self.tf32 || self.tuning_option_set().is_some() {
+            return Ok(false);
+        }
+        let device = match device.or(self.device_option()) {
+            Some(d) => d.clone(),
+            None => default_device()?,
+        };
+        Ok(device.compute_capability() == (9, 0))
     }
 
     /// Whether `device` runs stage 9 (compute capability 9.0: sm_90a code).
@@ -381,30 +496,50 @@ impl Gemm {
             });
         }
         let grid = tile.grid(kd.m as u32, kd.n as u32, count, device.sm_count());
+        if [kd.m, kd.n, kd.k].iter().any(|&d| d > i32::MAX as usize) {
+            return Err(Error::Unsupported {
+                product: product_name(types),
+                why: format!("{}x{}x{}: TMA coordinates are i32, so m, n and k must be below 2^31", kd.m, kd.n, kd.k),
+            });
+        }
         let data_type = match types {
             WgmmaTypes::F16 | WgmmaTypes::F16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
             WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            // The bits as they are: wgmma reads the TF32 part of each f32.
+            WgmmaTypes::Tf32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            WgmmaTypes::S8 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
         };
+        let elem = types.input_bytes() as usize;
         // The maps: A (k, m) K-major or (m, k) M-major; B (k, n) or (n, k).
         let mut maps = [0u8; 256];
         let mut copies = Vec::new();
+        // The layouts the kernel reads: the operands' own, or K-major copies
+        // where wgmma cannot transpose (tf32, i8).
+        let (mut a_layout, mut b_layout) = (kd.a_layout, kd.b_layout);
         if reads_ab {
             let a_k_major = kd.a_layout == Layout::RowMajor;
             let b_k_major = kd.b_layout == Layout::ColMajor;
             let a_op = if a_k_major {
-                TmaOperand { line: kd.k, lines: kd.m, ld: kd.lda, count: 1, stride: 0 }
+                TmaOperand { elem, line: kd.k, lines: kd.m, ld: kd.lda, count: 1, stride: 0 }
             } else {
-                TmaOperand { line: kd.m, lines: kd.k, ld: kd.lda, count: 1, stride: 0 }
+                TmaOperand { elem, line: kd.m, lines: kd.k, ld: kd.lda, count: 1, stride: 0 }
             };
             let b_op = if b_k_major {
-                TmaOperand { line: kd.k, lines: kd.n, ld: kd.ldb, count: 1, stride: 0 }
+                TmaOperand { elem, line: kd.k, lines: kd.n, ld: kd.ldb, count: 1, stride: 0 }
             } else {
-                TmaOperand { line: kd.n, lines: kd.k, ld: kd.ldb, count: 1, stride: 0 }
+                TmaOperand { elem, line: kd.n, lines: kd.k, ld: kd.ldb, count: 1, stride: 0 }
             };
-            let boxes = [if a_k_major { tile.bm } else { 64 }, if b_k_major { tile.bn } else { 64 }];
+            let k_major = [a_k_major, b_k_major];
+            let rows = [tile.bm, tile.bn];
             for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
                 let (address, _sync) = src.device_ptr(stream);
-                let (address, op) = if op.aligned(address) {
+                let transpose = !k_major[i] && !types.transposes();
+                let (address, op) = if transpose {
+                    let (copy, t) = transposed_copy(device, stream, op, src)?;
+                    let address = copy.device_ptr(stream).0;
+                    copies.push(copy);
+                    (address, t)
+                } else if op.aligned(address) {
                     (address, op)
                 } else {
                     let (copy, padded) = aligned_copy(stream, op, src)?;
@@ -412,27 +547,48 @@ impl Gemm {
                     copies.push(copy);
                     (address, padded)
                 };
-                let map = tensor_map(data_type, address, op, boxes[i])?;
+                // K-major boxes: BK (128 bytes) by BM or BN rows; MN-major: 64 x 64.
+                let box_lines = if k_major[i] || transpose { rows[i] } else { 64 };
+                if transpose {
+                    if i == 0 {
+                        a_layout = Layout::RowMajor;
+                    } else {
+                        b_layout = Layout::ColMajor;
+                    }
+                }
+                let map = tensor_map(data_type, address, op, box_lines)?;
                 // SAFETY: a CUtensorMap is 128 bytes of plain data.
                 let bytes: [u8; 128] = unsafe { core::mem::transmute(map) };
                 maps[128 * i..128 * (i + 1)].copy_from_slice(&bytes);
             }
         }
         let maps = stream.clone_htod(&maps[..]).during("cuMemcpyHtoDAsync")?;
-        let layout_index = match (kd.a_layout, kd.b_layout) {
+        if !types.transposes() {
+            // With alpha = 0 or k = 0 the maps are not read: any layout's kernel.
+            (a_layout, b_layout) = (Layout::RowMajor, Layout::ColMajor);
+        }
+        let layout_index = match (a_layout, b_layout) {
             (Layout::RowMajor, Layout::RowMajor) => 0,
             (Layout::RowMajor, Layout::ColMajor) => 1,
             (Layout::ColMajor, Layout::RowMajor) => 2,
             (Layout::ColMajor, Layout::ColMajor) => 3,
         };
-        let func = device.warpgroup_function(kernel.names[layout_index])?;
+        let name = kernel.names[layout_index].expect("a kernel for every layout the operands are brought to");
+        let func = device.warpgroup_function(name)?;
         let cfg = LaunchConfig {
             grid_dim: (grid[0], grid[1], grid[2]),
             block_dim: (tile.threads_per_block(), 1, 1),
             shared_mem_bytes: tile.smem_bytes(),
         };
         let (m, n, k) = (kd.m as u32, kd.n as u32, if reads_ab { kd.k as u32 } else { 0 });
-        let (alpha, beta) = (self.alpha as f32, self.beta as f32);
+        // alpha and beta in the accumulation's type: i32 (checked integers)
+        // for the i8 product, f32 otherwise; 4 bytes either way.
+        let (alpha, beta) = if types == WgmmaTypes::S8 {
+            ((self.alpha as i32).to_ne_bytes(), (self.beta as i32).to_ne_bytes())
+        } else {
+            ((self.alpha as f32).to_ne_bytes(), (self.beta as f32).to_ne_bytes())
+        };
+        let (alpha, beta) = (u32::from_ne_bytes(alpha), u32::from_ne_bytes(beta));
         let (ldc, stride_c, batch_a, batch_b) = (kd.ldc as u32, 0u64, 0u32, 0u32);
         let mut builder = stream.launch_builder(&func);
         builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
@@ -484,27 +640,75 @@ pub fn hgemm<'a, 'b, 'c>(
     Gemm::new().run(a, b, c)
 }
 
+/// `C = op(A) * op(B)` with i8 operands and an i32 C, accumulated exactly in
+/// i32 (wrapping on overflow, as cuBLAS's `CUBLAS_COMPUTE_32I`), on the
+/// default device (alpha = 1, beta = 0). Runs stage 9 (Hopper warpgroup
+/// MMA), so it needs a compute capability 9.0 GPU. For integer alpha and
+/// beta, or op flags, use [`Gemm::run`].
+///
+/// ```no_run
+/// use gemm::Matrix;
+/// # fn main() -> Result<(), gemm::Error> {
+/// let a = Matrix::<i8>::from_fn(256, 512, |i, j| ((i + j) % 7) as i8 - 3);
+/// let b = Matrix::<i8>::from_fn(512, 128, |i, j| ((i * j) % 5) as i8 - 2);
+/// let mut c = Matrix::<i32>::zeros(256, 128);
+/// gemm::igemm(&a, &b, &mut c)?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// As [`hgemm`].
+///
+/// # Source
+/// PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+/// Instructions" (`wgmma.mma_async` with `.s8` operands and `.s32`
+/// accumulators).
+pub fn igemm<'a, 'b, 'c>(
+    a: impl Into<MatRef<'a, i8>>,
+    b: impl Into<MatRef<'b, i8>>,
+    c: impl Into<MatMut<'c, i32>>,
+) -> Result<(), Error> {
+    Gemm::new().run(a, b, c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn padded_copies_are_tma_aligned() {
-        let op = TmaOperand { line: 1001, lines: 7, ld: 1003, count: 1, stride: 0 };
+        let op = TmaOperand { elem: 2, line: 1001, lines: 7, ld: 1003, count: 1, stride: 0 };
         assert!(!op.aligned(0));
         let p = op.padded();
         assert_eq!((p.ld, p.line, p.lines), (1008, 1001, 7));
         assert!(p.aligned(256));
         assert!(!p.aligned(8));
         assert_eq!(op.len(), 6 * 1003 + 1001);
+        let bytes = TmaOperand { elem: 1, line: 33, lines: 5, ld: 40, count: 1, stride: 0 };
+        assert!(!bytes.aligned(0));
+        assert_eq!(bytes.padded().ld, 48);
+        let t = TmaOperand { elem: 4, ..bytes }.transposed();
+        assert_eq!((t.line, t.lines, t.ld), (5, 33, 8));
+        assert!(t.aligned(0));
     }
 
     #[test]
     fn kernel_choice_fills_the_gpu() {
         assert_eq!(warpgroup_kernel(WgmmaTypes::F16, 8192, 8192, 132).tile.bn, 256);
         assert_eq!(warpgroup_kernel(WgmmaTypes::F16, 1024, 1024, 132).tile.bn, 128);
-        for t in [WgmmaTypes::F16, WgmmaTypes::F16F32, WgmmaTypes::Bf16, WgmmaTypes::Bf16F32] {
-            assert_eq!(warpgroup_kernel(t, 1, 1, 132).types, t);
+        for t in [
+            WgmmaTypes::F16,
+            WgmmaTypes::F16F32,
+            WgmmaTypes::Bf16,
+            WgmmaTypes::Bf16F32,
+            WgmmaTypes::Tf32,
+            WgmmaTypes::S8,
+        ] {
+            let k = warpgroup_kernel(t, 1, 1, 132);
+            assert_eq!(k.types, t);
+            // Every kernel has the K-major entry point; the others only when the types transpose.
+            assert!(k.names[1].is_some());
+            assert_eq!(k.names.iter().filter(|n| n.is_some()).count(), if t.transposes() { 4 } else { 1 });
         }
     }
 }

@@ -41,7 +41,7 @@ pub mod batch;
 pub mod element;
 #[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]
 pub mod entry_points;
-#[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]
+#[cfg(target_arch = "nvptx64")]
 pub mod pack;
 #[cfg(target_arch = "nvptx64")]
 pub mod s01_naive;

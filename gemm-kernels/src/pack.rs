@@ -22,9 +22,105 @@
 //! developer blog): the tiled transpose with a padded shared-memory tile.
 
 use crate::element::Element;
+use core::arch::asm;
 use crate::thread::{block_idx, grid_dim, smem_base, sync_threads, thread_idx};
 use gemm_core::ceil_div;
 use gemm_core::pack::{PACK_BLOCK, PACK_TILE};
+
+/// What the transposed copy moves: an element's bits (f64, f32, and for
+/// stage 9's operands u32 (f32 read as TF32) and u8 (i8)).
+pub trait Word: Copy {
+    /// Bytes per element.
+    const BYTES: u32;
+    /// Loads from global memory.
+    ///
+    /// # Safety
+    /// `p` is a readable global address.
+    unsafe fn ld_global(p: *const Self) -> Self;
+    /// Stores to global memory.
+    ///
+    /// # Safety
+    /// `p` is a writable global address.
+    unsafe fn st_global(p: *mut Self, value: Self);
+    /// Loads from a 32-bit shared address.
+    ///
+    /// # Safety
+    /// `addr` lies in the block's shared memory.
+    unsafe fn ld_shared(addr: u32) -> Self;
+    /// Stores to a 32-bit shared address.
+    ///
+    /// # Safety
+    /// `addr` lies in the block's shared memory.
+    unsafe fn st_shared(addr: u32, value: Self);
+}
+
+impl<T: Element> Word for T {
+    const BYTES: u32 = <T as Element>::BYTES;
+    #[inline(always)]
+    unsafe fn ld_global(p: *const Self) -> Self {
+        <T as Element>::ld_global(p)
+    }
+    #[inline(always)]
+    unsafe fn st_global(p: *mut Self, value: Self) {
+        <T as Element>::st_global(p, value)
+    }
+    #[inline(always)]
+    unsafe fn ld_shared(addr: u32) -> Self {
+        <T as Element>::ld_shared(addr)
+    }
+    #[inline(always)]
+    unsafe fn st_shared(addr: u32, value: Self) {
+        <T as Element>::st_shared(addr, value)
+    }
+}
+
+impl Word for u32 {
+    const BYTES: u32 = 4;
+    #[inline(always)]
+    unsafe fn ld_global(p: *const Self) -> Self {
+        let v: u32;
+        asm!("ld.global.u32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(readonly, nostack));
+        v
+    }
+    #[inline(always)]
+    unsafe fn st_global(p: *mut Self, value: Self) {
+        asm!("st.global.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) value, options(nostack));
+    }
+    #[inline(always)]
+    unsafe fn ld_shared(addr: u32) -> Self {
+        let v: u32;
+        asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) v, a = in(reg32) addr, options(readonly, nostack));
+        v
+    }
+    #[inline(always)]
+    unsafe fn st_shared(addr: u32, value: Self) {
+        asm!("st.shared.u32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) value, options(nostack));
+    }
+}
+
+impl Word for u8 {
+    const BYTES: u32 = 1;
+    #[inline(always)]
+    unsafe fn ld_global(p: *const Self) -> Self {
+        let v: u16;
+        asm!("ld.global.u8 {v}, [{p}];", v = out(reg16) v, p = in(reg64) p, options(readonly, nostack));
+        v as u8
+    }
+    #[inline(always)]
+    unsafe fn st_global(p: *mut Self, value: Self) {
+        asm!("st.global.u8 [{p}], {v};", p = in(reg64) p, v = in(reg16) value as u16, options(nostack));
+    }
+    #[inline(always)]
+    unsafe fn ld_shared(addr: u32) -> Self {
+        let v: u16;
+        asm!("ld.shared.u8 {v}, [{a}];", v = out(reg16) v, a = in(reg32) addr, options(readonly, nostack));
+        v as u8
+    }
+    #[inline(always)]
+    unsafe fn st_shared(addr: u32, value: Self) {
+        asm!("st.shared.u8 [{a}], {v};", a = in(reg32) addr, v = in(reg16) value as u16, options(nostack));
+    }
+}
 
 /// The transposed copy (see the module docs).
 ///
@@ -33,7 +129,7 @@ use gemm_core::pack::{PACK_BLOCK, PACK_TILE};
 /// has room for `cols` lines of `rows` elements `ld_dst` apart and does not
 /// overlap `src`; launched as the module docs say.
 #[inline(always)]
-pub unsafe fn transpose<T: Element>(rows: u32, cols: u32, src: *const T, ld: u32, dst: *mut T, ld_dst: u32) {
+pub unsafe fn transpose<T: Word>(rows: u32, cols: u32, src: *const T, ld: u32, dst: *mut T, ld_dst: u32) {
     const STEP: u32 = PACK_BLOCK[1];
     const PAD: u32 = PACK_TILE + 1;
     let [tx, ty] = thread_idx();
@@ -72,6 +168,7 @@ pub unsafe fn transpose<T: Element>(rows: u32, cols: u32, src: *const T, ld: u32
     }
 }
 
+#[cfg(not(gemm_sm90a))]
 macro_rules! export_pack {
     ($name:ident, $t:ty) => {
         #[doc = concat!("Entry point `", stringify!($name), "`: the pack copy in ", stringify!($t), ".")]
@@ -92,5 +189,8 @@ macro_rules! export_pack {
     };
 }
 
+// The sm_90a module exports its own (u32, u8; warpgroup_entry_points.rs).
+#[cfg(not(gemm_sm90a))]
 export_pack!(dgemm_pack, f64);
+#[cfg(not(gemm_sm90a))]
 export_pack!(sgemm_pack, f32);

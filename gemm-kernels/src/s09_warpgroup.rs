@@ -89,13 +89,18 @@ const MN_BOX_BYTES: u32 = 64 * ROW_BYTES;
 
 /// Element type of A and B: selects the `wgmma` instruction.
 pub trait Input {
-    /// One k-tile (BK = 64, four k16 steps) of `wgmma.mma_async.m64nNk16`
-    /// into `acc` (N = 2 x ACC), committed as one wgmma group.
+    /// Bytes of one element: BK = 128 / BYTES (64 f16 or bf16, 32 tf32,
+    /// 128 s8), four k-steps of the instruction's k (16, 8, 32) per k-tile.
+    const BYTES: u32;
+    /// One k-tile (four k-steps of `wgmma.mma_async.m64nNk*`) into `acc`
+    /// (N = 2 x ACC; f32 accumulators, or s32 ones as their bits),
+    /// committed as one wgmma group.
     ///
     /// # Safety
     /// Warpgroup-collective: all 128 threads of the warpgroup, in uniform
     /// control flow; `da`, `db` describe tiles in shared memory that the TMA
-    /// copies have completed.
+    /// copies have completed; TA and TB false unless the type transposes
+    /// (f16, bf16 only).
     unsafe fn k_tile<const ACC: usize, const TA: bool, const TB: bool>(
         acc: &mut [f32; ACC],
         da: [u64; 4],
@@ -103,18 +108,30 @@ pub trait Input {
     );
 }
 
-/// Element type of C: f32, or f16 / bf16 as their bits.
+/// Element type of C, with the epilogue's arithmetic: `alpha * acc + beta *
+/// C` in `Value` (f32 for the floating-point products, i32, wrapping, for
+/// the integer one).
 pub trait Output: Copy {
+    /// The accumulators' and alpha's and beta's type.
+    type Value: Copy;
     /// Two elements, aligned to their size together (one 8- or 4-byte access).
     type Pair: Copy;
+    /// An accumulator register (f32, or s32 as its bits) as a value.
+    fn acc(x: f32) -> Self::Value;
+    /// Whether beta is zero (C is not read).
+    fn is_zero(v: Self::Value) -> bool;
+    /// `a * x`.
+    fn mul(a: Self::Value, x: Self::Value) -> Self::Value;
+    /// `a * x + y` (fused for f32).
+    fn mul_add(a: Self::Value, x: Self::Value, y: Self::Value) -> Self::Value;
     /// Converts with rounding to nearest even.
-    fn from_f32(x: f32) -> Self;
+    fn from_value(x: Self::Value) -> Self;
     /// Converts exactly.
-    fn to_f32(self) -> f32;
+    fn to_value(self) -> Self::Value;
     /// Packs two values.
-    fn pair(a: f32, b: f32) -> Self::Pair;
+    fn pair(a: Self::Value, b: Self::Value) -> Self::Pair;
     /// Unpacks two values.
-    fn unpair(p: Self::Pair) -> (f32, f32);
+    fn unpair(p: Self::Pair) -> (Self::Value, Self::Value);
 }
 
 /// Two f32, one 8-byte access.
@@ -127,10 +144,19 @@ pub struct F32x2([f32; 2]);
 #[repr(C, align(4))]
 pub struct U16x2([u16; 2]);
 
+/// Two i32, one 8-byte access.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+pub struct I32x2([i32; 2]);
+
 /// f16 operands (their bits, as `u16`, on the device).
 pub struct F16;
 /// bf16 operands.
 pub struct Bf16;
+/// f32 operands read as TF32 (the tensor cores use 10 of the 23 mantissa bits).
+pub struct Tf32;
+/// i8 operands (s32 accumulation).
+pub struct S8;
 
 /// An f16 value's bits.
 #[derive(Clone, Copy)]
@@ -141,7 +167,31 @@ pub struct H(pub u16);
 #[repr(transparent)]
 pub struct Bh(pub u16);
 
+/// The f32 arithmetic of the floating-point outputs.
+macro_rules! float_value {
+    () => {
+        type Value = f32;
+        #[inline(always)]
+        fn acc(x: f32) -> f32 {
+            x
+        }
+        #[inline(always)]
+        fn is_zero(v: f32) -> bool {
+            v == 0.0
+        }
+        #[inline(always)]
+        fn mul(a: f32, x: f32) -> f32 {
+            a * x
+        }
+        #[inline(always)]
+        fn mul_add(a: f32, x: f32, y: f32) -> f32 {
+            core::intrinsics::fmaf32(a, x, y)
+        }
+    };
+}
+
 impl Output for f32 {
+    float_value!();
     type Pair = F32x2;
     #[inline(always)]
     fn pair(a: f32, b: f32) -> F32x2 {
@@ -152,34 +202,35 @@ impl Output for f32 {
         (p.0[0], p.0[1])
     }
     #[inline(always)]
-    fn from_f32(x: f32) -> Self {
+    fn from_value(x: f32) -> Self {
         x
     }
     #[inline(always)]
-    fn to_f32(self) -> f32 {
+    fn to_value(self) -> f32 {
         self
     }
 }
 
 impl Output for H {
+    float_value!();
     type Pair = U16x2;
     #[inline(always)]
     fn pair(a: f32, b: f32) -> U16x2 {
-        U16x2([Self::from_f32(a).0, Self::from_f32(b).0])
+        U16x2([Self::from_value(a).0, Self::from_value(b).0])
     }
     #[inline(always)]
     fn unpair(p: U16x2) -> (f32, f32) {
-        (H(p.0[0]).to_f32(), H(p.0[1]).to_f32())
+        (H(p.0[0]).to_value(), H(p.0[1]).to_value())
     }
     #[inline(always)]
-    fn from_f32(x: f32) -> Self {
+    fn from_value(x: f32) -> Self {
         let h: u16;
         // SAFETY: a conversion between registers.
         unsafe { asm!("cvt.rn.f16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) x, options(pure, nomem, nostack)) };
         H(h)
     }
     #[inline(always)]
-    fn to_f32(self) -> f32 {
+    fn to_value(self) -> f32 {
         let x: f32;
         // SAFETY: as above.
         unsafe { asm!("cvt.f32.f16 {x}, {h};", x = out(reg32) x, h = in(reg16) self.0, options(pure, nomem, nostack)) };
@@ -188,33 +239,75 @@ impl Output for H {
 }
 
 impl Output for Bh {
+    float_value!();
     type Pair = U16x2;
     #[inline(always)]
     fn pair(a: f32, b: f32) -> U16x2 {
-        U16x2([Self::from_f32(a).0, Self::from_f32(b).0])
+        U16x2([Self::from_value(a).0, Self::from_value(b).0])
     }
     #[inline(always)]
     fn unpair(p: U16x2) -> (f32, f32) {
-        (Bh(p.0[0]).to_f32(), Bh(p.0[1]).to_f32())
+        (Bh(p.0[0]).to_value(), Bh(p.0[1]).to_value())
     }
     #[inline(always)]
-    fn from_f32(x: f32) -> Self {
+    fn from_value(x: f32) -> Self {
         let h: u16;
         // SAFETY: a conversion between registers.
         unsafe { asm!("cvt.rn.bf16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) x, options(pure, nomem, nostack)) };
         Bh(h)
     }
     #[inline(always)]
-    fn to_f32(self) -> f32 {
+    fn to_value(self) -> f32 {
         f32::from_bits((self.0 as u32) << 16)
     }
 }
 
-/// Defines `$name`: one k-tile of four `wgmma.mma_async.m64n$n k16` with
-/// `$ty` operands, f32 accumulators `acc[0..$n / 2]` (the `$i` list is
-/// 1..$n/2), fenced before and committed after.
+/// The integer product's C: i32, wrapping arithmetic (as cuBLAS's
+/// `CUBLAS_COMPUTE_32I`).
+impl Output for i32 {
+    type Value = i32;
+    type Pair = I32x2;
+    #[inline(always)]
+    fn acc(x: f32) -> i32 {
+        x.to_bits() as i32
+    }
+    #[inline(always)]
+    fn is_zero(v: i32) -> bool {
+        v == 0
+    }
+    #[inline(always)]
+    fn mul(a: i32, x: i32) -> i32 {
+        a.wrapping_mul(x)
+    }
+    #[inline(always)]
+    fn mul_add(a: i32, x: i32, y: i32) -> i32 {
+        a.wrapping_mul(x).wrapping_add(y)
+    }
+    #[inline(always)]
+    fn from_value(x: i32) -> Self {
+        x
+    }
+    #[inline(always)]
+    fn to_value(self) -> i32 {
+        self
+    }
+    #[inline(always)]
+    fn pair(a: i32, b: i32) -> I32x2 {
+        I32x2([a, b])
+    }
+    #[inline(always)]
+    fn unpair(p: I32x2) -> (i32, i32) {
+        (p.0[0], p.0[1])
+    }
+}
+
+/// Defines `$name`: one k-tile of four `wgmma.mma_async.m64n$n k$k` with
+/// `$ty` operands and `$acc` accumulators `acc[0..$n / 2]` (the `$i` list
+/// is 1..$n/2), fenced before and committed after. `$args` is what follows
+/// the descriptors: scale-d and, for floating-point types, the input scales
+/// and (f16, bf16) the transposes.
 macro_rules! wgmma_k_tile {
-    ($name:ident, $n:literal, $ty:literal, [$($i:literal)*]) => {
+    ($name:ident, $n:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, [$($i:literal)*]) => {
         #[inline(always)]
         unsafe fn $name<const TA: bool, const TB: bool>(acc: &mut [f32; $n / 2], da: [u64; 4], db: [u64; 4]) {
             asm!(
@@ -222,16 +315,17 @@ macro_rules! wgmma_k_tile {
                 "{{",
                 ".reg .pred p;",
                 "setp.ne.b32 p, {one}, 0;",
-                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
-                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da0}, {db0}, p, 1, 1, {ta}, {tb};"),
-                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
-                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da1}, {db1}, p, 1, 1, {ta}, {tb};"),
-                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
-                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da2}, {db2}, p, 1, 1, {ta}, {tb};"),
-                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k16.f32.", $ty, ".", $ty,
-                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da3}, {db3}, p, 1, 1, {ta}, {tb};"),
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
+                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da0}, {db0}, ", $args, ";"),
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
+                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da1}, {db1}, ", $args, ";"),
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
+                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da2}, {db2}, ", $args, ";"),
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
+                        " {{{0}" $(, ", {", $i, "}")*, "}}, {da3}, {db3}, ", $args, ";"),
                 "}}",
                 "wgmma.commit_group.sync.aligned;",
+                "// imm-trans {ta} {tb}",
                 inout(reg32) acc[0], $(inout(reg32) acc[$i],)*
                 da0 = in(reg64) da[0], da1 = in(reg64) da[1], da2 = in(reg64) da[2], da3 = in(reg64) da[3],
                 db0 = in(reg64) db[0], db1 = in(reg64) db[1], db2 = in(reg64) db[2], db3 = in(reg64) db[3],
@@ -244,12 +338,12 @@ macro_rules! wgmma_k_tile {
 }
 
 macro_rules! wgmma_input {
-    ($t:ident, $ty:literal, $n128:ident, $n256:ident) => {
-        wgmma_k_tile!($n128, 128, $ty, [
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n128:ident, $n256:ident) => {
+        wgmma_k_tile!($n128, 128, $k, $acc, $ty, $args, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
             32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
         ]);
-        wgmma_k_tile!($n256, 256, $ty, [
+        wgmma_k_tile!($n256, 256, $k, $acc, $ty, $args, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
             32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
             64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
@@ -258,6 +352,7 @@ macro_rules! wgmma_input {
         ]);
 
         impl Input for $t {
+            const BYTES: u32 = $bytes;
             #[inline(always)]
             unsafe fn k_tile<const ACC: usize, const TA: bool, const TB: bool>(
                 acc: &mut [f32; ACC],
@@ -275,8 +370,13 @@ macro_rules! wgmma_input {
     };
 }
 
-wgmma_input!(F16, "f16", f16_n128, f16_n256);
-wgmma_input!(Bf16, "bf16", bf16_n128, bf16_n256);
+// PTX ISA, wgmma.mma_async: f16 and bf16 take scale-d, imm-scale-a,
+// imm-scale-b, imm-trans-a, imm-trans-b; tf32 has no transposes (both
+// operands K-major); the integer types take scale-d only.
+wgmma_input!(F16, 2, "16", "f32", "f16", "p, 1, 1, {ta}, {tb}", f16_n128, f16_n256);
+wgmma_input!(Bf16, 2, "16", "f32", "bf16", "p, 1, 1, {ta}, {tb}", bf16_n128, bf16_n256);
+wgmma_input!(Tf32, 4, "8", "f32", "tf32", "p, 1, 1", tf32_n128, tf32_n256);
+wgmma_input!(S8, 1, "32", "s32", "s8", "p", s8_n128, s8_n256);
 
 /// `mbarrier.init` of the barrier at shared address `bar` for `count` arrivals.
 #[inline(always)]
@@ -370,7 +470,7 @@ const fn k_tile_descriptors(tile: u32, row0: u32, mn_major: bool) -> [u64; 4] {
 
 /// The kernel's parameters (see the module docs).
 #[derive(Clone, Copy)]
-pub struct Params<O> {
+pub struct Params<O: Output> {
     /// Rows of C.
     pub m: u32,
     /// Columns of C.
@@ -378,9 +478,9 @@ pub struct Params<O> {
     /// The shared dimension.
     pub k: u32,
     /// Scale of A B.
-    pub alpha: f32,
+    pub alpha: O::Value,
     /// Scale of C (0: C is not read).
-    pub beta: f32,
+    pub beta: O::Value,
     /// Two `CUtensorMap`s of 128 bytes in global memory: A's, then B's.
     pub maps: *const u8,
     /// C, row-major.
@@ -420,6 +520,7 @@ pub unsafe fn warpgroup<
     p: Params<O>,
 ) {
     const { assert!(ACC as u32 * 2 == BN, "ACC must be BN / 2") };
+    const { assert!(I::BYTES == 2 || !(A_MN || B_MN), "only f16 and bf16 operands may be MN-major") };
     const { assert!(WgmmaTile { bm: BM, bn: BN, depth: DEPTH }.check().is_ok(), "invalid warpgroup tile") };
     let tile = WgmmaTile { bm: BM, bn: BN, depth: DEPTH };
     let base = (smem_base() + SMEM_ALIGN - 1) & !(SMEM_ALIGN - 1);
@@ -448,7 +549,8 @@ pub unsafe fn warpgroup<
     let (tiles_m, tiles_n) = (p.m.div_ceil(BM), p.n.div_ceil(BN));
     let tiles = tiles_m * tiles_n;
     let total = tiles * p.count;
-    let k_tiles = p.k.div_ceil(64);
+    let bk = ROW_BYTES / I::BYTES;
+    let k_tiles = p.k.div_ceil(bk);
     let warpgroup = t / WARPGROUP_THREADS;
     if warpgroup == 0 {
         if t == 0 {
@@ -466,7 +568,7 @@ pub unsafe fn warpgroup<
                         mbarrier_wait(empty(s), (u - 1) & 1);
                     }
                     mbarrier_arrive_expect_tx(full(s), tile_bytes);
-                    let k0 = (kt * 64) as i32;
+                    let k0 = (kt * bk) as i32;
                     if A_MN {
                         for j in 0..BM / 64 {
                             tma_load_3d(a_tile(s) + j * MN_BOX_BYTES, map_a, (m0 + 64 * j) as i32, k0, za, full(s));
@@ -535,24 +637,26 @@ pub unsafe fn warpgroup<
                 if r >= p.m || col >= p.n {
                     continue;
                 }
-                let (v0, v1) = (p.alpha * acc[4 * j + 2 * h as usize], p.alpha * acc[4 * j + 2 * h as usize + 1]);
+                let (v0, v1) = (
+                    O::mul(p.alpha, O::acc(acc[4 * j + 2 * h as usize])),
+                    O::mul(p.alpha, O::acc(acc[4 * j + 2 * h as usize + 1])),
+                );
                 let q = cbase.add(r as usize * p.ldc as usize + col as usize);
                 if pairs && col + 1 < p.n {
                     let q2 = q as *mut O::Pair;
-                    let (o0, o1) = if p.beta == 0.0 {
+                    let (o0, o1) = if O::is_zero(p.beta) {
                         (v0, v1)
                     } else {
                         let (c0, c1) = O::unpair(*q2);
-                        (core::intrinsics::fmaf32(p.beta, c0, v0), core::intrinsics::fmaf32(p.beta, c1, v1))
+                        (O::mul_add(p.beta, c0, v0), O::mul_add(p.beta, c1, v1))
                     };
                     *q2 = O::pair(o0, o1);
                 } else {
                     for (e, v) in [(0u32, v0), (1, v1)] {
                         if col + e < p.n {
                             let qe = q.add(e as usize);
-                            let out =
-                                if p.beta == 0.0 { v } else { core::intrinsics::fmaf32(p.beta, (*qe).to_f32(), v) };
-                            *qe = O::from_f32(out);
+                            let out = if O::is_zero(p.beta) { v } else { O::mul_add(p.beta, (*qe).to_value(), v) };
+                            *qe = O::from_value(out);
                         }
                     }
                 }

@@ -1,13 +1,15 @@
 //! The exported entry points of stage 9 (the `sm_90a` module): for each line
 //! `(name, types, [BM, BN, depth])` of [`gemm_core::warpgroup_menu!`], one
 //! kernel per layout of A and B, named `<name>_nn`, `<name>_nt`, `<name>_tn`,
-//! `<name>_tt` (A then B; `n` row-major, `t` column-major). Parameters, in
-//! this order: `m, n, k: u32`, `alpha, beta: f32`, `maps: *const u8` (A's
+//! `<name>_tt` (A then B; `n` row-major, `t` column-major); only `_nt` (both
+//! operands K-major) for tf32 and s8, which wgmma cannot transpose.
+//! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
+//! the s8 product), `maps: *const u8` (A's
 //! and B's `CUtensorMap`, 128 bytes each, in global memory), `c: *mut C`,
 //! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count: u32` (see
 //! [`crate::s09_warpgroup::Params`]).
 
-use crate::s09_warpgroup::{warpgroup, Bf16, Bh, Params, F16, H};
+use crate::s09_warpgroup::{warpgroup, Bf16, Bh, Output, Params, Tf32, F16, H, S8};
 
 macro_rules! layout_entry {
     ($name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal], $amn:literal, $bmn:literal) => {
@@ -22,8 +24,8 @@ macro_rules! layout_entry {
             m: u32,
             n: u32,
             k: u32,
-            alpha: f32,
-            beta: f32,
+            alpha: <$o as Output>::Value,
+            beta: <$o as Output>::Value,
             maps: *const u8,
             c: *mut $o,
             ldc: u32,
@@ -44,6 +46,14 @@ macro_rules! layouts {
     ($name:ident, F16F32, $p:tt) => { layouts!(@go $name, F16, f32, $p); };
     ($name:ident, Bf16, $p:tt) => { layouts!(@go $name, Bf16, Bh, $p); };
     ($name:ident, Bf16F32, $p:tt) => { layouts!(@go $name, Bf16, f32, $p); };
+    // wgmma reads tf32 and s8 operands K-major only: the host transposes
+    // the others first.
+    ($name:ident, Tf32, [$($p:literal),*]) => {
+        layout_entry!($name, nt, "nt", Tf32, f32, [$($p),*], false, false);
+    };
+    ($name:ident, S8, [$($p:literal),*]) => {
+        layout_entry!($name, nt, "nt", S8, i32, [$($p),*], false, false);
+    };
     (@go $name:ident, $i:ty, $o:ty, [$($p:literal),*]) => {
         // A row-major is K-major; B row-major is N-major.
         layout_entry!($name, nn, "nn", $i, $o, [$($p),*], false, true);
@@ -64,3 +74,28 @@ macro_rules! export_warpgroup {
 }
 
 gemm_core::warpgroup_menu!(export_warpgroup);
+
+macro_rules! export_transpose {
+    ($name:ident, $t:ty) => {
+        #[doc = concat!("Entry point `", stringify!($name), "`: [`crate::pack::transpose`] of ", stringify!($t), " elements,")]
+        /// which turns an MN-major tf32 (u32) or s8 (u8) operand K-major for
+        /// the kernels above.
+        ///
+        /// # Safety
+        /// As [`crate::pack::transpose`].
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(
+            rows: u32,
+            cols: u32,
+            src: *const $t,
+            ld: u32,
+            dst: *mut $t,
+            ld_dst: u32,
+        ) {
+            crate::pack::transpose::<$t>(rows, cols, src, ld, dst, ld_dst)
+        }
+    };
+}
+
+export_transpose!(warpgroup_transpose_b32, u32);
+export_transpose!(warpgroup_transpose_b8, u8);

@@ -244,12 +244,12 @@ pub fn check_product<T: Bits>(g: &Gemm, (m, n, k): (usize, usize, usize), v: Var
     let a = random_matrix::<T>(m, k, seed());
     let b = random_matrix::<T>(k, n, seed());
     let c0 = random_matrix::<T>(m, n, seed());
-    let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::NAN), store(&b, v.op_b, v.b, 3, T::NAN));
+    let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::POISON), store(&b, v.op_b, v.b, 3, T::POISON));
     // beta = 0: C is never read, so it starts as NaN everywhere.
     let before = if beta == 0.0 {
-        store(&Matrix::from_fn(m, n, |_, _| T::NAN), Op::N, v.c, 2, T::NAN)
+        store(&Matrix::from_fn(m, n, |_, _| T::POISON), Op::N, v.c, 2, T::POISON)
     } else {
-        store(&c0, Op::N, v.c, 2, T::NAN)
+        store(&c0, Op::N, v.c, 2, T::POISON)
     };
     let mut c = before.clone();
     let alpha = -1.5;
