@@ -87,8 +87,9 @@ fn packing_changes_no_bit_of_the_result() {
         let a = random_matrix::<T>(m, k, seed());
         let b = random_matrix::<T>(k, n, seed());
         let c0 = random_matrix::<T>(m, n, seed());
-        let upload =
-            |x: &Matrix<T>, layout: Layout| DeviceMatrix::from_host(&dev, &store(x, Op::N, layout, 0, T::POISON)).unwrap();
+        let upload = |x: &Matrix<T>, layout: Layout| {
+            DeviceMatrix::from_host(&dev, &store(x, Op::N, layout, 0, T::POISON)).unwrap()
+        };
         let (a_row, b_col) = (upload(&a, Layout::RowMajor), upload(&b, Layout::ColMajor));
         let (a_col, b_row) = (upload(&a, Layout::ColMajor), upload(&b, Layout::RowMajor));
         let g = Gemm::new().kernel(config).alpha(0.75).beta(-0.5).device(&dev);

@@ -68,7 +68,8 @@ impl_scalar!(f32, "f32", f32::EPSILON as f64, f32::NAN, |x| x as f32, |x: f32| x
 impl_scalar!(half::f16, "f16", 9.765625e-4, half::f16::NAN, half::f16::from_f64, half::f16::to_f64);
 impl_scalar!(half::bf16, "bf16", 7.8125e-3, half::bf16::NAN, half::bf16::from_f64, half::bf16::to_f64);
 impl_scalar!(i8, "i8", 0.0, i8::MIN, |x: f64| x.round().clamp(-128.0, 127.0) as i8, |x: i8| x as f64);
-impl_scalar!(i32, "i32", 0.0, i32::MIN, |x: f64| x.round().clamp(i32::MIN as f64, i32::MAX as f64) as i32, |x: i32| x as f64);
+impl_scalar!(i32, "i32", 0.0, i32::MIN, |x: f64| x.round().clamp(i32::MIN as f64, i32::MAX as f64) as i32, |x: i32| x
+    as f64);
 
 /// An element type with the whole ladder of kernels (stages 1-8, split-K,
 /// packing, the host path): `f64` or `f32` (sealed; a

@@ -1,7 +1,11 @@
 //! # gemm: BLAS-style matrix multiply on NVIDIA GPUs, kernels written in Rust
 //!
 //! `C <- alpha * op(A) * op(B) + beta * C`, the BLAS xGEMM contract, in f64
-//! ([`dgemm`]) and f32 ([`sgemm`]), on host matrices ([`Matrix`]), views of
+//! ([`dgemm`]) and f32 ([`sgemm`]), and on Hopper GPUs (compute capability
+//! 9.0) with f16 or bf16 operands ([`hgemm`]; f32 accumulation), f32 on
+//! TF32 tensor cores when asked for ([`Gemm::allow_tf32`]) and i8 operands
+//! with i32 accumulation ([`igemm`]) (which types: [`Product`]), on host
+//! matrices ([`Matrix`]), views of
 //! the caller's slices ([`MatRef`], [`MatMut`]), sub-matrices and transposes
 //! (no copies), or device buffers ([`DeviceMatrix`], also made from a cudarc
 //! `CudaSlice`), row- or column-major with any leading dimension, on the
@@ -29,7 +33,8 @@
 //! enqueues work on a stream.
 //!
 //! The kernels, one per stage of an optimization ladder from a naive loop to
-//! FP64 tensor cores, and how to choose and tune them, are in [`tuning`];
+//! FP64 tensor cores (stages 1-8) and Hopper's warpgroup MMA fed by TMA
+//! (stage 9), and how to choose and tune them, are in [`tuning`];
 //! benchmarking and checking support (`gemm::bench`, `gemm::check`, `gemm::cublas`) is
 //! behind the `bench` cargo feature. [`cudarc`] is re-exported, so a
 //! dependent uses the same version.

@@ -376,7 +376,9 @@ impl Gemm {
                 if v.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&v) {
                     return Err(Error::Unsupported {
                         product: product_name(types),
-                        why: format!("{name} = {v}: it computes in i32, so alpha and beta must be integers in i32's range"),
+                        why: format!(
+                            "{name} = {v}: it computes in i32, so alpha and beta must be integers in i32's range"
+                        ),
                     });
                 }
             }

@@ -22,8 +22,8 @@
 //! developer blog): the tiled transpose with a padded shared-memory tile.
 
 use crate::element::Element;
-use core::arch::asm;
 use crate::thread::{block_idx, grid_dim, smem_base, sync_threads, thread_idx};
+use core::arch::asm;
 use gemm_core::ceil_div;
 use gemm_core::pack::{PACK_BLOCK, PACK_TILE};
 

@@ -1186,11 +1186,16 @@ fn stage_table(csv: &str) -> Result<String> {
             stem = stage.file_stem()
         ));
     }
+    // Stage 9 multiplies f16, bf16, TF32 and i8 (not f64 or f32): its
+    // figures are in its own table (warpgroup.csv).
+    t.push_str(
+        "| 9 | Hopper warpgroup MMA fed by TMA (f16, bf16, TF32, i8) | [`s09_warpgroup.rs`](gemm-kernels/src/s09_warpgroup.rs) | [`09_warpgroup.rs`](examples/09_warpgroup.rs) | PTX ISA, wgmma.mma_async, cp.async.bulk.tensor, mbarrier; CUTLASS 3 warp-specialized sm90 kernels | - | - | - | - |\n",
+    );
     let (_, dg) = find("f64", "0").unwrap_or(("-".into(), "-".into()));
     let (_, sg) = find("f32", "0").unwrap_or(("-".into(), "-".into()));
     t.push_str(&format!("| | cuBLAS (same run) | | | | | {dg} | | {sg} |\n"));
     t.push_str(&format!(
-        "\nm = n = k = {TABLE_N}; {device}, {date}, commit {commit}; each stage at its fastest configuration at this size. All sizes in [BENCHMARKS.md](BENCHMARKS.md).\n"
+        "\nm = n = k = {TABLE_N}; {device}, {date}, commit {commit}; each stage at its fastest configuration at this size. All sizes in [BENCHMARKS.md](BENCHMARKS.md). Stage 9's products (f16, bf16, TF32, i8) are measured in [their own table](#half-precision-tf32-and-int8-on-hopper-stage-9).\n"
     ));
     Ok(t)
 }
@@ -1402,6 +1407,7 @@ fn warpgroup_table(csv: &str) -> Result<String> {
     let need = |name: &str| {
         header.iter().position(|h| *h == name).ok_or(format!("benches/results/warpgroup.csv has no column {name}"))
     };
+    let layout = header.iter().position(|h| *h == "layout");
     let (prec, stage, config, m, n, k, gflops, ratio, check) = (
         need("precision")?,
         need("stage")?,
@@ -1422,7 +1428,15 @@ fn warpgroup_table(csv: &str) -> Result<String> {
         return Ok("No stage-9 rows in benches/results/warpgroup.csv.\n".into());
     };
     let (device, date, commit) = (first[0], first[1], first[2]);
-    let product = |r: &Vec<&str>| format!("{} -> {}", r[prec], r[config].rsplit("C ").next().unwrap_or("?"));
+    let product = |r: &Vec<&str>| {
+        let b_col = layout.and_then(|i| r.get(i)) == Some(&"b-col");
+        format!(
+            "{} -> {}{}",
+            r[prec],
+            r[config].rsplit("C ").next().unwrap_or("?"),
+            if b_col { ", B col-major" } else { "" }
+        )
+    };
     let mut products: Vec<String> = Vec::new();
     let mut shapes: Vec<(String, String, String)> = Vec::new();
     for r in &rows {
@@ -1445,12 +1459,23 @@ fn warpgroup_table(csv: &str) -> Result<String> {
                 rows.iter().find(|r| product(r) == *p && (r[m], r[n], r[k]) == (sm.as_str(), sn.as_str(), sk.as_str()));
             match cell {
                 Some(r) => {
-                    let x = r[ratio].parse::<f64>().unwrap_or(f64::NAN);
-                    logs[i].0 += x.ln();
-                    logs[i].1 += 1;
-                    let wrong = if r[check].starts_with("ok") { "" } else { " WRONG" };
                     let tf = r[gflops].parse::<f64>().unwrap_or(f64::NAN) / 1e3;
-                    t.push_str(&format!(" {tf:.1} ({x:.2}){wrong} |"));
+                    let note = if r[check].starts_with("ok") {
+                        ""
+                    } else if r[check].starts_with("unchecked") {
+                        " unchecked"
+                    } else {
+                        " WRONG"
+                    };
+                    // No ratio where cuBLAS refused the shape.
+                    match r[ratio].parse::<f64>() {
+                        Ok(x) => {
+                            logs[i].0 += x.ln();
+                            logs[i].1 += 1;
+                            t.push_str(&format!(" {tf:.1} ({x:.2}){note} |"));
+                        }
+                        Err(_) => t.push_str(&format!(" {tf:.1} (cuBLAS: not supported){note} |")),
+                    }
                 }
                 None => t.push_str(" - |"),
             }
@@ -1462,7 +1487,7 @@ fn warpgroup_table(csv: &str) -> Result<String> {
         t.push_str(&format!(" {:.2} |", (sum / (*count).max(1) as f64).exp()));
     }
     t.push_str(&format!(
-        "\n\nTFLOP/s (x cuBLAS `cublasGemmEx`, same types, f32 compute, same run); random inputs; {device}, {date}, commit {commit}.\n"
+        "\n\nTFLOP/s, TOP/s for i8 (x cuBLAS `cublasGemmEx`, same types and compute type: f32, f32 fast TF32, i32; same run); random inputs; {device}, {date}, commit {commit}.\n"
     ));
     Ok(t)
 }
@@ -1602,6 +1627,10 @@ fn tuning_table(csvs: &[&str]) -> Result<String> {
     };
     for line in lines.filter(|l| !l.trim().is_empty()) {
         let r: Vec<&str> = line.split(',').collect();
+        // Stage 9's rows (f16, bf16, tf32, i8) choose no default of stages 1-8.
+        if !matches!(r.get(prec), Some(&"f64") | Some(&"f32")) {
+            continue;
+        }
         let count: usize = match batch.and_then(|i| r.get(i)) {
             None => 1,
             Some(b) => b.parse().map_err(|_| format!("bad batch in {line}"))?,
