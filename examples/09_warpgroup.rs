@@ -135,14 +135,16 @@ fn run<T: Product<C>, C: Scalar>(
         n,
         device.sm_count(),
     );
+    let (slices, _) = kernel.tile.split_k(m as u32, n as u32, k as u32, size_of::<T>() as u32, device.sm_count());
     // Every family has the K-major entry point `_nt`.
     let name = kernel.names[1].unwrap_or_default().trim_end_matches("_nt");
     let config = format!(
-        "block {}x{}x{}; pipeline depth {}; C {}",
+        "block {}x{}x{}; pipeline depth {}{}; C {}",
         kernel.tile.bm,
         kernel.tile.bn,
         kernel.tile.bk(size_of::<T>() as u32),
         kernel.tile.depth,
+        if slices > 1 { format!("; split-K {slices}") } else { String::new() },
         C::NAME
     );
     let intensity = 2.0 * (m * n * k) as f64
@@ -170,13 +172,14 @@ fn run<T: Product<C>, C: Scalar>(
         if stage == 0 && !cublas_row {
             continue;
         }
+        let split = if stage == 9 { slices } else { 1 };
         let (cublas_gflops, ratio) = if cublas_row {
             (format!("{:.1}", tflops(theirs) * 1e3), format!("{ratio:.4}"))
         } else {
             (String::new(), String::new())
         };
         csv.push(format!(
-            "{},{date},{commit},{},{stage},{stage_name},{cfg},{m},{n},{k},{ms:.4},{:.1},,{cublas_gflops},{ratio},{check},{intensity:.1},{kname},NN,{layout},1,single,stage-best,1,0",
+            "{},{date},{commit},{},{stage},{stage_name},{cfg},{m},{n},{k},{ms:.4},{:.1},,{cublas_gflops},{ratio},{check},{intensity:.1},{kname},NN,{layout},1,single,stage-best,{split},0",
             device.name(),
             precision,
             tflops(ms) * 1e3,

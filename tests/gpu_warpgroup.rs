@@ -20,6 +20,9 @@
 //! - i8: every layout, integer alpha and beta, exactly equal to the
 //!   reference (full-range inputs, no overflow at these k); non-integer
 //!   alpha refused.
+//! - Split-K (a product with few block tiles and a long k: slices into a
+//!   workspace, summed in order) is exercised by the long-k shapes above
+//!   and checked for the bound and run-to-run bits.
 //! - Device matrices, run to run determinism, k = 0 and alpha = 0, errors.
 //!
 //! They need an NVIDIA GPU of compute capability 9.0: ignored by default,
@@ -172,6 +175,31 @@ fn device_matrices_hgemm_and_determinism() {
             "not deterministic"
         );
     }
+    // Split-K (few block tiles, long k): within the bound, the same bits every run.
+    let (m2, n2, k2) = (200, 250, 12000);
+    assert!(
+        warpgroup_kernel(WgmmaTypes::F16, m2, n2, dev.sm_count())
+            .tile
+            .split_k(m2 as u32, n2 as u32, k2 as u32, 2, dev.sm_count())
+            .0
+            > 1
+    );
+    let a2 = random_matrix::<f16>(m2, k2, seed());
+    let b2 = random_matrix::<f16>(k2, n2, seed());
+    let c2 = random_matrix::<f16>(m2, n2, seed());
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let mut c = c2.clone();
+        Gemm::new().alpha(0.5).beta(-2.0).run(&a2, &b2, &mut c).unwrap();
+        runs.push(c);
+    }
+    let cmp = Reference::new_mixed(0.5, &a2, &b2, -2.0, &c2).compare(&runs[0]);
+    assert!(cmp.passed(), "split-K f16: {cmp}");
+    assert!(
+        runs.iter().all(|r| r.as_slice().iter().zip(runs[0].as_slice()).all(|(x, y)| x.to_bits() == y.to_bits())),
+        "split-K not deterministic"
+    );
+
     // hgemm on host matrices: f16 C.
     let mut c = Matrix::<f16>::filled(m, n, f16::NAN);
     gemm::hgemm(&a, &b, &mut c).unwrap();

@@ -91,6 +91,16 @@ impl WgmmaTypes {
         }
     }
 
+    /// The types whose kernels write the accumulators as they are (f32, or
+    /// i32 for s8): split-K's partial products.
+    pub const fn accumulating(self) -> WgmmaTypes {
+        match self {
+            WgmmaTypes::F16 => WgmmaTypes::F16F32,
+            WgmmaTypes::Bf16 => WgmmaTypes::Bf16F32,
+            other => other,
+        }
+    }
+
     /// "f16", "f16_f32", ...: the kernels' name part.
     pub const fn name(self) -> &'static str {
         match self {
@@ -163,6 +173,30 @@ impl WgmmaTile {
     pub const fn grid(self, m: u32, n: u32, count: u32, sm_count: u32) -> [u32; 3] {
         let tiles = self.tiles(m, n, count);
         [if tiles < sm_count as u64 { tiles as u32 } else { sm_count }, 1, 1]
+    }
+
+    /// Split-K for one m x n x k product with `input_bytes` operands on
+    /// `sm_count` SMs: `(slices, k-tiles per slice)`, or `(1, 0)` for no
+    /// split. A product whose block tiles fill less than half the SMs, with
+    /// at least 8 k-tiles, is cut into slices of at least 4 k-tiles, as many
+    /// as give about one block tile per SM; each slice's partial result goes
+    /// to a workspace of `slices x m x n` f32 (or i32) that a reduction sums
+    /// in slice order.
+    pub const fn split_k(self, m: u32, n: u32, k: u32, input_bytes: u32, sm_count: u32) -> (u32, u32) {
+        let tiles = self.tiles(m, n, 1);
+        let k_tiles = ceil_div(k, self.bk(input_bytes));
+        if tiles == 0 || tiles * 2 > sm_count as u64 || k_tiles < 8 {
+            return (1, 0);
+        }
+        let want = sm_count / tiles as u32;
+        let per = ceil_div(k_tiles, want);
+        let per = if per < 4 { 4 } else { per };
+        let slices = ceil_div(k_tiles, per);
+        if slices < 2 {
+            (1, 0)
+        } else {
+            (slices, per)
+        }
     }
 
     /// Why this tile cannot be compiled, if it cannot.
@@ -245,6 +279,21 @@ mod tests {
         assert_eq!(t.bk(2), 64);
         assert!(WgmmaTile { bm: 96, ..t }.check().is_err());
         assert!(WgmmaTile { depth: 6, ..t }.check().is_err());
+        let small = WgmmaTile { bm: 128, bn: 128, depth: 5 };
+        // One tile, 1024 k-tiles: 132 slices of 8.
+        assert_eq!(small.split_k(128, 128, 65536, 2, 132), (128, 8));
+        assert_eq!(small.split_k(1024, 1024, 32768, 2, 132), (2, 256));
+        // Enough tiles, or too little k: no split.
+        assert_eq!(small.split_k(4096, 4096, 65536, 2, 132), (1, 0));
+        assert_eq!(small.split_k(128, 128, 448, 2, 132), (1, 0));
+        // Every slice has k-tiles: slices * per covers k_tiles, slices - 1 do not.
+        for k in [512u32, 1000, 4099, 65536, 262144] {
+            let (s, per) = small.split_k(32, 32, k, 1, 132);
+            let kt = k.div_ceil(128);
+            if s > 1 {
+                assert!(s * per >= kt && (s - 1) * per < kt, "k {k}");
+            }
+        }
         assert!(k_major(false, true) && k_major(true, false) && !k_major(true, true) && !k_major(false, false));
     }
 }

@@ -490,7 +490,28 @@ impl Gemm {
         let reads_ab = self.alpha != 0.0 && kd.k > 0;
         let kernel = warpgroup_kernel(types, kd.m, kd.n, device.sm_count());
         let tile = kernel.tile;
-        let count = 1u32;
+        // Split-K where the block tiles leave most SMs idle: slices of k into
+        // a workspace (the family with f32 or i32 C), then a reduction.
+        let (slices, k_slice) = if reads_ab && kd.m <= u32::MAX as usize && kd.n <= u32::MAX as usize {
+            tile.split_k(
+                kd.m as u32,
+                kd.n as u32,
+                kd.k.min(u32::MAX as usize) as u32,
+                types.input_bytes(),
+                device.sm_count(),
+            )
+        } else {
+            (1, 0)
+        };
+        let kernel = if slices > 1 {
+            WARPGROUP_KERNELS
+                .iter()
+                .find(|f| f.types == types.accumulating() && f.tile == tile)
+                .expect("every tile has an f32 (i32) C family")
+        } else {
+            kernel
+        };
+        let count = slices;
         if tile.tiles(kd.m as u32, kd.n as u32, count) > u32::MAX as u64 {
             return Err(Error::Unsupported {
                 product: product_name(types),
@@ -591,18 +612,54 @@ impl Gemm {
             ((self.alpha as f32).to_ne_bytes(), (self.beta as f32).to_ne_bytes())
         };
         let (alpha, beta) = (u32::from_ne_bytes(alpha), u32::from_ne_bytes(beta));
-        let (ldc, stride_c, batch_a, batch_b) = (kd.ldc as u32, 0u64, 0u32, 0u32);
+        let (batch_a, batch_b) = (0u32, 0u32);
+        if slices == 1 {
+            let (ldc, stride_c) = (kd.ldc as u32, 0u64);
+            let mut builder = stream.launch_builder(&func);
+            builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
+            builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count).arg(&k_slice);
+            // SAFETY: the arguments match the entry point's signature
+            // (gemm-kernels/src/warpgroup_entry_points.rs); the tensor maps
+            // describe buffers that live until the work queued on `stream`
+            // is done (the copies are freed stream-ordered); C (m x n, ldc,
+            // row-major in kernel form) was validated against its buffer;
+            // the geometry is the tile's.
+            unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+            drop(copies);
+            return Ok(());
+        }
+        // Split-K: slice z of k into workspace matrix z (m x n, ld n; alpha
+        // 1, beta 0), then C <- alpha * sum + beta * C.
+        let mn = kd.m * kd.n;
+        // SAFETY: every element of each slice's m x n is written by the
+        // product before the reduction reads it (stream order).
+        let mut w = unsafe { alloc_uninit::<f32>(stream, slices as usize * mn) }?;
+        let one = if types == WgmmaTypes::S8 { 1i32.to_ne_bytes() } else { 1f32.to_ne_bytes() };
+        let (one, zero) = (u32::from_ne_bytes(one), 0u32);
+        let (ldw, stride_w) = (n, mn as u64);
         let mut builder = stream.launch_builder(&func);
-        builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
-        builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count);
-        // SAFETY: the arguments match the entry point's signature
-        // (gemm-kernels/src/warpgroup_entry_points.rs); the tensor maps
-        // describe buffers that live until the work queued on `stream` is
-        // done (the copies are freed stream-ordered); C (m x n, ldc,
-        // row-major in kernel form) was validated against its buffer; the
-        // geometry is the tile's.
+        builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(&maps).arg(&mut w).arg(&ldw);
+        builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&count).arg(&k_slice);
+        // SAFETY: as above, with the workspace as C: `slices` m x n matrices
+        // of 4-byte elements, ld n, m n apart (its length).
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
-        drop(copies);
+        let reduce = device.warpgroup_function(match types {
+            WgmmaTypes::F16 => "warpgroup_reduce_f16",
+            WgmmaTypes::Bf16 => "warpgroup_reduce_bf16",
+            WgmmaTypes::S8 => "warpgroup_reduce_i32",
+            _ => "warpgroup_reduce_f32",
+        })?;
+        const REDUCE_THREADS: u32 = 256;
+        let blocks = mn.div_ceil(REDUCE_THREADS as usize).min(device.sm_count() as usize * 8) as u32;
+        let rcfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        let ldc = kd.ldc as u32;
+        let mut builder = stream.launch_builder(&reduce);
+        builder.arg(&m).arg(&n).arg(&slices).arg(&w).arg(&alpha).arg(&beta).arg(c).arg(&ldc);
+        // SAFETY: `warpgroup_reduce_*(m, n, slices, w, alpha, beta, c,
+        // ldc)`: the workspace holds `slices` m x n results, C (validated)
+        // m x n with ldc; they do not overlap (a fresh allocation).
+        unsafe { builder.launch(rcfg) }.during("cuLaunchKernel")?;
+        drop((copies, w));
         Ok(())
     }
 }

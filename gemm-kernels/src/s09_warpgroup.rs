@@ -122,6 +122,8 @@ pub trait Output: Copy {
     fn is_zero(v: Self::Value) -> bool;
     /// `a * x`.
     fn mul(a: Self::Value, x: Self::Value) -> Self::Value;
+    /// `a + b`.
+    fn add(a: Self::Value, b: Self::Value) -> Self::Value;
     /// `a * x + y` (fused for f32).
     fn mul_add(a: Self::Value, x: Self::Value, y: Self::Value) -> Self::Value;
     /// Converts with rounding to nearest even.
@@ -182,6 +184,10 @@ macro_rules! float_value {
         #[inline(always)]
         fn mul(a: f32, x: f32) -> f32 {
             a * x
+        }
+        #[inline(always)]
+        fn add(a: f32, b: f32) -> f32 {
+            a + b
         }
         #[inline(always)]
         fn mul_add(a: f32, x: f32, y: f32) -> f32 {
@@ -278,6 +284,10 @@ impl Output for i32 {
     #[inline(always)]
     fn mul(a: i32, x: i32) -> i32 {
         a.wrapping_mul(x)
+    }
+    #[inline(always)]
+    fn add(a: i32, b: i32) -> i32 {
+        a.wrapping_add(b)
     }
     #[inline(always)]
     fn mul_add(a: i32, x: i32, y: i32) -> i32 {
@@ -494,8 +504,14 @@ pub struct Params<O: Output> {
     pub batch_a: u32,
     /// As `batch_a`, for B.
     pub batch_b: u32,
-    /// Products (the batch count; 1 for a single product).
+    /// Products (the batch count; 1 for a single product), or the slices of
+    /// a split k (with `k_slice`).
     pub count: u32,
+    /// 0, or split-K: k-tiles per slice. Product z of the launch is then
+    /// slice z of one product, over k-tiles `z k_slice .. (z + 1) k_slice`
+    /// (clipped to k), its partial result written to the z-th C (a
+    /// workspace; alpha 1, beta 0) for `warpgroup_reduce_*` to sum.
+    pub k_slice: u32,
 }
 
 /// Stage 9's generic kernel: see the module docs. `ACC` = BN / 2
@@ -551,6 +567,15 @@ pub unsafe fn warpgroup<
     let total = tiles * p.count;
     let bk = ROW_BYTES / I::BYTES;
     let k_tiles = p.k.div_ceil(bk);
+    // The k-tiles of product z: all of them, or its slice.
+    let k_range = |z: u32| {
+        if p.k_slice == 0 {
+            (0, k_tiles)
+        } else {
+            let first = z * p.k_slice;
+            (first, if first + p.k_slice < k_tiles { first + p.k_slice } else { k_tiles })
+        }
+    };
     let warpgroup = t / WARPGROUP_THREADS;
     if warpgroup == 0 {
         if t == 0 {
@@ -562,7 +587,8 @@ pub unsafe fn warpgroup<
                 let (by, bx) = raster(job % tiles, tiles_m, tiles_n);
                 let (m0, n0) = (by * BM, bx * BN);
                 let (za, zb) = ((z * p.batch_a) as i32, (z * p.batch_b) as i32);
-                for kt in 0..k_tiles {
+                let (k_first, k_end) = k_range(z);
+                for kt in k_first..k_end {
                     let (s, u) = (it % DEPTH, it / DEPTH);
                     if u > 0 {
                         mbarrier_wait(empty(s), (u - 1) & 1);
@@ -608,7 +634,8 @@ pub unsafe fn warpgroup<
         let (by, bx) = raster(job % tiles, tiles_m, tiles_n);
         let (m0, n0) = (by * BM, bx * BN);
         let mut acc = [0f32; ACC];
-        for kt in 0..k_tiles {
+        let (k_first, k_end) = k_range(z);
+        for kt in k_first..k_end {
             let (s, u) = (it % DEPTH, it / DEPTH);
             mbarrier_wait(full(s), u & 1);
             let da = k_tile_descriptors(a_tile(s), c * WARPGROUP_M, A_MN);
@@ -616,13 +643,13 @@ pub unsafe fn warpgroup<
             I::k_tile::<ACC, A_MN, B_MN>(&mut acc, da, db);
             // The previous k-tile's group has completed: its buffer is free.
             asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
-            if kt > 0 && leader {
+            if kt > k_first && leader {
                 mbarrier_arrive(empty((it - 1) % DEPTH));
             }
             it += 1;
         }
         asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-        if k_tiles > 0 && leader {
+        if k_end > k_first && leader {
             mbarrier_arrive(empty((it - 1) % DEPTH));
         }
 
@@ -681,3 +708,39 @@ pub const fn raster(i: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
 
 /// Tile rows per raster group.
 pub const RASTER_GROUP: u32 = 8;
+
+/// Split-K's second step: `C <- alpha * (W_0 + ... + W_{slices-1}) + beta *
+/// C`, summed in slice order (the same bits every run), converted to C's
+/// type. W is `slices` row-major m x n partial results (f32, or i32 for the
+/// integer product) `m n` elements apart, C row-major with `ldc`. One thread
+/// per element of C, a grid-stride loop over 1D blocks.
+///
+/// # Safety
+/// `w` holds `slices` m x n matrices; C holds m x n (ldc); they do not
+/// overlap.
+#[inline(always)]
+pub unsafe fn reduce<O: Output>(
+    m: u32,
+    n: u32,
+    slices: u32,
+    w: *const O::Value,
+    alpha: O::Value,
+    beta: O::Value,
+    c: *mut O,
+    ldc: u32,
+) {
+    let block = crate::thread::block_dim()[0] as u64;
+    let threads = crate::thread::grid_dim()[0] as u64 * block;
+    let mut e = crate::thread::block_idx()[0] as u64 * block + crate::thread::thread_idx()[0] as u64;
+    let (mn, n64) = (m as u64 * n as u64, n as u64);
+    while e < mn {
+        let mut sum = *w.add(e as usize);
+        for s in 1..slices {
+            sum = O::add(sum, *w.add((s as u64 * mn + e) as usize));
+        }
+        let q = c.add(((e / n64) * ldc as u64 + e % n64) as usize);
+        let v = O::mul(alpha, sum);
+        *q = O::from_value(if O::is_zero(beta) { v } else { O::mul_add(beta, (*q).to_value(), v) });
+        e += threads;
+    }
+}

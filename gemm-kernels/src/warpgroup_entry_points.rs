@@ -6,10 +6,12 @@
 //! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
 //! the s8 product), `maps: *const u8` (A's
 //! and B's `CUtensorMap`, 128 bytes each, in global memory), `c: *mut C`,
-//! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count: u32` (see
-//! [`crate::s09_warpgroup::Params`]).
+//! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count, k_slice: u32` (see
+//! [`crate::s09_warpgroup::Params`]). And split-K's reductions
+//! `warpgroup_reduce_{f32,f16,bf16,i32}` (see
+//! [`crate::s09_warpgroup::reduce`]).
 
-use crate::s09_warpgroup::{warpgroup, Bf16, Bh, Output, Params, Tf32, F16, H, S8};
+use crate::s09_warpgroup::{reduce, warpgroup, Bf16, Bh, Output, Params, Tf32, F16, H, S8};
 
 macro_rules! layout_entry {
     ($name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal], $amn:literal, $bmn:literal) => {
@@ -33,8 +35,9 @@ macro_rules! layout_entry {
             batch_a: u32,
             batch_b: u32,
             count: u32,
+            k_slice: u32,
         ) {
-            let p = Params { m, n, k, alpha, beta, maps, c, ldc, stride_c, batch_a, batch_b, count };
+            let p = Params { m, n, k, alpha, beta, maps, c, ldc, stride_c, batch_a, batch_b, count, k_slice };
             warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn>(p)
         }
     };
@@ -99,3 +102,31 @@ macro_rules! export_transpose {
 
 export_transpose!(warpgroup_transpose_b32, u32);
 export_transpose!(warpgroup_transpose_b8, u8);
+
+macro_rules! export_reduce {
+    ($name:ident, $o:ty) => {
+        #[doc = concat!("Entry point `", stringify!($name), "`: split-K's sum of slices into a C of ", stringify!($o), ".")]
+        ///
+        /// # Safety
+        /// As [`crate::s09_warpgroup::reduce`].
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            m: u32,
+            n: u32,
+            slices: u32,
+            w: *const <$o as Output>::Value,
+            alpha: <$o as Output>::Value,
+            beta: <$o as Output>::Value,
+            c: *mut $o,
+            ldc: u32,
+        ) {
+            reduce::<$o>(m, n, slices, w, alpha, beta, c, ldc)
+        }
+    };
+}
+
+export_reduce!(warpgroup_reduce_f32, f32);
+export_reduce!(warpgroup_reduce_f16, H);
+export_reduce!(warpgroup_reduce_bf16, Bh);
+export_reduce!(warpgroup_reduce_i32, i32);
