@@ -55,7 +55,13 @@ pub const fn pack_grid(rows: u32, cols: u32) -> [u32; 3] {
 
 /// Dynamic shared memory of a pack block: a 32 x 33 tile.
 pub const fn pack_smem_bytes(precision: Precision) -> u32 {
-    PACK_TILE * (PACK_TILE + 1) * precision.bytes()
+    pack_tile_bytes(precision.bytes())
+}
+
+/// The 32 x 33 tile of a pack block for elements of `element_bytes` bytes
+/// (also stage 9's transposes of u32 and u8 words).
+pub const fn pack_tile_bytes(element_bytes: u32) -> u32 {
+    PACK_TILE * (PACK_TILE + 1) * element_bytes
 }
 
 /// Leading dimension of a packed operand whose lines hold `len` elements

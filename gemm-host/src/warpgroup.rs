@@ -290,7 +290,7 @@ fn transposed_copy<T: Scalar>(
     op: TmaOperand,
     src: &CudaView<'_, T>,
 ) -> Result<(CudaSlice<T>, TmaOperand), Error> {
-    use gemm_core::pack::{pack_grid, PACK_BLOCK, PACK_TILE};
+    use gemm_core::pack::{pack_grid, pack_tile_bytes, PACK_BLOCK};
     let dst_op = op.transposed();
     // SAFETY: the transpose writes every element inside each copied matrix;
     // the pad past each line's end is never read (TMA's boxes stop at the
@@ -302,7 +302,7 @@ fn transposed_copy<T: Scalar>(
     let cfg = LaunchConfig {
         grid_dim: (grid[0], grid[1], grid[2]),
         block_dim: (PACK_BLOCK[0], PACK_BLOCK[1], 1),
-        shared_mem_bytes: PACK_TILE * (PACK_TILE + 1) * op.elem as u32,
+        shared_mem_bytes: pack_tile_bytes(op.elem as u32),
     };
     let (rows, cols, ld, ld_dst) = (op.lines as u32, op.line as u32, op.ld as u32, dst_op.ld as u32);
     for i in 0..op.count {
@@ -394,9 +394,14 @@ impl Gemm {
         if !self.tf32 || self.tuning_option_set().is_some() {
             return Ok(false);
         }
+        // Without a device the f32 path runs and reports it, after the
+        // shape checks.
         let device = match device.or(self.device_option()) {
             Some(d) => d.clone(),
-            None => default_device()?,
+            None => match default_device() {
+                Ok(d) => d,
+                Err(_) => return Ok(false),
+            },
         };
         Ok(device.compute_capability() == (9, 0))
     }

@@ -168,10 +168,9 @@ pub unsafe fn transpose<T: Word>(rows: u32, cols: u32, src: *const T, ld: u32, d
     }
 }
 
-#[cfg(not(gemm_sm90a))]
 macro_rules! export_pack {
     ($name:ident, $t:ty) => {
-        #[doc = concat!("Entry point `", stringify!($name), "`: the pack copy in ", stringify!($t), ".")]
+        #[doc = concat!("Entry point `", stringify!($name), "`: the pack copy of ", stringify!($t), " elements.")]
         ///
         /// # Safety
         /// As [`transpose`].
@@ -189,8 +188,13 @@ macro_rules! export_pack {
     };
 }
 
-// The sm_90a module exports its own (u32, u8; warpgroup_entry_points.rs).
 #[cfg(not(gemm_sm90a))]
 export_pack!(dgemm_pack, f64);
 #[cfg(not(gemm_sm90a))]
 export_pack!(sgemm_pack, f32);
+// The sm_90a module's: the K-major copies of stage 9's MN-major tf32 (u32
+// words) and s8 (u8) operands, which wgmma cannot read transposed.
+#[cfg(gemm_sm90a)]
+export_pack!(warpgroup_transpose_b32, u32);
+#[cfg(gemm_sm90a)]
+export_pack!(warpgroup_transpose_b8, u8);

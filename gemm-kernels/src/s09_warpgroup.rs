@@ -217,56 +217,47 @@ impl Output for f32 {
     }
 }
 
-impl Output for H {
-    float_value!();
-    type Pair = U16x2;
-    #[inline(always)]
-    fn pair(a: f32, b: f32) -> U16x2 {
-        U16x2([Self::from_value(a).0, Self::from_value(b).0])
-    }
-    #[inline(always)]
-    fn unpair(p: U16x2) -> (f32, f32) {
-        (H(p.0[0]).to_value(), H(p.0[1]).to_value())
-    }
-    #[inline(always)]
-    fn from_value(x: f32) -> Self {
-        let h: u16;
-        // SAFETY: a conversion between registers.
-        unsafe { asm!("cvt.rn.f16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) x, options(pure, nomem, nostack)) };
-        H(h)
-    }
-    #[inline(always)]
-    fn to_value(self) -> f32 {
-        let x: f32;
-        // SAFETY: as above.
-        unsafe { asm!("cvt.f32.f16 {x}, {h};", x = out(reg32) x, h = in(reg16) self.0, options(pure, nomem, nostack)) };
-        x
-    }
+/// The Output of a 16-bit float C (`$t`, its bits): f32 arithmetic,
+/// `cvt.rn.$ty.f32` to store, `$to` (exact) to load.
+macro_rules! half_output {
+    ($t:ident, $ty:literal, $to:expr) => {
+        impl Output for $t {
+            float_value!();
+            type Pair = U16x2;
+            #[inline(always)]
+            fn pair(a: f32, b: f32) -> U16x2 {
+                U16x2([Self::from_value(a).0, Self::from_value(b).0])
+            }
+            #[inline(always)]
+            fn unpair(p: U16x2) -> (f32, f32) {
+                ($t(p.0[0]).to_value(), $t(p.0[1]).to_value())
+            }
+            #[inline(always)]
+            fn from_value(x: f32) -> Self {
+                let h: u16;
+                // SAFETY: a conversion between registers.
+                unsafe {
+                    asm!(concat!("cvt.rn.", $ty, ".f32 {h}, {x};"), h = out(reg16) h, x = in(reg32) x,
+                         options(pure, nomem, nostack))
+                };
+                $t(h)
+            }
+            #[inline(always)]
+            fn to_value(self) -> f32 {
+                $to(self.0)
+            }
+        }
+    };
 }
 
-impl Output for Bh {
-    float_value!();
-    type Pair = U16x2;
-    #[inline(always)]
-    fn pair(a: f32, b: f32) -> U16x2 {
-        U16x2([Self::from_value(a).0, Self::from_value(b).0])
-    }
-    #[inline(always)]
-    fn unpair(p: U16x2) -> (f32, f32) {
-        (Bh(p.0[0]).to_value(), Bh(p.0[1]).to_value())
-    }
-    #[inline(always)]
-    fn from_value(x: f32) -> Self {
-        let h: u16;
-        // SAFETY: a conversion between registers.
-        unsafe { asm!("cvt.rn.bf16.f32 {h}, {x};", h = out(reg16) h, x = in(reg32) x, options(pure, nomem, nostack)) };
-        Bh(h)
-    }
-    #[inline(always)]
-    fn to_value(self) -> f32 {
-        f32::from_bits((self.0 as u32) << 16)
-    }
-}
+half_output!(H, "f16", |h: u16| {
+    let x: f32;
+    // SAFETY: a conversion between registers.
+    unsafe { asm!("cvt.f32.f16 {x}, {h};", x = out(reg32) x, h = in(reg16) h, options(pure, nomem, nostack)) };
+    x
+});
+// bf16 is the upper half of an f32.
+half_output!(Bh, "bf16", |h: u16| f32::from_bits((h as u32) << 16));
 
 /// The integer product's C: i32, wrapping arithmetic (as cuBLAS's
 /// `CUBLAS_COMPUTE_32I`).

@@ -9,7 +9,9 @@
 //! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count, k_slice: u32` (see
 //! [`crate::s09_warpgroup::Params`]). And split-K's reductions
 //! `warpgroup_reduce_{f32,f16,bf16,i32}` (see
-//! [`crate::s09_warpgroup::reduce`]).
+//! [`crate::s09_warpgroup::reduce`]). The transposes of MN-major tf32 and s8
+//! operands, `warpgroup_transpose_b32` and `_b8`, are packing's
+//! ([`crate::pack`]).
 
 use crate::s09_warpgroup::{reduce, warpgroup, Bf16, Bh, Output, Params, Tf32, F16, H, S8};
 
@@ -77,31 +79,6 @@ macro_rules! export_warpgroup {
 }
 
 gemm_core::warpgroup_menu!(export_warpgroup);
-
-macro_rules! export_transpose {
-    ($name:ident, $t:ty) => {
-        #[doc = concat!("Entry point `", stringify!($name), "`: [`crate::pack::transpose`] of ", stringify!($t), " elements,")]
-        /// which turns an MN-major tf32 (u32) or s8 (u8) operand K-major for
-        /// the kernels above.
-        ///
-        /// # Safety
-        /// As [`crate::pack::transpose`].
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $name(
-            rows: u32,
-            cols: u32,
-            src: *const $t,
-            ld: u32,
-            dst: *mut $t,
-            ld_dst: u32,
-        ) {
-            crate::pack::transpose::<$t>(rows, cols, src, ld, dst, ld_dst)
-        }
-    };
-}
-
-export_transpose!(warpgroup_transpose_b32, u32);
-export_transpose!(warpgroup_transpose_b8, u8);
 
 macro_rules! export_reduce {
     ($name:ident, $o:ty) => {
