@@ -19,11 +19,15 @@
 //! configuration). `--products f16,bf16,tf32,i8` picks the products (default
 //! all). `--b-col-major` stores B column-major (both operands K-major: the
 //! layout wgmma reads tf32 and i8 in without a transposed copy, and the one
-//! cuBLAS's fast INT8 kernels want; layout column `b-col`). Where cuBLAS
+//! cuBLAS's fast INT8 kernels want; layout column `b-col`). `--stage 8`
+//! times stage 8's mixed-precision kernels instead (`mma.sync` with
+//! ldmatrix and cp.async, `.stage(Stage::TensorCore)`: the path of compute
+//! capability 8.x GPUs; stage column 8, stage name `tensor-core-mixed`).
+//! Where cuBLAS
 //! refuses a shape (INT8 with leading dimensions not multiples of 4), ours is
 //! timed alone and marked unchecked.
 //!
-//! `cargo run --release --example 09_warpgroup [N | MxNxK ...] [--budget-ms MS] [--csv PATH] [--products LIST] [--b-col-major]`
+//! `cargo run --release --example 09_warpgroup [N | MxNxK ...] [--budget-ms MS] [--csv PATH] [--products LIST] [--b-col-major] [--stage 8]`
 
 use gemm::bench::time_kernel;
 use gemm::check::{random_matrix, random_matrix_in};
@@ -59,6 +63,7 @@ cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind
 /// One product: check, then time ours and cuBLAS; CSV rows into `csv`.
 /// Returns false on a wrong result.
 fn run<T: Product<C>, C: Scalar>(
+    mma_sync: bool,
     precision: &str,
     b_layout: Layout,
     device: &Arc<gemm::Device>,
@@ -77,6 +82,7 @@ fn run<T: Product<C>, C: Scalar>(
     let mut c = DeviceMatrix::from_host(device, &poison).unwrap_or_else(|e| fail(e));
     let mut r = DeviceMatrix::from_host(device, &poison).unwrap_or_else(|e| fail(e));
     let g = Gemm::new().allow_tf32(precision == "tf32");
+    let g = if mma_sync { g.stage(gemm::tuning::Stage::TensorCore) } else { g };
     g.run_device(&a, &b, &mut c).unwrap_or_else(|e| fail(e));
     // cuBLAS refuses some shapes (INT8 with leading dimensions not
     // multiples of 4): ours is then timed alone, unchecked here (the GPU
@@ -122,31 +128,32 @@ fn run<T: Product<C>, C: Scalar>(
     }
     let (ours, theirs) = (median(ours), median(theirs));
     let tflops = |ms: f64| 2.0 * m as f64 * n as f64 * k as f64 / (ms * 1e9);
-    let kernel = gemm::tuning::warpgroup_kernel(
-        match (T::NAME, C::NAME) {
-            ("f16", "f16") => gemm::tuning::WgmmaTypes::F16,
-            ("f16", _) => gemm::tuning::WgmmaTypes::F16F32,
-            ("bf16", "bf16") => gemm::tuning::WgmmaTypes::Bf16,
-            ("bf16", _) => gemm::tuning::WgmmaTypes::Bf16F32,
-            ("f32", _) => gemm::tuning::WgmmaTypes::Tf32,
-            _ => gemm::tuning::WgmmaTypes::S8,
-        },
-        m,
-        n,
-        device.sm_count(),
-    );
-    let (slices, _) = kernel.tile.split_k(m as u32, n as u32, k as u32, size_of::<T>() as u32, device.sm_count());
-    // Every family has the K-major entry point `_nt`.
-    let name = kernel.names[1].unwrap_or_default().trim_end_matches("_nt");
-    let config = format!(
-        "block {}x{}x{}; pipeline depth {}{}; C {}",
-        kernel.tile.bm,
-        kernel.tile.bn,
-        kernel.tile.bk(size_of::<T>() as u32),
-        kernel.tile.depth,
-        if slices > 1 { format!("; split-K {slices}") } else { String::new() },
-        C::NAME
-    );
+    let types = match (T::NAME, C::NAME) {
+        ("f16", "f16") => gemm::tuning::WgmmaTypes::F16,
+        ("f16", _) => gemm::tuning::WgmmaTypes::F16F32,
+        ("bf16", "bf16") => gemm::tuning::WgmmaTypes::Bf16,
+        ("bf16", _) => gemm::tuning::WgmmaTypes::Bf16F32,
+        ("f32", _) => gemm::tuning::WgmmaTypes::Tf32,
+        _ => gemm::tuning::WgmmaTypes::S8,
+    };
+    let bytes = size_of::<T>() as u32;
+    let (name, config, slices) = if mma_sync {
+        let kernel = gemm::tuning::mma_kernel(types, m, n, device.sm_count());
+        let t = kernel.tile;
+        let config = format!("block {}x{}x{}; pipeline depth {}; C {}", t.bm, t.bn, t.bk(bytes), t.depth, C::NAME);
+        (kernel.name, config, 1)
+    } else {
+        let kernel = gemm::tuning::warpgroup_kernel(types, m, n, device.sm_count());
+        let t = kernel.tile;
+        let (slices, _) = t.split_k(m as u32, n as u32, k as u32, bytes, device.sm_count());
+        // Every family has the K-major entry point `_nt`.
+        let name = kernel.names[1].unwrap_or_default().trim_end_matches("_nt");
+        let split = if slices > 1 { format!("; split-K {slices}") } else { String::new() };
+        let config =
+            format!("block {}x{}x{}; pipeline depth {}{split}; C {}", t.bm, t.bn, t.bk(bytes), t.depth, C::NAME);
+        (name, config, slices)
+    };
+    let (stage_number, stage_label) = if mma_sync { (8, "tensor-core-mixed") } else { (9, "warpgroup-mma") };
     let intensity = 2.0 * (m * n * k) as f64
         / (size_of::<T>() as f64 * (m * k + k * n) as f64 + size_of::<C>() as f64 * (m * n) as f64);
     let (date, commit) = (gemm::bench::today_utc(), gemm::bench::commit());
@@ -167,12 +174,12 @@ fn run<T: Product<C>, C: Scalar>(
             1.0,
             "reference".to_string(),
         ),
-        (9, "warpgroup-mma", config, ours, name.to_string(), theirs / ours, check),
+        (stage_number, stage_label, config, ours, name.to_string(), theirs / ours, check),
     ] {
         if stage == 0 && !cublas_row {
             continue;
         }
-        let split = if stage == 9 { slices } else { 1 };
+        let split = if stage == 0 { 1 } else { slices };
         let (cublas_gflops, ratio) = if cublas_row {
             (format!("{:.1}", tflops(theirs) * 1e3), format!("{ratio:.4}"))
         } else {
@@ -210,6 +217,7 @@ fn main() {
     let mut csv_path = None;
     let mut products = vec!["f16".to_string(), "bf16".into(), "tf32".into(), "i8".into()];
     let mut b_layout = Layout::RowMajor;
+    let mut mma_sync = false;
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
         if x == "--budget-ms" {
@@ -224,6 +232,17 @@ fn main() {
             b_layout = Layout::ColMajor;
             continue;
         }
+        if x == "--stage" {
+            mma_sync = match it.next().as_deref() {
+                Some("8") => true,
+                Some("9") => false,
+                other => {
+                    eprintln!("--stage takes 8 (mma.sync) or 9 (warpgroup MMA), not {other:?}");
+                    exit(2)
+                }
+            };
+            continue;
+        }
         if x == "--products" {
             products = it.next().unwrap_or_default().split(',').map(String::from).collect();
             continue;
@@ -233,7 +252,7 @@ fn main() {
             [n] => sizes.push((n, n, n)),
             [m, n, k] => sizes.push((m, n, k)),
             _ => {
-                eprintln!("usage: 09_warpgroup [N | MxNxK ...] [--budget-ms MS] [--csv PATH] [--products LIST] [--b-col-major]");
+                eprintln!("usage: 09_warpgroup [N | MxNxK ...] [--budget-ms MS] [--csv PATH] [--products LIST] [--b-col-major] [--stage 8]");
                 exit(2)
             }
         }
@@ -256,15 +275,15 @@ fn main() {
         for p in &products {
             match p.as_str() {
                 "f16" => {
-                    ok &= run::<f16, f32>("f16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
-                    ok &= run::<f16, f16>("f16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
+                    ok &= run::<f16, f32>(mma_sync, "f16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
+                    ok &= run::<f16, f16>(mma_sync, "f16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
                 }
                 "bf16" => {
-                    ok &= run::<bf16, f32>("bf16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
-                    ok &= run::<bf16, bf16>("bf16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
+                    ok &= run::<bf16, f32>(mma_sync, "bf16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
+                    ok &= run::<bf16, bf16>(mma_sync, "bf16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
                 }
-                "tf32" => ok &= run::<f32, f32>("tf32", b_layout, &device, &cublas, s, budget_ms, &mut csv),
-                "i8" => ok &= run::<i8, i32>("i8", b_layout, &device, &cublas, s, budget_ms, &mut csv),
+                "tf32" => ok &= run::<f32, f32>(mma_sync, "tf32", b_layout, &device, &cublas, s, budget_ms, &mut csv),
+                "i8" => ok &= run::<i8, i32>(mma_sync, "i8", b_layout, &device, &cublas, s, budget_ms, &mut csv),
                 other => {
                     eprintln!("unknown product {other} (f16, bf16, tf32, i8)");
                     exit(2)

@@ -305,3 +305,82 @@ fn i8_products_are_exact_in_every_layout() {
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
     assert_eq!(c, c0);
 }
+
+/// Stage 8's mixed-precision kernels (`mma.sync`, the path of compute
+/// capability 8.x), asked for with `.stage(Stage::TensorCore)`.
+fn mma_sync() -> Gemm {
+    Gemm::new().stage(gemm::tuning::Stage::TensorCore)
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn stage8_integer_products_are_exact_in_every_layout() {
+    let _ = device();
+    let variants = Variant::all();
+    for (i, &shape) in SHAPES.iter().enumerate() {
+        for j in 0..4 {
+            let v = variants[(i * 4 + j) % variants.len()];
+            check_with::<f16, f32>(mma_sync(), shape, v, 1.0, 0.0, true);
+            check_with::<bf16, f32>(mma_sync(), shape, v, 1.0, 0.0, true);
+        }
+    }
+    // The 128 x 256 tile (a C with at least one such block per SM) in every layout.
+    let sms = device().sm_count();
+    let big = (1024, 128 * 33 + 7, 200);
+    assert_eq!(gemm::tuning::mma_kernel(WgmmaTypes::F16F32, big.0, big.1, sms).tile.bn, 256);
+    for v in variants.iter().step_by(3) {
+        check_with::<f16, f32>(mma_sync(), big, *v, 1.0, 0.0, true);
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn stage8_products_are_within_the_bound_for_every_type() {
+    let dev = device();
+    let variants = Variant::all();
+    for (i, &shape) in SHAPES.iter().enumerate() {
+        let v = variants[(7 * i + 3) % variants.len()];
+        for (alpha, beta) in [(1.0, 0.0), (-1.5, 0.5), (0.7, 1.0)] {
+            check_with::<f16, f16>(mma_sync(), shape, v, alpha, beta, false);
+            check_with::<f16, f32>(mma_sync(), shape, v, alpha, beta, false);
+            check_with::<bf16, bf16>(mma_sync(), shape, v, alpha, beta, false);
+            check_with::<bf16, f32>(mma_sync(), shape, v, alpha, beta, false);
+        }
+    }
+    check_with::<f16, f32>(mma_sync(), (1000, 1000, 4096), Variant::NN, 1.0, 0.0, false);
+    // TF32 (asked for twice: allow_tf32, and stage 8) and i8, every layout
+    // (MN-major operands through the K-major copy).
+    for (i, v) in variants.iter().copied().enumerate() {
+        let shape = SHAPES[i % SHAPES.len()];
+        let (alpha, beta) = [(1.0, 0.0), (-1.5, 0.5), (0.7, 1.0)][i % 3];
+        check_with::<f32, f32>(mma_sync().allow_tf32(true), shape, v, alpha, beta, false);
+        let (alpha, beta) = [(1.0, 0.0), (-3.0, 2.0), (2.0, 1.0)][i % 3];
+        check_with::<i8, i32>(mma_sync(), shape, v, alpha, beta, false);
+    }
+    check_with::<f32, f32>(mma_sync().allow_tf32(true), (1024, 128 * 33 + 7, 300), Variant::NN, 1.0, 0.0, false);
+    check_with::<i8, i32>(mma_sync(), (300, 200, 4099), variants[9], 1.0, 0.0, false);
+
+    // Device matrices, run to run: the same bits; k = 0: C = beta C.
+    let (m, n, k) = (777, 1234, 999);
+    let a = random_matrix::<bf16>(m, k, seed());
+    let b = random_matrix::<bf16>(k, n, seed());
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut dc = DeviceMatrix::<bf16>::zeros(&dev, m, n).unwrap();
+    mma_sync().run_device(&da, &db, &mut dc).unwrap();
+    let first = dc.to_host().unwrap();
+    let cmp = Reference::new_mixed(1.0, &a, &b, 0.0, &Matrix::<bf16>::zeros(m, n)).compare(&first);
+    assert!(cmp.passed(), "stage 8 device bf16: {cmp}");
+    mma_sync().run_device(&da, &db, &mut dc).unwrap();
+    assert!(
+        first.as_slice().iter().zip(dc.to_host().unwrap().as_slice()).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "stage 8 not deterministic"
+    );
+    let (a0, b0) = (random_matrix::<f16>(50, 0, seed()), random_matrix::<f16>(0, 70, seed()));
+    let c0 = random_matrix::<f32>(50, 70, seed());
+    let mut c = c0.clone();
+    mma_sync().beta(0.5).run(&a0, &b0, &mut c).unwrap();
+    assert!(c.as_slice().iter().zip(c0.as_slice()).all(|(x, y)| *x == 0.5 * y), "stage 8, k = 0: C = beta C");
+    // Another option beside the stage is refused, C untouched.
+    let e = mma_sync().pipeline_depth(3).run(&a, &b, &mut Matrix::<f32>::zeros(m, n)).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+}

@@ -15,6 +15,7 @@
 pub mod batch;
 pub mod config;
 pub mod geometry;
+pub mod mma_sync;
 pub mod pack;
 pub mod shape;
 pub mod split_k;

@@ -879,6 +879,16 @@ impl Gemm {
         self.pack
     }
 
+    /// The stage asked for with [`Gemm::stage`], if any.
+    pub(crate) fn stage_option(&self) -> Option<Stage> {
+        self.stage
+    }
+
+    /// Forgets the stage asked for (to see which other options are set).
+    pub(crate) fn clear_stage(&mut self) {
+        self.stage = None;
+    }
+
     /// The builder's device, if set.
     pub(crate) fn device_option(&self) -> Option<&Arc<Device>> {
         self.device.as_ref()

@@ -102,8 +102,11 @@ pub mod tuning {
         choose, choose_batched, measured, model_split_for, Measured, PackReason, Plan, PlanSource, SplitReason,
         MAX_SPLIT_WORKSPACE,
     };
-    pub use crate::warpgroup::{warpgroup_kernel, WarpgroupKernel, WARPGROUP_KERNELS};
+    pub use crate::warpgroup::{
+        mma_kernel, warpgroup_kernel, MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS,
+    };
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
+    pub use gemm_core::mma_sync::MmaTile;
     pub use gemm_core::pack;
     pub use gemm_core::split_k;
     pub use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes};

@@ -17,9 +17,11 @@ use cudarc::driver::sys as cu;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
+use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{spans_overlap, Layout, Operand};
 use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes, ROW_BYTES};
 use gemm_core::GemmDims;
+use gemm_core::{KernelLayouts, Stage};
 use half::{bf16, f16};
 use std::sync::Arc;
 
@@ -164,6 +166,60 @@ macro_rules! warpgroup_entries {
 /// Every compiled stage-9 kernel family (the `sm_90a` module's entry points).
 pub static WARPGROUP_KERNELS: &[WarpgroupKernel] = gemm_core::warpgroup_menu!(warpgroup_entries);
 
+/// Which kernels run a mixed-precision product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MixedStage {
+    /// Stage 9: warpgroup MMA and TMA (the `sm_90a` module).
+    Warpgroup,
+    /// Stage 8's `mma.sync` kernels (the layout modules).
+    MmaSync,
+}
+
+/// alpha and beta in the accumulation's type, as their bits: i32 (checked
+/// integers) for the i8 product, f32 otherwise; 4 bytes either way.
+fn scalars(types: WgmmaTypes, alpha: f64, beta: f64) -> (u32, u32) {
+    if types == WgmmaTypes::S8 {
+        (alpha as i32 as u32, beta as i32 as u32)
+    } else {
+        ((alpha as f32).to_bits(), (beta as f32).to_bits())
+    }
+}
+
+/// One compiled stage-8 mixed-precision kernel (`mma.sync`): the entry
+/// point of that name in each layout module (f16, bf16), or in the `nt`
+/// module alone (tf32, i8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmaKernel {
+    /// The entry point.
+    pub name: &'static str,
+    /// Operand and C types.
+    pub types: WgmmaTypes,
+    /// Block tile and pipeline depth.
+    pub tile: MmaTile,
+}
+
+macro_rules! mma_entries {
+    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {
+        &[$(MmaKernel {
+            name: stringify!($name),
+            types: WgmmaTypes::$t,
+            tile: MmaTile { bm: $bm, bn: $bn, depth: $d },
+        }),*]
+    };
+}
+
+/// Every compiled stage-8 mixed-precision kernel ([`gemm_core::mma_menu!`]).
+pub static MMA_KERNELS: &[MmaKernel] = gemm_core::mma_menu!(mma_entries);
+
+/// The stage-8 kernel for `types` on an m x n C: the 128 x 256 tile when it
+/// gives at least one block per SM, else 128 x 128.
+pub fn mma_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32) -> &'static MmaKernel {
+    let fills = |t: MmaTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize) >= sm_count as usize;
+    let mut fitting = MMA_KERNELS.iter().filter(|k| k.types == types);
+    let smallest = fitting.clone().min_by_key(|k| k.tile.bm * k.tile.bn).expect("a kernel for every WgmmaTypes");
+    fitting.find(|k| k.tile.bn > smallest.tile.bn && fills(k.tile)).unwrap_or(smallest)
+}
+
 /// The product's name in errors: "f16 x f16 -> f32".
 fn product_name(types: WgmmaTypes) -> String {
     let (i, o) = match types {
@@ -233,8 +289,17 @@ impl TmaOperand {
         t.padded()
     }
 
+    /// Elements of a buffer laid out so, its last line whole (`ld`
+    /// elements): a 16-byte chunk that starts inside a line then ends inside
+    /// the buffer, so stage 8's partial cp.async copies (which read only the
+    /// bytes inside the matrix) never name bytes past it.
     fn len(&self) -> usize {
-        (self.count - 1) * self.stride + (self.lines - 1) * self.ld + self.line
+        (self.count - 1) * self.stride + self.lines * self.ld
+    }
+
+    /// Whether each line's length is a whole number of 16-byte chunks.
+    fn whole_chunks(&self) -> bool {
+        self.line % self.align() == 0
     }
 }
 
@@ -282,11 +347,12 @@ fn aligned_copy<T: Scalar>(
 
 /// Copies `op` at `src` into a new buffer holding its transpose
 /// (`op.transposed()`): the K-major copy of an MN-major tf32 or i8 operand,
-/// which wgmma cannot read transposed (`warpgroup_transpose_b32`, `_b8`: the
+/// which neither wgmma nor ldmatrix reads transposed (`transpose_b32`, `_b8`: the
 /// tiled transpose of packing, on `stream`).
 fn transposed_copy<T: Scalar>(
     device: &Device,
     stream: &Arc<CudaStream>,
+    stage: MixedStage,
     op: TmaOperand,
     src: &CudaView<'_, T>,
 ) -> Result<(CudaSlice<T>, TmaOperand), Error> {
@@ -296,8 +362,11 @@ fn transposed_copy<T: Scalar>(
     // the pad past each line's end is never read (TMA's boxes stop at the
     // tensor's dimensions).
     let mut dst = unsafe { alloc_uninit::<T>(stream, dst_op.len()) }?;
-    let name = if op.elem == 4 { "warpgroup_transpose_b32" } else { "warpgroup_transpose_b8" };
-    let func = device.warpgroup_function(name)?;
+    let name = if op.elem == 4 { "transpose_b32" } else { "transpose_b8" };
+    let func = match stage {
+        MixedStage::Warpgroup => device.warpgroup_function(name)?,
+        MixedStage::MmaSync => device.function(name, KernelLayouts::NN)?,
+    };
     let grid = pack_grid(op.lines as u32, op.line as u32);
     let cfg = LaunchConfig {
         grid_dim: (grid[0], grid[1], grid[2]),
@@ -317,6 +386,44 @@ fn transposed_copy<T: Scalar>(
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
     }
     Ok((dst, dst_op))
+}
+
+/// One operand brought to what the kernels read (`k_major`: its storage
+/// runs along k): an MN-major tf32 or i8 operand is transposed to a K-major
+/// copy (returned flag true), one whose lines do not start on 16 bytes (or,
+/// for stage 8, do not end on them) is
+/// copied to padded lines; the copies are pushed to `copies` (freed after the
+/// launch, stream-ordered). Returns the address the kernel reads and its
+/// layout.
+#[allow(clippy::too_many_arguments)]
+fn prepare_operand<T: Scalar>(
+    device: &Device,
+    stream: &Arc<CudaStream>,
+    stage: MixedStage,
+    types: WgmmaTypes,
+    op: TmaOperand,
+    k_major: bool,
+    src: &CudaView<'_, T>,
+    copies: &mut Vec<CudaSlice<T>>,
+) -> Result<(u64, TmaOperand, bool), Error> {
+    let (address, _sync) = src.device_ptr(stream);
+    if !k_major && !types.transposes() {
+        let (copy, t) = transposed_copy(device, stream, stage, op, src)?;
+        let address = copy.device_ptr(stream).0;
+        copies.push(copy);
+        Ok((address, t, true))
+    } else if op.aligned(address) && (stage == MixedStage::Warpgroup || op.whole_chunks()) {
+        // Stage 8 reads a line's last chunk with cp.async's source size (the
+        // bytes inside the matrix), but compute-sanitizer's memcheck checks
+        // all 16 bytes: lines of whole chunks are read in place, others
+        // from a copy whose last line is whole (`TmaOperand::len`).
+        Ok((address, op, false))
+    } else {
+        let (copy, padded) = aligned_copy(stream, op, src)?;
+        let address = copy.device_ptr(stream).0;
+        copies.push(copy);
+        Ok((address, padded, false))
+    }
 }
 
 /// The tensor map of one operand at device address `address`: dimensions
@@ -362,13 +469,22 @@ fn tensor_map(
 }
 
 impl Gemm {
-    /// The stage-9 options check: the tuning options of stages 1-8 do not
-    /// apply to these products; the i8 product's alpha and beta are i32.
-    fn warpgroup_options(&self, types: WgmmaTypes) -> Result<(), Error> {
-        if let Some(option) = self.tuning_option_set() {
+    /// The mixed-precision products' options check: the tuning options of
+    /// stages 1-8 do not apply to them, but for `.stage(Stage::TensorCore)`
+    /// alone, which asks for stage 8's `mma.sync` kernels (returns true);
+    /// the i8 product's alpha and beta are i32.
+    fn mixed_options(&self, types: WgmmaTypes) -> Result<bool, Error> {
+        let mma_sync = self.stage_option() == Some(Stage::TensorCore) && {
+            let mut rest = self.clone();
+            rest.clear_stage();
+            rest.tuning_option_set().is_none()
+        };
+        if let (Some(option), false) = (self.tuning_option_set(), mma_sync) {
             return Err(Error::Unsupported {
                 product: product_name(types),
-                why: format!("{option} does not apply: these products run stage 9's kernels only"),
+                why: format!(
+                    "{option} does not apply: these products run stage 9's kernels, or stage 8's with .stage(Stage::TensorCore) alone"
+                ),
             });
         }
         if types == WgmmaTypes::S8 {
@@ -383,15 +499,19 @@ impl Gemm {
                 }
             }
         }
-        Ok(())
+        Ok(mma_sync)
     }
 
     /// Whether an f32 product runs on TF32 tensor cores: only when
-    /// [`Gemm::allow_tf32`] asked for it, no option of stages 1-8 is set, and
-    /// the device (`device`, else the builder's, else the default) has
-    /// compute capability 9.0.
+    /// [`Gemm::allow_tf32`] asked for it, no option of stages 1-8 is set
+    /// (but `.stage(Stage::TensorCore)`, which picks stage 8's TF32 kernels),
+    /// and the device (`device`, else the builder's, else the default) has
+    /// compute capability 8.0 or newer.
     pub(crate) fn uses_tf32(&self, device: Option<&Arc<Device>>) -> Result<bool, Error> {
-        if !self.tf32 || self.tuning_option_set().is_some() {
+        if !self.tf32 {
+            return Ok(false);
+        }
+        if self.tuning_option_set().is_some() && !matches!(self.mixed_options(WgmmaTypes::Tf32), Ok(true)) {
             return Ok(false);
         }
         // Without a device the f32 path runs and reports it, after the
@@ -403,22 +523,27 @@ impl Gemm {
                 Err(_) => return Ok(false),
             },
         };
-        Ok(device.compute_capability() == (9, 0))
+        Ok(device.compute_capability() >= (8, 0))
     }
 
-    /// Whether `device` runs stage 9 (compute capability 9.0: sm_90a code).
-    fn warpgroup_device(types: WgmmaTypes, device: &Device) -> Result<(), Error> {
+    /// Which kernels run a mixed-precision product on `device`: stage 9 on
+    /// compute capability 9.0 (unless `mma_sync`: stage 8 was asked for),
+    /// stage 8's `mma.sync` kernels on other devices from 8.0 on.
+    fn mixed_stage(types: WgmmaTypes, device: &Device, mma_sync: bool) -> Result<MixedStage, Error> {
         let (major, minor) = device.compute_capability();
-        if (major, minor) != (9, 0) {
-            return Err(Error::Unsupported {
+        if (major, minor) == (9, 0) && !mma_sync {
+            Ok(MixedStage::Warpgroup)
+        } else if major >= 8 {
+            Ok(MixedStage::MmaSync)
+        } else {
+            Err(Error::Unsupported {
                 product: product_name(types),
                 why: format!(
-                    "its kernels use Hopper's warpgroup MMA (sm_90a), for compute capability 9.0 only; {} has {major}.{minor}",
+                    "its kernels use the tensor cores' mma.sync of compute capability 8.0 and newer; {} has {major}.{minor}",
                     device.name()
                 ),
-            });
+            })
         }
-        Ok(())
     }
 
     /// [`Gemm::run`] for f16 and bf16 operands: uploads A's, B's and C's
@@ -430,7 +555,7 @@ impl Gemm {
         b: MatRef<'_, T>,
         mut c: MatMut<'_, C>,
     ) -> Result<(), Error> {
-        self.warpgroup_options(types)?;
+        let mma_sync = self.mixed_options(types)?;
         let c_len = c.dims().required_len().unwrap_or(0);
         let dims = self.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
         if dims.is_empty() || self.leaves_c_unchanged(&dims) {
@@ -440,12 +565,13 @@ impl Gemm {
             Some(d) => d.clone(),
             None => default_device()?,
         };
-        Self::warpgroup_device(types, &device)?;
+        let stage = Self::mixed_stage(types, &device, mma_sync)?;
         let stream = self.stream_on(&device)?;
         let upload = |s: &[T]| stream.clone_htod(s).during("cuMemcpyHtoDAsync");
         let (da, db) = (upload(a.span())?, upload(b.span())?);
         let mut dc = stream.clone_htod(c.span_mut()).during("cuMemcpyHtoDAsync")?;
-        self.enqueue_warpgroup(&device, &stream, types, &dims, (&da.slice(..), &db.slice(..), &mut dc.slice_mut(..)))?;
+        let operands = (&da.slice(..), &db.slice(..), &mut dc.slice_mut(..));
+        self.enqueue_mixed(&device, &stream, stage, types, &dims, operands)?;
         stream.memcpy_dtoh(&dc, c.span_mut()).during("cuMemcpyDtoHAsync")?;
         stream.synchronize().during("cuStreamSynchronize")
     }
@@ -458,7 +584,7 @@ impl Gemm {
         b: DeviceView<'_, T>,
         mut c: DeviceViewMut<'_, C>,
     ) -> Result<(), Error> {
-        self.warpgroup_options(types)?;
+        let mma_sync = self.mixed_options(types)?;
         let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
         let device = c.device.clone();
         for other in [a.device, b.device].into_iter().chain(self.device_option()) {
@@ -476,8 +602,116 @@ impl Gemm {
                 return Err(gemm_core::ShapeError::Overlap { operand }.into());
             }
         }
-        Self::warpgroup_device(types, &device)?;
-        self.enqueue_warpgroup(&device, &stream, types, &dims, (&a.data, &b.data, &mut c.data))
+        let stage = Self::mixed_stage(types, &device, mma_sync)?;
+        self.enqueue_mixed(&device, &stream, stage, types, &dims, (&a.data, &b.data, &mut c.data))
+    }
+
+    /// Enqueues one product of the validated problem `dims` (user form) on
+    /// `stream` with the kernels of `stage`.
+    fn enqueue_mixed<T: Scalar, C: Scalar>(
+        &self,
+        device: &Arc<Device>,
+        stream: &Arc<CudaStream>,
+        stage: MixedStage,
+        types: WgmmaTypes,
+        dims: &GemmDims,
+        operands: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
+    ) -> Result<(), Error> {
+        match stage {
+            MixedStage::Warpgroup => self.enqueue_warpgroup(device, stream, types, dims, operands),
+            MixedStage::MmaSync => self.enqueue_mma_sync(device, stream, types, dims, operands),
+        }
+    }
+
+    /// Enqueues one product of the validated problem `dims` (user form) on
+    /// `stream` with stage 8's `mma.sync` kernels (`s08_tensor_core_mixed`).
+    fn enqueue_mma_sync<T: Scalar, C: Scalar>(
+        &self,
+        device: &Arc<Device>,
+        stream: &Arc<CudaStream>,
+        types: WgmmaTypes,
+        dims: &GemmDims,
+        (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
+    ) -> Result<(), Error> {
+        let (kd, swapped) = dims.kernel_form();
+        let (ka, kb) = if swapped { (b, a) } else { (a, b) };
+        let reads_ab = self.alpha != 0.0 && kd.k > 0;
+        if [kd.m, kd.n, kd.k, kd.lda, kd.ldb, kd.ldc].iter().any(|&d| d > i32::MAX as usize) {
+            return Err(Error::Unsupported {
+                product: product_name(types),
+                why: format!(
+                    "{}x{}x{} (lda {}, ldb {}, ldc {}): the kernels' sizes are 32-bit, so each must be below 2^31",
+                    kd.m, kd.n, kd.k, kd.lda, kd.ldb, kd.ldc
+                ),
+            });
+        }
+        let kernel = mma_kernel(types, kd.m, kd.n, device.sm_count());
+        let tile = kernel.tile;
+        if tile.tiles(kd.m as u32, kd.n as u32) > i32::MAX as u64 {
+            return Err(Error::Unsupported {
+                product: product_name(types),
+                why: format!("{}x{} needs more than 2^31 block tiles", kd.m, kd.n),
+            });
+        }
+        let elem = types.input_bytes() as usize;
+        let mut copies = Vec::new();
+        // What the kernel reads: the operands' own layouts, or K-major
+        // copies where ldmatrix cannot transpose (tf32, i8).
+        let (mut layouts, mut ptrs, mut lds) = (KernelLayouts { a: kd.a_layout, b: kd.b_layout }, [0u64; 2], [0u32; 2]);
+        if reads_ab {
+            let a_k_major = kd.a_layout == Layout::RowMajor;
+            let b_k_major = kd.b_layout == Layout::ColMajor;
+            let line = |k_major: bool, other: usize| if k_major { (kd.k, other) } else { (other, kd.k) };
+            let ((la, na), (lb, nb)) = (line(a_k_major, kd.m), line(b_k_major, kd.n));
+            let a_op = TmaOperand { elem, line: la, lines: na, ld: kd.lda, count: 1, stride: 0 };
+            let b_op = TmaOperand { elem, line: lb, lines: nb, ld: kd.ldb, count: 1, stride: 0 };
+            for (i, (op, src, k_major)) in [(a_op, ka, a_k_major), (b_op, kb, b_k_major)].into_iter().enumerate() {
+                let (address, op, transposed) =
+                    prepare_operand(device, stream, MixedStage::MmaSync, types, op, k_major, src, &mut copies)?;
+                if transposed {
+                    if i == 0 {
+                        layouts.a = Layout::RowMajor;
+                    } else {
+                        layouts.b = Layout::ColMajor;
+                    }
+                }
+                if op.ld > i32::MAX as usize {
+                    return Err(Error::Unsupported {
+                        product: product_name(types),
+                        why: format!("a copy's leading dimension {} is not below 2^31", op.ld),
+                    });
+                }
+                (ptrs[i], lds[i]) = (address, op.ld as u32);
+            }
+        }
+        if !types.transposes() || !reads_ab {
+            // K-major operands (tf32, i8: the `nt` module alone), or none read.
+            layouts = KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor };
+        }
+        let func = device.function(kernel.name, layouts)?;
+        let grid = tile.grid(kd.m as u32, kd.n as u32, 1);
+        let cfg = LaunchConfig {
+            grid_dim: (grid[0], grid[1], grid[2]),
+            block_dim: (tile.threads_per_block(), 1, 1),
+            shared_mem_bytes: tile.smem_bytes(),
+        };
+        let (m, n, k) = (kd.m as u32, kd.n as u32, if reads_ab { kd.k as u32 } else { 0 });
+        let (alpha, beta) = scalars(types, self.alpha, self.beta);
+        let (ldc, strides, count) = (kd.ldc as u32, [0u64; 3], 1u32);
+        let mut builder = stream.launch_builder(&func);
+        builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta);
+        builder.arg(&ptrs[0]).arg(&lds[0]).arg(&ptrs[1]).arg(&lds[1]).arg(c).arg(&ldc);
+        builder.arg(&strides[0]).arg(&strides[1]).arg(&strides[2]).arg(&count);
+        // SAFETY: the arguments match the entry point's signature
+        // (gemm-kernels/src/entry_points.rs, `mixed_entry_points`); A and B
+        // (or their copies, which live until the work queued on `stream` is
+        // done) hold the validated shapes with rows on 16 bytes, in the
+        // layouts of the module the function comes from; with k = 0 they are
+        // not read; C (m x n, ldc, row-major in kernel form) was validated
+        // against its buffer; the geometry is the tile's.
+        unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+        drop(copies);
+        Ok(())
     }
 
     /// Enqueues one product of the validated problem `dims` (user form) on
@@ -560,21 +794,8 @@ impl Gemm {
             let k_major = [a_k_major, b_k_major];
             let rows = [tile.bm, tile.bn];
             for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
-                let (address, _sync) = src.device_ptr(stream);
-                let transpose = !k_major[i] && !types.transposes();
-                let (address, op) = if transpose {
-                    let (copy, t) = transposed_copy(device, stream, op, src)?;
-                    let address = copy.device_ptr(stream).0;
-                    copies.push(copy);
-                    (address, t)
-                } else if op.aligned(address) {
-                    (address, op)
-                } else {
-                    let (copy, padded) = aligned_copy(stream, op, src)?;
-                    let address = copy.device_ptr(stream).0;
-                    copies.push(copy);
-                    (address, padded)
-                };
+                let (address, op, transpose) =
+                    prepare_operand(device, stream, MixedStage::Warpgroup, types, op, k_major[i], src, &mut copies)?;
                 // K-major boxes: BK (128 bytes) by BM or BN rows; MN-major: 64 x 64.
                 let box_lines = if k_major[i] || transpose { rows[i] } else { 64 };
                 if transpose {
@@ -611,12 +832,7 @@ impl Gemm {
         let (m, n, k) = (kd.m as u32, kd.n as u32, if reads_ab { kd.k as u32 } else { 0 });
         // alpha and beta in the accumulation's type: i32 (checked integers)
         // for the i8 product, f32 otherwise; 4 bytes either way.
-        let (alpha, beta) = if types == WgmmaTypes::S8 {
-            ((self.alpha as i32).to_ne_bytes(), (self.beta as i32).to_ne_bytes())
-        } else {
-            ((self.alpha as f32).to_ne_bytes(), (self.beta as f32).to_ne_bytes())
-        };
-        let (alpha, beta) = (u32::from_ne_bytes(alpha), u32::from_ne_bytes(beta));
+        let (alpha, beta) = scalars(types, self.alpha, self.beta);
         let (batch_a, batch_b) = (0u32, 0u32);
         if slices == 1 {
             let (ldc, stride_c) = (kd.ldc as u32, 0u64);
@@ -747,7 +963,8 @@ mod tests {
         assert_eq!((p.ld, p.line, p.lines), (1008, 1001, 7));
         assert!(p.aligned(256));
         assert!(!p.aligned(8));
-        assert_eq!(op.len(), 6 * 1003 + 1001);
+        assert_eq!(op.len(), 7 * 1003);
+        assert!(!op.whole_chunks() && TmaOperand { line: 1000, ..op }.whole_chunks());
         let bytes = TmaOperand { elem: 1, line: 33, lines: 5, ld: 40, count: 1, stride: 0 };
         assert!(!bytes.aligned(0));
         assert_eq!(bytes.padded().ld, 48);

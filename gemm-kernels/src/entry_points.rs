@@ -124,3 +124,82 @@ macro_rules! export_kernels {
 }
 
 gemm_core::kernel_menu!(export_kernels);
+
+/// Stage 8's mixed-precision entry points, one per line `(name, types, [BM,
+/// BN, depth])` of [`gemm_core::mma_menu!`]: f16 and bf16 in every layout
+/// module, tf32 and i8 in the `nt` module alone (both operands K-major).
+/// Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
+/// i8), `a: *const u8, lda: u32, b: *const u8, ldb: u32` (elements of the
+/// input type), `c: *mut C, ldc: u32`, `stride_a, stride_b, stride_c: u64`,
+/// `count: u32` (see [`s08_tensor_core_mixed::MmaParams`]).
+mod mixed_entry_points {
+    use crate::mixed::{Bf16, Bh, Output, F16, H};
+    use crate::s08_tensor_core_mixed::{mma_mixed, MmaParams};
+    use crate::{A_COL_MAJOR as AC, B_COL_MAJOR as BC};
+
+    macro_rules! mma_entry {
+        ($name:ident, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal]) => {
+            #[doc = concat!("Entry point `", stringify!($name), "`.")]
+            ///
+            /// # Safety
+            /// Launched by the host with the geometry of its `MmaTile`, on
+            /// operands as `s08_tensor_core_mixed` says.
+            #[no_mangle]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn $name(
+                m: u32,
+                n: u32,
+                k: u32,
+                alpha: <$o as Output>::Value,
+                beta: <$o as Output>::Value,
+                a: *const u8,
+                lda: u32,
+                b: *const u8,
+                ldb: u32,
+                c: *mut $o,
+                ldc: u32,
+                stride_a: u64,
+                stride_b: u64,
+                stride_c: u64,
+                count: u32,
+            ) {
+                let p = MmaParams { m, n, k, alpha, beta, a, lda, b, ldb, c, ldc, stride_a, stride_b, stride_c, count };
+                // A column-major and B row-major are MN-major.
+                mma_mixed::<$i, $o, $bm, $bn, $d, { $bm / 32 }, { $bn / 32 }, AC, { !BC }>(p)
+            }
+        };
+    }
+
+    macro_rules! mma_types {
+        ($name:ident, F16, $p:tt) => {
+            mma_entry!($name, F16, H, $p);
+        };
+        ($name:ident, F16F32, $p:tt) => {
+            mma_entry!($name, F16, f32, $p);
+        };
+        ($name:ident, Bf16, $p:tt) => {
+            mma_entry!($name, Bf16, Bh, $p);
+        };
+        ($name:ident, Bf16F32, $p:tt) => {
+            mma_entry!($name, Bf16, f32, $p);
+        };
+        // ldmatrix transposes 16-bit elements only: tf32 and i8 operands
+        // come K-major (the host transposes the others).
+        ($name:ident, Tf32, $p:tt) => {
+            #[cfg(all(not(gemm_a_col_major), gemm_b_col_major))]
+            mma_entry!($name, crate::mixed::Tf32, f32, $p);
+        };
+        ($name:ident, S8, $p:tt) => {
+            #[cfg(all(not(gemm_a_col_major), gemm_b_col_major))]
+            mma_entry!($name, crate::mixed::S8, i32, $p);
+        };
+    }
+
+    macro_rules! export_mma {
+        ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {$(
+            mma_types!($name, $t, [$bm, $bn, $d]);
+        )*};
+    }
+
+    gemm_core::mma_menu!(export_mma);
+}

@@ -42,6 +42,8 @@ pub mod element;
 #[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]
 pub mod entry_points;
 #[cfg(target_arch = "nvptx64")]
+pub mod mixed;
+#[cfg(target_arch = "nvptx64")]
 pub mod pack;
 #[cfg(target_arch = "nvptx64")]
 pub mod s01_naive;
@@ -59,6 +61,8 @@ pub mod s06_vectorized;
 pub mod s07_pipelined;
 #[cfg(target_arch = "nvptx64")]
 pub mod s08_tensor_core;
+#[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]
+pub mod s08_tensor_core_mixed;
 #[cfg(all(target_arch = "nvptx64", gemm_sm90a))]
 pub mod s09_warpgroup;
 #[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]

@@ -192,9 +192,8 @@ macro_rules! export_pack {
 export_pack!(dgemm_pack, f64);
 #[cfg(not(gemm_sm90a))]
 export_pack!(sgemm_pack, f32);
-// The sm_90a module's: the K-major copies of stage 9's MN-major tf32 (u32
-// words) and s8 (u8) operands, which wgmma cannot read transposed.
-#[cfg(gemm_sm90a)]
-export_pack!(warpgroup_transpose_b32, u32);
-#[cfg(gemm_sm90a)]
-export_pack!(warpgroup_transpose_b8, u8);
+// Every module's: the K-major copies of the MN-major tf32 (u32 words) and
+// i8 (u8) operands of stages 8 (mixed precision) and 9, which neither
+// ldmatrix nor wgmma reads transposed.
+export_pack!(transpose_b32, u32);
+export_pack!(transpose_b8, u8);

@@ -9,11 +9,12 @@
 //! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count, k_slice: u32` (see
 //! [`crate::s09_warpgroup::Params`]). And split-K's reductions
 //! `warpgroup_reduce_{f32,f16,bf16,i32}` (see
-//! [`crate::s09_warpgroup::reduce`]). The transposes of MN-major tf32 and s8
-//! operands, `warpgroup_transpose_b32` and `_b8`, are packing's
+//! [`crate::mixed::reduce`]). The transposes of MN-major tf32 and s8
+//! operands, `transpose_b32` and `_b8`, are packing's
 //! ([`crate::pack`]).
 
-use crate::s09_warpgroup::{reduce, warpgroup, Bf16, Bh, Output, Params, Tf32, F16, H, S8};
+use crate::mixed::{reduce, Bf16, Bh, Output, Tf32, F16, H, S8};
+use crate::s09_warpgroup::{warpgroup, Params};
 
 macro_rules! layout_entry {
     ($name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal], $amn:literal, $bmn:literal) => {
@@ -85,7 +86,7 @@ macro_rules! export_reduce {
         #[doc = concat!("Entry point `", stringify!($name), "`: split-K's sum of slices into a C of ", stringify!($o), ".")]
         ///
         /// # Safety
-        /// As [`crate::s09_warpgroup::reduce`].
+        /// As [`crate::mixed::reduce`].
         #[no_mangle]
         #[allow(clippy::too_many_arguments)]
         pub unsafe extern "ptx-kernel" fn $name(
