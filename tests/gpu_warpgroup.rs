@@ -384,3 +384,101 @@ fn stage8_products_are_within_the_bound_for_every_type() {
     let e = mma_sync().pipeline_depth(3).run(&a, &b, &mut Matrix::<f32>::zeros(m, n)).unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
 }
+
+/// One strided batch of `count` m x n x k products on host slices: A packed
+/// row-major (or `a_stride` 0: one A for all), B in `b_layout`, C packed
+/// row-major with one spare element between matrices (left as it was);
+/// every product checked against the CPU reference.
+#[allow(clippy::too_many_arguments)]
+fn check_strided<T: Product<C>, C: Scalar>(
+    g: Gemm,
+    count: usize,
+    (m, n, k): (usize, usize, usize),
+    broadcast_a: bool,
+    b_layout: Layout,
+    alpha: f64,
+    beta: f64,
+) {
+    use gemm::{MatMut, MatRef, Strided};
+    let a_mats: Vec<Matrix<T>> =
+        (0..if broadcast_a { 1 } else { count }).map(|_| random_matrix::<T>(m, k, seed())).collect();
+    let b_mats: Vec<Matrix<T>> = (0..count).map(|_| random_matrix::<T>(k, n, seed())).collect();
+    let c_mats: Vec<Matrix<C>> = (0..count).map(|_| random_matrix::<C>(m, n, seed())).collect();
+    let a_data: Vec<T> = a_mats.iter().flat_map(|x| x.as_slice().to_vec()).collect();
+    let b_data: Vec<T> = b_mats
+        .iter()
+        .flat_map(|x| match b_layout {
+            Layout::RowMajor => x.as_slice().to_vec(),
+            Layout::ColMajor => (0..n).flat_map(|j| (0..k).map(move |i| x[(i, j)])).collect(),
+        })
+        .collect();
+    let c_stride = m * n + 1;
+    let mut c_data = vec![C::POISON; count * c_stride];
+    for (z, x) in c_mats.iter().enumerate() {
+        if beta != 0.0 {
+            c_data[z * c_stride..z * c_stride + m * n].copy_from_slice(x.as_slice());
+        }
+    }
+    let before = c_data.clone();
+    let a = if broadcast_a {
+        Strided::<MatRef<T>>::new(MatRef::from_slice(&a_data, m, k, Layout::RowMajor, k).unwrap(), count, 0).unwrap()
+    } else {
+        Strided::<MatRef<T>>::from_slice(&a_data, count, m, k, Layout::RowMajor).unwrap()
+    };
+    let b = Strided::<MatRef<T>>::from_slice(&b_data, count, k, n, b_layout).unwrap();
+    let c = Strided::<MatMut<C>>::new(MatMut::from_slice(&mut c_data, m, n, Layout::RowMajor, n).unwrap(), count, c_stride)
+        .unwrap();
+    let what = format!("{} -> {} batch {count} of {m}x{n}x{k} B {b_layout:?}", T::NAME, C::NAME);
+    g.alpha(alpha).beta(beta).run_strided(a, b, c).unwrap_or_else(|e| panic!("{what}: {e}"));
+    for z in 0..count {
+        let got = Matrix::<C>::from_vec(m, n, c_data[z * c_stride..z * c_stride + m * n].to_vec()).unwrap();
+        let a = &a_mats[if broadcast_a { 0 } else { z }];
+        let cmp = if T::NAME == "f32" {
+            let f = |x: &Matrix<T>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
+            let h = |x: &Matrix<C>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
+            Reference::new_tf32(alpha, &f(a), &f(&b_mats[z]), beta, &h(&c_mats[z])).compare(&got)
+        } else {
+            Reference::new_mixed(alpha, a, &b_mats[z], beta, &c_mats[z]).compare(&got)
+        };
+        assert!(cmp.passed(), "{what}: product {z}: {cmp}");
+        assert_eq!(bits(c_data[z * c_stride + m * n]), bits(before[z * c_stride + m * n]), "{what}: padding");
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn strided_batches_of_every_type_on_both_stages() {
+    let dev = device();
+    for g in [Gemm::new(), mma_sync()] {
+        check_strided::<f16, f32>(g.clone(), 5, (70, 130, 90), false, Layout::RowMajor, 1.0, 0.0);
+        check_strided::<f16, f16>(g.clone(), 3, (129, 64, 200), true, Layout::ColMajor, -1.5, 0.5);
+        check_strided::<bf16, bf16>(g.clone(), 4, (33, 257, 64), true, Layout::RowMajor, 0.7, 1.0);
+        check_strided::<bf16, f32>(g.clone(), 2, (300, 300, 300), false, Layout::ColMajor, 1.0, 0.0);
+        check_strided::<f32, f32>(g.clone().allow_tf32(true), 3, (65, 66, 67), false, Layout::RowMajor, 1.0, 0.0);
+        check_strided::<i8, i32>(g.clone(), 6, (40, 48, 96), false, Layout::ColMajor, 2.0, -1.0);
+        check_strided::<i8, i32>(g.clone(), 3, (17, 19, 23), true, Layout::RowMajor, 1.0, 0.0);
+    }
+    // Device batch: one call, the same as product by product.
+    let (count, m, n, k) = (7, 100, 200, 300);
+    let a = random_matrix::<f16>(count * m, k, seed());
+    let b = random_matrix::<f16>(k, n, seed());
+    // The first matrix of each batch viewed over the whole buffer.
+    let s = dev.stream();
+    let da = DeviceMatrix::from_cuda_slice(&dev, s.clone_htod(a.as_slice()).unwrap(), m, k, Layout::RowMajor, k).unwrap();
+    let db = DeviceMatrix::from_host(&dev, &b).unwrap();
+    let c_buf = s.alloc_zeros::<f32>(count * m * n).unwrap();
+    let mut dc = DeviceMatrix::from_cuda_slice(&dev, c_buf, m, n, Layout::RowMajor, n).unwrap();
+    {
+        use gemm::{DeviceView, DeviceViewMut, Strided};
+        let sa = Strided::<DeviceView<f16>>::new(&da, count, m * k).unwrap();
+        let sb = Strided::<DeviceView<f16>>::new(&db, count, 0).unwrap();
+        let sc = Strided::<DeviceViewMut<f32>>::new(&mut dc, count, m * n).unwrap();
+        Gemm::new().run_strided_device(sa, sb, sc).unwrap();
+    }
+    // (count m) x k times k x n is the same product stacked.
+    let mut got = vec![0f32; count * m * n];
+    s.memcpy_dtoh(&dc.into_cuda_slice(), &mut got).unwrap();
+    let got = Matrix::from_vec(count * m, n, got).unwrap();
+    let cmp = Reference::new_mixed(1.0, &a, &b, 0.0, &Matrix::<f32>::zeros(count * m, n)).compare(&got);
+    assert!(cmp.passed(), "device strided f16 batch: {cmp}");
+}

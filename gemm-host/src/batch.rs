@@ -16,7 +16,8 @@
 
 use crate::device::Device;
 use crate::device_matrix::{DeviceView, DeviceViewMut};
-use crate::element::Element;
+use crate::element::{Element, Scalar};
+use crate::warpgroup::Product;
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
 use crate::launch::{launch, product_geometry, Batch};
@@ -45,9 +46,9 @@ use std::mem::size_of;
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Strided<V> {
-    first: V,
-    count: usize,
-    stride: usize,
+    pub(crate) first: V,
+    pub(crate) count: usize,
+    pub(crate) stride: usize,
 }
 
 impl<V> Strided<V> {
@@ -89,7 +90,7 @@ fn output_disjoint(dims: &MatrixDims, count: usize, stride: usize) -> Result<(),
     }
 }
 
-impl<'a, T: Element> Strided<MatRef<'a, T>> {
+impl<'a, T: Scalar> Strided<MatRef<'a, T>> {
     /// `count` matrices shaped as `first`, `stride` elements apart in its storage.
     ///
     /// # Errors
@@ -135,7 +136,7 @@ impl<'a, T: Element> Strided<MatRef<'a, T>> {
     }
 }
 
-impl<'a, T: Element> Strided<MatMut<'a, T>> {
+impl<'a, T: Scalar> Strided<MatMut<'a, T>> {
     /// `count` output matrices shaped as `first`, `stride` elements apart.
     ///
     /// # Errors
@@ -183,7 +184,7 @@ impl<'a, T: Element> Strided<MatMut<'a, T>> {
     }
 }
 
-impl<'a, T: Element> Strided<DeviceView<'a, T>> {
+impl<'a, T: Scalar> Strided<DeviceView<'a, T>> {
     /// `count` device matrices shaped as `first`, `stride` elements apart in
     /// its buffer (a view of a [`crate::DeviceMatrix`] runs to the end of the
     /// buffer, so a buffer of `count * rows * cols` elements wrapped as one
@@ -203,7 +204,7 @@ impl<'a, T: Element> Strided<DeviceView<'a, T>> {
     }
 }
 
-impl<'a, T: Element> Strided<DeviceViewMut<'a, T>> {
+impl<'a, T: Scalar> Strided<DeviceViewMut<'a, T>> {
     /// `count` device output matrices shaped as `first`, `stride` elements apart.
     ///
     /// # Errors
@@ -265,7 +266,17 @@ impl Gemm {
     ///
     /// # Errors
     /// As [`Gemm::run`], plus [`Error::BatchCount`] and [`Error::BatchStorage`].
-    pub fn run_strided<'a, 'b, 'c, T: Element>(
+    pub fn run_strided<'a, 'b, 'c, T: Product<C>, C: Scalar>(
+        &self,
+        a: Strided<MatRef<'a, T>>,
+        b: Strided<MatRef<'b, T>>,
+        c: Strided<MatMut<'c, C>>,
+    ) -> Result<(), Error> {
+        T::run_strided_host(self, a, b, c)
+    }
+
+    /// [`Gemm::run_strided`] for f64 and f32 (stages 1-8).
+    pub(crate) fn run_strided_element<'a, 'b, 'c, T: Element>(
         &self,
         a: Strided<MatRef<'a, T>>,
         b: Strided<MatRef<'b, T>>,
@@ -364,7 +375,17 @@ impl Gemm {
     /// As [`Gemm::run_device`], plus [`Error::BatchCount`] when the counts
     /// differ and [`Error::BatchStorage`] when a buffer is shorter than its
     /// batch; [`ShapeError::Overlap`] when C's batch extent meets A's or B's.
-    pub fn run_strided_device<'a, 'b, 'c, T: Element>(
+    pub fn run_strided_device<'a, 'b, 'c, T: Product<C>, C: Scalar>(
+        &self,
+        a: Strided<DeviceView<'a, T>>,
+        b: Strided<DeviceView<'b, T>>,
+        c: Strided<DeviceViewMut<'c, C>>,
+    ) -> Result<(), Error> {
+        T::run_strided_device(self, a, b, c)
+    }
+
+    /// [`Gemm::run_strided_device`] for f64 and f32 (stages 1-8).
+    pub(crate) fn run_strided_device_element<'a, 'b, 'c, T: Element>(
         &self,
         a: Strided<DeviceView<'a, T>>,
         b: Strided<DeviceView<'b, T>>,

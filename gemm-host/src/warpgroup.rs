@@ -7,6 +7,7 @@
 //! in place, a K-major copy of a tf32 or i8 operand that is not, the tile
 //! choice and the launch.
 
+use crate::batch::Strided;
 use crate::device::{default_device, Device};
 use crate::device_matrix::{alloc_uninit, DeviceView, DeviceViewMut};
 use crate::element::Scalar;
@@ -18,7 +19,8 @@ use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 use gemm_core::mma_sync::MmaTile;
-use gemm_core::shape::{spans_overlap, Layout, Operand};
+use gemm_core::batch::batch_len;
+use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};
 use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes, ROW_BYTES};
 use gemm_core::GemmDims;
 use gemm_core::{KernelLayouts, Stage};
@@ -63,6 +65,22 @@ pub trait Product<C: Scalar>: Scalar + sealed::Sealed<C> {
         b: DeviceView<'_, Self>,
         c: DeviceViewMut<'_, C>,
     ) -> Result<(), Error>;
+    /// Runs a strided batch on host matrices ([`Gemm::run_strided`]).
+    #[doc(hidden)]
+    fn run_strided_host(
+        g: &Gemm,
+        a: Strided<MatRef<'_, Self>>,
+        b: Strided<MatRef<'_, Self>>,
+        c: Strided<MatMut<'_, C>>,
+    ) -> Result<(), Error>;
+    /// Enqueues a strided batch on device matrices ([`Gemm::run_strided_device`]).
+    #[doc(hidden)]
+    fn run_strided_device(
+        g: &Gemm,
+        a: Strided<DeviceView<'_, Self>>,
+        b: Strided<DeviceView<'_, Self>>,
+        c: Strided<DeviceViewMut<'_, C>>,
+    ) -> Result<(), Error>;
 }
 
 macro_rules! element_product {
@@ -78,6 +96,22 @@ macro_rules! element_product {
                 c: DeviceViewMut<'_, $t>,
             ) -> Result<(), Error> {
                 g.run_device_element(a, b, c)
+            }
+            fn run_strided_host(
+                g: &Gemm,
+                a: Strided<MatRef<'_, $t>>,
+                b: Strided<MatRef<'_, $t>>,
+                c: Strided<MatMut<'_, $t>>,
+            ) -> Result<(), Error> {
+                g.run_strided_element(a, b, c)
+            }
+            fn run_strided_device(
+                g: &Gemm,
+                a: Strided<DeviceView<'_, $t>>,
+                b: Strided<DeviceView<'_, $t>>,
+                c: Strided<DeviceViewMut<'_, $t>>,
+            ) -> Result<(), Error> {
+                g.run_strided_device_element(a, b, c)
             }
         }
     };
@@ -106,6 +140,30 @@ impl Product<f32> for f32 {
             g.run_device_element(a, b, c)
         }
     }
+    fn run_strided_host(
+        g: &Gemm,
+        a: Strided<MatRef<'_, f32>>,
+        b: Strided<MatRef<'_, f32>>,
+        c: Strided<MatMut<'_, f32>>,
+    ) -> Result<(), Error> {
+        if g.uses_tf32(None)? {
+            g.run_mixed_strided_host(WgmmaTypes::Tf32, a, b, c)
+        } else {
+            g.run_strided_element(a, b, c)
+        }
+    }
+    fn run_strided_device(
+        g: &Gemm,
+        a: Strided<DeviceView<'_, f32>>,
+        b: Strided<DeviceView<'_, f32>>,
+        c: Strided<DeviceViewMut<'_, f32>>,
+    ) -> Result<(), Error> {
+        if g.uses_tf32(Some(c.first.device))? {
+            g.run_mixed_strided_device(WgmmaTypes::Tf32, a, b, c)
+        } else {
+            g.run_strided_device_element(a, b, c)
+        }
+    }
 }
 
 macro_rules! warpgroup_product {
@@ -121,6 +179,22 @@ macro_rules! warpgroup_product {
                 c: DeviceViewMut<'_, $c>,
             ) -> Result<(), Error> {
                 g.run_warpgroup_device($types, a, b, c)
+            }
+            fn run_strided_host(
+                g: &Gemm,
+                a: Strided<MatRef<'_, $t>>,
+                b: Strided<MatRef<'_, $t>>,
+                c: Strided<MatMut<'_, $c>>,
+            ) -> Result<(), Error> {
+                g.run_mixed_strided_host($types, a, b, c)
+            }
+            fn run_strided_device(
+                g: &Gemm,
+                a: Strided<DeviceView<'_, $t>>,
+                b: Strided<DeviceView<'_, $t>>,
+                c: Strided<DeviceViewMut<'_, $c>>,
+            ) -> Result<(), Error> {
+                g.run_mixed_strided_device($types, a, b, c)
             }
         }
     };
@@ -270,10 +344,13 @@ impl TmaOperand {
     }
 
     /// Whether TMA can read it in place: 16-byte aligned start, line and
-    /// matrix strides multiples of 16 bytes.
+    /// matrix strides multiples of 16 bytes, matrices that do not overlap
+    /// (else a packed copy is read).
     fn aligned(&self, address: u64) -> bool {
         let a = self.align();
-        address % 16 == 0 && self.ld % a == 0 && (self.count == 1 || self.stride % a == 0)
+        address % 16 == 0
+            && self.ld % a == 0
+            && (self.count == 1 || (self.stride % a == 0 && self.stride >= self.lines * self.ld))
     }
 
     /// The layout of its aligned copy: lines padded to a multiple of 16 bytes.
@@ -571,7 +648,7 @@ impl Gemm {
         let (da, db) = (upload(a.span())?, upload(b.span())?);
         let mut dc = stream.clone_htod(c.span_mut()).during("cuMemcpyHtoDAsync")?;
         let operands = (&da.slice(..), &db.slice(..), &mut dc.slice_mut(..));
-        self.enqueue_mixed(&device, &stream, stage, types, &dims, operands)?;
+        self.enqueue_mixed(&device, &stream, stage, types, &dims, operands, (1, [0; 3]))?;
         stream.memcpy_dtoh(&dc, c.span_mut()).during("cuMemcpyDtoHAsync")?;
         stream.synchronize().during("cuStreamSynchronize")
     }
@@ -603,11 +680,105 @@ impl Gemm {
             }
         }
         let stage = Self::mixed_stage(types, &device, mma_sync)?;
-        self.enqueue_mixed(&device, &stream, stage, types, &dims, (&a.data, &b.data, &mut c.data))
+        self.enqueue_mixed(&device, &stream, stage, types, &dims, (&a.data, &b.data, &mut c.data), (1, [0; 3]))
     }
 
-    /// Enqueues one product of the validated problem `dims` (user form) on
-    /// `stream` with the kernels of `stage`.
+    /// [`Gemm::run_strided`] for the mixed-precision products: uploads the
+    /// batch extents of A, B and C, enqueues one launch, writes C's extent
+    /// back (its padding as it was) and waits. A batch whose extents exceed
+    /// 90% of the device's free memory runs product by product.
+    pub(crate) fn run_mixed_strided_host<T: Scalar, C: Scalar>(
+        &self,
+        types: WgmmaTypes,
+        a: Strided<MatRef<'_, T>>,
+        b: Strided<MatRef<'_, T>>,
+        mut c: Strided<MatMut<'_, C>>,
+    ) -> Result<(), Error> {
+        let mma_sync = self.mixed_options(types)?;
+        let (dims, count) = self.strided_problem(
+            (a.first.dims(), a.count, a.stride, a.first.as_slice().len()),
+            (b.first.dims(), b.count, b.stride, b.first.as_slice().len()),
+            (c.first.dims(), c.count, c.stride, c.first.storage_len()),
+        )?;
+        if count == 0 || dims.is_empty() || self.leaves_c_unchanged(&dims) {
+            return Ok(());
+        }
+        let device = match self.device_option() {
+            Some(d) => d.clone(),
+            None => default_device()?,
+        };
+        let stage = Self::mixed_stage(types, &device, mma_sync)?;
+        let stream = self.stream_on(&device)?;
+        let extent = |d: &MatrixDims, stride: usize| batch_len(d, count, stride).unwrap_or(0);
+        let (la, lb, lc) =
+            (extent(&a.first.dims(), a.stride), extent(&b.first.dims(), b.stride), extent(&c.first.dims(), c.stride));
+        device.context().bind_to_thread().during("cuCtxSetCurrent")?;
+        let budget = match self.memory_budget {
+            Some(x) => x,
+            None => cudarc::driver::result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
+        };
+        if (la + lb) * size_of::<T>() + lc * size_of::<C>() > budget {
+            for i in 0..count {
+                let ci = c.first.rb_at(i * c.stride);
+                self.run_warpgroup_host(types, a.matrix(i), b.matrix(i), ci)?;
+            }
+            return Ok(());
+        }
+        let upload = |s: &[T]| stream.clone_htod(s).during("cuMemcpyHtoDAsync");
+        let (da, db) = (upload(&a.first.as_slice()[..la])?, upload(&b.first.as_slice()[..lb])?);
+        let c_span = &mut c.first.storage_mut()[..lc];
+        let mut dc = stream.clone_htod(c_span).during("cuMemcpyHtoDAsync")?;
+        let operands = (&da.slice(..), &db.slice(..), &mut dc.slice_mut(..));
+        self.enqueue_mixed(&device, &stream, stage, types, &dims, operands, (count, [a.stride, b.stride, c.stride]))?;
+        stream.memcpy_dtoh(&dc, c_span).during("cuMemcpyDtoHAsync")?;
+        stream.synchronize().during("cuStreamSynchronize")
+    }
+
+    /// [`Gemm::run_strided_device`] for the mixed-precision products.
+    pub(crate) fn run_mixed_strided_device<T: Scalar, C: Scalar>(
+        &self,
+        types: WgmmaTypes,
+        a: Strided<DeviceView<'_, T>>,
+        b: Strided<DeviceView<'_, T>>,
+        mut c: Strided<DeviceViewMut<'_, C>>,
+    ) -> Result<(), Error> {
+        let mma_sync = self.mixed_options(types)?;
+        let (dims, count) = self.strided_problem(
+            (a.first.dims, a.count, a.stride, a.first.data.len()),
+            (b.first.dims, b.count, b.stride, b.first.data.len()),
+            (c.first.dims, c.count, c.stride, c.first.data.len()),
+        )?;
+        let device = c.first.device.clone();
+        for other in [a.first.device, b.first.device].into_iter().chain(self.device_option()) {
+            if !other.same_context(&device) {
+                return Err(Error::DeviceMismatch(other.name().to_string(), device.name().to_string()));
+            }
+        }
+        let stream = self.stream_on(&device)?;
+        if count == 0 || dims.is_empty() || self.leaves_c_unchanged(&dims) {
+            return Ok(());
+        }
+        let extent = |address: u64, d: &MatrixDims, stride: usize, size: usize| {
+            (address as usize, batch_len(d, count, stride).unwrap_or(0) * size)
+        };
+        let (c_start, c_bytes) = extent(c.first.address, &c.first.dims, c.stride, size_of::<C>());
+        for (operand, (start, bytes)) in [
+            (Operand::A, extent(a.first.address, &a.first.dims, a.stride, size_of::<T>())),
+            (Operand::B, extent(b.first.address, &b.first.dims, b.stride, size_of::<T>())),
+        ] {
+            if spans_overlap(c_start, c_bytes, start, bytes) {
+                return Err(gemm_core::ShapeError::Overlap { operand }.into());
+            }
+        }
+        let stage = Self::mixed_stage(types, &device, mma_sync)?;
+        let operands = (&a.first.data, &b.first.data, &mut c.first.data);
+        self.enqueue_mixed(&device, &stream, stage, types, &dims, operands, (count, [a.stride, b.stride, c.stride]))
+    }
+
+    /// Enqueues the products of the validated problem `dims` (user form) on
+    /// `stream` with the kernels of `stage`: `batch` = (count, element
+    /// strides of A, B, C), (1, [0; 3]) for one product.
+    #[allow(clippy::too_many_arguments)]
     fn enqueue_mixed<T: Scalar, C: Scalar>(
         &self,
         device: &Arc<Device>,
@@ -616,10 +787,17 @@ impl Gemm {
         types: WgmmaTypes,
         dims: &GemmDims,
         operands: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
+        batch: (usize, [usize; 3]),
     ) -> Result<(), Error> {
+        if batch.0 > u32::MAX as usize {
+            return Err(Error::Unsupported {
+                product: product_name(types),
+                why: format!("a batch of {} products: at most 2^32 - 1 in one launch", batch.0),
+            });
+        }
         match stage {
-            MixedStage::Warpgroup => self.enqueue_warpgroup(device, stream, types, dims, operands),
-            MixedStage::MmaSync => self.enqueue_mma_sync(device, stream, types, dims, operands),
+            MixedStage::Warpgroup => self.enqueue_warpgroup(device, stream, types, dims, operands, batch),
+            MixedStage::MmaSync => self.enqueue_mma_sync(device, stream, types, dims, operands, batch),
         }
     }
 
@@ -632,9 +810,13 @@ impl Gemm {
         types: WgmmaTypes,
         dims: &GemmDims,
         (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
+        (count, [stride_a, stride_b, stride_c]): (usize, [usize; 3]),
     ) -> Result<(), Error> {
         let (kd, swapped) = dims.kernel_form();
         let (ka, kb) = if swapped { (b, a) } else { (a, b) };
+        let (sa, sb) = if swapped { (stride_b, stride_a) } else { (stride_a, stride_b) };
+        // An operand with stride 0 is one matrix for every product.
+        let batch_of = |stride: usize| if stride == 0 { (1, 0) } else { (count, stride) };
         let reads_ab = self.alpha != 0.0 && kd.k > 0;
         if [kd.m, kd.n, kd.k, kd.lda, kd.ldb, kd.ldc].iter().any(|&d| d > i32::MAX as usize) {
             return Err(Error::Unsupported {
@@ -658,13 +840,15 @@ impl Gemm {
         // What the kernel reads: the operands' own layouts, or K-major
         // copies where ldmatrix cannot transpose (tf32, i8).
         let (mut layouts, mut ptrs, mut lds) = (KernelLayouts { a: kd.a_layout, b: kd.b_layout }, [0u64; 2], [0u32; 2]);
+        let mut strides = [0u64; 3];
         if reads_ab {
             let a_k_major = kd.a_layout == Layout::RowMajor;
             let b_k_major = kd.b_layout == Layout::ColMajor;
             let line = |k_major: bool, other: usize| if k_major { (kd.k, other) } else { (other, kd.k) };
             let ((la, na), (lb, nb)) = (line(a_k_major, kd.m), line(b_k_major, kd.n));
-            let a_op = TmaOperand { elem, line: la, lines: na, ld: kd.lda, count: 1, stride: 0 };
-            let b_op = TmaOperand { elem, line: lb, lines: nb, ld: kd.ldb, count: 1, stride: 0 };
+            let ((ca, sa), (cb, sb)) = (batch_of(sa), batch_of(sb));
+            let a_op = TmaOperand { elem, line: la, lines: na, ld: kd.lda, count: ca, stride: sa };
+            let b_op = TmaOperand { elem, line: lb, lines: nb, ld: kd.ldb, count: cb, stride: sb };
             for (i, (op, src, k_major)) in [(a_op, ka, a_k_major), (b_op, kb, b_k_major)].into_iter().enumerate() {
                 let (address, op, transposed) =
                     prepare_operand(device, stream, MixedStage::MmaSync, types, op, k_major, src, &mut copies)?;
@@ -681,7 +865,7 @@ impl Gemm {
                         why: format!("a copy's leading dimension {} is not below 2^31", op.ld),
                     });
                 }
-                (ptrs[i], lds[i]) = (address, op.ld as u32);
+                (ptrs[i], lds[i], strides[i]) = (address, op.ld as u32, if op.count > 1 { op.stride as u64 } else { 0 });
             }
         }
         if !types.transposes() || !reads_ab {
@@ -689,7 +873,7 @@ impl Gemm {
             layouts = KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor };
         }
         let func = device.function(kernel.name, layouts)?;
-        let grid = tile.grid(kd.m as u32, kd.n as u32, 1);
+        let grid = tile.grid(kd.m as u32, kd.n as u32, count as u32);
         let cfg = LaunchConfig {
             grid_dim: (grid[0], grid[1], grid[2]),
             block_dim: (tile.threads_per_block(), 1, 1),
@@ -697,7 +881,8 @@ impl Gemm {
         };
         let (m, n, k) = (kd.m as u32, kd.n as u32, if reads_ab { kd.k as u32 } else { 0 });
         let (alpha, beta) = scalars(types, self.alpha, self.beta);
-        let (ldc, strides, count) = (kd.ldc as u32, [0u64; 3], 1u32);
+        strides[2] = stride_c as u64;
+        let (ldc, count) = (kd.ldc as u32, count as u32);
         let mut builder = stream.launch_builder(&func);
         builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta);
         builder.arg(&ptrs[0]).arg(&lds[0]).arg(&ptrs[1]).arg(&lds[1]).arg(c).arg(&ldc);
@@ -723,15 +908,19 @@ impl Gemm {
         types: WgmmaTypes,
         dims: &GemmDims,
         (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
+        (batch, [stride_a, stride_b, stride_c]): (usize, [usize; 3]),
     ) -> Result<(), Error> {
         let (kd, swapped) = dims.kernel_form();
         let (ka, kb) = if swapped { (b, a) } else { (a, b) };
+        let (sa, sb) = if swapped { (stride_b, stride_a) } else { (stride_a, stride_b) };
+        // An operand with stride 0 is one matrix for every product.
+        let batch_of = |stride: usize| if stride == 0 { (1, 0) } else { (batch, stride) };
         let reads_ab = self.alpha != 0.0 && kd.k > 0;
         let kernel = warpgroup_kernel(types, kd.m, kd.n, device.sm_count());
         let tile = kernel.tile;
         // Split-K where the block tiles leave most SMs idle: slices of k into
         // a workspace (the family with f32 or i32 C), then a reduction.
-        let (slices, k_slice) = if reads_ab && kd.m <= u32::MAX as usize && kd.n <= u32::MAX as usize {
+        let (slices, k_slice) = if reads_ab && batch == 1 && kd.m <= u32::MAX as usize && kd.n <= u32::MAX as usize {
             tile.split_k(
                 kd.m as u32,
                 kd.n as u32,
@@ -750,7 +939,7 @@ impl Gemm {
         } else {
             kernel
         };
-        let count = slices;
+        let count = if slices > 1 { slices } else { batch as u32 };
         if tile.tiles(kd.m as u32, kd.n as u32, count) > u32::MAX as u64 {
             return Err(Error::Unsupported {
                 product: product_name(types),
@@ -775,22 +964,25 @@ impl Gemm {
         // The maps: A (k, m) K-major or (m, k) M-major; B (k, n) or (n, k).
         let mut maps = [0u8; 256];
         let mut copies = Vec::new();
+        let (mut batch_a, mut batch_b) = (0u32, 0u32);
         // The layouts the kernel reads: the operands' own, or K-major copies
         // where wgmma cannot transpose (tf32, i8).
         let (mut a_layout, mut b_layout) = (kd.a_layout, kd.b_layout);
         if reads_ab {
             let a_k_major = kd.a_layout == Layout::RowMajor;
             let b_k_major = kd.b_layout == Layout::ColMajor;
+            let ((ca, sa), (cb, sb)) = (batch_of(sa), batch_of(sb));
             let a_op = if a_k_major {
-                TmaOperand { elem, line: kd.k, lines: kd.m, ld: kd.lda, count: 1, stride: 0 }
+                TmaOperand { elem, line: kd.k, lines: kd.m, ld: kd.lda, count: ca, stride: sa }
             } else {
-                TmaOperand { elem, line: kd.m, lines: kd.k, ld: kd.lda, count: 1, stride: 0 }
+                TmaOperand { elem, line: kd.m, lines: kd.k, ld: kd.lda, count: ca, stride: sa }
             };
             let b_op = if b_k_major {
-                TmaOperand { elem, line: kd.k, lines: kd.n, ld: kd.ldb, count: 1, stride: 0 }
+                TmaOperand { elem, line: kd.k, lines: kd.n, ld: kd.ldb, count: cb, stride: sb }
             } else {
-                TmaOperand { elem, line: kd.n, lines: kd.k, ld: kd.ldb, count: 1, stride: 0 }
+                TmaOperand { elem, line: kd.n, lines: kd.k, ld: kd.ldb, count: cb, stride: sb }
             };
+            (batch_a, batch_b) = ((ca > 1) as u32, (cb > 1) as u32);
             let k_major = [a_k_major, b_k_major];
             let rows = [tile.bm, tile.bn];
             for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
@@ -833,9 +1025,8 @@ impl Gemm {
         // alpha and beta in the accumulation's type: i32 (checked integers)
         // for the i8 product, f32 otherwise; 4 bytes either way.
         let (alpha, beta) = scalars(types, self.alpha, self.beta);
-        let (batch_a, batch_b) = (0u32, 0u32);
         if slices == 1 {
-            let (ldc, stride_c) = (kd.ldc as u32, 0u64);
+            let (ldc, stride_c) = (kd.ldc as u32, stride_c as u64);
             let mut builder = stream.launch_builder(&func);
             builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
             builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count).arg(&k_slice);
