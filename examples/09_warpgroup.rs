@@ -62,6 +62,7 @@ cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind
 
 /// One product: check, then time ours and cuBLAS; CSV rows into `csv`.
 /// Returns false on a wrong result.
+#[allow(clippy::too_many_arguments)]
 fn run<T: Product<C>, C: Scalar>(
     mma_sync: bool,
     precision: &str,
@@ -138,7 +139,7 @@ fn run<T: Product<C>, C: Scalar>(
     };
     let bytes = size_of::<T>() as u32;
     let (name, config, slices) = if mma_sync {
-        let kernel = gemm::tuning::mma_kernel(types, m, n, device.sm_count());
+        let kernel = gemm::tuning::mma_kernel(types, m, n, device.sm_count(), device.limits().max_smem_per_block);
         let t = kernel.tile;
         let config = format!("block {}x{}x{}; pipeline depth {}; C {}", t.bm, t.bn, t.bk(bytes), t.depth, C::NAME);
         (kernel.name, config, 1)

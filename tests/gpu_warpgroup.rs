@@ -327,7 +327,10 @@ fn stage8_integer_products_are_exact_in_every_layout() {
     // The 128 x 256 tile (a C with at least one such block per SM) in every layout.
     let sms = device().sm_count();
     let big = (1024, 128 * 33 + 7, 200);
-    assert_eq!(gemm::tuning::mma_kernel(WgmmaTypes::F16F32, big.0, big.1, sms).tile.bn, 256);
+    assert_eq!(
+        gemm::tuning::mma_kernel(WgmmaTypes::F16F32, big.0, big.1, sms, device().limits().max_smem_per_block).tile.bn,
+        256
+    );
     for v in variants.iter().step_by(3) {
         check_with::<f16, f32>(mma_sync(), big, *v, 1.0, 0.0, true);
     }
@@ -426,8 +429,9 @@ fn check_strided<T: Product<C>, C: Scalar>(
         Strided::<MatRef<T>>::from_slice(&a_data, count, m, k, Layout::RowMajor).unwrap()
     };
     let b = Strided::<MatRef<T>>::from_slice(&b_data, count, k, n, b_layout).unwrap();
-    let c = Strided::<MatMut<C>>::new(MatMut::from_slice(&mut c_data, m, n, Layout::RowMajor, n).unwrap(), count, c_stride)
-        .unwrap();
+    let c =
+        Strided::<MatMut<C>>::new(MatMut::from_slice(&mut c_data, m, n, Layout::RowMajor, n).unwrap(), count, c_stride)
+            .unwrap();
     let what = format!("{} -> {} batch {count} of {m}x{n}x{k} B {b_layout:?}", T::NAME, C::NAME);
     g.alpha(alpha).beta(beta).run_strided(a, b, c).unwrap_or_else(|e| panic!("{what}: {e}"));
     for z in 0..count {
@@ -464,7 +468,8 @@ fn strided_batches_of_every_type_on_both_stages() {
     let b = random_matrix::<f16>(k, n, seed());
     // The first matrix of each batch viewed over the whole buffer.
     let s = dev.stream();
-    let da = DeviceMatrix::from_cuda_slice(&dev, s.clone_htod(a.as_slice()).unwrap(), m, k, Layout::RowMajor, k).unwrap();
+    let da =
+        DeviceMatrix::from_cuda_slice(&dev, s.clone_htod(a.as_slice()).unwrap(), m, k, Layout::RowMajor, k).unwrap();
     let db = DeviceMatrix::from_host(&dev, &b).unwrap();
     let c_buf = s.alloc_zeros::<f32>(count * m * n).unwrap();
     let mut dc = DeviceMatrix::from_cuda_slice(&dev, c_buf, m, n, Layout::RowMajor, n).unwrap();

@@ -101,18 +101,28 @@ impl MmaTile {
         if self.depth < 2 {
             return Err("the pipeline depth must be at least 2");
         }
-        // 100 KiB: what an sm_86/sm_89 block may have (A100 164, H100 227).
-        if self.smem_bytes() > 99 * 1024 {
-            return Err("the buffers exceed the 99 KiB of shared memory every sm_8x block may have");
+        if self.depth > 8 {
+            return Err("the pipeline depth must be at most 8 (cp.async.wait_group's immediate)");
+        }
+        if self.smem_bytes() > 232_448 {
+            return Err("the buffers exceed the 227 KiB of shared memory a block may have (H100)");
         }
         Ok(())
     }
 }
 
 /// Every compiled `mma.sync` kernel family of the mixed-precision types, as
-/// `(name, types, [BM, BN, depth])` (`types` a
-/// [`WgmmaTypes`](crate::warpgroup::WgmmaTypes)): each of the four layout
-/// modules (`nn`, `nt`, `tn`, `tt`) exports `<name>` for f16 and bf16; the
+/// `(name, types, [BM, BN, depth])`. Depth 6 of 128 x 128 and depth 4 of
+/// 128 x 256 take 96 KiB of shared memory, which every sm_8x block may have
+/// (sm_86 and sm_89: 99 KiB); 128 x 256 at depth 6 (144 KiB) is for the
+/// GPUs with more (A100: 163 KiB, H100: 227 KiB). Why this deep: a k-tile
+/// is 64 bytes of k, and on an H100 the next tiles must be in flight for
+/// about a microsecond of memory latency (depth 3 measured 0.35x cuBLAS at
+/// 4096^3, H200, 2026-11-25). TF32 has no 128 x 256 tile: its fragments'
+/// rounding (`cvt.rna.tf32.f32`) takes the registers that tile leaves.
+///
+/// `types` is a [`WgmmaTypes`](crate::warpgroup::WgmmaTypes). Each of the
+/// four layout modules (`nn`, `nt`, `tn`, `tt`) exports `<name>` for f16 and bf16; the
 /// `nt` module alone (both operands K-major) for tf32 and i8, whose
 /// operands the host brings to K-major first (`ldmatrix` transposes 16-bit
 /// elements only). `gemm_core::mma_menu!(my_macro)` expands to
@@ -121,18 +131,22 @@ impl MmaTile {
 macro_rules! mma_menu {
     ($callback:ident) => {
         $callback! {
-            (mma_f16_b128x128_d4, F16, [128, 128, 4])
-            (mma_f16_f32_b128x128_d4, F16F32, [128, 128, 4])
-            (mma_bf16_b128x128_d4, Bf16, [128, 128, 4])
-            (mma_bf16_f32_b128x128_d4, Bf16F32, [128, 128, 4])
-            (mma_tf32_b128x128_d4, Tf32, [128, 128, 4])
-            (mma_s8_b128x128_d4, S8, [128, 128, 4])
-            (mma_f16_b128x256_d3, F16, [128, 256, 3])
-            (mma_f16_f32_b128x256_d3, F16F32, [128, 256, 3])
-            (mma_bf16_b128x256_d3, Bf16, [128, 256, 3])
-            (mma_bf16_f32_b128x256_d3, Bf16F32, [128, 256, 3])
-            (mma_tf32_b128x256_d3, Tf32, [128, 256, 3])
-            (mma_s8_b128x256_d3, S8, [128, 256, 3])
+            (mma_f16_b128x128_d6, F16, [128, 128, 6])
+            (mma_f16_f32_b128x128_d6, F16F32, [128, 128, 6])
+            (mma_bf16_b128x128_d6, Bf16, [128, 128, 6])
+            (mma_bf16_f32_b128x128_d6, Bf16F32, [128, 128, 6])
+            (mma_tf32_b128x128_d6, Tf32, [128, 128, 6])
+            (mma_s8_b128x128_d6, S8, [128, 128, 6])
+            (mma_f16_b128x256_d4, F16, [128, 256, 4])
+            (mma_f16_f32_b128x256_d4, F16F32, [128, 256, 4])
+            (mma_bf16_b128x256_d4, Bf16, [128, 256, 4])
+            (mma_bf16_f32_b128x256_d4, Bf16F32, [128, 256, 4])
+            (mma_s8_b128x256_d4, S8, [128, 256, 4])
+            (mma_f16_b128x256_d6, F16, [128, 256, 6])
+            (mma_f16_f32_b128x256_d6, F16F32, [128, 256, 6])
+            (mma_bf16_b128x256_d6, Bf16, [128, 256, 6])
+            (mma_bf16_f32_b128x256_d6, Bf16F32, [128, 256, 6])
+            (mma_s8_b128x256_d6, S8, [128, 256, 6])
         }
     };
 }
@@ -166,6 +180,7 @@ mod tests {
         assert_eq!(t.grid(1, 1, 100_000), [1, 1, 65535]);
         assert!(MmaTile { bm: 48, ..t }.check().is_err());
         assert!(MmaTile { bn: 96, ..t }.check().is_err());
-        assert!(MmaTile { depth: 5, ..t }.check().is_err());
+        assert!(MmaTile { depth: 9, ..t }.check().is_err());
+        assert!(MmaTile { bm: 256, bn: 256, depth: 8 }.check().is_err());
     }
 }

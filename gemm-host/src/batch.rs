@@ -17,11 +17,11 @@
 use crate::device::Device;
 use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::{Element, Scalar};
-use crate::warpgroup::Product;
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
 use crate::launch::{launch, product_geometry, Batch};
 use crate::matrix::{MatMut, MatRef};
+use crate::warpgroup::Product;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use gemm_core::batch::{batch_len, strided_disjoint, GroupProblem};
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};

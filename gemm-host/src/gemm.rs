@@ -302,9 +302,10 @@ impl Gemm {
         self
     }
 
-    /// Lets f32 products run on TF32 tensor cores (stage 9, compute
-    /// capability 9.0; elsewhere, or with an option of stages 1-8 set, the
-    /// f32 kernels run as before). Default false: TF32 keeps 10 of f32's 23
+    /// Lets f32 products run on TF32 tensor cores (stage 9 on compute
+    /// capability 9.0, stage 8's `mma.sync` kernels on 8.x or with
+    /// `.stage(Stage::TensorCore)`; on older GPUs, or with another option of
+    /// stages 1-8 set, the f32 kernels run as before). Default false: TF32 keeps 10 of f32's 23
     /// mantissa bits of each input (relative error up to 2^-10 per input, the
     /// products accumulated in f32), so it is not an f32-accurate product
     /// and is never chosen silently (as cuBLAS's `CUBLAS_TF32_TENSOR_OP_MATH`).
@@ -743,8 +744,9 @@ impl Gemm {
     ///
     /// The element types are any [`Product`]: f64 or f32 throughout (f32 on
     /// TF32 tensor cores with [`Gemm::allow_tf32`]), f16 / bf16 operands with
-    /// a C of the same type or f32, or i8 operands with an i32 C (stage 9,
-    /// compute capability 9.0; [`Error::Unsupported`] elsewhere).
+    /// a C of the same type or f32, or i8 operands with an i32 C (stage 9 on
+    /// compute capability 9.0, stage 8's `mma.sync` kernels on 8.x;
+    /// [`Error::Unsupported`] on older GPUs).
     pub fn run<'a, 'b, 'c, T: Product<C>, C: Scalar>(
         &self,
         a: impl Into<MatRef<'a, T>>,

@@ -1,11 +1,13 @@
-//! Stage 9's host side: f16 and bf16 products (f32 accumulation), f32
-//! products on TF32 tensor cores when asked for ([`Gemm::allow_tf32`]) and
-//! the i8 product (i32 accumulation) on Hopper's warpgroup MMA, through the
-//! same builder as f64 and f32 ([`Product`] picks the path per element
-//! type), and their launcher: the TMA tensor maps of A and B
-//! (`cuTensorMapEncodeTiled`), an aligned copy of an operand TMA cannot read
-//! in place, a K-major copy of a tf32 or i8 operand that is not, the tile
-//! choice and the launch.
+//! The mixed-precision products' host side: f16 and bf16 products (f32
+//! accumulation), f32 products on TF32 tensor cores when asked for
+//! ([`Gemm::allow_tf32`]) and the i8 product (i32 accumulation), single and
+//! strided-batched, through the same builder as f64 and f32 ([`Product`]
+//! picks the path per element type); their launchers: stage 9 (Hopper's
+//! warpgroup MMA: the TMA tensor maps of A and B from
+//! `cuTensorMapEncodeTiled`, split-K) on compute capability 9.0, stage 8's
+//! `mma.sync` kernels on 8.x (or when asked for); an aligned copy of an
+//! operand the kernels cannot read in place, a K-major copy of a tf32 or i8
+//! operand that is not; the tile choice and the launch.
 
 use crate::batch::Strided;
 use crate::device::{default_device, Device};
@@ -18,8 +20,8 @@ use cudarc::driver::sys as cu;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
-use gemm_core::mma_sync::MmaTile;
 use gemm_core::batch::batch_len;
+use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};
 use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes, ROW_BYTES};
 use gemm_core::GemmDims;
@@ -44,10 +46,10 @@ mod sealed {
 /// | A, B | C | accumulation | kernels |
 /// | --- | --- | --- | --- |
 /// | `f64` | `f64` | f64 | stages 1-8 ([`crate::dgemm`]) |
-/// | `f32` | `f32` | f32 | stages 1-7 ([`crate::sgemm`]); TF32 tensor cores (stage 9) on compute capability 9.0 with [`Gemm::allow_tf32`] |
-/// | [`half::f16`] | `f16` or `f32` | f32 | stage 9, compute capability 9.0 ([`crate::hgemm`]) |
-/// | [`half::bf16`] | `bf16` or `f32` | f32 | stage 9, compute capability 9.0 |
-/// | `i8` | `i32` | i32 (wrapping) | stage 9, compute capability 9.0 ([`crate::igemm`]) |
+/// | `f32` | `f32` | f32 | stages 1-7 ([`crate::sgemm`]); TF32 tensor cores with [`Gemm::allow_tf32`] (as f16) |
+/// | [`half::f16`] | `f16` or `f32` | f32 | stage 9 on compute capability 9.0, stage 8's `mma.sync` kernels on 8.x or with `.stage(Stage::TensorCore)` ([`crate::hgemm`]) |
+/// | [`half::bf16`] | `bf16` or `f32` | f32 | as f16 |
+/// | `i8` | `i32` | i32 (wrapping) | as f16 ([`crate::igemm`]) |
 ///
 /// [`Gemm::run`] and [`Gemm::run_device`] take any of these; alpha and beta
 /// are given in f64 and used in the accumulation's type (f32 for the
@@ -119,7 +121,7 @@ macro_rules! element_product {
 element_product!(f64);
 
 /// f32: the f32 ladder, or TF32 tensor cores when the builder allows it
-/// ([`Gemm::allow_tf32`]) on a compute capability 9.0 device.
+/// ([`Gemm::allow_tf32`]) on a compute capability 8.0 or newer device.
 impl Product<f32> for f32 {
     fn run_host(g: &Gemm, a: MatRef<'_, f32>, b: MatRef<'_, f32>, c: MatMut<'_, f32>) -> Result<(), Error> {
         if g.uses_tf32(None)? {
@@ -285,13 +287,21 @@ macro_rules! mma_entries {
 /// Every compiled stage-8 mixed-precision kernel ([`gemm_core::mma_menu!`]).
 pub static MMA_KERNELS: &[MmaKernel] = gemm_core::mma_menu!(mma_entries);
 
-/// The stage-8 kernel for `types` on an m x n C: the 128 x 256 tile when it
-/// gives at least one block per SM, else 128 x 128.
-pub fn mma_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32) -> &'static MmaKernel {
+/// The stage-8 kernel for `types` on an m x n C on a device whose blocks
+/// may have `max_smem` bytes of shared memory: the 128 x 256 tile when it
+/// gives at least one block per SM, else 128 x 128; of each, the deepest
+/// pipeline that fits.
+pub fn mma_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32, max_smem: u32) -> &'static MmaKernel {
     let fills = |t: MmaTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize) >= sm_count as usize;
-    let mut fitting = MMA_KERNELS.iter().filter(|k| k.types == types);
-    let smallest = fitting.clone().min_by_key(|k| k.tile.bm * k.tile.bn).expect("a kernel for every WgmmaTypes");
-    fitting.find(|k| k.tile.bn > smallest.tile.bn && fills(k.tile)).unwrap_or(smallest)
+    let fitting = || MMA_KERNELS.iter().filter(|k| k.types == types && k.tile.smem_bytes() <= max_smem);
+    let deepest = |bn: u32| fitting().filter(|k| k.tile.bn == bn).max_by_key(|k| k.tile.depth);
+    match (deepest(128), deepest(256)) {
+        (Some(_), Some(wide)) if fills(wide.tile) => wide,
+        (Some(small), _) => small,
+        // Every device of compute capability 8.0 or newer has room for
+        // 128 x 128 at depth 6 (96 KiB).
+        (None, _) => MMA_KERNELS.iter().find(|k| k.types == types).expect("a kernel for every WgmmaTypes"),
+    }
 }
 
 /// The product's name in errors: "f16 x f16 -> f32".
@@ -827,7 +837,7 @@ impl Gemm {
                 ),
             });
         }
-        let kernel = mma_kernel(types, kd.m, kd.n, device.sm_count());
+        let kernel = mma_kernel(types, kd.m, kd.n, device.sm_count(), device.limits().max_smem_per_block);
         let tile = kernel.tile;
         if tile.tiles(kd.m as u32, kd.n as u32) > i32::MAX as u64 {
             return Err(Error::Unsupported {
@@ -865,7 +875,8 @@ impl Gemm {
                         why: format!("a copy's leading dimension {} is not below 2^31", op.ld),
                     });
                 }
-                (ptrs[i], lds[i], strides[i]) = (address, op.ld as u32, if op.count > 1 { op.stride as u64 } else { 0 });
+                (ptrs[i], lds[i], strides[i]) =
+                    (address, op.ld as u32, if op.count > 1 { op.stride as u64 } else { 0 });
             }
         }
         if !types.transposes() || !reads_ab {
@@ -1078,9 +1089,9 @@ impl Gemm {
 
 /// `C = op(A) * op(B)` with f16 operands, f32 accumulation and an f16 C, on
 /// the default device: the BLAS-style `hgemm` (alpha = 1, beta = 0). Runs
-/// stage 9 (Hopper warpgroup MMA), so it needs a compute capability 9.0 GPU
-/// (H100, H200). For an f32 C, bf16, alpha, beta or op flags, use
-/// [`Gemm::run`].
+/// stage 9 (Hopper warpgroup MMA) on compute capability 9.0 (H100, H200),
+/// stage 8's `mma.sync` kernels on 8.x (A100, RTX 30xx/40xx, L4...). For an
+/// f32 C, bf16, alpha, beta or op flags, use [`Gemm::run`].
 ///
 /// ```no_run
 /// use gemm::half::f16;
@@ -1096,8 +1107,8 @@ impl Gemm {
 /// ```
 ///
 /// # Errors
-/// [`Error::Shape`]; [`Error::Unsupported`] on a GPU other than compute
-/// capability 9.0; [`Error::NoDriver`], [`Error::NoDevice`],
+/// [`Error::Shape`]; [`Error::Unsupported`] on a GPU older than compute
+/// capability 8.0; [`Error::NoDriver`], [`Error::NoDevice`],
 /// [`Error::OutOfMemory`], [`Error::Driver`]. C is untouched on error.
 ///
 /// # Source
@@ -1114,7 +1125,7 @@ pub fn hgemm<'a, 'b, 'c>(
 /// `C = op(A) * op(B)` with i8 operands and an i32 C, accumulated exactly in
 /// i32 (wrapping on overflow, as cuBLAS's `CUBLAS_COMPUTE_32I`), on the
 /// default device (alpha = 1, beta = 0). Runs stage 9 (Hopper warpgroup
-/// MMA), so it needs a compute capability 9.0 GPU. For integer alpha and
+/// MMA) on compute capability 9.0, stage 8's `mma.sync` kernels on 8.x. For integer alpha and
 /// beta, or op flags, use [`Gemm::run`].
 ///
 /// ```no_run

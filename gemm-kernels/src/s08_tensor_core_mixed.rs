@@ -205,50 +205,126 @@ pub struct MmaParams<O: Output> {
     pub count: u32,
 }
 
-/// Requests one operand's k-tile `kt` into the tile at shared address
-/// `tile`: `ROWS` (BM or BN) lines of the K-major operand at `x` (lines of
-/// k, `ld` elements of `bytes` bytes apart; `lines` of them exist), or, when
-/// `MN`, BK lines (one per k) of `ROWS` elements along m or n (16-bit
-/// elements). Zero-fills what lies outside.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn load_tile<const ROWS: u32, const MN: bool>(
-    tile: u32,
-    x: *const u8,
-    bytes: u32,
-    ld: u32,
-    (first, lines): (u32, u32),
-    k: u32,
-    kt: u32,
-    t: u32,
-) {
-    const THREADS: u32 = 32 * MMA_WARPS_M * MMA_WARPS_N;
-    let ld_bytes = ld as u64 * bytes as u64;
-    if !MN {
-        // ROWS rows of 4 chunks.
-        let k_bytes = k as u64 * bytes as u64;
-        let kb0 = kt as u64 * K_TILE_BYTES as u64;
-        let mut i = t;
-        while i < ROWS * 4 {
-            let (r, c) = (i / 4, i % 4);
-            let (row, kb) = (first + r, kb0 + 16 * c as u64);
-            let size = if row < lines && kb < k_bytes { (k_bytes - kb).min(16) as u32 } else { 0 };
-            let src = if size > 0 { x.add((row as u64 * ld_bytes + kb) as usize) } else { x };
-            cp_async_16_zfill(tile + k_major_offset(r, c), src, size);
-            i += THREADS;
-        }
-    } else {
-        // BK rows (k) of ROWS / 8 chunks.
+/// One thread's share of the copies of one operand's k-tiles, worked out
+/// once per product so that a k-tile's copies cost a few adds each. The
+/// thread copies `chunks` 16-byte chunks of a tile, chunk j from
+/// `src + j line_step + kt tile_step` (bytes) to `dst + j dst_step`: the
+/// same chunk of lines `line_step` apart. Of the part of the matrix a chunk
+/// starts in, `edge - j edge_step - kt kt_units` units lie ahead along k
+/// (K-major: elements of k from the chunk's start; MN-major: lines of k),
+/// each worth `unit_bytes` of the chunk, which holds at most `part` bytes of
+/// the matrix (16, or fewer at the end of m or n); chunks j >= `valid` lie
+/// past the last line.
+struct TileCopy {
+    chunks: u32,
+    valid: u32,
+    src: *const u8,
+    line_step: u64,
+    tile_step: u64,
+    dst: u32,
+    dst_step: u32,
+    edge: u32,
+    edge_step: u32,
+    kt_units: u32,
+    unit_bytes: u32,
+    part: u32,
+}
+
+impl TileCopy {
+    /// The copies of `ROWS` (BM or BN) lines of the K-major operand at `x`
+    /// (lines of k, `ld` elements of `bytes` bytes apart, lines `first ..`
+    /// of `lines`), or, when `MN`, of BK lines (one per k) of `ROWS`
+    /// 16-bit elements along m or n (elements `first ..` of `lines`), by
+    /// thread `t`.
+    #[inline(always)]
+    fn new<const ROWS: u32, const MN: bool>(
+        x: *const u8,
+        bytes: u32,
+        ld: u32,
+        (first, lines): (u32, u32),
+        k: u32,
+        t: u32,
+    ) -> Self {
+        const THREADS: u32 = 32 * MMA_WARPS_M * MMA_WARPS_N;
+        let ld_bytes = ld as u64 * bytes as u64;
         let bk = K_TILE_BYTES / bytes;
-        let chunks = ROWS * bytes / 16;
-        let mut i = t;
-        while i < bk * chunks {
-            let (r, c) = (i / chunks, i % chunks);
-            let (kk, e) = (kt * bk + r, first + c * (16 / bytes));
-            let size = if kk < k && e < lines { ((lines - e) * bytes).min(16) } else { 0 };
-            let src = if size > 0 { x.add((kk as u64 * ld_bytes + e as u64 * bytes as u64) as usize) } else { x };
-            cp_async_16_zfill(tile + mn_major_offset(r, c, ROWS * bytes), src, size);
-            i += THREADS;
+        // Chunks per line of the tile; lines per pass of all threads.
+        let per_line = if MN { ROWS * bytes / 16 } else { K_TILE_BYTES / 16 };
+        let (r, ch) = (t / per_line, t % per_line);
+        let pass = THREADS / per_line;
+        let chunks = if MN { bk } else { ROWS } / pass;
+        if !MN {
+            let row = first + r;
+            // Chunks j < valid have first + r + j pass < lines.
+            let valid = if row < lines { ((lines - row).div_ceil(pass)).min(chunks) } else { 0 };
+            TileCopy {
+                chunks,
+                valid,
+                // SAFETY (of the arithmetic): only used for valid chunks,
+                // whose lines lie inside the operand.
+                src: if valid > 0 { unsafe { x.add((row as u64 * ld_bytes + 16 * ch as u64) as usize) } } else { x },
+                line_step: pass as u64 * ld_bytes,
+                tile_step: K_TILE_BYTES as u64,
+                dst: k_major_offset(r, ch),
+                dst_step: pass * K_TILE_BYTES,
+                edge: k.saturating_sub(16 * ch / bytes),
+                edge_step: 0,
+                kt_units: bk,
+                unit_bytes: bytes,
+                part: 16,
+            }
+        } else {
+            let e = first + ch * (16 / bytes);
+            let valid = if e < lines { chunks } else { 0 };
+            TileCopy {
+                chunks,
+                valid,
+                // SAFETY (of the arithmetic): as above; line r of k is read
+                // only while it is below k.
+                src: if valid > 0 {
+                    unsafe { x.add((r as u64 * ld_bytes + e as u64 * bytes as u64) as usize) }
+                } else {
+                    x
+                },
+                line_step: pass as u64 * ld_bytes,
+                tile_step: bk as u64 * ld_bytes,
+                dst: mn_major_offset(r, ch, ROWS * bytes),
+                dst_step: pass * ROWS * bytes,
+                edge: k.saturating_sub(r),
+                edge_step: pass,
+                kt_units: bk,
+                unit_bytes: 16,
+                part: if e < lines { ((lines - e) * bytes).min(16) } else { 0 },
+            }
+        }
+    }
+
+    /// Requests k-tile `kt` into the tile at shared address `tile`,
+    /// zero-filling what lies outside the matrix.
+    ///
+    /// # Safety
+    /// `tile` is a tile of the launch's shared memory; the operand is as
+    /// given to [`TileCopy::new`].
+    #[inline(always)]
+    unsafe fn issue(&self, tile: u32, kt: u32) {
+        for j in 0..self.chunks {
+            let used = j * self.edge_step + kt * self.kt_units;
+            let size = if j < self.valid && used < self.edge {
+                let left = self.edge - used;
+                if left >= 16 {
+                    self.part
+                } else {
+                    (left * self.unit_bytes).min(self.part)
+                }
+            } else {
+                0
+            };
+            let src = if size > 0 {
+                self.src.add((j as u64 * self.line_step + kt as u64 * self.tile_step) as usize)
+            } else {
+                self.src
+            };
+            cp_async_16_zfill(tile + self.dst + j * self.dst_step, src, size);
         }
     }
 }
@@ -304,9 +380,11 @@ pub unsafe fn mma_mixed<
     while z < p.count {
         let a = p.a.add((z as u64 * p.stride_a * I::BYTES as u64) as usize);
         let b = p.b.add((z as u64 * p.stride_b * I::BYTES as u64) as usize);
+        let copy_a = TileCopy::new::<BM, A_MN>(a, I::BYTES, p.lda, (m0, p.m), p.k, t);
+        let copy_b = TileCopy::new::<BN, B_MN>(b, I::BYTES, p.ldb, (n0, p.n), p.k, t);
         let load = |s: u32, kt: u32| {
-            load_tile::<BM, A_MN>(a_tile(s), a, I::BYTES, p.lda, (m0, p.m), p.k, kt, t);
-            load_tile::<BN, B_MN>(b_tile(s), b, I::BYTES, p.ldb, (n0, p.n), p.k, kt, t);
+            copy_a.issue(a_tile(s), kt);
+            copy_b.issue(b_tile(s), kt);
         };
         let mut acc = [[[0f32; 4]; NT]; MT];
         for s in 0..DEPTH - 1 {

@@ -192,7 +192,7 @@ pub unsafe fn cp_async_commit() {
 }
 
 /// `cp.async.wait_group N`: waits until at most `pending` of this thread's
-/// committed groups are still in flight (0..=3; larger waits for all). Other
+/// committed groups are still in flight (0..=6; larger waits for all). Other
 /// threads' copies are visible only after a following barrier.
 ///
 /// # Safety
@@ -205,6 +205,9 @@ pub unsafe fn cp_async_wait(pending: u32) {
         1 => asm!("cp.async.wait_group 1;", options(nostack, preserves_flags)),
         2 => asm!("cp.async.wait_group 2;", options(nostack, preserves_flags)),
         3 => asm!("cp.async.wait_group 3;", options(nostack, preserves_flags)),
+        4 => asm!("cp.async.wait_group 4;", options(nostack, preserves_flags)),
+        5 => asm!("cp.async.wait_group 5;", options(nostack, preserves_flags)),
+        6 => asm!("cp.async.wait_group 6;", options(nostack, preserves_flags)),
         _ => asm!("cp.async.wait_all;", options(nostack, preserves_flags)),
     }
 }

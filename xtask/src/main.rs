@@ -1396,12 +1396,15 @@ fn readme_text(text: &str, csv: &str) -> Result<String> {
 
 const WARPGROUP_BEGIN: &str = "<!-- warpgroup-table:begin (cargo xtask readme) -->";
 const WARPGROUP_END: &str = "<!-- warpgroup-table:end -->";
+const MMA_SYNC_BEGIN: &str = "<!-- mma-sync-table:begin (cargo xtask readme) -->";
+const MMA_SYNC_END: &str = "<!-- mma-sync-table:end -->";
 
-/// Stage 9's table, from `benches/results/warpgroup.csv` (written by the
+/// The table of stage `stage_number` (9, or 8: its mixed-precision
+/// kernels) from `benches/results/warpgroup.csv` (written by the
 /// `09_warpgroup` example): one line per shape, a column per product
 /// (operand type -> C type), each "TFLOP/s (x cuBLAS)", then the geometric
 /// mean of the ratios per column.
-fn warpgroup_table(csv: &str) -> Result<String> {
+fn warpgroup_table(csv: &str, stage_number: &str) -> Result<String> {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
     let need = |name: &str| {
@@ -1422,10 +1425,10 @@ fn warpgroup_table(csv: &str) -> Result<String> {
     let rows: Vec<Vec<&str>> = lines
         .filter(|l| !l.trim().is_empty())
         .map(|l| l.split(',').collect::<Vec<&str>>())
-        .filter(|r| r.get(stage) == Some(&"9"))
+        .filter(|r| r.get(stage) == Some(&stage_number))
         .collect();
     let Some(first) = rows.first() else {
-        return Ok("No stage-9 rows in benches/results/warpgroup.csv.\n".into());
+        return Ok(format!("No stage-{stage_number} rows in benches/results/warpgroup.csv.\n"));
     };
     let (device, date, commit) = (first[0], first[1], first[2]);
     let product = |r: &Vec<&str>| {
@@ -1492,14 +1495,18 @@ fn warpgroup_table(csv: &str) -> Result<String> {
     Ok(t)
 }
 
-/// `text` with the stage-9 table between its markers (unchanged without them).
+/// `text` with the stage-9 table and the table of stage 8's mixed-precision
+/// kernels between their markers (each unchanged without them).
 fn with_warpgroup_table(text: String) -> Result<String> {
-    let (Some(b), Some(e)) = (text.find(WARPGROUP_BEGIN), text.find(WARPGROUP_END)) else {
-        return Ok(text);
-    };
     let path = root().join("benches/results/warpgroup.csv");
     let csv = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(format!("{}{WARPGROUP_BEGIN}\n{}{}", &text[..b], warpgroup_table(&csv)?, &text[e..]))
+    let mut text = text;
+    for (begin, end, stage) in [(WARPGROUP_BEGIN, WARPGROUP_END, "9"), (MMA_SYNC_BEGIN, MMA_SYNC_END, "8")] {
+        if let (Some(b), Some(e)) = (text.find(begin), text.find(end)) {
+            text = format!("{}{begin}\n{}{}", &text[..b], warpgroup_table(&csv, stage)?, &text[e..]);
+        }
+    }
+    Ok(text)
 }
 
 fn readme(check: bool) -> Result<()> {
