@@ -112,14 +112,16 @@ impl MmaTile {
 }
 
 /// Every compiled `mma.sync` kernel family of the mixed-precision types, as
-/// `(name, types, [BM, BN, depth])`. Depth 6 of 128 x 128 and depth 4 of
-/// 128 x 256 take 96 KiB of shared memory, which every sm_8x block may have
-/// (sm_86 and sm_89: 99 KiB); 128 x 256 at depth 6 (144 KiB) is for the
-/// GPUs with more (A100: 163 KiB, H100: 227 KiB). Why this deep: a k-tile
-/// is 64 bytes of k, and on an H100 the next tiles must be in flight for
-/// about a microsecond of memory latency (depth 3 measured 0.35x cuBLAS at
-/// 4096^3, H200, 2026-11-25). TF32 has no 128 x 256 tile: its fragments'
-/// rounding (`cvt.rna.tf32.f32`) takes the registers that tile leaves.
+/// `(name, types, [BM, BN, depth])`: 128 x 128 at depth 6 and 128 x 256 at
+/// depth 4, 96 KiB of shared memory each, which every sm_8x block may have
+/// (sm_86 and sm_89: 99 KiB). Why this deep: a k-tile is 64 bytes of k, and
+/// on an H100 the next tiles must be in flight for about a microsecond of
+/// memory latency (depth 3 measured 0.35x cuBLAS at 4096^3, H200,
+/// 2026-11-25). 128 x 256 at depth 6 (144 KiB, A100 and H100 only) spilled
+/// registers in the sm_80 build; before the copies were planned once per
+/// product it measured the same as depth 4. TF32 has no 128 x
+/// 256 tile: its fragments' rounding (`cvt.rna.tf32.f32`) takes the
+/// registers that tile leaves.
 ///
 /// `types` is a [`WgmmaTypes`](crate::warpgroup::WgmmaTypes). Each of the
 /// four layout modules (`nn`, `nt`, `tn`, `tt`) exports `<name>` for f16 and bf16; the
@@ -142,11 +144,6 @@ macro_rules! mma_menu {
             (mma_bf16_b128x256_d4, Bf16, [128, 256, 4])
             (mma_bf16_f32_b128x256_d4, Bf16F32, [128, 256, 4])
             (mma_s8_b128x256_d4, S8, [128, 256, 4])
-            (mma_f16_b128x256_d6, F16, [128, 256, 6])
-            (mma_f16_f32_b128x256_d6, F16F32, [128, 256, 6])
-            (mma_bf16_b128x256_d6, Bf16, [128, 256, 6])
-            (mma_bf16_f32_b128x256_d6, Bf16F32, [128, 256, 6])
-            (mma_s8_b128x256_d6, S8, [128, 256, 6])
         }
     };
 }
