@@ -125,7 +125,7 @@ element_product!(f64);
 impl Product<f32> for f32 {
     fn run_host(g: &Gemm, a: MatRef<'_, f32>, b: MatRef<'_, f32>, c: MatMut<'_, f32>) -> Result<(), Error> {
         if g.uses_tf32(None)? {
-            g.run_warpgroup_host(WgmmaTypes::Tf32, a, b, c)
+            g.run_mixed_host(WgmmaTypes::Tf32, a, b, c)
         } else {
             g.run_element(a, b, c)
         }
@@ -137,7 +137,7 @@ impl Product<f32> for f32 {
         c: DeviceViewMut<'_, f32>,
     ) -> Result<(), Error> {
         if g.uses_tf32(Some(c.device))? {
-            g.run_warpgroup_device(WgmmaTypes::Tf32, a, b, c)
+            g.run_mixed_device(WgmmaTypes::Tf32, a, b, c)
         } else {
             g.run_device_element(a, b, c)
         }
@@ -172,7 +172,7 @@ macro_rules! warpgroup_product {
     ($t:ty, $c:ty, $types:expr) => {
         impl Product<$c> for $t {
             fn run_host(g: &Gemm, a: MatRef<'_, $t>, b: MatRef<'_, $t>, c: MatMut<'_, $c>) -> Result<(), Error> {
-                g.run_warpgroup_host($types, a, b, c)
+                g.run_mixed_host($types, a, b, c)
             }
             fn run_device(
                 g: &Gemm,
@@ -180,7 +180,7 @@ macro_rules! warpgroup_product {
                 b: DeviceView<'_, $t>,
                 c: DeviceViewMut<'_, $c>,
             ) -> Result<(), Error> {
-                g.run_warpgroup_device($types, a, b, c)
+                g.run_mixed_device($types, a, b, c)
             }
             fn run_strided_host(
                 g: &Gemm,
@@ -633,9 +633,10 @@ impl Gemm {
         }
     }
 
-    /// [`Gemm::run`] for f16 and bf16 operands: uploads A's, B's and C's
-    /// spans, enqueues the product, writes C's span back and waits.
-    pub(crate) fn run_warpgroup_host<T: Scalar, C: Scalar>(
+    /// [`Gemm::run`] for the mixed-precision products (f16, bf16, TF32, i8):
+    /// uploads A's, B's and C's spans, enqueues the product on stage 9 or 8,
+    /// writes C's span back and waits.
+    pub(crate) fn run_mixed_host<T: Scalar, C: Scalar>(
         &self,
         types: WgmmaTypes,
         a: MatRef<'_, T>,
@@ -663,8 +664,8 @@ impl Gemm {
         stream.synchronize().during("cuStreamSynchronize")
     }
 
-    /// [`Gemm::run_device`] for f16 and bf16 operands.
-    pub(crate) fn run_warpgroup_device<T: Scalar, C: Scalar>(
+    /// [`Gemm::run_device`] for the mixed-precision products.
+    pub(crate) fn run_mixed_device<T: Scalar, C: Scalar>(
         &self,
         types: WgmmaTypes,
         a: DeviceView<'_, T>,
@@ -730,7 +731,7 @@ impl Gemm {
         if (la + lb) * size_of::<T>() + lc * size_of::<C>() > budget {
             for i in 0..count {
                 let ci = c.first.rb_at(i * c.stride);
-                self.run_warpgroup_host(types, a.matrix(i), b.matrix(i), ci)?;
+                self.run_mixed_host(types, a.matrix(i), b.matrix(i), ci)?;
             }
             return Ok(());
         }
