@@ -144,9 +144,8 @@ fn run<T: Product<C>, C: Scalar>(
         let config = format!("block {}x{}x{}; pipeline depth {}; C {}", t.bm, t.bn, t.bk(bytes), t.depth, C::NAME);
         (kernel.name, config, 1)
     } else {
-        let kernel = gemm::tuning::warpgroup_kernel(types, m, n, device.sm_count());
-        let t = kernel.tile;
-        let (slices, _) = t.split_k(m as u32, n as u32, k as u32, bytes, device.sm_count());
+        let plan = gemm::tuning::warpgroup_plan(types, m, n, k, 1, device.sm_count());
+        let (kernel, t, (slices, _)) = (plan.kernel, plan.kernel.tile, plan.split);
         // Every family has the K-major entry point `_nt`.
         let name = kernel.names[1].unwrap_or_default().trim_end_matches("_nt");
         let split = if slices > 1 { format!("; split-K {slices}") } else { String::new() };

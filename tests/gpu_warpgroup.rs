@@ -33,7 +33,7 @@ mod common;
 use common::{device, op_view, seed, store, Variant};
 use gemm::check::{random_int_matrix, random_matrix, Reference};
 use gemm::half::{bf16, f16};
-use gemm::tuning::{warpgroup_kernel, WgmmaTypes};
+use gemm::tuning::{warpgroup_plan, WgmmaTypes};
 use gemm::{DeviceMatrix, Error, Gemm, Layout, Matrix, Op, Product, Scalar};
 
 /// Shapes around the tiles (BM = 128, BN = 128 or 256, BK = 64): one
@@ -128,7 +128,7 @@ fn integer_products_are_exact_in_every_layout() {
     // The 128 x 256 tile (a C with at least one such block per SM) in every layout.
     let sms = device().sm_count();
     let big = (1024, 128 * 33 + 7, 200);
-    assert_eq!(warpgroup_kernel(WgmmaTypes::F16F32, big.0, big.1, sms).tile.bn, 256);
+    assert_eq!(warpgroup_plan(WgmmaTypes::F16F32, big.0, big.1, big.2, 1, sms).kernel.tile.bn, 256);
     for v in variants.iter().step_by(3) {
         check::<f16, f32>(big, *v, 1.0, 0.0, true);
     }
@@ -150,6 +150,45 @@ fn random_products_are_within_the_bound_for_every_type_pair() {
     }
     check::<f16, f32>((1000, 1000, 4096), Variant::NN, 1.0, 0.0, false);
     check::<bf16, bf16>((513, 2000, 777), Variant::all()[13], 2.0, -1.0, false);
+}
+
+/// Every tile family of the menu (128 x 256, 128 x 128, 128 x 64, 64 x 256)
+/// on a shape the planner gives it, for each type pair with that tile: the
+/// first of a list of shapes, skinny to square, whose plan picks the tile.
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn every_tile_family_is_within_the_bound() {
+    let sms = device().sm_count();
+    let mut candidates = Vec::new();
+    for m in [16, 40, 130, 700, 2048] {
+        for n in [24, 72, 700, 2048, 4000] {
+            for k in [128, 700, 3000] {
+                if m * n * k <= 1 << 31 {
+                    candidates.push((m, n, k));
+                }
+            }
+        }
+    }
+    let variants = Variant::all();
+    for (i, family) in gemm::tuning::WARPGROUP_KERNELS.iter().enumerate() {
+        let shape = candidates.iter().copied().find(|&(m, n, k)| {
+            let p = warpgroup_plan(family.types, m, n, k, 1, sms);
+            p.kernel.tile == family.tile && p.kernel.types == family.types
+        });
+        let Some(shape) = shape else {
+            panic!("no candidate shape picks {:?} for {:?}: extend the list", family.tile, family.types);
+        };
+        let v = variants[(7 * i) % variants.len()];
+        let (alpha, beta) = [(1.0, 0.0), (-1.5, 0.5), (0.7, 1.0)][i % 3];
+        match family.types {
+            WgmmaTypes::F16 => check::<f16, f16>(shape, v, alpha, beta, false),
+            WgmmaTypes::F16F32 => check::<f16, f32>(shape, v, alpha, beta, false),
+            WgmmaTypes::Bf16 => check::<bf16, bf16>(shape, v, alpha, beta, false),
+            WgmmaTypes::Bf16F32 => check::<bf16, f32>(shape, v, alpha, beta, false),
+            WgmmaTypes::Tf32 => check_with::<f32, f32>(Gemm::new().allow_tf32(true), shape, v, alpha, beta, false),
+            WgmmaTypes::S8 => check::<i8, i32>(shape, v, -2.0, 3.0, false),
+        }
+    }
 }
 
 #[test]
@@ -177,13 +216,7 @@ fn device_matrices_hgemm_and_determinism() {
     }
     // Split-K (few block tiles, long k): within the bound, the same bits every run.
     let (m2, n2, k2) = (200, 250, 12000);
-    assert!(
-        warpgroup_kernel(WgmmaTypes::F16, m2, n2, dev.sm_count())
-            .tile
-            .split_k(m2 as u32, n2 as u32, k2 as u32, 2, dev.sm_count())
-            .0
-            > 1
-    );
+    assert!(warpgroup_plan(WgmmaTypes::F16, m2, n2, k2, 1, dev.sm_count()).split.0 > 1);
     let a2 = random_matrix::<f16>(m2, k2, seed());
     let b2 = random_matrix::<f16>(k2, n2, seed());
     let c2 = random_matrix::<f16>(m2, n2, seed());

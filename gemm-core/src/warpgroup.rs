@@ -18,7 +18,9 @@
 //! DEPTH buffers, each the A tile then the B tile of one k-tile, after the
 //! dynamic buffer's start is rounded up to 1024 bytes (the 128-byte swizzle
 //! repeats every 1024 bytes; TMA and the wgmma descriptors assume tiles on
-//! that grid), then 2 x DEPTH mbarriers of 8 bytes (`full`, `empty`). A row
+//! that grid), then the epilogue's staging buffers (two [`C_BOX_BYTES`]
+//! boxes of C per consumer warpgroup, for the TMA store), then 2 x DEPTH
+//! mbarriers of 8 bytes (`full`, `empty`). A row
 //! of a tile along its contiguous dimension is [`ROW_BYTES`] = 128 bytes
 //! (BK = 64 f16 or bf16, 32 tf32 or 128 i8 elements when k is the
 //! contiguous dimension), so a buffer holds `(BM + BN) * 128` bytes whatever
@@ -43,6 +45,19 @@ pub const WARPGROUP_M: u32 = 64;
 
 /// Threads of a warpgroup (4 warps).
 pub const WARPGROUP_THREADS: u32 = 128;
+
+/// Bytes of one box of C the epilogue stages for a TMA store: 64 rows (one
+/// consumer warpgroup's) of 128 bytes (64 f16 or bf16, 32 f32 or i32
+/// elements), stored with the 128-byte swizzle.
+pub const C_BOX_BYTES: u32 = WARPGROUP_M * ROW_BYTES;
+
+/// Registers per thread the producer warpgroup keeps after
+/// `setmaxnreg.dec` (it only issues TMA copies); the rest of its share goes
+/// to the consumers ([`WgmmaTile::consumer_registers`]).
+pub const PRODUCER_REGISTERS: u32 = 40;
+
+/// Registers of an SM (and the most one block may have).
+pub const SM_REGISTERS: u32 = 65536;
 
 /// Bytes the dynamic shared-memory buffer is over-allocated by, so its start
 /// can be rounded up to 1024 bytes.
@@ -142,6 +157,28 @@ impl WgmmaTile {
         WARPGROUP_THREADS * (1 + self.consumers())
     }
 
+    /// Whether the kernel moves registers from the producer to the
+    /// consumers (`setmaxnreg`): when the cap at entry, [`SM_REGISTERS`] /
+    /// threads (168 for 384 threads; the entry points are compiled with
+    /// `.maxntid` and `.minnctapersm 1`), is below what one consumer's
+    /// accumulators and epilogue want.
+    pub const fn reallocates(self) -> bool {
+        self.consumers() >= 2
+    }
+
+    /// Registers per consumer thread after `setmaxnreg.inc`: what the block's
+    /// registers leave after the producer's [`PRODUCER_REGISTERS`], a
+    /// multiple of 8, at most 256 (232 for two consumers).
+    pub const fn consumer_registers(self) -> u32 {
+        let r =
+            (SM_REGISTERS - WARPGROUP_THREADS * PRODUCER_REGISTERS) / (WARPGROUP_THREADS * self.consumers()) / 8 * 8;
+        if r > 256 {
+            256
+        } else {
+            r
+        }
+    }
+
     /// Bytes of the A tile of one buffer.
     pub const fn a_tile_bytes(self) -> u32 {
         self.bm * ROW_BYTES
@@ -153,9 +190,16 @@ impl WgmmaTile {
         (self.bm + self.bn) * ROW_BYTES
     }
 
+    /// Offset of the epilogue's staging buffers from the aligned start:
+    /// consumer `c`'s two boxes of C at `c_stage_offset() + (2 c + i)
+    /// C_BOX_BYTES`, i = 0, 1.
+    pub const fn c_stage_offset(self) -> u32 {
+        self.depth * self.buffer_bytes()
+    }
+
     /// Offset of the mbarriers from the aligned start.
     pub const fn barriers_offset(self) -> u32 {
-        self.depth * self.buffer_bytes()
+        self.c_stage_offset() + 2 * self.consumers() * C_BOX_BYTES
     }
 
     /// Dynamic shared memory to request at launch.
@@ -243,8 +287,18 @@ macro_rules! warpgroup_menu {
             (wgmma_f16_f32_b128x256_d4, F16F32, [128, 256, 4])
             (wgmma_bf16_b128x256_d4, Bf16, [128, 256, 4])
             (wgmma_bf16_f32_b128x256_d4, Bf16F32, [128, 256, 4])
+            (wgmma_f16_b128x64_d8, F16, [128, 64, 8])
+            (wgmma_f16_f32_b128x64_d8, F16F32, [128, 64, 8])
+            (wgmma_bf16_b128x64_d8, Bf16, [128, 64, 8])
+            (wgmma_bf16_f32_b128x64_d8, Bf16F32, [128, 64, 8])
+            (wgmma_f16_b64x256_d5, F16, [64, 256, 5])
+            (wgmma_f16_f32_b64x256_d5, F16F32, [64, 256, 5])
+            (wgmma_bf16_b64x256_d5, Bf16, [64, 256, 5])
+            (wgmma_bf16_f32_b64x256_d5, Bf16F32, [64, 256, 5])
+            (wgmma_tf32_b128x64_d8, Tf32, [128, 64, 8])
             (wgmma_tf32_b128x128_d5, Tf32, [128, 128, 5])
             (wgmma_tf32_b128x256_d4, Tf32, [128, 256, 4])
+            (wgmma_s8_b128x64_d8, S8, [128, 64, 8])
             (wgmma_s8_b128x128_d5, S8, [128, 128, 5])
             (wgmma_s8_b128x256_d4, S8, [128, 256, 4])
         }
@@ -272,11 +326,13 @@ mod tests {
         let t = WgmmaTile { bm: 128, bn: 256, depth: 4 };
         assert_eq!(t.threads_per_block(), 384);
         assert_eq!(t.buffer_bytes(), 384 * 128);
-        assert_eq!(t.smem_bytes(), 1024 + 4 * 49152 + 64);
+        assert_eq!(t.smem_bytes(), 1024 + 4 * 49152 + 4 * 8192 + 64);
         assert_eq!(t.tiles(1000, 513, 3), 3 * 8 * 3);
         assert_eq!(t.grid(1000, 513, 3, 132), [72, 1, 1]);
         assert_eq!(t.grid(8192, 8192, 1, 132), [132, 1, 1]);
         assert_eq!(t.bk(2), 64);
+        assert!(t.reallocates() && t.consumer_registers() == 232);
+        assert!(128 * PRODUCER_REGISTERS + 256 * t.consumer_registers() <= SM_REGISTERS);
         assert!(WgmmaTile { bm: 96, ..t }.check().is_err());
         assert!(WgmmaTile { depth: 6, ..t }.check().is_err());
         let small = WgmmaTile { bm: 128, bn: 128, depth: 5 };

@@ -103,7 +103,7 @@ pub mod tuning {
         MAX_SPLIT_WORKSPACE,
     };
     pub use crate::warpgroup::{
-        mma_kernel, warpgroup_kernel, MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS,
+        mma_kernel, warpgroup_plan, MmaKernel, WarpgroupKernel, WarpgroupPlan, MMA_KERNELS, WARPGROUP_KERNELS,
     };
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
     pub use gemm_core::mma_sync::MmaTile;

@@ -23,7 +23,7 @@ use cudarc::driver::{
 use gemm_core::batch::batch_len;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};
-use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes, ROW_BYTES};
+use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes, ROW_BYTES, WARPGROUP_M};
 use gemm_core::GemmDims;
 use gemm_core::{KernelLayouts, Stage};
 use half::{bf16, f16};
@@ -317,21 +317,72 @@ fn product_name(types: WgmmaTypes) -> String {
     format!("{i} x {i} -> {o}")
 }
 
-/// The kernel family for `types` on an m x n C: the 128 x 256 tile when it
-/// gives at least one block per SM, else 128 x 128 (more, smaller blocks).
-pub fn warpgroup_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32) -> &'static WarpgroupKernel {
-    let blocks = |t: WgmmaTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize);
-    let mut best: Option<&'static WarpgroupKernel> = None;
-    for k in WARPGROUP_KERNELS.iter().filter(|k| k.types == types) {
-        best = match best {
-            None => Some(k),
-            // Prefer the larger tile while it still fills the GPU.
-            Some(b) if k.tile.bn > b.tile.bn && blocks(k.tile) >= sm_count as usize => Some(k),
-            Some(b) if k.tile.bn < b.tile.bn && blocks(b.tile) < sm_count as usize => Some(k),
-            Some(b) => Some(b),
-        };
+/// What stage 9 runs for one launch: the kernel family and split-K.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpgroupPlan {
+    /// The kernel family (tile, pipeline depth, types).
+    pub kernel: &'static WarpgroupKernel,
+    /// Slices of k (1: no split) and k-tiles per slice
+    /// ([`WgmmaTile::split_k`]).
+    pub split: (u32, u32),
+}
+
+/// Relative speed of a tile's k-loop per multiply-add, 128 x 256 = 1: a
+/// narrower wgmma (N = 128, 64) reads more shared memory per multiply-add,
+/// and one consumer warpgroup (BM = 64) hides less latency than two. Rough
+/// figures from the tiles' measured rates (NVIDIA H200 and H100,
+/// 2026-11-25); they only rank the tiles against each other.
+fn tile_efficiency(tile: WgmmaTile) -> f64 {
+    match (tile.bm, tile.bn) {
+        (128, 256) => 1.0,
+        (128, 128) => 0.8,
+        (64, _) => 0.7,
+        _ => 0.6,
     }
-    best.expect("the menu has a kernel for every WgmmaTypes")
+}
+
+/// The kernel family and split-K for `batch` m x n x k products of `types`
+/// on `sm_count` SMs: of the menu's tiles, the one with the least estimated
+/// time, where the time is the k-loops' multiply-adds per SM (whole waves
+/// of block tiles, their padding included, over the tile's relative speed,
+/// at Hopper's dense rate) plus the bytes every product must move (A, B
+/// and C once, and split-K's workspace twice) at HBM's rate. The padding
+/// term picks narrow tiles for skinny C (n = 32: 128 x 64; m = 16: 64 x
+/// 256), the wave term the tile that leaves fewest SMs idle in the last
+/// wave.
+pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: usize, sm_count: u32) -> WarpgroupPlan {
+    // Seconds per multiply-add of one SM (989 TFLOP/s f16 over 132 SMs; the
+    // other types scale alike) and per byte of HBM (about 3.3 TB/s).
+    const MAC_S: f64 = 2.0 * 132.0 / 989e12;
+    const BYTE_S: f64 = 1.0 / 3.3e12;
+    let (m32, n32, k32) =
+        (m.min(u32::MAX as usize) as u32, n.min(u32::MAX as usize) as u32, k.min(u32::MAX as usize) as u32);
+    let (ib, ob) = (types.input_bytes() as f64, types.output_bytes() as f64);
+    let estimate = |kernel: &'static WarpgroupKernel| {
+        let tile = kernel.tile;
+        let split = if batch == 1 { tile.split_k(m32, n32, k32, types.input_bytes(), sm_count) } else { (1, 0) };
+        let bk = tile.bk(types.input_bytes()) as usize;
+        let (units, k_unit) = if split.0 > 1 {
+            (tile.tiles(m32, n32, 1) * split.0 as u64, split.1 as usize * bk)
+        } else {
+            (tile.tiles(m32, n32, batch.min(u32::MAX as usize) as u32), k.div_ceil(bk) * bk)
+        };
+        let waves = units.div_ceil(sm_count.max(1) as u64) as f64;
+        let macs = waves * (tile.bm as usize * tile.bn as usize * k_unit) as f64 / tile_efficiency(tile);
+        let mut bytes = batch as f64 * ((m * k + k * n) as f64 * ib + (m * n) as f64 * ob);
+        if split.0 > 1 {
+            bytes += 2.0 * 4.0 * split.0 as f64 * (m * n) as f64;
+        }
+        (macs * MAC_S + bytes * BYTE_S, split)
+    };
+    let mut best: Option<(f64, WarpgroupPlan)> = None;
+    for kernel in WARPGROUP_KERNELS.iter().filter(|k| k.types == types) {
+        let (time, split) = estimate(kernel);
+        if best.is_none_or(|(t, _)| time < t) {
+            best = Some((time, WarpgroupPlan { kernel, split }));
+        }
+    }
+    best.expect("the menu has a kernel for every WgmmaTypes").1
 }
 
 /// One operand as TMA reads it: `lines` lines of `line` elements of
@@ -928,21 +979,11 @@ impl Gemm {
         // An operand with stride 0 is one matrix for every product.
         let batch_of = |stride: usize| if stride == 0 { (1, 0) } else { (batch, stride) };
         let reads_ab = self.alpha != 0.0 && kd.k > 0;
-        let kernel = warpgroup_kernel(types, kd.m, kd.n, device.sm_count());
-        let tile = kernel.tile;
+        let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, batch, device.sm_count());
+        let (kernel, tile) = (plan.kernel, plan.kernel.tile);
         // Split-K where the block tiles leave most SMs idle: slices of k into
         // a workspace (the family with f32 or i32 C), then a reduction.
-        let (slices, k_slice) = if reads_ab && batch == 1 && kd.m <= u32::MAX as usize && kd.n <= u32::MAX as usize {
-            tile.split_k(
-                kd.m as u32,
-                kd.n as u32,
-                kd.k.min(u32::MAX as usize) as u32,
-                types.input_bytes(),
-                device.sm_count(),
-            )
-        } else {
-            (1, 0)
-        };
+        let (slices, k_slice) = plan.split;
         let kernel = if slices > 1 {
             WARPGROUP_KERNELS
                 .iter()
@@ -974,7 +1015,7 @@ impl Gemm {
         };
         let elem = types.input_bytes() as usize;
         // The maps: A (k, m) K-major or (m, k) M-major; B (k, n) or (n, k).
-        let mut maps = [0u8; 256];
+        let mut maps = [0u8; 384];
         let mut copies = Vec::new();
         let (mut batch_a, mut batch_b) = (0u32, 0u32);
         // The layouts the kernel reads: the operands' own, or K-major copies
@@ -1015,6 +1056,37 @@ impl Gemm {
                 maps[128 * i..128 * (i + 1)].copy_from_slice(&bytes);
             }
         }
+        // C's map, for the epilogue's TMA stores: when C's rows and
+        // matrices start on 16 bytes (TMA's alignment); else, and for
+        // split-K's workspace, each thread stores its own elements.
+        let c_elem = size_of::<C>();
+        let c_address = c.device_ptr(stream).0;
+        let tma_c = slices == 1
+            && kd.m > 0
+            && kd.n > 0
+            && c_address % 16 == 0
+            && (kd.ldc * c_elem) % 16 == 0
+            && (count == 1 || (stride_c * c_elem) % 16 == 0);
+        if tma_c {
+            let c_type = match types.output_bytes() {
+                2 => data_type,
+                _ if types == WgmmaTypes::S8 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT32,
+                _ => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            };
+            let c_op = TmaOperand {
+                elem: c_elem,
+                line: kd.n,
+                lines: kd.m,
+                ld: kd.ldc,
+                count: count as usize,
+                stride: stride_c,
+            };
+            let map = tensor_map(c_type, c_address, c_op, WARPGROUP_M)?;
+            // SAFETY: a CUtensorMap is 128 bytes of plain data.
+            let bytes: [u8; 128] = unsafe { core::mem::transmute(map) };
+            maps[256..].copy_from_slice(&bytes);
+        }
+        let tma_c = tma_c as u32;
         let maps = stream.clone_htod(&maps[..]).during("cuMemcpyHtoDAsync")?;
         if !types.transposes() {
             // With alpha = 0 or k = 0 the maps are not read: any layout's kernel.
@@ -1041,7 +1113,7 @@ impl Gemm {
             let (ldc, stride_c) = (kd.ldc as u32, stride_c as u64);
             let mut builder = stream.launch_builder(&func);
             builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
-            builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count).arg(&k_slice);
+            builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count).arg(&tma_c).arg(&k_slice);
             // SAFETY: the arguments match the entry point's signature
             // (gemm-kernels/src/warpgroup_entry_points.rs); the tensor maps
             // describe buffers that live until the work queued on `stream`
@@ -1063,7 +1135,7 @@ impl Gemm {
         let (ldw, stride_w) = (n, mn as u64);
         let mut builder = stream.launch_builder(&func);
         builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(&maps).arg(&mut w).arg(&ldw);
-        builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&count).arg(&k_slice);
+        builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&count).arg(&tma_c).arg(&k_slice);
         // SAFETY: as above, with the workspace as C: `slices` m x n matrices
         // of 4-byte elements, ld n, m n apart (its length).
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
@@ -1178,8 +1250,20 @@ mod tests {
 
     #[test]
     fn kernel_choice_fills_the_gpu() {
-        assert_eq!(warpgroup_kernel(WgmmaTypes::F16, 8192, 8192, 132).tile.bn, 256);
-        assert_eq!(warpgroup_kernel(WgmmaTypes::F16, 1024, 1024, 132).tile.bn, 128);
+        let tile = |t, m, n, k| {
+            let p = warpgroup_plan(t, m, n, k, 1, 132);
+            (p.kernel.tile.bm, p.kernel.tile.bn, p.split.0)
+        };
+        assert_eq!(tile(WgmmaTypes::F16, 8192, 8192, 8192), (128, 256, 1));
+        assert_eq!(tile(WgmmaTypes::F16, 4096, 4096, 4096), (128, 256, 1));
+        // Skinny C: the narrow tiles.
+        assert_eq!(tile(WgmmaTypes::F16, 65536, 32, 1024), (128, 64, 1));
+        assert_eq!(tile(WgmmaTypes::F16, 16, 8192, 8192).0, 64);
+        assert_eq!(tile(WgmmaTypes::F16, 8192, 16, 8192).1, 64);
+        // Few tiles, long k: split.
+        assert!(tile(WgmmaTypes::F16, 256, 256, 16384).2 > 1);
+        // A batch is never split.
+        assert_eq!(warpgroup_plan(WgmmaTypes::F16, 32, 32, 65536, 10, 132).split, (1, 0));
         for t in [
             WgmmaTypes::F16,
             WgmmaTypes::F16F32,
@@ -1188,7 +1272,7 @@ mod tests {
             WgmmaTypes::Tf32,
             WgmmaTypes::S8,
         ] {
-            let k = warpgroup_kernel(t, 1, 1, 132);
+            let k = warpgroup_plan(t, 1, 1, 1, 1, 132).kernel;
             assert_eq!(k.types, t);
             // Every kernel has the K-major entry point; the others only when the types transpose.
             assert!(k.names[1].is_some());

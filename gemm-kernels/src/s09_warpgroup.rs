@@ -83,7 +83,9 @@
 use crate::mixed::{store_pair, Bf16, Output, Tf32, F16, S8};
 use crate::thread::smem_base;
 use core::arch::asm;
-use gemm_core::warpgroup::{WgmmaTile, ROW_BYTES, SMEM_ALIGN, WARPGROUP_M, WARPGROUP_THREADS};
+use gemm_core::warpgroup::{
+    WgmmaTile, C_BOX_BYTES, PRODUCER_REGISTERS, ROW_BYTES, SMEM_ALIGN, WARPGROUP_M, WARPGROUP_THREADS,
+};
 
 /// Bytes of one 64 x 64 box of an MN-major operand (64 rows of 128 bytes).
 const MN_BOX_BYTES: u32 = 64 * ROW_BYTES;
@@ -146,7 +148,10 @@ macro_rules! wgmma_k_tile {
 }
 
 macro_rules! wgmma_input {
-    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n128:ident, $n256:ident) => {
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n256:ident) => {
+        wgmma_k_tile!($n64, 64, $k, $acc, $ty, $args, [
+            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+        ]);
         wgmma_k_tile!($n128, 128, $k, $acc, $ty, $args, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
             32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
@@ -169,6 +174,7 @@ macro_rules! wgmma_input {
             ) {
                 // ACC is BN / 2, fixed by the menu: one arm survives.
                 match ACC {
+                    32 => $n64::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), da, db),
                     64 => $n128::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), da, db),
                     128 => $n256::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), da, db),
                     _ => core::arch::nvptx::trap(),
@@ -181,10 +187,10 @@ macro_rules! wgmma_input {
 // PTX ISA, wgmma.mma_async: f16 and bf16 take scale-d, imm-scale-a,
 // imm-scale-b, imm-trans-a, imm-trans-b; tf32 has no transposes (both
 // operands K-major); the integer types take scale-d only.
-wgmma_input!(F16, 2, "16", "f32", "f16", "p, 1, 1, {ta}, {tb}", f16_n128, f16_n256);
-wgmma_input!(Bf16, 2, "16", "f32", "bf16", "p, 1, 1, {ta}, {tb}", bf16_n128, bf16_n256);
-wgmma_input!(Tf32, 4, "8", "f32", "tf32", "p, 1, 1", tf32_n128, tf32_n256);
-wgmma_input!(S8, 1, "32", "s32", "s8", "p", s8_n128, s8_n256);
+wgmma_input!(F16, 2, "16", "f32", "f16", "p, 1, 1, {ta}, {tb}", f16_n64, f16_n128, f16_n256);
+wgmma_input!(Bf16, 2, "16", "f32", "bf16", "p, 1, 1, {ta}, {tb}", bf16_n64, bf16_n128, bf16_n256);
+wgmma_input!(Tf32, 4, "8", "f32", "tf32", "p, 1, 1", tf32_n64, tf32_n128, tf32_n256);
+wgmma_input!(S8, 1, "32", "s32", "s8", "p", s8_n64, s8_n128, s8_n256);
 
 /// `mbarrier.init` of the barrier at shared address `bar` for `count` arrivals.
 #[inline(always)]
@@ -305,6 +311,12 @@ pub struct Params<O: Output> {
     /// Products (the batch count; 1 for a single product), or the slices of
     /// a split k (with `k_slice`).
     pub count: u32,
+    /// 1: the epilogue stores C through shared memory with TMA, C's
+    /// `CUtensorMap` (dimensions (n, m, count), box 128 bytes x 64 rows,
+    /// 128-byte swizzle) following A's and B's at `maps + 256`; 0: each
+    /// thread stores its own elements (C unaligned for TMA, or split-K's
+    /// workspace).
+    pub tma_c: u32,
     /// 0, or split-K: k-tiles per slice. Product z of the launch is then
     /// slice z of one product, over k-tiles `z k_slice .. (z + 1) k_slice`
     /// (clipped to k), its partial result written to the z-th C (a
@@ -376,6 +388,10 @@ pub unsafe fn warpgroup<
     };
     let warpgroup = t / WARPGROUP_THREADS;
     if warpgroup == 0 {
+        // The producer needs few registers: give them to the consumers.
+        if tile.reallocates() {
+            asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const PRODUCER_REGISTERS, options(nostack));
+        }
         if t == 0 {
             let (map_a, map_b) = (p.maps, p.maps.add(128));
             let mut it = 0u32; // k-tiles issued by this block, over all its tiles
@@ -416,6 +432,13 @@ pub unsafe fn warpgroup<
     }
 
     // Consumer warpgroup c computes rows 64 c .. 64 c + 64 of each block tile.
+    if tile.reallocates() {
+        asm!(
+            "setmaxnreg.inc.sync.aligned.u32 {n};",
+            n = const WgmmaTile { bm: BM, bn: BN, depth: DEPTH }.consumer_registers(),
+            options(nostack)
+        );
+    }
     let c = warpgroup - 1;
     let leader = t % WARPGROUP_THREADS == 0;
     let lane = t % 32;
@@ -455,15 +478,131 @@ pub unsafe fn warpgroup<
         // producer already fetches the next tile's k-tiles.
         let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
         let cbase = p.c.add(z as usize * p.stride_c as usize);
-        for j in 0..ACC / 4 {
-            let col = n0 + 8 * j as u32 + 2 * (lane % 4);
-            for h in 0..2usize {
-                let x = (O::acc(acc[4 * j + 2 * h]), O::acc(acc[4 * j + 2 * h + 1]));
-                store_pair(cbase, p.ldc, (p.m, p.n), (row + 8 * h as u32, col), (p.alpha, p.beta), x, pairs);
+        if p.tma_c != 0 {
+            store_tma::<O, ACC>(&acc, &p, (z, m0 + c * WARPGROUP_M, n0, row), base + tile.c_stage_offset(), c);
+        } else {
+            for j in 0..ACC / 4 {
+                let col = n0 + 8 * j as u32 + 2 * (lane % 4);
+                for h in 0..2usize {
+                    let x = (O::acc(acc[4 * j + 2 * h]), O::acc(acc[4 * j + 2 * h + 1]));
+                    store_pair(cbase, p.ldc, (p.m, p.n), (row + 8 * h as u32, col), (p.alpha, p.beta), x, pairs);
+                }
             }
         }
         job += blocks;
     }
+    if p.tma_c != 0 && leader {
+        // The last stores have read their boxes before the block's shared
+        // memory goes away.
+        asm!("cp.async.bulk.wait_group.read 0;", options(nostack));
+    }
+}
+
+/// The TMA-store epilogue of one consumer warpgroup (`consumer`, rows `r0 ..
+/// r0 + 64` of product `z`'s C from column `n0`; `row` this thread's first
+/// row): box by box (128 bytes of columns: 64 f16/bf16 or 32 f32/i32), the
+/// warpgroup writes `alpha * acc + beta * C` in C's type into one of its two
+/// staging boxes at `stage` (the 128-byte swizzle: the 16-byte chunk c of
+/// row r at chunk c ^ (r % 8), so a warp's 8 rows x 16 or 32 bytes hit
+/// distinct banks), makes the writes visible to the async proxy
+/// (`fence.proxy.async`), and its first thread issues
+/// `cp.async.bulk.tensor.3d.global.shared::cta` of the box; TMA clips
+/// what lies outside m x n. A box is reused once the store issued two boxes
+/// earlier has read it (`cp.async.bulk.wait_group.read 1`), so the stores
+/// overlap the next box's writes and the next tile's k-loop.
+///
+/// # Safety
+/// All 128 threads of the consumer warpgroup, in uniform control flow;
+/// `p.maps + 256` holds C's tensor map; `stage` is the 1024-byte-aligned
+/// shared address of the consumers' staging boxes.
+#[inline(always)]
+unsafe fn store_tma<O: Output, const ACC: usize>(
+    acc: &[f32; ACC],
+    p: &Params<O>,
+    (z, r0, n0, row): (u32, u32, u32, u32),
+    stage: u32,
+    consumer: u32,
+) {
+    let t = core::arch::nvptx::_thread_idx_x() as u32;
+    let (lane, warp) = (t % 32, (t % WARPGROUP_THREADS) / 32);
+    let leader = t % WARPGROUP_THREADS == 0;
+    let bytes = core::mem::size_of::<O>() as u32;
+    let box_cols = ROW_BYTES / bytes;
+    // 8-column blocks of the accumulators per box.
+    let per_box = (box_cols / 8) as usize;
+    let cbase = p.c.add(z as usize * p.stride_c as usize);
+    let barrier = 1 + consumer;
+    for b in 0..ACC / 4 / per_box {
+        let buf = stage + (2 * consumer + (b as u32 % 2)) * C_BOX_BYTES;
+        if leader {
+            asm!("cp.async.bulk.wait_group.read 1;", options(nostack));
+        }
+        named_barrier(barrier);
+        for jj in 0..per_box {
+            let j = b * per_box + jj;
+            let col_in_box = 8 * jj as u32 + 2 * (lane % 4);
+            for h in 0..2usize {
+                let (x0, x1) = (O::acc(acc[4 * j + 2 * h]), O::acc(acc[4 * j + 2 * h + 1]));
+                let (mut v0, mut v1) = (O::mul(p.alpha, x0), O::mul(p.alpha, x1));
+                let r = 16 * warp + lane / 4 + 8 * h as u32;
+                if !O::is_zero(p.beta) {
+                    let (gr, gc) = (row + 8 * h as u32, n0 + 8 * j as u32 + 2 * (lane % 4));
+                    let q = cbase.add(gr as usize * p.ldc as usize + gc as usize);
+                    if gr < p.m && gc < p.n {
+                        v0 = O::mul_add(p.beta, (*q).to_value(), v0);
+                    }
+                    if gr < p.m && gc + 1 < p.n {
+                        v1 = O::mul_add(p.beta, (*q.add(1)).to_value(), v1);
+                    }
+                }
+                let x = col_in_box * bytes;
+                let at = buf + r * ROW_BYTES + (((x / 16) ^ (r % 8)) * 16) + x % 16;
+                st_shared_pair(at, O::pair(v0, v1));
+            }
+        }
+        asm!("fence.proxy.async.shared::cta;", options(nostack));
+        named_barrier(barrier);
+        if leader {
+            let col = n0 + b as u32 * box_cols;
+            tma_store_3d(p.maps.add(256), buf, col as i32, r0 as i32, z as i32);
+            asm!("cp.async.bulk.commit_group;", options(nostack));
+        }
+    }
+}
+
+/// `bar.sync id, 128`: the 128 threads of one consumer warpgroup wait here
+/// (ids 1, 2, ...; 0 is the block's barrier).
+#[inline(always)]
+unsafe fn named_barrier(id: u32) {
+    asm!("bar.sync {id}, 128;", id = in(reg32) id, options(nostack));
+}
+
+/// Stores a pair of C's elements (4 or 8 bytes) at shared address `at`.
+#[inline(always)]
+unsafe fn st_shared_pair<P: Copy>(at: u32, pair: P) {
+    if core::mem::size_of::<P>() == 4 {
+        let v: u32 = core::mem::transmute_copy(&pair);
+        asm!("st.shared.b32 [{a}], {v};", a = in(reg32) at, v = in(reg32) v, options(nostack));
+    } else {
+        let v: u64 = core::mem::transmute_copy(&pair);
+        asm!("st.shared.b64 [{a}], {v};", a = in(reg32) at, v = in(reg64) v, options(nostack));
+    }
+}
+
+/// Stores the box at shared address `src` to coordinates (c0, c1, c2) of the
+/// tensor map at generic address `map` (one bulk async-group of this
+/// thread's, with the commit that follows).
+#[inline(always)]
+unsafe fn tma_store_3d(map: *const u8, src: u32, c0: i32, c1: i32, c2: i32) {
+    asm!(
+        "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [{m}, {{{c0}, {c1}, {c2}}}], [{s}];",
+        m = in(reg64) map,
+        c0 = in(reg32) c0,
+        c1 = in(reg32) c1,
+        c2 = in(reg32) c2,
+        s = in(reg32) src,
+        options(nostack)
+    );
 }
 
 /// Block tile (row, column) of the `i`-th tile of a `tiles_m x tiles_n`

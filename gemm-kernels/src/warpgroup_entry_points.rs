@@ -6,7 +6,7 @@
 //! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
 //! the s8 product), `maps: *const u8` (A's
 //! and B's `CUtensorMap`, 128 bytes each, in global memory), `c: *mut C`,
-//! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count, k_slice: u32` (see
+//! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count, tma_c, k_slice: u32` (see
 //! [`crate::s09_warpgroup::Params`]). And split-K's reductions
 //! `warpgroup_reduce_{f32,f16,bf16,i32}` (see
 //! [`crate::mixed::reduce`]). The transposes of MN-major tf32 and s8
@@ -38,9 +38,10 @@ macro_rules! layout_entry {
             batch_a: u32,
             batch_b: u32,
             count: u32,
+            tma_c: u32,
             k_slice: u32,
         ) {
-            let p = Params { m, n, k, alpha, beta, maps, c, ldc, stride_c, batch_a, batch_b, count, k_slice };
+            let p = Params { m, n, k, alpha, beta, maps, c, ldc, stride_c, batch_a, batch_b, count, tma_c, k_slice };
             warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn>(p)
         }
     };

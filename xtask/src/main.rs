@@ -432,7 +432,51 @@ fn build_ptx(module: Module, compiler: &Compiler) -> Result<String> {
     run(&mut cmd).map_err(|e| format!("{e}\n(the kernel toolchain is described in DESIGN.md and README.md)"))?;
     let asm = target_dir.join("nvptx64-nvidia-cuda/ptx/deps/gemm_kernels.s");
     let text = fs::read_to_string(&asm).map_err(|e| format!("{}: {e}", asm.display()))?;
-    Ok(strip_asm_markers(&text))
+    let text = strip_asm_markers(&text);
+    if module.arch == SM_90A {
+        return launch_bounds(&text);
+    }
+    Ok(text)
+}
+
+/// Stage 9's entry points, each with its block size and one block per SM:
+/// `.maxntid T, 1, 1` and `.minnctapersm 1` after the parameter list (CUDA's
+/// `__launch_bounds__(T, 1)`, which rustc cannot express). ptxas then caps
+/// the registers at entry at 65536 / T (168 for 384 threads), the pool that
+/// the kernels' `setmaxnreg` moves registers in: from the producer
+/// warpgroup to the consumers (PTX ISA, "Performance-Tuning Directives",
+/// "setmaxnreg"). Every kernel of `gemm_core::warpgroup_menu!` must be
+/// found.
+fn launch_bounds(ptx: &str) -> Result<String> {
+    use gemm_core::warpgroup::WgmmaTile;
+    let mut threads = std::collections::HashMap::new();
+    macro_rules! entries {
+        ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {$(
+            let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d };
+            for ab in ["nn", "nt", "tn", "tt"] {
+                threads.insert(format!("{}_{ab}", stringify!($name)), tile.threads_per_block());
+            }
+        )*};
+    }
+    gemm_core::warpgroup_menu!(entries);
+    let mut out = String::with_capacity(ptx.len() + 64 * threads.len());
+    let (mut pending, mut found) = (None, 0);
+    for line in ptx.split_inclusive('\n') {
+        if let Some(rest) = line.trim().strip_prefix(".visible .entry ") {
+            pending = threads.get(rest.trim_end_matches('(')).copied();
+        }
+        out.push_str(line);
+        if let (Some(t), ")") = (pending, line.trim()) {
+            out.push_str(&format!(".maxntid {t}, 1, 1\n.minnctapersm 1\n"));
+            (pending, found) = (None, found + 1);
+        }
+    }
+    // tf32 and s8 kernels exist only as `_nt`: at least one layout per line.
+    let lines = threads.len() / 4;
+    if found < lines {
+        return Err(format!("launch bounds: {found} stage-9 entry points found, the menu has {lines} lines or more"));
+    }
+    Ok(out)
 }
 
 /// The PTX without LLVM's `// begin inline asm` / `// end inline asm`
@@ -913,6 +957,11 @@ fn ptxas() -> Result<()> {
         if !out.status.success() {
             return Err(format!("ptxas rejected {rel}:\n{log}"));
         }
+        // A warning is a kernel not built as written: e.g. C7508, setmaxnreg
+        // ignored (stage 9's register reallocation needs the entry's cap).
+        for w in log.lines().filter(|l| l.contains("warning")) {
+            bad.push(format!("{rel}: {}", w.trim()));
+        }
         let mut reports = parse_ptxas(&log);
         if reports.is_empty() {
             return Err(format!("no kernels found in the ptxas report for {rel}"));
@@ -959,7 +1008,7 @@ fn ptxas() -> Result<()> {
         );
         Ok(())
     } else {
-        Err(format!("kernels with spills or a stack frame:\n  {}", bad.join("\n  ")))
+        Err(format!("kernels with spills, a stack frame or a ptxas warning:\n  {}", bad.join("\n  ")))
     }
 }
 
