@@ -269,8 +269,11 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
     col_major != operand_is_a
 }
 
-/// Every compiled warpgroup-MMA kernel family, as
-/// `(name, types, [BM, BN, depth])`: the kernel crate exports
+/// Every compiled warpgroup-MMA kernel family: 128 x 256 (depth 4) and
+/// 128 x 128 (depth 5) for large C, 128 x 64 (depth 8) for C with few
+/// columns or few tiles, and, for f16 and bf16, 64 x 256 (one consumer,
+/// depth 5) for C with few rows; the host's planner picks among them. As
+/// lines `(name, types, [BM, BN, depth])`: the kernel crate exports
 /// `<name>_<ab>` for each layout suffix `ab` of `nn`, `nt`, `tn`, `tt` (A
 /// then B; `n` row-major, `t` column-major; `nt` only when the types do not
 /// [transpose](WgmmaTypes::transposes)), the host lists the same.

@@ -355,12 +355,14 @@ pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: us
     // other types scale alike) and per byte of HBM (about 3.3 TB/s).
     const MAC_S: f64 = 2.0 * 132.0 / 989e12;
     const BYTE_S: f64 = 1.0 / 3.3e12;
+    // A split's fixed cost: the workspace's allocation and the reduction's
+    // launch (a few microseconds each on the stream).
+    const SPLIT_S: f64 = 4e-6;
     let (m32, n32, k32) =
         (m.min(u32::MAX as usize) as u32, n.min(u32::MAX as usize) as u32, k.min(u32::MAX as usize) as u32);
     let (ib, ob) = (types.input_bytes() as f64, types.output_bytes() as f64);
-    let estimate = |kernel: &'static WarpgroupKernel| {
+    let estimate = |kernel: &'static WarpgroupKernel, split: (u32, u32)| {
         let tile = kernel.tile;
-        let split = if batch == 1 { tile.split_k(m32, n32, k32, types.input_bytes(), sm_count) } else { (1, 0) };
         let bk = tile.bk(types.input_bytes()) as usize;
         let (units, k_unit) = if split.0 > 1 {
             (tile.tiles(m32, n32, 1) * split.0 as u64, split.1 as usize * bk)
@@ -370,16 +372,22 @@ pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: us
         let waves = units.div_ceil(sm_count.max(1) as u64) as f64;
         let macs = waves * (tile.bm as usize * tile.bn as usize * k_unit) as f64 / tile_efficiency(tile);
         let mut bytes = batch as f64 * ((m * k + k * n) as f64 * ib + (m * n) as f64 * ob);
+        let mut fixed = 0.0;
         if split.0 > 1 {
             bytes += 2.0 * 4.0 * split.0 as f64 * (m * n) as f64;
+            fixed = SPLIT_S;
         }
-        (macs * MAC_S + bytes * BYTE_S, split)
+        macs * MAC_S + bytes * BYTE_S + fixed
     };
     let mut best: Option<(f64, WarpgroupPlan)> = None;
     for kernel in WARPGROUP_KERNELS.iter().filter(|k| k.types == types) {
-        let (time, split) = estimate(kernel);
-        if best.is_none_or(|(t, _)| time < t) {
-            best = Some((time, WarpgroupPlan { kernel, split }));
+        // Each tile whole, or split where split_k offers it (single products).
+        let split = if batch == 1 { kernel.tile.split_k(m32, n32, k32, types.input_bytes(), sm_count) } else { (1, 0) };
+        for split in [(1, 0), split] {
+            let time = estimate(kernel, split);
+            if best.is_none_or(|(t, _)| time < t) {
+                best = Some((time, WarpgroupPlan { kernel, split }));
+            }
         }
     }
     best.expect("the menu has a kernel for every WgmmaTypes").1
@@ -414,17 +422,27 @@ impl TmaOperand {
             && (self.count == 1 || (self.stride % a == 0 && self.stride >= self.lines * self.ld))
     }
 
-    /// The layout of its aligned copy: lines padded to a multiple of 16 bytes.
-    fn padded(&self) -> TmaOperand {
-        let ld = self.line.div_ceil(self.align()) * self.align();
+    /// The layout of a copy whose lines are padded to a multiple of `bytes`
+    /// (16, or 128 for [`TmaOperand::lines_on_128`]).
+    fn padded_to(&self, bytes: usize) -> TmaOperand {
+        let a = bytes / self.elem;
+        let ld = self.line.div_ceil(a) * a;
         TmaOperand { ld, stride: ld * self.lines, ..*self }
     }
 
+    /// Whether every line starts on 128 bytes (TMA's 128-byte box rows then
+    /// each fill one L2 line rather than straddling two).
+    fn lines_on_128(&self, address: u64) -> bool {
+        address % 128 == 0
+            && (self.ld * self.elem) % 128 == 0
+            && (self.count == 1 || (self.stride * self.elem) % 128 == 0)
+    }
+
     /// The same matrix with lines and columns exchanged (what the transposed
-    /// copy holds), its lines padded to 16 bytes.
+    /// copy holds), its lines padded to 128 bytes (free in a fresh copy).
     fn transposed(&self) -> TmaOperand {
         let t = TmaOperand { line: self.lines, lines: self.line, ..*self };
-        t.padded()
+        t.padded_to(128)
     }
 
     /// Elements of a buffer laid out so, its last line whole (`ld`
@@ -441,14 +459,15 @@ impl TmaOperand {
     }
 }
 
-/// Copies `op` at `src` into a new buffer laid out as `op.padded()`
+/// Copies `op` at `src` into a new buffer laid out as `op.padded_to(bytes)`
 /// (cuMemcpy2DAsync per matrix, on `stream`).
 fn aligned_copy<T: Scalar>(
     stream: &Arc<CudaStream>,
     op: TmaOperand,
     src: &CudaView<'_, T>,
+    bytes: usize,
 ) -> Result<(CudaSlice<T>, TmaOperand), Error> {
-    let dst_op = op.padded();
+    let dst_op = op.padded_to(bytes);
     // SAFETY: every element TMA reads inside the matrix is written below; the
     // pad elements (past `line` in each line) are never read: TMA's boxes
     // stop at the tensor's dimensions.
@@ -530,9 +549,10 @@ fn transposed_copy<T: Scalar>(
 /// runs along k): an MN-major tf32 or i8 operand is transposed to a K-major
 /// copy (returned flag true), one whose lines do not start on 16 bytes (or,
 /// for stage 8, do not end on them) is
-/// copied to padded lines; the copies are pushed to `copies` (freed after the
-/// launch, stream-ordered). Returns the address the kernel reads and its
-/// layout.
+/// copied to padded lines, and so is, for stage 9, one that `realign` says
+/// to bring to lines on 128 bytes; the copies are pushed to `copies` (freed
+/// after the launch, stream-ordered). Returns the address the kernel reads
+/// and its layout.
 #[allow(clippy::too_many_arguments)]
 fn prepare_operand<T: Scalar>(
     device: &Device,
@@ -540,24 +560,25 @@ fn prepare_operand<T: Scalar>(
     stage: MixedStage,
     types: WgmmaTypes,
     op: TmaOperand,
-    k_major: bool,
+    (k_major, realign): (bool, bool),
     src: &CudaView<'_, T>,
     copies: &mut Vec<CudaSlice<T>>,
 ) -> Result<(u64, TmaOperand, bool), Error> {
     let (address, _sync) = src.device_ptr(stream);
+    let realign = realign && stage == MixedStage::Warpgroup && !op.lines_on_128(address);
     if !k_major && !types.transposes() {
         let (copy, t) = transposed_copy(device, stream, stage, op, src)?;
         let address = copy.device_ptr(stream).0;
         copies.push(copy);
         Ok((address, t, true))
-    } else if op.aligned(address) && (stage == MixedStage::Warpgroup || op.whole_chunks()) {
+    } else if op.aligned(address) && (stage == MixedStage::Warpgroup || op.whole_chunks()) && !realign {
         // Stage 8 reads a line's last chunk with cp.async's source size (the
         // bytes inside the matrix), but compute-sanitizer's memcheck checks
         // all 16 bytes: lines of whole chunks are read in place, others
         // from a copy whose last line is whole (`TmaOperand::len`).
         Ok((address, op, false))
     } else {
-        let (copy, padded) = aligned_copy(stream, op, src)?;
+        let (copy, padded) = aligned_copy(stream, op, src, if realign { 128 } else { 16 })?;
         let address = copy.device_ptr(stream).0;
         copies.push(copy);
         Ok((address, padded, false))
@@ -912,8 +933,16 @@ impl Gemm {
             let a_op = TmaOperand { elem, line: la, lines: na, ld: kd.lda, count: ca, stride: sa };
             let b_op = TmaOperand { elem, line: lb, lines: nb, ld: kd.ldb, count: cb, stride: sb };
             for (i, (op, src, k_major)) in [(a_op, ka, a_k_major), (b_op, kb, b_k_major)].into_iter().enumerate() {
-                let (address, op, transposed) =
-                    prepare_operand(device, stream, MixedStage::MmaSync, types, op, k_major, src, &mut copies)?;
+                let (address, op, transposed) = prepare_operand(
+                    device,
+                    stream,
+                    MixedStage::MmaSync,
+                    types,
+                    op,
+                    (k_major, false),
+                    src,
+                    &mut copies,
+                )?;
                 if transposed {
                     if i == 0 {
                         layouts.a = Layout::RowMajor;
@@ -1038,9 +1067,27 @@ impl Gemm {
             (batch_a, batch_b) = ((ca > 1) as u32, (cb > 1) as u32);
             let k_major = [a_k_major, b_k_major];
             let rows = [tile.bm, tile.bn];
+            // A 16-bit operand whose lines straddle 128-byte boundaries (an
+            // ld of 3000 f16: 6000 bytes) costs TMA twice the L2 lines per
+            // box row: 3000^3 ran at 0.174 ms beside 0.123 ms for 3008^3 (NVIDIA
+            // H100, 2026-11-25). A copy with lines on 128 bytes (one read
+            // and one write of the operand) pays where the kernel reads
+            // each line many times: a product of at least 2^33 multiply-adds
+            // whose operand is read by at least 8 block tiles.
+            let big = (kd.m as f64) * (kd.n as f64) * (kd.k as f64) >= (1u64 << 33) as f64;
+            let rereads = [kd.n.div_ceil(tile.bn as usize), kd.m.div_ceil(tile.bm as usize)];
             for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
-                let (address, op, transpose) =
-                    prepare_operand(device, stream, MixedStage::Warpgroup, types, op, k_major[i], src, &mut copies)?;
+                let realign = types.input_bytes() == 2 && big && rereads[i] >= 8;
+                let (address, op, transpose) = prepare_operand(
+                    device,
+                    stream,
+                    MixedStage::Warpgroup,
+                    types,
+                    op,
+                    (k_major[i], realign),
+                    src,
+                    &mut copies,
+                )?;
                 // K-major boxes: BK (128 bytes) by BM or BN rows; MN-major: 64 x 64.
                 let box_lines = if k_major[i] || transpose { rows[i] } else { 64 };
                 if transpose {
@@ -1234,7 +1281,7 @@ mod tests {
     fn padded_copies_are_tma_aligned() {
         let op = TmaOperand { elem: 2, line: 1001, lines: 7, ld: 1003, count: 1, stride: 0 };
         assert!(!op.aligned(0));
-        let p = op.padded();
+        let p = op.padded_to(16);
         assert_eq!((p.ld, p.line, p.lines), (1008, 1001, 7));
         assert!(p.aligned(256));
         assert!(!p.aligned(8));
@@ -1242,9 +1289,13 @@ mod tests {
         assert!(!op.whole_chunks() && TmaOperand { line: 1000, ..op }.whole_chunks());
         let bytes = TmaOperand { elem: 1, line: 33, lines: 5, ld: 40, count: 1, stride: 0 };
         assert!(!bytes.aligned(0));
-        assert_eq!(bytes.padded().ld, 48);
+        assert_eq!(bytes.padded_to(16).ld, 48);
+        assert_eq!(bytes.padded_to(128).ld, 128);
+        let f16 = TmaOperand { elem: 2, line: 3000, lines: 3000, ld: 3000, count: 1, stride: 0 };
+        assert!(f16.aligned(256) && !f16.lines_on_128(256));
+        assert!(f16.padded_to(128).lines_on_128(256) && f16.padded_to(128).ld == 3008);
         let t = TmaOperand { elem: 4, ..bytes }.transposed();
-        assert_eq!((t.line, t.lines, t.ld), (5, 33, 8));
+        assert_eq!((t.line, t.lines, t.ld), (5, 33, 32));
         assert!(t.aligned(0));
     }
 

@@ -47,6 +47,32 @@
 //! mbarriers' phases alternate with each use of a buffer: use u of buffer s
 //! is k-tile s + u DEPTH and waits for parity u % 2.
 //!
+//! # Registers (`setmaxnreg`)
+//! The entry points carry `.maxntid` and `.minnctapersm 1` (the xtask adds
+//! them to the PTX: rustc cannot), so ptxas caps every thread at 65536 / 384
+//! = 168 registers at entry. With two consumers, the producer warpgroup
+//! then gives most of its share back (`setmaxnreg.dec` to 40) and the
+//! consumers take it (`setmaxnreg.inc` to 232): 128 x 40 + 256 x 232 <=
+//! 65536. A consumer of the 128 x 256 tile holds 128 accumulators and needs
+//! more than 168 registers in the TMA-store epilogue; one consumer (BM =
+//! 64, 256 threads) has 255 from the start (PTX ISA, "setmaxnreg").
+//!
+//! # Epilogue (TMA store)
+//! When C's start, rows and matrices lie on 16 bytes (TMA's alignment) and
+//! k is not split, each consumer stores its 64 x BN part box by box: 64 rows
+//! of 128 bytes (64 f16/bf16 or 32 f32/i32 columns) written from the
+//! accumulators into one of two staging boxes in shared memory with the
+//! 128-byte swizzle (conflict-free: a warp's 8 rows land in 8 distinct
+//! 16-byte chunks), `fence.proxy.async`, a named barrier of the warpgroup's
+//! 128 threads, then one thread's `cp.async.bulk.tensor` store
+//! (`.global.shared::cta.bulk_group`, C's tensor map; TMA clips the box at
+//! m x n). A box is reused once the store before last has read it
+//! (`cp.async.bulk.wait_group.read 1`). Against each thread storing its own
+//! pairs (8 rows x 16 bytes per warp instruction for a 16-bit C: one
+//! 32-byte sector half written at a time), the stores leave the SM as whole
+//! 128-byte lines. Otherwise (an unaligned C, split-K's workspace) each
+//! thread stores its pairs.
+//!
 //! # Shared-memory layouts and descriptors (128-byte swizzle)
 //! A tile is stored as rows of 128 bytes (64 elements along the operand's
 //! contiguous dimension); within each group of 8 rows (1024 bytes), the

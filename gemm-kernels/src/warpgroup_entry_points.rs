@@ -4,8 +4,9 @@
 //! `<name>_tt` (A then B; `n` row-major, `t` column-major); only `_nt` (both
 //! operands K-major) for tf32 and s8, which wgmma cannot transpose.
 //! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
-//! the s8 product), `maps: *const u8` (A's
-//! and B's `CUtensorMap`, 128 bytes each, in global memory), `c: *mut C`,
+//! the s8 product), `maps: *const u8` (A's,
+//! B's and, for the TMA-store epilogue, C's `CUtensorMap`, 128 bytes each,
+//! in global memory), `c: *mut C`,
 //! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count, tma_c, k_slice: u32` (see
 //! [`crate::s09_warpgroup::Params`]). And split-K's reductions
 //! `warpgroup_reduce_{f32,f16,bf16,i32}` (see
