@@ -359,7 +359,7 @@ fn stage8_integer_products_are_exact_in_every_layout() {
     }
     // The 128 x 256 tile (a C with at least one such block per SM) in every layout.
     let sms = device().sm_count();
-    let big = (700, 128 * 31 + 7, 200);
+    let big = (1024, 128 * 33 + 7, 200);
     assert_eq!(
         gemm::tuning::mma_kernel(WgmmaTypes::F16F32, big.0, big.1, sms, device().limits().max_smem_per_block).tile.bn,
         256
