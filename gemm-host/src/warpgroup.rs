@@ -330,8 +330,8 @@ pub struct WarpgroupPlan {
 /// Relative speed of a tile's k-loop per multiply-add, 128 x 256 = 1: a
 /// narrower wgmma (N = 128, 64) reads more shared memory per multiply-add,
 /// and one consumer warpgroup (BM = 64) hides less latency than two. Rough
-/// figures from the tiles' measured rates (NVIDIA H200 and H100,
-/// 2026-11-25); they only rank the tiles against each other.
+/// ranks, not fitted: the planner they give was checked only by the suite's
+/// results (NVIDIA H100, 2026-11-25; README, stage 9).
 fn tile_efficiency(tile: WgmmaTile) -> f64 {
     match (tile.bm, tile.bn) {
         (128, 256) => 1.0,
