@@ -599,15 +599,15 @@ fn prepare_operand<T: Scalar>(
     }
 }
 
-/// The tensor map of one operand at device address `address`: dimensions
-/// (line, lines, count), box (64, `box_lines`, 1), 128-byte swizzle, zeros
-/// outside.
+/// The tensor map of one operand (or of C) at device address `address`, as
+/// the 128 bytes the kernel reads: dimensions (line, lines, count), box
+/// (128 bytes, `box_lines`, 1), 128-byte swizzle, zeros outside.
 fn tensor_map(
     data_type: cu::CUtensorMapDataType,
     address: u64,
     op: TmaOperand,
     box_lines: u32,
-) -> Result<cu::CUtensorMap, Error> {
+) -> Result<[u8; 128], Error> {
     let elem = op.elem as u64;
     let dims = [op.line as u64, op.lines as u64, op.count as u64];
     let line_stride = op.ld as u64 * elem;
@@ -637,8 +637,9 @@ fn tensor_map(
     }
     .result()
     .during("cuTensorMapEncodeTiled")?;
-    // SAFETY: initialized by the successful call.
-    Ok(unsafe { map.assume_init() })
+    // SAFETY: initialized by the successful call; a CUtensorMap is 128
+    // bytes of plain data.
+    Ok(unsafe { core::mem::transmute::<cu::CUtensorMap, [u8; 128]>(map.assume_init()) })
 }
 
 impl Gemm {
@@ -1111,10 +1112,7 @@ impl Gemm {
                         b_layout = Layout::ColMajor;
                     }
                 }
-                let map = tensor_map(data_type, address, op, box_lines)?;
-                // SAFETY: a CUtensorMap is 128 bytes of plain data.
-                let bytes: [u8; 128] = unsafe { core::mem::transmute(map) };
-                maps[128 * i..128 * (i + 1)].copy_from_slice(&bytes);
+                maps[128 * i..128 * (i + 1)].copy_from_slice(&tensor_map(data_type, address, op, box_lines)?);
             }
         }
         // C's map, for the epilogue's TMA stores: when C's rows and
@@ -1142,10 +1140,7 @@ impl Gemm {
                 count: count as usize,
                 stride: stride_c,
             };
-            let map = tensor_map(c_type, c_address, c_op, WARPGROUP_M)?;
-            // SAFETY: a CUtensorMap is 128 bytes of plain data.
-            let bytes: [u8; 128] = unsafe { core::mem::transmute(map) };
-            maps[256..].copy_from_slice(&bytes);
+            maps[256..].copy_from_slice(&tensor_map(c_type, c_address, c_op, WARPGROUP_M)?);
         }
         let tma_c = tma_c as u32;
         let maps = stream.clone_htod(&maps[..]).during("cuMemcpyHtoDAsync")?;
