@@ -306,6 +306,35 @@ fn tf32_products_are_within_the_bound_in_every_layout() {
     assert!(c.as_slice().iter().all(|&y| y == x), "allow_tf32 with .stage(..): the f32 kernels");
 }
 
+/// The three routes of an MN-major tf32 operand on stage 9, by kernel
+/// layouts: A MN-major (read through registers in place), B MN-major with A
+/// K-major (the transposed product, C written transposed), both MN-major
+/// (B's K-major copy, A through registers); each with odd sizes, with beta,
+/// with split-K (few block tiles, a long k) and in a batch whose A is
+/// shared (stride 0).
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn tf32_mn_major_operands_in_every_route() {
+    let _ = device();
+    let tf32 = || Gemm::new().allow_tf32(true);
+    // Few block tiles and k of 4000: split-K (checked below).
+    let split = (64, 96, 4000);
+    assert!(warpgroup_plan(WgmmaTypes::Tf32, split.1, split.0, split.2, 1, 132).split.0 > 1);
+    for v in Variant::all() {
+        let kl = v.kernel_layouts();
+        if kl.a == Layout::RowMajor && kl.b == Layout::ColMajor {
+            continue; // both K-major: the other tests
+        }
+        for (shape, alpha, beta) in [((129, 257, 100), 1.0, 0.0), ((67, 33, 45), -1.5, 0.5), (split, 0.7, 1.0)] {
+            check_with::<f32, f32>(tf32(), shape, v, alpha, beta, false);
+        }
+    }
+    for b_layout in [Layout::RowMajor, Layout::ColMajor] {
+        check_strided::<f32, f32>(tf32(), 4, (100, 70, 130), true, b_layout, 1.0, 0.0);
+        check_strided::<f32, f32>(tf32(), 3, (33, 200, 64), false, b_layout, -1.0, 2.0);
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
 fn i8_products_are_exact_in_every_layout() {

@@ -56,6 +56,20 @@ pub const C_BOX_BYTES: u32 = WARPGROUP_M * ROW_BYTES;
 /// to the consumers ([`WgmmaTile::consumer_registers`]).
 pub const PRODUCER_REGISTERS: u32 = 40;
 
+/// The kernel's `c_store` parameter: each thread stores its own elements of
+/// C, row-major (C unaligned for TMA, or split-K's workspace).
+pub const C_STORE_THREADS: u32 = 0;
+
+/// The kernel's `c_store` parameter: the epilogue stores C box by box
+/// through shared memory with TMA (C's tensor map at `maps + 256`).
+pub const C_STORE_TMA: u32 = 1;
+
+/// The kernel's `c_store` parameter: each thread stores its own elements of
+/// the transpose: element (i, j) of the kernel's m x n result goes to
+/// `c[j ldc + i]` (the host swapped A and B to put an MN-major tf32
+/// operand in wgmma's register-A slot: `WgmmaTypes::register_a`).
+pub const C_STORE_TRANSPOSED: u32 = 2;
+
 /// Registers of an SM (and the most one block may have).
 pub const SM_REGISTERS: u32 = 65536;
 
@@ -96,6 +110,16 @@ impl WgmmaTypes {
     /// .bf16 only).
     pub const fn transposes(self) -> bool {
         self.input_bytes() == 2
+    }
+
+    /// Whether stage 9 reads an MN-major A through registers (wgmma's
+    /// register-A form, which takes any layout; its shared-memory operands
+    /// stay K-major): tf32, whose A fragment is one 32-bit element per
+    /// register, loaded by scalar `ld.shared` from the MN-major tile. s8's
+    /// fragment packs 4 k-consecutive bytes per register, which MN-major
+    /// storage holds in 4 different rows: it keeps the transposed copy.
+    pub const fn register_a(self) -> bool {
+        matches!(self, WgmmaTypes::Tf32)
     }
 
     /// Bytes of one element of C.
@@ -276,7 +300,9 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 /// lines `(name, types, [BM, BN, depth])`: the kernel crate exports
 /// `<name>_<ab>` for each layout suffix `ab` of `nn`, `nt`, `tn`, `tt` (A
 /// then B; `n` row-major, `t` column-major; `nt` only when the types do not
-/// [transpose](WgmmaTypes::transposes)), the host lists the same.
+/// [transpose](WgmmaTypes::transposes), plus `tt` (A MN-major through
+/// registers) when they read [A from registers](WgmmaTypes::register_a)),
+/// the host lists the same.
 /// `gemm_core::warpgroup_menu!(my_macro)` expands to `my_macro! { (..) ... }`.
 #[macro_export]
 macro_rules! warpgroup_menu {

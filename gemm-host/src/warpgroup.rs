@@ -23,7 +23,9 @@ use cudarc::driver::{
 use gemm_core::batch::batch_len;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};
-use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes, ROW_BYTES, WARPGROUP_M};
+use gemm_core::warpgroup::{
+    WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, ROW_BYTES, WARPGROUP_M,
+};
 use gemm_core::GemmDims;
 use gemm_core::{KernelLayouts, Stage};
 use half::{bf16, f16};
@@ -231,7 +233,12 @@ macro_rules! warpgroup_entries {
                     Some(concat!(stringify!($name), "_tt")),
                 ]
             } else {
-                [None, Some(concat!(stringify!($name), "_nt")), None, None]
+                [
+                    None,
+                    Some(concat!(stringify!($name), "_nt")),
+                    None,
+                    if WgmmaTypes::$t.register_a() { Some(concat!(stringify!($name), "_tt")) } else { None },
+                ]
             },
             types: WgmmaTypes::$t,
             tile: WgmmaTile { bm: $bm, bn: $bn, depth: $d },
@@ -1018,11 +1025,23 @@ impl Gemm {
         (batch, [stride_a, stride_b, stride_c]): (usize, [usize; 3]),
     ) -> Result<(), Error> {
         let (kd, swapped) = dims.kernel_form();
+        let reads_ab = self.alpha != 0.0 && kd.k > 0;
+        // wgmma reads an MN-major tf32 A through registers, but B only
+        // K-major: a K-major A with an MN-major B (both row-major, the
+        // library's default) runs as the transposed product C^T = op(B)^T
+        // op(A)^T, whose A is then the MN-major one, and the epilogue
+        // writes C^T's elements transposed (`C_STORE_TRANSPOSED`).
+        let transposed_c =
+            types.register_a() && reads_ab && kd.a_layout == Layout::RowMajor && kd.b_layout == Layout::RowMajor;
+        let (kd, swapped) = if transposed_c {
+            (GemmDims { c_layout: Layout::ColMajor, ..kd }.kernel_form().0, !swapped)
+        } else {
+            (kd, swapped)
+        };
         let (ka, kb) = if swapped { (b, a) } else { (a, b) };
         let (sa, sb) = if swapped { (stride_b, stride_a) } else { (stride_a, stride_b) };
         // An operand with stride 0 is one matrix for every product.
         let batch_of = |stride: usize| if stride == 0 { (1, 0) } else { (batch, stride) };
-        let reads_ab = self.alpha != 0.0 && kd.k > 0;
         let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, batch, device.sm_count());
         let (kernel, tile) = (plan.kernel, plan.kernel.tile);
         // Split-K where the block tiles leave most SMs idle: slices of k into
@@ -1093,18 +1112,22 @@ impl Gemm {
             let rereads = [kd.n.div_ceil(tile.bn as usize), kd.m.div_ceil(tile.bm as usize)];
             for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
                 let realign = types.input_bytes() == 2 && big && rereads[i] >= 8;
+                // An MN-major tf32 A is read in place, through registers.
+                let in_place = k_major[i] || (i == 0 && types.register_a());
                 let (address, op, transpose) = prepare_operand(
                     device,
                     stream,
                     MixedStage::Warpgroup,
                     types,
                     op,
-                    (k_major[i], realign),
+                    (in_place, realign),
                     src,
                     &mut copies,
                 )?;
-                // K-major boxes: BK (128 bytes) by BM or BN rows; MN-major: 64 x 64.
-                let box_lines = if k_major[i] || transpose { rows[i] } else { 64 };
+                // K-major boxes: BK (128 bytes) by BM or BN rows; MN-major:
+                // BK x BK (128 bytes along m or n by BK rows along k).
+                let bk = ROW_BYTES as usize / elem;
+                let box_lines = if k_major[i] || transpose { rows[i] } else { bk as u32 };
                 if transpose {
                     if i == 0 {
                         a_layout = Layout::RowMajor;
@@ -1121,6 +1144,7 @@ impl Gemm {
         let c_elem = size_of::<C>();
         let c_address = c.device_ptr(stream).0;
         let tma_c = slices == 1
+            && !transposed_c
             && kd.m > 0
             && kd.n > 0
             && c_address % 16 == 0
@@ -1142,9 +1166,15 @@ impl Gemm {
             };
             maps[256..].copy_from_slice(&tensor_map(c_type, c_address, c_op, WARPGROUP_M)?);
         }
-        let tma_c = tma_c as u32;
+        let c_store = if transposed_c {
+            C_STORE_TRANSPOSED
+        } else if tma_c {
+            C_STORE_TMA
+        } else {
+            C_STORE_THREADS
+        };
         let maps = stream.clone_htod(&maps[..]).during("cuMemcpyHtoDAsync")?;
-        if !types.transposes() {
+        if !reads_ab && !types.transposes() {
             // With alpha = 0 or k = 0 the maps are not read: any layout's kernel.
             (a_layout, b_layout) = (Layout::RowMajor, Layout::ColMajor);
         }
@@ -1169,29 +1199,30 @@ impl Gemm {
             let (ldc, stride_c) = (kd.ldc as u32, stride_c as u64);
             let mut builder = stream.launch_builder(&func);
             builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
-            builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count).arg(&tma_c).arg(&k_slice);
+            builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count).arg(&c_store).arg(&k_slice);
             // SAFETY: the arguments match the entry point's signature
             // (gemm-kernels/src/warpgroup_entry_points.rs); the tensor maps
             // describe buffers that live until the work queued on `stream`
             // is done (the copies are freed stream-ordered); C (m x n, ldc,
-            // row-major in kernel form) was validated against its buffer;
-            // the geometry is the tile's.
+            // row-major in kernel form; n x m with `C_STORE_TRANSPOSED`)
+            // was validated against its buffer; the geometry is the tile's.
             unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
             drop(copies);
             return Ok(());
         }
         // Split-K: slice z of k into workspace matrix z (m x n, ld n; alpha
-        // 1, beta 0), then C <- alpha * sum + beta * C.
+        // 1, beta 0; transposed: n x m, ld m), then C <- alpha * sum + beta
+        // * C over C's rows and columns ((n, m) when transposed).
         let mn = kd.m * kd.n;
         // SAFETY: every element of each slice's m x n is written by the
         // product before the reduction reads it (stream order).
         let mut w = unsafe { alloc_uninit::<f32>(stream, slices as usize * mn) }?;
         let one = if types == WgmmaTypes::S8 { 1i32.to_ne_bytes() } else { 1f32.to_ne_bytes() };
         let (one, zero) = (u32::from_ne_bytes(one), 0u32);
-        let (ldw, stride_w) = (n, mn as u64);
+        let (ldw, stride_w) = (if transposed_c { m } else { n }, mn as u64);
         let mut builder = stream.launch_builder(&func);
         builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(&maps).arg(&mut w).arg(&ldw);
-        builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&count).arg(&tma_c).arg(&k_slice);
+        builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&count).arg(&c_store).arg(&k_slice);
         // SAFETY: as above, with the workspace as C: `slices` m x n matrices
         // of 4-byte elements, ld n, m n apart (its length).
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
@@ -1205,8 +1236,9 @@ impl Gemm {
         let blocks = mn.div_ceil(REDUCE_THREADS as usize).min(device.sm_count() as usize * 8) as u32;
         let rcfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
         let ldc = kd.ldc as u32;
+        let (rows, cols) = if transposed_c { (n, m) } else { (m, n) };
         let mut builder = stream.launch_builder(&reduce);
-        builder.arg(&m).arg(&n).arg(&slices).arg(&w).arg(&alpha).arg(&beta).arg(c).arg(&ldc);
+        builder.arg(&rows).arg(&cols).arg(&slices).arg(&w).arg(&alpha).arg(&beta).arg(c).arg(&ldc);
         // SAFETY: `warpgroup_reduce_*(m, n, slices, w, alpha, beta, c,
         // ldc)`: the workspace holds `slices` m x n results, C (validated)
         // m x n with ldc; they do not overlap (a fresh allocation).

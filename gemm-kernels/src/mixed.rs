@@ -238,13 +238,30 @@ pub unsafe fn store_pair<O: Output>(
         };
         *q2 = O::pair(o0, o1);
     } else {
-        for (e, v) in [(0u32, v0), (1, v1)] {
-            if col + e < n {
-                let qe = q.add(e as usize);
-                let out = if O::is_zero(beta) { v } else { O::mul_add(beta, (*qe).to_value(), v) };
-                *qe = O::from_value(out);
-            }
-        }
+        store_one(c, ldc, (m, n), (r, col), (alpha, beta), x0);
+        store_one(c, ldc, (m, n), (r, col + 1), (alpha, beta), x1);
+    }
+}
+
+/// Writes `alpha * x + beta * C` for element (r, col) of product C at `c`
+/// (row-major, `ldc`), converted to C's type, only inside the m x n matrix;
+/// `beta` zero: C is not read.
+///
+/// # Safety
+/// `c` holds an m x n matrix with leading dimension `ldc`.
+#[inline(always)]
+pub unsafe fn store_one<O: Output>(
+    c: *mut O,
+    ldc: u32,
+    (m, n): (u32, u32),
+    (r, col): (u32, u32),
+    (alpha, beta): (O::Value, O::Value),
+    x: O::Value,
+) {
+    if r < m && col < n {
+        let q = c.add(r as usize * ldc as usize + col as usize);
+        let v = O::mul(alpha, x);
+        *q = O::from_value(if O::is_zero(beta) { v } else { O::mul_add(beta, (*q).to_value(), v) });
     }
 }
 

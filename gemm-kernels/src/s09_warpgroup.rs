@@ -16,10 +16,11 @@
 //! coordinates. Each operand is either K-major (k contiguous: a row-major A,
 //! a column-major B) or MN-major (`A_MN`, `B_MN`); the map's dimensions run
 //! contiguous first: (k, m, batch) for a K-major A, (m, k, batch) for an
-//! MN-major one, likewise for B with n. The box is 64 elements (128 bytes)
+//! MN-major one, likewise for B with n. The box is BK elements (128 bytes)
 //! along the contiguous dimension by BM or BN rows along the other for a
-//! K-major operand, and 64 x 64 for an MN-major one (BM / 64 or BN / 64
-//! boxes per tile), with the 128-byte swizzle; elements outside the matrix
+//! K-major operand, and BK x BK for an MN-major one (BM / BK or BN / BK
+//! boxes per tile: 64 x 64 for f16 and bf16, 32 x 32 for a tf32 A), with the
+//! 128-byte swizzle; elements outside the matrix
 //! arrive as zeros, so tiles at the edges and the k tail need no special
 //! case.
 //!
@@ -47,6 +48,17 @@
 //! mbarriers' phases alternate with each use of a buffer: use u of buffer s
 //! is k-tile s + u DEPTH and waits for parity u % 2.
 //!
+//! # An MN-major tf32 A: through registers
+//! wgmma reads tf32 operands from shared memory K-major only, but takes A
+//! from registers in any layout. With `A_MN` and tf32, each consumer loads
+//! its A fragments from the MN-major tile with `ld.shared` (four registers
+//! per k8 step: [`tf32_a_fragments`]) and issues the register-A form
+//! `wgmma.mma_async.m64nBNk8.f32.tf32.tf32 d, {a0..a3}, b-desc` (the `tt`
+//! entry points). The host puts an MN-major operand there: as A directly,
+//! or, when B is the MN-major one and A K-major, by computing C^T = B^T A^T
+//! and storing C transposed (`C_STORE_TRANSPOSED`). An MN-major tf32 B with
+//! an MN-major A still gets a K-major copy (as s8 operands do).
+//!
 //! # Registers (`setmaxnreg`)
 //! The entry points carry `.maxntid` and `.minnctapersm 1` (the xtask adds
 //! them to the PTX: rustc cannot), so ptxas caps every thread at 65536 / 384
@@ -71,7 +83,9 @@
 //! pairs (8 rows x 16 bytes per warp instruction for a 16-bit C: one
 //! 32-byte sector half written at a time), the stores leave the SM as whole
 //! 128-byte lines. Otherwise (an unaligned C, split-K's workspace) each
-//! thread stores its pairs.
+//! thread stores its pairs; for a transposed C each thread stores its
+//! elements one by one at `c[j ldc + i]` (a warp's stores then cover 8
+//! consecutive elements in each of 4 lines: whole 32-byte sectors for f32).
 //!
 //! # Shared-memory layouts and descriptors (128-byte swizzle)
 //! A tile is stored as rows of 128 bytes (64 elements along the operand's
@@ -106,14 +120,16 @@
 //! "mbarrier"; the warp-specialized producer/consumer design of CUTLASS 3's
 //! sm90 kernels (`KernelTmaWarpSpecialized`).
 
-use crate::mixed::{store_pair, Bf16, Output, Tf32, F16, S8};
+use crate::mixed::{store_one, store_pair, Bf16, Output, Tf32, F16, S8};
 use crate::thread::smem_base;
 use core::arch::asm;
 use gemm_core::warpgroup::{
-    WgmmaTile, C_BOX_BYTES, PRODUCER_REGISTERS, ROW_BYTES, SMEM_ALIGN, WARPGROUP_M, WARPGROUP_THREADS,
+    WgmmaTile, C_BOX_BYTES, C_STORE_TMA, C_STORE_TRANSPOSED, PRODUCER_REGISTERS, ROW_BYTES, SMEM_ALIGN, WARPGROUP_M,
+    WARPGROUP_THREADS,
 };
 
-/// Bytes of one 64 x 64 box of an MN-major operand (64 rows of 128 bytes).
+/// Bytes of one 64 x 64 box of an MN-major 16-bit operand (64 rows of 128
+/// bytes; in general BK x BK elements: BK rows of 128 bytes).
 const MN_BOX_BYTES: u32 = 64 * ROW_BYTES;
 
 /// Element type of A and B: selects the `wgmma` instruction.
@@ -135,6 +151,53 @@ pub trait Input {
         da: [u64; 4],
         db: [u64; 4],
     );
+
+    /// One k-tile with A from registers (`a[kk]`: the A fragment of k-step
+    /// kk, see [`tf32_a_fragments`]) and B from shared memory (`db`, K-major),
+    /// committed as one wgmma group: tf32 only (`WgmmaTypes::register_a`).
+    ///
+    /// # Safety
+    /// As [`Input::k_tile`]; `a` holds this thread's fragments.
+    #[inline(always)]
+    unsafe fn k_tile_rs<const ACC: usize>(_acc: &mut [f32; ACC], _a: [[u32; 4]; 4], _db: [u64; 4]) {
+        core::arch::nvptx::trap()
+    }
+}
+
+/// Defines `$name`: one tf32 k-tile of four `wgmma.mma_async.m64n$n k8` with
+/// A from registers (`a[kk]`, four 32-bit elements per k8 step) and B from
+/// the descriptors `db`, fenced before (the A registers were just written)
+/// and committed after.
+macro_rules! wgmma_k_tile_rs {
+    ($name:ident, $n:literal, [$($i:literal)*]) => {
+        #[inline(always)]
+        unsafe fn $name(acc: &mut [f32; $n / 2], a: [[u32; 4]; 4], db: [u64; 4]) {
+            asm!(
+                "wgmma.fence.sync.aligned;",
+                "{{",
+                ".reg .pred p;",
+                "setp.ne.b32 p, {one}, 0;",
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k8.f32.tf32.tf32 {{{0}" $(, ", {", $i, "}")*,
+                        "}}, {{{a00}, {a01}, {a02}, {a03}}}, {db0}, p, 1, 1;"),
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k8.f32.tf32.tf32 {{{0}" $(, ", {", $i, "}")*,
+                        "}}, {{{a10}, {a11}, {a12}, {a13}}}, {db1}, p, 1, 1;"),
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k8.f32.tf32.tf32 {{{0}" $(, ", {", $i, "}")*,
+                        "}}, {{{a20}, {a21}, {a22}, {a23}}}, {db2}, p, 1, 1;"),
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k8.f32.tf32.tf32 {{{0}" $(, ", {", $i, "}")*,
+                        "}}, {{{a30}, {a31}, {a32}, {a33}}}, {db3}, p, 1, 1;"),
+                "}}",
+                "wgmma.commit_group.sync.aligned;",
+                inout(reg32) acc[0], $(inout(reg32) acc[$i],)*
+                a00 = in(reg32) a[0][0], a01 = in(reg32) a[0][1], a02 = in(reg32) a[0][2], a03 = in(reg32) a[0][3],
+                a10 = in(reg32) a[1][0], a11 = in(reg32) a[1][1], a12 = in(reg32) a[1][2], a13 = in(reg32) a[1][3],
+                a20 = in(reg32) a[2][0], a21 = in(reg32) a[2][1], a22 = in(reg32) a[2][2], a23 = in(reg32) a[2][3],
+                a30 = in(reg32) a[3][0], a31 = in(reg32) a[3][1], a32 = in(reg32) a[3][2], a33 = in(reg32) a[3][3],
+                db0 = in(reg64) db[0], db1 = in(reg64) db[1], db2 = in(reg64) db[2], db3 = in(reg64) db[3],
+                one = in(reg32) 1u32,
+                options(nostack),
+            );
+        }
+    };
 }
 
 /// Defines `$name`: one k-tile of four `wgmma.mma_async.m64n$n k$k` with
@@ -175,6 +238,39 @@ macro_rules! wgmma_k_tile {
 
 macro_rules! wgmma_input {
     ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n256:ident) => {
+        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, $n64, $n128, $n256, {});
+    };
+    // With the register-A k-tiles `$r64`, `$r128`, `$r256` (tf32).
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n256:ident,
+     rs $r64:ident, $r128:ident, $r256:ident) => {
+        wgmma_k_tile_rs!($r64, 64, [
+            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+        ]);
+        wgmma_k_tile_rs!($r128, 128, [
+            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+        ]);
+        wgmma_k_tile_rs!($r256, 256, [
+            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+            64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
+            96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120
+            121 122 123 124 125 126 127
+        ]);
+        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, $n64, $n128, $n256, {
+            #[inline(always)]
+            unsafe fn k_tile_rs<const ACC: usize>(acc: &mut [f32; ACC], a: [[u32; 4]; 4], db: [u64; 4]) {
+                match ACC {
+                    32 => $r64(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), a, db),
+                    64 => $r128(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), a, db),
+                    128 => $r256(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), a, db),
+                    _ => core::arch::nvptx::trap(),
+                }
+            }
+        });
+    };
+    (@ $t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n256:ident,
+     {$($rs:item)*}) => {
         wgmma_k_tile!($n64, 64, $k, $acc, $ty, $args, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
         ]);
@@ -206,6 +302,7 @@ macro_rules! wgmma_input {
                     _ => core::arch::nvptx::trap(),
                 }
             }
+            $($rs)*
         }
     };
 }
@@ -215,7 +312,7 @@ macro_rules! wgmma_input {
 // operands K-major); the integer types take scale-d only.
 wgmma_input!(F16, 2, "16", "f32", "f16", "p, 1, 1, {ta}, {tb}", f16_n64, f16_n128, f16_n256);
 wgmma_input!(Bf16, 2, "16", "f32", "bf16", "p, 1, 1, {ta}, {tb}", bf16_n64, bf16_n128, bf16_n256);
-wgmma_input!(Tf32, 4, "8", "f32", "tf32", "p, 1, 1", tf32_n64, tf32_n128, tf32_n256);
+wgmma_input!(Tf32, 4, "8", "f32", "tf32", "p, 1, 1", tf32_n64, tf32_n128, tf32_n256, rs tf32_rs_n64, tf32_rs_n128, tf32_rs_n256);
 wgmma_input!(S8, 1, "32", "s32", "s8", "p", s8_n64, s8_n128, s8_n256);
 
 /// `mbarrier.init` of the barrier at shared address `bar` for `count` arrivals.
@@ -308,6 +405,33 @@ const fn k_tile_descriptors(tile: u32, row0: u32, mn_major: bool) -> [u64; 4] {
     d
 }
 
+/// This thread's A fragments for the four k8 steps of one tf32 k-tile, read
+/// from the MN-major tile at `tile` (BM / 32 boxes of 32 m x 32 k, 4 KiB
+/// each: row r = k index, 128 bytes = 32 m values, the 16-byte chunk c of
+/// row r at chunk c ^ (r % 8)) for the consumer's rows `row0 .. row0 + 64`.
+/// Warp w's lane l (g = l / 4, q = l % 4) holds for step kk the elements
+/// (m, k) = (16w + g, 8kk + q), (16w + g + 8, 8kk + q), (16w + g, 8kk + q +
+/// 4), (16w + g + 8, 8kk + q + 4) (PTX ISA, "Register Fragments and Shared
+/// Memory Matrix Layouts": wgmma's A fragment for .tf32). A warp's loads of
+/// one register touch 2 chunks in each of 4 rows: at most 2-way bank
+/// conflicts, on 8 KiB per consumer and k-tile.
+#[inline(always)]
+unsafe fn tf32_a_fragments(tile: u32, row0: u32) -> [[u32; 4]; 4] {
+    let t = core::arch::nvptx::_thread_idx_x() as u32 % WARPGROUP_THREADS;
+    let (warp, g, q) = (t / 32, t % 32 / 4, t % 4);
+    let mut a = [[0u32; 4]; 4];
+    for (kk, step) in a.iter_mut().enumerate() {
+        for (v, x) in step.iter_mut().enumerate() {
+            let m = row0 + 16 * warp + g + 8 * (v as u32 % 2);
+            let k = 8 * kk as u32 + q + 4 * (v as u32 / 2);
+            let byte = (m % 32) * 4;
+            let at = tile + m / 32 * (32 * ROW_BYTES) + k * ROW_BYTES + ((byte / 16) ^ (k % 8)) * 16 + byte % 16;
+            asm!("ld.shared.b32 {x}, [{a}];", x = out(reg32) *x, a = in(reg32) at, options(nostack, readonly, preserves_flags));
+        }
+    }
+    a
+}
+
 /// The kernel's parameters (see the module docs).
 #[derive(Clone, Copy)]
 pub struct Params<O: Output> {
@@ -337,12 +461,14 @@ pub struct Params<O: Output> {
     /// Products (the batch count; 1 for a single product), or the slices of
     /// a split k (with `k_slice`).
     pub count: u32,
-    /// 1: the epilogue stores C through shared memory with TMA, C's
-    /// `CUtensorMap` (dimensions (n, m, count), box 128 bytes x 64 rows,
-    /// 128-byte swizzle) following A's and B's at `maps + 256`; 0: each
-    /// thread stores its own elements (C unaligned for TMA, or split-K's
-    /// workspace).
-    pub tma_c: u32,
+    /// How the epilogue stores C: `C_STORE_TMA` through shared memory with
+    /// TMA, C's `CUtensorMap` (dimensions (n, m, count), box 128 bytes x 64
+    /// rows, 128-byte swizzle) following A's and B's at `maps + 256`;
+    /// `C_STORE_THREADS`: each thread stores its own elements (C unaligned
+    /// for TMA, or split-K's workspace); `C_STORE_TRANSPOSED`: each thread
+    /// stores its elements of the transpose, (i, j) at `c[j ldc + i]` (and
+    /// C is `n x m` for the bounds).
+    pub c_store: u32,
     /// 0, or split-K: k-tiles per slice. Product z of the launch is then
     /// slice z of one product, over k-tiles `z k_slice .. (z + 1) k_slice`
     /// (clipped to k), its partial result written to the z-th C (a
@@ -372,7 +498,12 @@ pub unsafe fn warpgroup<
     p: Params<O>,
 ) {
     const { assert!(ACC as u32 * 2 == BN, "ACC must be BN / 2") };
-    const { assert!(I::BYTES == 2 || !(A_MN || B_MN), "only f16 and bf16 operands may be MN-major") };
+    const {
+        assert!(
+            I::BYTES == 2 || (I::BYTES == 4 && !B_MN) || !(A_MN || B_MN),
+            "only f16 and bf16 operands may be MN-major, and a tf32 A (through registers)"
+        )
+    };
     const { assert!(WgmmaTile { bm: BM, bn: BN, depth: DEPTH }.check().is_ok(), "invalid warpgroup tile") };
     let tile = WgmmaTile { bm: BM, bn: BN, depth: DEPTH };
     let base = (smem_base() + SMEM_ALIGN - 1) & !(SMEM_ALIGN - 1);
@@ -435,16 +566,20 @@ pub unsafe fn warpgroup<
                     }
                     mbarrier_arrive_expect_tx(full(s), tile_bytes);
                     let k0 = (kt * bk) as i32;
+                    // MN-major: boxes of BK (128 bytes) along m or n by BK
+                    // rows along k.
                     if A_MN {
-                        for j in 0..BM / 64 {
-                            tma_load_3d(a_tile(s) + j * MN_BOX_BYTES, map_a, (m0 + 64 * j) as i32, k0, za, full(s));
+                        for j in 0..BM / bk {
+                            let at = a_tile(s) + j * bk * ROW_BYTES;
+                            tma_load_3d(at, map_a, (m0 + bk * j) as i32, k0, za, full(s));
                         }
                     } else {
                         tma_load_3d(a_tile(s), map_a, k0, m0 as i32, za, full(s));
                     }
                     if B_MN {
-                        for j in 0..BN / 64 {
-                            tma_load_3d(b_tile(s) + j * MN_BOX_BYTES, map_b, (n0 + 64 * j) as i32, k0, zb, full(s));
+                        for j in 0..BN / bk {
+                            let at = b_tile(s) + j * bk * ROW_BYTES;
+                            tma_load_3d(at, map_b, (n0 + bk * j) as i32, k0, zb, full(s));
                         }
                     } else {
                         tma_load_3d(b_tile(s), map_b, k0, n0 as i32, zb, full(s));
@@ -485,9 +620,15 @@ pub unsafe fn warpgroup<
         for kt in k_first..k_end {
             let (s, u) = (it % DEPTH, it / DEPTH);
             mbarrier_wait(full(s), u & 1);
-            let da = k_tile_descriptors(a_tile(s), c * WARPGROUP_M, A_MN);
             let db = k_tile_descriptors(b_tile(s), 0, B_MN);
-            I::k_tile::<ACC, A_MN, B_MN>(&mut acc, da, db);
+            if I::BYTES == 4 && A_MN {
+                // An MN-major tf32 A: through registers.
+                let a = tf32_a_fragments(a_tile(s), c * WARPGROUP_M);
+                I::k_tile_rs::<ACC>(&mut acc, a, db);
+            } else {
+                let da = k_tile_descriptors(a_tile(s), c * WARPGROUP_M, A_MN);
+                I::k_tile::<ACC, A_MN, B_MN>(&mut acc, da, db);
+            }
             // The previous k-tile's group has completed: its buffer is free.
             asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
             if kt > k_first && leader {
@@ -504,8 +645,20 @@ pub unsafe fn warpgroup<
         // producer already fetches the next tile's k-tiles.
         let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
         let cbase = p.c.add(z as usize * p.stride_c as usize);
-        if p.tma_c != 0 {
+        if p.c_store == C_STORE_TMA {
             store_tma::<O, ACC>(&acc, &p, (z, m0 + c * WARPGROUP_M, n0, row), base + tile.c_stage_offset(), c);
+        } else if p.c_store == C_STORE_TRANSPOSED {
+            // (i, j) at c[j ldc + i]: element (j, i) of an n x m row-major C.
+            for j in 0..ACC / 4 {
+                let col = n0 + 8 * j as u32 + 2 * (lane % 4);
+                for h in 0..2usize {
+                    for e in 0..2usize {
+                        let x = O::acc(acc[4 * j + 2 * h + e]);
+                        let at = (col + e as u32, row + 8 * h as u32);
+                        store_one(cbase, p.ldc, (p.n, p.m), at, (p.alpha, p.beta), x);
+                    }
+                }
+            }
         } else {
             for j in 0..ACC / 4 {
                 let col = n0 + 8 * j as u32 + 2 * (lane % 4);
@@ -517,7 +670,7 @@ pub unsafe fn warpgroup<
         }
         job += blocks;
     }
-    if p.tma_c != 0 && leader {
+    if p.c_store == C_STORE_TMA && leader {
         // The last stores have read their boxes before the block's shared
         // memory goes away.
         asm!("cp.async.bulk.wait_group.read 0;", options(nostack));

@@ -1,13 +1,14 @@
 //! The exported entry points of stage 9 (the `sm_90a` module): for each line
 //! `(name, types, [BM, BN, depth])` of [`gemm_core::warpgroup_menu!`], one
 //! kernel per layout of A and B, named `<name>_nn`, `<name>_nt`, `<name>_tn`,
-//! `<name>_tt` (A then B; `n` row-major, `t` column-major); only `_nt` (both
-//! operands K-major) for tf32 and s8, which wgmma cannot transpose.
+//! `<name>_tt` (A then B; `n` row-major, `t` column-major); for tf32 only
+//! `_nt` (both operands K-major) and `_tt` (an MN-major A read through
+//! registers), for s8 only `_nt`: wgmma cannot transpose them.
 //! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
 //! the s8 product), `maps: *const u8` (A's,
 //! B's and, for the TMA-store epilogue, C's `CUtensorMap`, 128 bytes each,
 //! in global memory), `c: *mut C`,
-//! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count, tma_c, k_slice: u32` (see
+//! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count, c_store, k_slice: u32` (see
 //! [`crate::s09_warpgroup::Params`]). And split-K's reductions
 //! `warpgroup_reduce_{f32,f16,bf16,i32}` (see
 //! [`crate::mixed::reduce`]). The transposes of MN-major tf32 and s8
@@ -39,10 +40,10 @@ macro_rules! layout_entry {
             batch_a: u32,
             batch_b: u32,
             count: u32,
-            tma_c: u32,
+            c_store: u32,
             k_slice: u32,
         ) {
-            let p = Params { m, n, k, alpha, beta, maps, c, ldc, stride_c, batch_a, batch_b, count, tma_c, k_slice };
+            let p = Params { m, n, k, alpha, beta, maps, c, ldc, stride_c, batch_a, batch_b, count, c_store, k_slice };
             warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn>(p)
         }
     };
@@ -54,10 +55,12 @@ macro_rules! layouts {
     ($name:ident, F16F32, $p:tt) => { layouts!(@go $name, F16, f32, $p); };
     ($name:ident, Bf16, $p:tt) => { layouts!(@go $name, Bf16, Bh, $p); };
     ($name:ident, Bf16F32, $p:tt) => { layouts!(@go $name, Bf16, f32, $p); };
-    // wgmma reads tf32 and s8 operands K-major only: the host transposes
-    // the others first.
+    // wgmma reads tf32 and s8 operands K-major only from shared memory:
+    // tf32's A may be MN-major (`tt`: read through registers); the host
+    // swaps or transposes the others first.
     ($name:ident, Tf32, [$($p:literal),*]) => {
         layout_entry!($name, nt, "nt", Tf32, f32, [$($p),*], false, false);
+        layout_entry!($name, tt, "tt", Tf32, f32, [$($p),*], true, false);
     };
     ($name:ident, S8, [$($p:literal),*]) => {
         layout_entry!($name, nt, "nt", S8, i32, [$($p),*], false, false);

@@ -471,7 +471,8 @@ fn launch_bounds(ptx: &str) -> Result<String> {
             (pending, found) = (None, found + 1);
         }
     }
-    // tf32 and s8 kernels exist only as `_nt`: at least one layout per line.
+    // s8 kernels exist only as `_nt`, tf32 as `_nt` and `_tt`: at least one
+    // layout per line.
     let lines = threads.len() / 4;
     if found < lines {
         return Err(format!("launch bounds: {found} stage-9 entry points found, the menu has {lines} lines or more"));
