@@ -18,8 +18,9 @@
 //! `f16`, `bf16`, `tf32` or `i8`, the operands' type; C's type in the
 //! configuration). `--products f16,bf16,tf32,i8` picks the products (default
 //! all). `--b-col-major` stores B column-major (both operands K-major: the
-//! layout wgmma reads tf32 and i8 in without a transposed copy, and the one
-//! cuBLAS's fast INT8 kernels want; layout column `b-col`). `--stage 8`
+//! layout wgmma reads i8 in without a transposed copy, tf32 without the
+//! transposed product, and the one cuBLAS's fast INT8 kernels want; layout
+//! column `b-col`). `--stage 8`
 //! times stage 8's mixed-precision kernels instead (`mma.sync` with
 //! ldmatrix and cp.async, `.stage(Stage::TensorCore)`: the path of compute
 //! capability 8.x GPUs; stage column 8, stage name `tensor-core-mixed`).

@@ -15,8 +15,9 @@
 //!   C's padding coming back bit for bit.
 //! - TF32: random operands against `Reference::new_tf32` (the bound above
 //!   plus 2^-9 + 2^-20 of |alpha| |A||B| for the inputs' reduction to TF32)
-//!   in every layout (the MN-major operands go through the K-major copy),
-//!   and a product that tells TF32 from f32 apart: TF32 only when asked.
+//!   in every layout, every route of an MN-major operand (A through
+//!   registers; B by the transposed product; both: B's K-major copy), and
+//!   a product that tells TF32 from f32 apart: TF32 only when asked.
 //! - i8: every layout, integer alpha and beta, exactly equal to the
 //!   reference (full-range inputs, no overflow at these k); non-integer
 //!   alpha refused.
@@ -286,7 +287,7 @@ fn tf32_products_are_within_the_bound_in_every_layout() {
         let (alpha, beta) = [(1.0, 0.0), (-1.5, 0.5), (0.7, 1.0)][i % 3];
         check_with::<f32, f32>(tf32(), shape, v, alpha, beta, false);
     }
-    // The 128 x 256 tile, an MN-major B (the K-major copy) and a long k.
+    // The 128 x 256 tile, an MN-major B (the transposed product) and a long k.
     check_with::<f32, f32>(tf32(), (1024, 128 * 33 + 7, 300), Variant::NN, 1.0, 0.0, false);
     check_with::<f32, f32>(tf32(), (200, 300, 5000), Variant::all()[5], 1.0, 0.0, false);
 

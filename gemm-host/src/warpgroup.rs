@@ -6,8 +6,10 @@
 //! warpgroup MMA: the TMA tensor maps of A and B from
 //! `cuTensorMapEncodeTiled`, split-K) on compute capability 9.0, stage 8's
 //! `mma.sync` kernels on 8.x (or when asked for); an aligned copy of an
-//! operand the kernels cannot read in place, a K-major copy of a tf32 or i8
-//! operand that is not; the tile choice and the launch.
+//! operand the kernels cannot read in place, a K-major copy of an MN-major
+//! i8 operand (or tf32 B beside an MN-major A); an MN-major tf32 operand
+//! otherwise goes in wgmma's register-A slot (swapping A and B, with C
+//! stored transposed, when it is B); the tile choice and the launch.
 
 use crate::batch::Strided;
 use crate::device::{default_device, Device};
