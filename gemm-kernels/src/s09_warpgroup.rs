@@ -617,24 +617,36 @@ pub unsafe fn warpgroup<
         let (m0, n0) = (by * BM, bx * BN);
         let mut acc = [0f32; ACC];
         let (k_first, k_end) = k_range(z);
-        for kt in k_first..k_end {
+        // k-tile kt, the it-th of this block: its buffer, phase parity and
+        // the previous k-tile's `empty` barrier (released by the leader).
+        let args = |kt: u32, it: u32| {
             let (s, u) = (it % DEPTH, it / DEPTH);
-            mbarrier_wait(full(s), u & 1);
-            let db = k_tile_descriptors(b_tile(s), 0, B_MN);
-            if I::BYTES == 4 && A_MN {
-                // An MN-major tf32 A: through registers.
-                let a = tf32_a_fragments(a_tile(s), c * WARPGROUP_M);
-                I::k_tile_rs::<ACC>(&mut acc, a, db);
-            } else {
-                let da = k_tile_descriptors(a_tile(s), c * WARPGROUP_M, A_MN);
-                I::k_tile::<ACC, A_MN, B_MN>(&mut acc, da, db);
+            let release = if kt > k_first && leader { Some(empty((it + DEPTH - 1) % DEPTH)) } else { None };
+            ((full(s), u & 1), (a_tile(s), b_tile(s)), release)
+        };
+        let row0 = c * WARPGROUP_M;
+        let mut kt = k_first;
+        if I::BYTES == 4 && A_MN {
+            // Two k-tiles per pass, two inlined copies: the A fragments of
+            // consecutive k-tiles sit in two sets of registers, and a set is
+            // rewritten only after the wgmma group that read it has
+            // completed (the other copy's `wait_group 1`). PTX forbids
+            // writing a wgmma's A registers before then (PTX ISA,
+            // wgmma.mma_async); one copy in a loop would rewrite them while
+            // the previous k-tile's group still reads them.
+            while kt < k_end {
+                consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
+                (kt, it) = (kt + 1, it + 1);
+                if kt < k_end {
+                    consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
+                    (kt, it) = (kt + 1, it + 1);
+                }
             }
-            // The previous k-tile's group has completed: its buffer is free.
-            asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
-            if kt > k_first && leader {
-                mbarrier_arrive(empty((it - 1) % DEPTH));
+        } else {
+            while kt < k_end {
+                consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
+                (kt, it) = (kt + 1, it + 1);
             }
-            it += 1;
         }
         asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
         if k_end > k_first && leader {
@@ -674,6 +686,37 @@ pub unsafe fn warpgroup<
         // The last stores have read their boxes before the block's shared
         // memory goes away.
         asm!("cp.async.bulk.wait_group.read 0;", options(nostack));
+    }
+}
+
+/// One k-tile of a consumer warpgroup (rows `row0 .. row0 + 64` of the block
+/// tile): waits for its buffer (`full` barrier and phase parity), issues its
+/// wgmma group (A from registers for an MN-major tf32 A, else both operands
+/// by descriptor), and once the previous k-tile's group has completed
+/// (`wgmma.wait_group 1`) arrives on that k-tile's `empty` barrier, if given.
+///
+/// # Safety
+/// All 128 threads of the consumer warpgroup, in uniform control flow; the
+/// tiles as the module docs say.
+#[inline(always)]
+unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool>(
+    acc: &mut [f32; ACC],
+    ((full, parity), (a_tile, b_tile), release): ((u32, u32), (u32, u32), Option<u32>),
+    row0: u32,
+) {
+    mbarrier_wait(full, parity);
+    let db = k_tile_descriptors(b_tile, 0, B_MN);
+    if I::BYTES == 4 && A_MN {
+        let a = tf32_a_fragments(a_tile, row0);
+        I::k_tile_rs::<ACC>(acc, a, db);
+    } else {
+        let da = k_tile_descriptors(a_tile, row0, A_MN);
+        I::k_tile::<ACC, A_MN, B_MN>(acc, da, db);
+    }
+    // The previous k-tile's group has completed: its buffer is free.
+    asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
+    if let Some(bar) = release {
+        mbarrier_arrive(bar);
     }
 }
 
