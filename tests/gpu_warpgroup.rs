@@ -25,6 +25,7 @@
 //!   workspace, summed in order) is exercised by the long-k shapes above
 //!   and checked for the bound and run-to-run bits.
 //! - Device matrices, run to run determinism, k = 0 and alpha = 0, errors.
+//! - No stage-9 kernel uses local memory after the driver's JIT.
 //!
 //! They need an NVIDIA GPU of compute capability 9.0: ignored by default,
 //! run with `--include-ignored`; elsewhere they fail, never pass.
@@ -334,6 +335,31 @@ fn tf32_mn_major_operands_in_every_route() {
         check_strided::<f32, f32>(tf32(), 4, (100, 70, 130), true, b_layout, 1.0, 0.0);
         check_strided::<f32, f32>(tf32(), 3, (33, 200, 64), false, b_layout, -1.0, 2.0);
     }
+}
+
+/// Every stage-9 kernel, after the driver's JIT on this device: no local
+/// memory (no spills), and resident (one block per SM at least).
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn no_warpgroup_kernel_uses_local_memory() {
+    let dev = device();
+    let mut offenders = Vec::new();
+    let mut seen = 0;
+    for kernel in gemm::tuning::WARPGROUP_KERNELS {
+        for layout in 0..4 {
+            if let Some(info) = dev.warpgroup_kernel_info(kernel, layout).unwrap() {
+                seen += 1;
+                if info.local_bytes > 0 || info.blocks_per_sm == 0 {
+                    offenders.push(format!(
+                        "{}: {} bytes of local memory, {} registers, {} blocks/SM",
+                        info.name, info.local_bytes, info.registers, info.blocks_per_sm
+                    ));
+                }
+            }
+        }
+    }
+    assert!(seen >= gemm::tuning::WARPGROUP_KERNELS.len(), "{seen} kernels");
+    assert!(offenders.is_empty(), "stage-9 kernels with local memory or no residency:\n{}", offenders.join("\n"));
 }
 
 #[test]

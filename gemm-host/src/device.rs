@@ -380,6 +380,59 @@ impl Device {
         self.info_of(entry.batched_name, precision, config, layouts).map(Some)
     }
 
+    /// Launch resources of the stage-9 entry point `layout` (0..4: `nn`,
+    /// `nt`, `tn`, `tt`) of `kernel` (one of
+    /// [`WARPGROUP_KERNELS`](crate::tuning::WARPGROUP_KERNELS)) on this
+    /// device: registers and local memory after the driver's JIT of the
+    /// `sm_90a` module, threads, shared memory and residency of its tile.
+    /// `Ok(None)` when the family has no kernel in that layout.
+    ///
+    /// ```no_run
+    /// use gemm::tuning::WARPGROUP_KERNELS;
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// if let Some(info) = dev.warpgroup_kernel_info(&WARPGROUP_KERNELS[0], 1)? {
+    ///     assert_eq!(info.local_bytes, 0);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] on a device other than compute capability 9.0
+    /// (the module is `sm_90a`); [`Error::Driver`] if the module or the
+    /// function does not load.
+    pub fn warpgroup_kernel_info(
+        &self,
+        kernel: &crate::tuning::WarpgroupKernel,
+        layout: usize,
+    ) -> Result<Option<KernelInfo>, Error> {
+        let Some(name) = kernel.names.get(layout).copied().flatten() else {
+            return Ok(None);
+        };
+        if self.compute_capability() != (9, 0) {
+            return Err(Error::Unsupported {
+                product: name.to_string(),
+                why: format!("stage 9's sm_90a kernels load on compute capability 9.0 only; {} is not", self.name()),
+            });
+        }
+        let f = self.warpgroup_function(name)?;
+        self.ctx.bind_to_thread().during("cuCtxSetCurrent")?;
+        let (threads, smem) = (kernel.tile.threads_per_block(), kernel.tile.smem_bytes());
+        let get = |a: FnAttr| f.get_attribute(a).during("cuFuncGetAttribute").map(|v| v.max(0) as u32);
+        let blocks = f
+            .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)
+            .during("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+        Ok(Some(KernelInfo {
+            name,
+            registers: get(FnAttr::CU_FUNC_ATTRIBUTE_NUM_REGS)?,
+            local_bytes: get(FnAttr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
+            threads_per_block: threads,
+            smem_bytes: smem,
+            blocks_per_sm: blocks,
+            occupancy: (blocks * threads) as f64 / self.max_threads_per_sm.max(1) as f64,
+        }))
+    }
+
     fn info_of(
         &self,
         name: &'static str,
