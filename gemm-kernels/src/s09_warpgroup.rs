@@ -625,30 +625,18 @@ pub unsafe fn warpgroup<
             ((full(s), u & 1), (a_tile(s), b_tile(s)), release)
         };
         let row0 = c * WARPGROUP_M;
-        let mut kt = k_first;
-        if I::BYTES == 4 && A_MN {
-            // Two k-tiles per pass, two inlined copies: the A fragments of
-            // consecutive k-tiles sit in two sets of registers, and a set is
-            // rewritten only after the wgmma group that read it has
-            // completed (the other copy's `wait_group 1`). PTX forbids
-            // writing a wgmma's A registers before then (PTX ISA,
-            // wgmma.mma_async); one copy in a loop would rewrite them while
-            // the previous k-tile's group still reads them.
-            while kt < k_end {
-                consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
-                (kt, it) = (kt + 1, it + 1);
-                if kt < k_end {
-                    consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
-                    (kt, it) = (kt + 1, it + 1);
-                }
-            }
-        } else {
-            while kt < k_end {
-                consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
-                (kt, it) = (kt + 1, it + 1);
-            }
+        for kt in k_first..k_end {
+            consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
+            it += 1;
         }
         asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+        // The accumulators as this point defines them: an empty asm per
+        // register, ordered after the wait, so LLVM cannot hoist the
+        // epilogue's arithmetic on them (it did, for i32, and ptxas then
+        // serialized the wgmmas: C7514).
+        for x in acc.iter_mut() {
+            asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
+        }
         if k_end > k_first && leader {
             mbarrier_arrive(empty((it - 1) % DEPTH));
         }
@@ -691,9 +679,15 @@ pub unsafe fn warpgroup<
 
 /// One k-tile of a consumer warpgroup (rows `row0 .. row0 + 64` of the block
 /// tile): waits for its buffer (`full` barrier and phase parity), issues its
-/// wgmma group (A from registers for an MN-major tf32 A, else both operands
-/// by descriptor), and once the previous k-tile's group has completed
-/// (`wgmma.wait_group 1`) arrives on that k-tile's `empty` barrier, if given.
+/// wgmma group, and once the previous k-tile's group has completed arrives
+/// on that k-tile's `empty` barrier, if given. Both operands by descriptor:
+/// the group is issued, then `wgmma.wait_group 1` (the previous group is
+/// done; this one runs on). An MN-major tf32 A through registers: first
+/// `wgmma.wait_group 0`, then the fragments are loaded and the group
+/// issued, so no register a wgmma reads is rewritten while it runs (PTX
+/// ISA, wgmma.mma_async) and ptxas need not serialize the wgmmas (its
+/// C7513: registers defined inside a pipeline stage). The tensor cores stay
+/// busy meanwhile with the other consumer's group.
 ///
 /// # Safety
 /// All 128 threads of the consumer warpgroup, in uniform control flow; the
@@ -707,16 +701,20 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
     mbarrier_wait(full, parity);
     let db = k_tile_descriptors(b_tile, 0, B_MN);
     if I::BYTES == 4 && A_MN {
+        asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+        if let Some(bar) = release {
+            mbarrier_arrive(bar);
+        }
         let a = tf32_a_fragments(a_tile, row0);
         I::k_tile_rs::<ACC>(acc, a, db);
     } else {
         let da = k_tile_descriptors(a_tile, row0, A_MN);
         I::k_tile::<ACC, A_MN, B_MN>(acc, da, db);
-    }
-    // The previous k-tile's group has completed: its buffer is free.
-    asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
-    if let Some(bar) = release {
-        mbarrier_arrive(bar);
+        // The previous k-tile's group has completed: its buffer is free.
+        asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
+        if let Some(bar) = release {
+            mbarrier_arrive(bar);
+        }
     }
 }
 

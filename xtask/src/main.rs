@@ -960,7 +960,10 @@ fn ptxas() -> Result<()> {
         }
         // A warning is a kernel not built as written: e.g. C7508, setmaxnreg
         // ignored (stage 9's register reallocation needs the entry's cap).
-        for w in log.lines().filter(|l| l.contains("warning")) {
+        // So is a "Potential Performance Loss" (an info line: C7510-C7515,
+        // wgmma.mma_async serialized because registers a wgmma reads or
+        // writes are touched while it runs).
+        for w in log.lines().filter(|l| l.contains("warning") || l.contains("Potential Performance Loss")) {
             bad.push(format!("{rel}: {}", w.trim()));
         }
         let mut reports = parse_ptxas(&log);
@@ -1009,7 +1012,10 @@ fn ptxas() -> Result<()> {
         );
         Ok(())
     } else {
-        Err(format!("kernels with spills, a stack frame or a ptxas warning:\n  {}", bad.join("\n  ")))
+        Err(format!(
+            "kernels with spills, a stack frame, a ptxas warning or a serialized wgmma:\n  {}",
+            bad.join("\n  ")
+        ))
     }
 }
 
