@@ -1368,9 +1368,13 @@ mod tests {
         ] {
             let k = warpgroup_plan(t, 1, 1, 1, 1, 132).kernel;
             assert_eq!(k.types, t);
-            // Every kernel has the K-major entry point; the others only when the types transpose.
+            // Every kernel has the K-major entry point; the others only when
+            // the types transpose, or `tt` (A MN-major) when A may come
+            // from registers.
             assert!(k.names[1].is_some());
-            assert_eq!(k.names.iter().filter(|n| n.is_some()).count(), if t.transposes() { 4 } else { 1 });
+            let layouts = if t.transposes() { 4 } else { 1 + t.register_a() as usize };
+            assert_eq!(k.names.iter().filter(|n| n.is_some()).count(), layouts);
+            assert_eq!(k.names[3].is_some(), t.transposes() || t.register_a());
         }
     }
 }
