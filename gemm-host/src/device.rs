@@ -416,21 +416,7 @@ impl Device {
             });
         }
         let f = self.warpgroup_function(name)?;
-        self.ctx.bind_to_thread().during("cuCtxSetCurrent")?;
-        let (threads, smem) = (kernel.tile.threads_per_block(), kernel.tile.smem_bytes());
-        let get = |a: FnAttr| f.get_attribute(a).during("cuFuncGetAttribute").map(|v| v.max(0) as u32);
-        let blocks = f
-            .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)
-            .during("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
-        Ok(Some(KernelInfo {
-            name,
-            registers: get(FnAttr::CU_FUNC_ATTRIBUTE_NUM_REGS)?,
-            local_bytes: get(FnAttr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
-            threads_per_block: threads,
-            smem_bytes: smem,
-            blocks_per_sm: blocks,
-            occupancy: (blocks * threads) as f64 / self.max_threads_per_sm.max(1) as f64,
-        }))
+        self.launch_info(name, &f, kernel.tile.threads_per_block(), kernel.tile.smem_bytes()).map(Some)
     }
 
     fn info_of(
@@ -441,11 +427,16 @@ impl Device {
         layouts: KernelLayouts,
     ) -> Result<KernelInfo, Error> {
         let f = self.function(name, layouts)?;
+        let (bx, by) = config.block_dim();
+        self.launch_info(name, &f, bx * by, config.smem_bytes(precision, layouts))
+    }
+
+    /// The driver's view of loaded function `f` (entry point `name`)
+    /// launched with `threads` per block and `smem` bytes of dynamic shared
+    /// memory: registers, local memory, residency.
+    fn launch_info(&self, name: &'static str, f: &CudaFunction, threads: u32, smem: u32) -> Result<KernelInfo, Error> {
         // The occupancy calculator needs the context current on this thread.
         self.ctx.bind_to_thread().during("cuCtxSetCurrent")?;
-        let (bx, by) = config.block_dim();
-        let threads = bx * by;
-        let smem = config.smem_bytes(precision, layouts);
         let get = |a: FnAttr| f.get_attribute(a).during("cuFuncGetAttribute").map(|v| v.max(0) as u32);
         let blocks = f
             .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)
