@@ -1141,8 +1141,14 @@ impl Gemm {
             }
         }
         // C's map, for the epilogue's TMA stores: when C's rows and
-        // matrices start on 16 bytes (TMA's alignment); else, and for
-        // split-K's workspace, each thread stores its own elements.
+        // matrices start on 16 bytes (TMA's alignment) and its rows end on
+        // 16 bytes; else, and for split-K's workspace, each thread stores
+        // its own elements. A TMA store writes whole 16-byte chunks: a row
+        // whose bytes (n elements) are not a multiple of 16 would have the
+        // rest of its last chunk overwritten, which is the padding between
+        // C's rows (the caller's data; seen on an H100 with a column-major
+        // f32 C of 129 rows and ld 132: elements 129..131 of each column
+        // changed).
         let c_elem = size_of::<C>();
         let c_address = c.device_ptr(stream).0;
         let tma_c = slices == 1
@@ -1151,6 +1157,7 @@ impl Gemm {
             && kd.n > 0
             && c_address % 16 == 0
             && (kd.ldc * c_elem) % 16 == 0
+            && (kd.n * c_elem) % 16 == 0
             && (count == 1 || (stride_c * c_elem) % 16 == 0);
         if tma_c {
             let c_type = match types.output_bytes() {
