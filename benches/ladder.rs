@@ -1178,11 +1178,11 @@ fn benchmarks_md(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     writeln!(w, "Written by `benches/ladder.rs` (`cargo bench --bench ladder`); do not edit by hand.\n").unwrap();
     writeln!(
         w,
-        "- device: {} ({} SMs, {:.0} MHz, PTX {}); date: {date}; commit: {commit}",
+        "- device: {} ({} SMs, {:.0} MHz, kernels: {}); date: {date}; commit: {commit}",
         device.name(),
         device.sm_count(),
         device.clock_mhz(),
-        device.ptx_arch()
+        device.kernel_code()
     )
     .unwrap();
     writeln!(

@@ -1,27 +1,28 @@
-//! The host's list of entry points agrees with the PTX, for every target
-//! architecture and every storage order of A and B (one module each).
+//! The host's list of entry points agrees with the shipped kernels, for
+//! every target architecture and every storage order of A and B (one module
+//! each), in machine code and PTX alike. Everything here reads what the
+//! library embeds, never the repository, so it passes or fails the same on
+//! any machine the test binary is carried to.
 
+use gemm::tuning::kernels::{Format, KernelImage, IMAGES};
 use gemm::tuning::registry::{entry_point, stage_configs, ENTRY_POINTS};
 use gemm::tuning::{KernelLayouts, PlanSource, Stage};
 use gemm::{Gemm, Precision};
 use std::collections::BTreeSet;
 
-const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
-
 #[test]
-fn there_is_one_module_per_architecture_and_layouts() {
-    let modules: BTreeSet<(&str, &str)> =
-        gemm::tuning::ptx::ALL.iter().map(|&(arch, suffix, _)| (arch, suffix)).collect();
-    assert_eq!(modules.len(), gemm::tuning::ptx::ALL.len(), "a module is listed twice");
-    let expected: BTreeSet<(&str, &str)> =
-        ARCHS.iter().flat_map(|&arch| KernelLayouts::ALL.iter().map(move |l| (arch, l.suffix()))).collect();
-    assert_eq!(modules, expected);
-    for arch in ARCHS {
-        for layouts in KernelLayouts::ALL {
-            assert!(gemm::tuning::ptx::module(arch, layouts).is_some(), "{arch} {}", layouts.suffix());
+fn there_is_one_module_per_architecture_format_and_layouts() {
+    let modules: BTreeSet<(&str, String, Option<&str>)> =
+        IMAGES.iter().map(|i| (i.arch, format!("{:?}", i.format), i.layouts.map(|l| l.suffix()))).collect();
+    assert_eq!(modules.len(), IMAGES.len(), "a module is listed twice");
+    let mut expected = BTreeSet::new();
+    for (arch, format) in [("sm_80", "Cubin"), ("sm_90", "Cubin"), ("sm_90", "Ptx")] {
+        for l in KernelLayouts::ALL {
+            expected.insert((arch, format.to_string(), Some(l.suffix())));
         }
     }
-    assert!(gemm::tuning::ptx::module("sm_70", KernelLayouts::NN).is_none());
+    expected.insert(("sm_90a", "Cubin".to_string(), None));
+    assert_eq!(modules, expected);
     // The suffixes and indices of the layouts.
     let suffixes: Vec<_> = KernelLayouts::ALL.iter().map(|l| l.suffix()).collect();
     assert_eq!(suffixes, ["nn", "nt", "tn", "tt"]);
@@ -30,16 +31,51 @@ fn there_is_one_module_per_architecture_and_layouts() {
     }
 }
 
-#[test]
-fn registry_and_ptx_list_the_same_entry_points() {
-    let names: BTreeSet<&str> = ENTRY_POINTS.iter().map(|e| e.name).collect();
-    assert_eq!(names.len(), ENTRY_POINTS.len(), "duplicate names in the registry");
-    // Every entry point, and the separate batched entry points of the stages that keep one.
+/// The names the registry expects in a stage 1-8 module of `layouts`.
+fn expected_ladder_names(layouts: KernelLayouts) -> BTreeSet<String> {
+    // Every entry point, and the separate batched entry points of the stages that keep one,
     // ... and the split-K reduction and the pack copy of each precision.
     let reductions = [Precision::F64, Precision::F32].map(gemm::tuning::split_k::reduce_entry);
     let packs = [Precision::F64, Precision::F32].map(gemm::tuning::pack::pack_entry);
-    let registry: BTreeSet<&str> =
-        ENTRY_POINTS.iter().flat_map(|e| [e.name, e.batched_name]).chain(reductions).chain(packs).collect();
+    // Stage 8's mixed-precision kernels (tf32 and i8 in `nt` alone) and
+    // the transposes of their MN-major tf32 and i8 operands.
+    let mixed = gemm::tuning::MMA_KERNELS
+        .iter()
+        .filter(|k| k.types.transposes() || layouts == KernelLayouts::ALL[1])
+        .map(|k| k.name);
+    ENTRY_POINTS
+        .iter()
+        .flat_map(|e| [e.name, e.batched_name])
+        .chain(reductions)
+        .chain(packs)
+        .chain(mixed)
+        .chain(["transpose_b32", "transpose_b8"])
+        .map(String::from)
+        .collect()
+}
+
+/// The names stage 9's module must hold: every warpgroup kernel in each
+/// layout it has, the split-K reductions and the transposes.
+fn expected_warpgroup_names() -> BTreeSet<String> {
+    let reductions = ["warpgroup_reduce_f32", "warpgroup_reduce_f16", "warpgroup_reduce_bf16", "warpgroup_reduce_i32"];
+    gemm::tuning::WARPGROUP_KERNELS
+        .iter()
+        .flat_map(|k| k.names.iter().flatten().copied())
+        .chain(reductions)
+        .chain(["transpose_b32", "transpose_b8"])
+        .map(String::from)
+        .collect()
+}
+
+fn names_in(image: &KernelImage) -> BTreeSet<String> {
+    let names: Vec<String> = image.entry_names();
+    let set: BTreeSet<String> = names.iter().cloned().collect();
+    assert_eq!(set.len(), names.len(), "{} {:?}: a kernel is listed twice", image.arch, image.format);
+    set
+}
+
+#[test]
+fn registry_and_every_module_list_the_same_entry_points() {
     let twins = ENTRY_POINTS.iter().filter(|e| e.batched_name != e.name).count();
     assert!(
         twins > 0
@@ -47,15 +83,42 @@ fn registry_and_ptx_list_the_same_entry_points() {
                 || (e.batched_name == format!("{}_batched", e.name)
                     && gemm::tuning::separate_batched_entry(e.stage(), e.precision)))
     );
-    for &(arch, suffix, ptx) in gemm::tuning::ptx::ALL {
-        assert!(ptx.contains(&format!(".target {arch}")), "{arch}_{suffix}: the PTX targets another architecture");
-        let in_ptx: BTreeSet<&str> = gemm::tuning::ptx::entry_names(ptx).into_iter().collect();
-        // Stage 8's mixed-precision kernels (tf32 and i8 in `nt` alone) and
-        // the transposes of their MN-major tf32 and i8 operands.
-        let mixed = gemm::tuning::MMA_KERNELS.iter().filter(|k| k.types.transposes() || suffix == "nt").map(|k| k.name);
-        let expected: BTreeSet<&str> =
-            registry.iter().copied().chain(mixed).chain(["transpose_b32", "transpose_b8"]).collect();
-        assert_eq!(in_ptx, expected, "{arch}_{suffix}: PTX entry points differ from the registry");
+    let names: BTreeSet<&str> = ENTRY_POINTS.iter().map(|e| e.name).collect();
+    assert_eq!(names.len(), ENTRY_POINTS.len(), "duplicate names in the registry");
+    for image in IMAGES {
+        let what = format!("{} {:?} {}", image.arch, image.format, image.layouts.map_or("all", |l| l.suffix()));
+        let expected = match image.layouts {
+            Some(layouts) => expected_ladder_names(layouts),
+            None => expected_warpgroup_names(),
+        };
+        assert!(expected.len() > 40, "{what}: the registry expects only {} kernels", expected.len());
+        assert_eq!(names_in(image), expected, "{what}: kernels differ from the registry");
+        if image.format == Format::Ptx {
+            let text = String::from_utf8(image.unpack()).expect("PTX is text");
+            assert!(text.contains(&format!(".target {}", image.arch)), "{what}: the PTX targets another architecture");
+        } else {
+            let cubin = image.unpack();
+            assert_eq!(&cubin[..4], b"\x7fELF", "{what}: not an ELF cubin");
+        }
+    }
+}
+
+/// The PTX fallback hands the driver one kernel at a time: each kernel's
+/// text is a whole module (header, declarations, device functions) with
+/// that entry alone.
+#[test]
+fn the_ptx_fallback_splits_into_single_kernel_modules() {
+    let image = IMAGES.iter().find(|i| i.format == Format::Ptx).expect("a PTX module is shipped");
+    let module = gemm::tuning::kernels::PtxModule::new(String::from_utf8(image.unpack()).unwrap());
+    let names: Vec<&str> = module.entry_names().collect();
+    assert_eq!(names.len(), names_in(image).len());
+    let whole = String::from_utf8(image.unpack()).unwrap();
+    for name in [names[0], names[names.len() / 2], names[names.len() - 1]] {
+        let one = module.kernel_text(name).unwrap();
+        assert_eq!(gemm::tuning::kernels::ptx_entry_names(&one), [name]);
+        assert!(one.starts_with(&whole[..whole.find(".visible .entry").unwrap()]));
+        assert!(one.ends_with(&whole[whole.rfind("\n}\n").unwrap()..]));
+        assert!(one.len() < whole.len() / 4, "{name}: {} of {} bytes", one.len(), whole.len());
     }
 }
 
@@ -93,26 +156,32 @@ fn every_stage_default_is_compiled() {
     }
 }
 
-#[test]
-fn ptx_for_each_architecture() {
-    assert_eq!(gemm::tuning::ptx::arch_for(9, 0), Some("sm_90"));
-    assert_eq!(gemm::tuning::ptx::arch_for(10, 0), Some("sm_90"));
-    assert_eq!(gemm::tuning::ptx::arch_for(8, 6), Some("sm_80"));
-    assert_eq!(gemm::tuning::ptx::arch_for(8, 0), Some("sm_80"));
-    assert_eq!(gemm::tuning::ptx::arch_for(7, 5), None);
-}
-
 /// A newcomer finds each stage's kernel and example by the stage's name.
+/// The files are read when the test is compiled (a missing one fails the
+/// build), so the check also holds where the binary runs without the
+/// repository (the GPU machine).
 #[test]
 fn every_stage_has_its_kernel_module_and_example() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    for stage in Stage::ALL {
-        let kernel = root.join(format!("gemm-kernels/src/s{}.rs", stage.file_stem()));
-        let example = root.join(format!("examples/{}.rs", stage.file_stem()));
-        assert!(kernel.is_file(), "{stage}: missing {}", kernel.display());
-        assert!(example.is_file(), "{stage}: missing {}", example.display());
-        assert!(stage.file_stem().starts_with(&format!("{:02}_", stage.number())));
+    macro_rules! files {
+        ($($stem:literal)*) => {
+            [$(($stem,
+                include_str!(concat!("../gemm-kernels/src/s", $stem, ".rs")),
+                include_str!(concat!("../examples/", $stem, ".rs")))),*]
+        };
     }
+    let files = files!("01_naive" "02_coalesced" "03_smem_tiled" "04_outputs_per_thread" "05_register_tiled"
+        "06_vectorized" "07_pipelined" "08_tensor_core");
+    let stems: Vec<&str> = files.iter().map(|f| f.0).collect();
+    let stages: Vec<&str> = Stage::ALL.iter().map(|s| s.file_stem()).collect();
+    assert_eq!(stems, stages, "a stage without its kernel file and example, or a file without its stage");
+    for (stage, (_, kernel, example)) in Stage::ALL.iter().zip(files) {
+        assert!(stage.file_stem().starts_with(&format!("{:02}_", stage.number())));
+        assert!(!kernel.is_empty() && example.contains("fn main"), "{stage}");
+    }
+    // Stage 9 (Hopper's warpgroup MMA) is a kernel family beside the ladder's enum.
+    let (kernel, example) =
+        (include_str!("../gemm-kernels/src/s09_warpgroup.rs"), include_str!("../examples/09_warpgroup.rs"));
+    assert!(!kernel.is_empty() && example.contains("fn main"));
 }
 
 /// Every row of the generated default-choice table names a compiled kernel of

@@ -60,13 +60,13 @@ pub fn open() -> (Arc<Device>, Cublas) {
         exit(2)
     });
     println!(
-        "device: {} (sm_{}{}, {} SMs, {:.0} MHz, PTX {}), {}",
+        "device: {} (sm_{}{}, {} SMs, {:.0} MHz, kernels: {}), {}",
         device.name(),
         device.compute_capability().0,
         device.compute_capability().1,
         device.sm_count(),
         device.clock_mhz(),
-        device.ptx_arch(),
+        device.kernel_code(),
         gemm::bench::today_utc()
     );
     (device, cublas)

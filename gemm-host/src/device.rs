@@ -1,6 +1,7 @@
-//! The GPU: context, stream, the loaded PTX module and the device's limits.
+//! The GPU: context, stream, the loaded kernel modules and the device's limits.
 
 use crate::error::{DriverContext, Error};
+use crate::kernels::{Format, KernelCode, PtxModule};
 use crate::registry;
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUfunction_attribute as FnAttr};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
@@ -10,17 +11,22 @@ use std::sync::{Arc, Mutex};
 
 /// One GPU with the library's kernels: a CUDA context, the stream the
 /// library's work on this device is ordered on unless a call names another
-/// ([`crate::Gemm::stream`]), and the PTX modules matching the device's
-/// compute capability ([`crate::tuning::ptx`]), loaded on first use (one per
-/// storage order of A and B).
+/// ([`crate::Gemm::stream`]), and the kernel modules for the device's
+/// compute capability ([`crate::tuning::kernels`]: machine code for 8.x and
+/// 9.0, PTX compiled kernel by kernel above), unpacked and loaded on first
+/// use (one per storage order of A and B, and stage 9's), each once.
 pub struct Device {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// Cubin modules (one per layouts), loaded on first use.
     modules: Mutex<[Option<Arc<CudaModule>>; 4]>,
+    /// PTX modules (one per layouts), unpacked and split on first use; each
+    /// kernel is then compiled alone.
+    ptx_modules: Mutex<[Option<Arc<PtxModule>>; 4]>,
     warpgroup_module: Mutex<Option<Arc<CudaModule>>>,
     name: String,
     compute_capability: (i32, i32),
-    ptx_arch: &'static str,
+    kernel_code: KernelCode,
     limits: DeviceLimits,
     sm_count: u32,
     clock_khz: u32,
@@ -41,7 +47,7 @@ impl core::fmt::Debug for Device {
             .field("name", &self.name)
             .field("ordinal", &self.ctx.ordinal())
             .field("compute_capability", &self.compute_capability)
-            .field("ptx", &self.ptx_arch)
+            .field("kernel_code", &self.kernel_code)
             .finish()
     }
 }
@@ -111,9 +117,15 @@ impl Device {
         let ctx = CudaContext::new(ordinal).during("cuDevicePrimaryCtxRetain")?;
         let name = ctx.name().during("cuDeviceGetName")?;
         let (major, minor) = ctx.compute_capability().during("cuDeviceGetAttribute")?;
-        let Some(ptx_arch) = crate::ptx::arch_for(major, minor) else {
+        let Some(mut kernel_code) = crate::kernels::code_for(major, minor) else {
             return Err(Error::UnsupportedDevice { name, major, minor });
         };
+        // The PTX fallback on request (to test or time it), where it is shipped.
+        if std::env::var_os("GEMM_KERNEL_CODE").is_some_and(|v| v == "ptx")
+            && crate::kernels::image(kernel_code.arch(), Format::Ptx, Some(KernelLayouts::NN)).is_some()
+        {
+            kernel_code = KernelCode::Ptx { arch: kernel_code.arch() };
+        }
         let stream = ctx.new_stream().during("cuStreamCreate")?;
         // Best effort: without memory pools (or if the driver refuses) the
         // workspace is simply allocated each time.
@@ -142,10 +154,11 @@ impl Device {
             ctx,
             stream,
             modules: Mutex::new([None, None, None, None]),
+            ptx_modules: Mutex::new([None, None, None, None]),
             warpgroup_module: Mutex::new(None),
             name,
             compute_capability: (major, minor),
-            ptx_arch,
+            kernel_code,
             limits,
             functions: Mutex::new(HashMap::new()),
             blocks_per_sm: Mutex::new(HashMap::new()),
@@ -163,9 +176,20 @@ impl Device {
         self.compute_capability
     }
 
-    /// Which embedded PTX architecture serves it ("sm_80" or "sm_90").
-    pub fn ptx_arch(&self) -> &'static str {
-        self.ptx_arch
+    /// What its kernels are loaded from: machine code for its architecture
+    /// (compute capability 8.x: `sm_80`; 9.0: `sm_90`, and `sm_90a` for
+    /// stage 9), or, on newer devices, the `sm_90` PTX that the driver
+    /// compiles the first time each kernel is needed
+    /// ([`crate::tuning::kernels`] says what that costs).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// println!("{}: {}", dev.name(), dev.kernel_code()); // "NVIDIA H100 80GB HBM3: cubin sm_90 (machine code)"
+    /// # Ok(()) }
+    /// ```
+    pub fn kernel_code(&self) -> KernelCode {
+        self.kernel_code
     }
 
     /// Launch limits (threads, block and grid dimensions, shared memory).
@@ -261,21 +285,59 @@ impl Device {
         self.stream.synchronize().during("cuStreamSynchronize")
     }
 
-    /// The module of the kernels reading A and B in `layouts`, loaded (and
-    /// compiled by the driver) on first use.
+    fn unsupported(&self) -> Error {
+        Error::UnsupportedDevice {
+            name: self.name.clone(),
+            major: self.compute_capability.0,
+            minor: self.compute_capability.1,
+        }
+    }
+
+    /// The cubin module of the kernels reading A and B in `layouts`,
+    /// unpacked and loaded on first use (the lock makes two threads that
+    /// ask at once load it once).
     fn module(&self, layouts: KernelLayouts) -> Result<Arc<CudaModule>, Error> {
         let mut modules = self.modules.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(m) = &modules[layouts.index()] {
             return Ok(m.clone());
         }
-        let ptx = crate::ptx::module(self.ptx_arch, layouts).ok_or(Error::UnsupportedDevice {
-            name: self.name.clone(),
-            major: self.compute_capability.0,
-            minor: self.compute_capability.1,
-        })?;
-        let m = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).during("cuModuleLoadData")?;
+        let image = crate::kernels::image(self.kernel_code.arch(), Format::Cubin, Some(layouts))
+            .ok_or_else(|| self.unsupported())?;
+        let m = self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image.unpack())).during("cuModuleLoadData")?;
         modules[layouts.index()] = Some(m.clone());
         Ok(m)
+    }
+
+    /// The PTX module of the kernels reading A and B in `layouts`, unpacked
+    /// and split into its kernels on first use.
+    fn ptx_module(&self, layouts: KernelLayouts) -> Result<Arc<PtxModule>, Error> {
+        let mut modules = self.ptx_modules.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = &modules[layouts.index()] {
+            return Ok(m.clone());
+        }
+        let image = crate::kernels::image(self.kernel_code.arch(), Format::Ptx, Some(layouts))
+            .ok_or_else(|| self.unsupported())?;
+        let text = String::from_utf8(image.unpack()).map_err(|_| self.unsupported())?;
+        let m = Arc::new(PtxModule::new(text));
+        modules[layouts.index()] = Some(m.clone());
+        Ok(m)
+    }
+
+    /// Loads entry point `name` of the kernels reading A and B in `layouts`:
+    /// from the cubin module, or its PTX alone, compiled by the driver.
+    fn load_function(&self, name: &'static str, layouts: KernelLayouts) -> Result<CudaFunction, Error> {
+        match self.kernel_code {
+            KernelCode::Cubin { .. } => self.module(layouts)?.load_function(name).during("cuModuleGetFunction"),
+            KernelCode::Ptx { .. } => {
+                let not_found = || Error::Driver {
+                    call: "cuModuleGetFunction",
+                    source: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND),
+                };
+                let text = self.ptx_module(layouts)?.kernel_text(name).ok_or_else(not_found)?;
+                let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(text)).during("cuModuleLoadData")?;
+                module.load_function(name).during("cuModuleGetFunction")
+            }
+        }
     }
 
     /// The loaded function of a stage-9 entry point (the `sm_90a` module,
@@ -293,8 +355,10 @@ impl Device {
             match slot.as_ref() {
                 Some(m) => m.clone(),
                 None => {
-                    let ptx = cudarc::nvrtc::Ptx::from_src(crate::ptx::SM_90A);
-                    let m = self.ctx.load_module(ptx).during("cuModuleLoadData")?;
+                    let image =
+                        crate::kernels::image("sm_90a", Format::Cubin, None).ok_or_else(|| self.unsupported())?;
+                    let cubin = cudarc::nvrtc::Ptx::from_binary(image.unpack());
+                    let m = self.ctx.load_module(cubin).during("cuModuleLoadData")?;
                     *slot = Some(m.clone());
                     m
                 }
@@ -313,7 +377,7 @@ impl Device {
         if let Some(f) = map.get(&(name, layouts)) {
             return Ok(f.clone());
         }
-        let f = self.module(layouts)?.load_function(name).during("cuModuleGetFunction")?;
+        let f = self.load_function(name, layouts)?;
         // Allow up to the device's opt-in shared memory per block once, at
         // load, rather than before each launch (and so the occupancy
         // calculator sees the launches as they run).

@@ -53,10 +53,9 @@ mod element;
 mod error;
 mod gemm;
 mod host_path;
+mod kernels;
 mod launch;
 mod matrix;
-#[path = "ptx.rs"]
-mod ptx_files;
 #[path = "registry.rs"]
 mod registry_list;
 mod tuning_plan;
@@ -82,11 +81,10 @@ pub use matrix::{MatMut, MatRef, Matrix};
 pub use warpgroup::{hgemm, igemm, Product};
 
 // Crate-internal paths used throughout.
-pub(crate) use ptx_files as ptx;
 pub(crate) use registry_list as registry;
 
 /// The teaching and tuning surface: the stages of the ladder, their kernel
-/// configurations, the compiled menu (registry), the PTX modules, and the
+/// configurations, the compiled menu (registry), the shipped kernels, and the
 /// measured default choice (plans).
 ///
 /// ```
@@ -120,8 +118,9 @@ pub mod tuning {
         pub use crate::registry_list::*;
     }
 
-    /// The committed PTX modules.
-    pub mod ptx {
-        pub use crate::ptx_files::*;
+    /// The kernels the library ships: machine code per architecture, PTX as
+    /// the fallback on newer ones, and which a device gets.
+    pub mod kernels {
+        pub use crate::kernels::*;
     }
 }

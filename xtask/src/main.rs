@@ -43,6 +43,7 @@
 //! `/usr/bin/cargo`; another compiler, e.g. nightly + rust-src, only with
 //! `--any-compiler`); `ptxas` from `PTXAS` or the PATH.
 
+mod cubin;
 mod plots;
 
 use gemm_core::KernelLayouts;
@@ -152,11 +153,12 @@ fn main() {
         match args.first().map(String::as_str) {
             Some("ptx") => ptx(&args[1..]),
             Some("ptxas") => ptxas(),
+            Some("cubin") => Pin::read().and_then(|pin| cubin::write_cubins(&pin)),
             Some("gpu-bundle") => gpu_bundle(),
             Some("readme") => readme(args.iter().any(|a| a == "--check")),
             Some("tuning") => tuning(args.iter().any(|a| a == "--check")),
         Some("plots") => plots::plots(args.iter().any(|a| a == "--check")),
-            _ => Err("usage: cargo xtask <ptx [--check | --any-compiler] | ptxas | gpu-bundle | readme [--check] | tuning [--check] | plots [--check]>"
+            _ => Err("usage: cargo xtask <ptx [--check | --any-compiler] | cubin | ptxas | gpu-bundle | readme [--check] | tuning [--check] | plots [--check]>"
                 .to_string()),
         };
     if let Err(e) = result {
@@ -218,6 +220,9 @@ struct Pin {
     rustc_release: String,
     /// `LLVM version:` line of `rustc -vV`.
     llvm_version: String,
+    /// The ptxas that assembles the cubins (PyPI's nvidia-cuda-nvcc of
+    /// this version; `ptxas --version` ends with `V<this>`).
+    ptxas_version: String,
 }
 
 impl Pin {
@@ -258,6 +263,7 @@ impl Pin {
             packages: get("PTX_DEB_PACKAGES")?.split_whitespace().map(String::from).collect(),
             rustc_release: get("PTX_RUSTC_RELEASE")?,
             llvm_version: get("PTX_LLVM_VERSION")?,
+            ptxas_version: get("PTXAS_VERSION")?,
         })
     }
 
@@ -722,7 +728,8 @@ fn ptx(args: &[String]) -> Result<()> {
         fs::remove_file(root().join(&rel)).map_err(|e| format!("{rel}: {e}"))?;
         println!("removed {rel} (no module writes it any more)");
     }
-    Ok(())
+    cubin::write_cubins(&pin)
+        .map_err(|e| format!("the PTX is written, the cubins are not: {e}\nthen run `cargo xtask cubin`"))
 }
 
 /// `cargo xtask ptx --check`: first, with no compiler needed, that each file's
@@ -774,6 +781,9 @@ fn ptx_check(pin: &Pin, compiler: &Compiler) -> Result<()> {
         problems
             .push(format!("{rel} is generated PTX that no module writes any more: delete it (`cargo xtask ptx` does)"));
     }
+    // The cubins against the committed PTX, by digest: no ptxas needed
+    // (`cargo xtask ptxas` compares their bytes with ptxas's output).
+    problems.extend(cubin::check_manifest(pin)?);
     let pinned = compiler.matches(pin);
     if !problems.is_empty() {
         if !pinned {
@@ -782,6 +792,11 @@ fn ptx_check(pin: &Pin, compiler: &Compiler) -> Result<()> {
         return Err(problems.join("\n"));
     }
     println!("PTX headers match the kernel sources, build flags and pin ({})", modules_in_words());
+    println!(
+        "cubins: gemm-host/cubin/MANIFEST matches the committed PTX and cubins (ptxas {}; their bytes are compared with \
+         a fresh assembly by `cargo xtask ptxas`, which needs ptxas: this check does not)",
+        pin.ptxas_version
+    );
     if !pinned {
         return Err(format!("cannot compare the PTX bytes: {}", compiler.not_pinned(pin)));
     }
@@ -939,25 +954,17 @@ const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[];
 /// `cargo xtask ptxas`: assembles every generated PTX file (every
 /// architecture and layout) and prints one table per file.
 fn ptxas() -> Result<()> {
-    let ptxas = env::var("PTXAS").unwrap_or_else(|_| "ptxas".into());
+    let ptxas = cubin::ptxas_program();
+    let pin = Pin::read()?;
     let (mut bad, mut notes) = (Vec::new(), Vec::new());
     let mut kernels = 0;
     let modules = Module::all();
-    for &module in &modules {
+    // Every module at once (one ptxas per core): the cubins are compared
+    // with the committed ones after the reports.
+    let assembled = cubin::assemble_all(&ptxas, &modules)?;
+    for a in &assembled {
+        let (module, log) = (a.module, &a.log);
         let (arch, rel) = (module.arch, ptx_rel(module));
-        // ptxas reads the text from a file: the unpacked module under target/.
-        let unpacked = root().join("target").join("ptxas").join(format!("gemm_{}.ptx", module.name()));
-        fs::create_dir_all(unpacked.parent().unwrap()).map_err(|e| e.to_string())?;
-        fs::write(&unpacked, read_ptx(&ptx_path(module))?).map_err(|e| format!("{}: {e}", unpacked.display()))?;
-        let out = Command::new(&ptxas)
-            .args(["-v", &format!("-arch={arch}"), "-o", "/dev/null"])
-            .arg(&unpacked)
-            .output()
-            .map_err(|e| format!("cannot run {ptxas} (set PTXAS): {e}"))?;
-        let log = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            return Err(format!("ptxas rejected {rel}:\n{log}"));
-        }
         // A warning is a kernel not built as written: e.g. C7508, setmaxnreg
         // ignored (stage 9's register reallocation needs the entry's cap).
         // So is a "Potential Performance Loss" (an info line: C7510-C7515,
@@ -966,7 +973,7 @@ fn ptxas() -> Result<()> {
         for w in log.lines().filter(|l| l.contains("warning") || l.contains("Potential Performance Loss")) {
             bad.push(format!("{rel}: {}", w.trim()));
         }
-        let mut reports = parse_ptxas(&log);
+        let mut reports = parse_ptxas(log);
         if reports.is_empty() {
             return Err(format!("no kernels found in the ptxas report for {rel}"));
         }
@@ -1002,6 +1009,22 @@ fn ptxas() -> Result<()> {
     }
     for n in &notes {
         println!("accepted: {n}");
+    }
+    // The committed machine code is what the pinned ptxas makes of the
+    // committed PTX, byte for byte.
+    match cubin::require_pinned_ptxas(&ptxas, &pin) {
+        Ok(()) => {
+            let stale = cubin::compare_with_committed(&assembled);
+            if stale.is_empty() {
+                println!(
+                    "cubins: the {} committed cubins are ptxas {}'s output for the committed PTX, byte for byte",
+                    assembled.len(),
+                    pin.ptxas_version
+                );
+            }
+            bad.extend(stale);
+        }
+        Err(e) => bad.push(format!("cannot compare the committed cubins: {e}")),
     }
     if bad.is_empty() {
         println!(
@@ -1095,12 +1118,14 @@ fn gpu_bundle() -> Result<()> {
         total += fs::metadata(&dest).map(|m| m.len()).unwrap_or(0);
     }
     fs::write(dir.join("run.sh"), RUN_SH).map_err(|e| e.to_string())?;
+    // The cold-start measurement (fresh processes, driver JIT cache off).
+    fs::copy(root().join("benches/cold_start.sh"), dir.join("cold_start.sh"))
+        .map_err(|e| format!("benches/cold_start.sh: {e}"))?;
     fs::write(dir.join("COMMIT"), &commit).map_err(|e| e.to_string())?;
-    // Every binary embeds all the PTX modules (about 33 MB), the same bytes in
-    // each: xz with a dictionary larger than one binary finds each copy in the
-    // one before and stores it in almost nothing, where gzip's 32 KiB window
-    // cannot (gzip: about 6 MB per binary, 100 MB in all, over the device
-    // tool's 64 MiB).
+    // Every binary embeds the compressed kernels (about 9 MB), the same bytes
+    // in each: xz with a dictionary larger than one binary finds each copy in
+    // the one before and stores it in almost nothing, where gzip's 32 KiB
+    // window cannot.
     let _ = fs::remove_file(root().join("gpu-bundle.tar.gz")); // the archive before xz
     let archive = root().join(ARCHIVE);
     pack_tar_xz(&root(), "gpu-bundle", &archive)?;
@@ -1108,7 +1133,7 @@ fn gpu_bundle() -> Result<()> {
     let packed = fs::metadata(&archive).map(|m| m.len()).unwrap_or(0) as f64 / (1 << 20) as f64;
     println!(
         "gpu-bundle/: {mb:.1} MiB, {ARCHIVE}: {packed:.1} MiB, commit {commit}; carry the archive and run \
-         `{UNPACK} && sh gpu-bundle/run.sh [all|tests|sanitize|examples|bench]` \
+         `{UNPACK} && sh gpu-bundle/run.sh [all|tests|sanitize|examples|bench|cold]` \
          (without xz: `{UNPACK_PYTHON}`)"
     );
     if packed > ARCHIVE_MAX_MIB {
@@ -1163,10 +1188,11 @@ fn pack_tar_xz(cwd: &Path, dir: &str, archive: &Path) -> Result<()> {
 const RUN_SH: &str = r#"#!/bin/sh
 # Runs the gemm GPU checks on a machine with an NVIDIA GPU and no Rust toolchain.
 # Unpack and run (made by `cargo xtask gpu-bundle`):
-#   tar xJf gpu-bundle.tar.xz && sh gpu-bundle/run.sh [all|tests|sanitize|examples|bench]
+#   tar xJf gpu-bundle.tar.xz && sh gpu-bundle/run.sh [all|tests|sanitize|examples|bench|cold]
 # Without xz, unpack with Python instead:
 #   python3 -c "import tarfile; tarfile.open('gpu-bundle.tar.xz').extractall()"
-# Usage: sh gpu-bundle/run.sh [all|tests|sanitize|examples|bench]   (default: all)
+# Usage: sh gpu-bundle/run.sh [all|tests|sanitize|examples|bench|cold]   (default: all)
+# cold: the cold-start measurement alone (fresh processes, CUDA_CACHE_DISABLE=1).
 # Results go to ${OUT:-gpu-bundle/out}. Exit status is non-zero on any failure.
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
@@ -1181,9 +1207,12 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
 fi
 if [ "$what" = all ] || [ "$what" = sanitize ]; then
   # Odd sizes only: the sanitizers slow kernels down by orders of magnitude.
+  # gpu_bounds: every path that writes C, with guards around it.
   for tool in memcheck racecheck; do
-    step env GEMM_TEST_SIZES=1,7,33,65 compute-sanitizer --tool $tool --error-exitcode 9 \
-      "$B"/tests/gpu_stages --include-ignored --test-threads=1 --skip prop
+    for t in gpu_stages gpu_bounds; do
+      step env GEMM_TEST_SIZES=1,7,33,65 compute-sanitizer --tool $tool --error-exitcode 9 \
+        "$B"/tests/$t --include-ignored --test-threads=1 --skip prop
+    done
   done
 fi
 if [ "$what" = all ] || [ "$what" = examples ]; then
@@ -1191,6 +1220,9 @@ if [ "$what" = all ] || [ "$what" = examples ]; then
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   step "$B"/bench-ladder --out "$O"
+fi
+if [ "$what" = cold ]; then
+  step sh "$B"/cold_start.sh
 fi
 exit $fail
 "#;
@@ -1869,6 +1901,7 @@ mod tests {
             packages: vec!["rustc-web".into()],
             rustc_release: "1.0.0".into(),
             llvm_version: "1.0".into(),
+            ptxas_version: "13.0.88".into(),
         };
         let compiler = Compiler {
             rustc: "rustc".into(),
