@@ -168,7 +168,7 @@ struct Options {
 }
 
 const USAGE: &str = "usage: cargo bench --bench ladder -- [--out DIR] [--shapes 1024,4096,4096x4096x256] \
-[--combo-shapes 1024,4096|none] [--precision f64|f32] [--batched-only | --no-batched] [--no-suite | --suite-sweep]
+[--combo-shapes 1024,4096|none] [--precision f64|f32] [--batched-only | --no-batched] [--no-suite | --suite-only LIST | --suite-sweep]
 
   --out DIR          where the results go (default bench-out/)
   --shapes LIST      step 2's shapes, N or MxNxK, comma-separated
@@ -177,6 +177,7 @@ const USAGE: &str = "usage: cargo bench --bench ladder -- [--out DIR] [--shapes 
   --batched-only     step 4 only (the batched jobs): writes latest.csv, device.csv and BENCHMARKS.md
   --no-batched       skip step 4
   --no-suite         skip step 5 (the public shape suite's default path)
+  --suite-only LIST  only step 5's default path, at these shapes (N or MxNxK, comma-separated)
   --suite-sweep      only step 5's sweep (every candidate kernel and split at the suite's shapes):
                      writes suite_sweep.csv and device.csv";
 
@@ -222,6 +223,11 @@ fn options() -> Options {
             "--batched-only" => o.single = false,
             "--no-batched" => o.batched = false,
             "--no-suite" => o.suite = false,
+            "--suite-only" => {
+                let shapes = it.next().expect("--suite-only N,MxNxK").split(',').map(parse_shape).collect();
+                suite::only(shapes);
+                (o.single, o.batched, o.suite, o.suite_sweep) = (false, false, true, false);
+            }
             "--suite-sweep" => {
                 (o.single, o.batched, o.suite, o.suite_sweep) = (false, false, false, true);
             }
@@ -976,7 +982,8 @@ fn main() {
             let single = sweep + ladder + o.combo_shapes.len() * OPS.len() * LAYOUTS.len() * 2;
             let strided = STRIDED_JOBS.len() * (SWEEP_PASSES * stage_configs(batch_stage(p), p).len() + 2);
             let batched = strided + 2;
-            let suite = usize::from(o.suite) * suite::SUITE.len() + usize::from(o.suite_sweep) * suite::sweep_count(p);
+            let suite =
+                usize::from(o.suite) * suite::shapes().len() + usize::from(o.suite_sweep) * suite::sweep_count(p);
             usize::from(o.single) * single + usize::from(o.batched) * batched + suite
         })
         .sum();

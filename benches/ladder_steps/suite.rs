@@ -17,6 +17,19 @@
 
 use super::*;
 
+/// The shapes of `--suite-only` (the default path's step at these alone).
+static ONLY: std::sync::OnceLock<Vec<Shape>> = std::sync::OnceLock::new();
+
+/// Runs the default path's step at `shapes` instead of [`SUITE`].
+pub fn only(shapes: Vec<Shape>) {
+    let _ = ONLY.set(shapes);
+}
+
+/// The default path's shapes: `--suite-only`'s, else [`SUITE`].
+pub fn shapes() -> Vec<Shape> {
+    ONLY.get().cloned().unwrap_or_else(|| SUITE.to_vec())
+}
+
 /// The public shape suite: squares; small k; long k; skinny.
 pub const SUITE: [Shape; 20] = [
     (256, 256, 256),
@@ -127,7 +140,7 @@ pub fn default_path<T: Element>(
     out: &mut Results,
 ) -> Result<(), Error> {
     let p = T::PRECISION;
-    for shape in SUITE {
+    for shape in shapes() {
         let (m, n, k) = shape;
         bar.set_message(format!("suite {m}x{n}x{k} {} default", p.name()));
         let mut problem = problem::<T>(device, shape)?;
@@ -218,7 +231,7 @@ pub fn markdown(w: &mut String, rows: &[LadderRow]) {
     .unwrap();
     writeln!(w, "| shape | dgemm (f64) | kernel, split | sgemm (f32) | kernel, split |").unwrap();
     writeln!(w, "|---|---:|---|---:|---|").unwrap();
-    for shape in SUITE {
+    for shape in shapes() {
         write!(w, "| {} |", shape_name(shape)).unwrap();
         for p in [Precision::F64, Precision::F32] {
             match ours.iter().find(|r| r.shape == shape && r.precision == p) {

@@ -1222,7 +1222,7 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
   step "$B"/bench-ladder --out "$O"
 fi
 if [ "$what" = cold ]; then
-  step sh "$B"/cold_start.sh
+  step env BUNDLE="$B" OUT="$O" sh "$B"/cold_start.sh
 fi
 exit $fail
 "#;
