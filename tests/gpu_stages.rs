@@ -417,3 +417,39 @@ mod prop {
         }
     }
 }
+
+/// Threads that ask a fresh `Device` for the same kernels at the same time
+/// load each module once (machine code: the one module of row-major A and
+/// B), and every result is right.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn concurrent_first_products_load_each_module_once() {
+    let _ = device(); // fails without a GPU
+    let dev = gemm::Device::new(0).expect("a second handle to GPU 0");
+    assert_eq!(dev.modules_loaded(), 0);
+    let n = 65;
+    let a = random_int_matrix::<f64>(n, n, seed());
+    let b = random_int_matrix::<f64>(n, n, seed());
+    let want = Reference::new(1.0, &a, &b, 0.0, &Matrix::<f64>::zeros(n, n));
+    let run = || {
+        let mut c = Matrix::<f64>::filled(n, n, f64::NAN);
+        Gemm::new().device(&dev).run(&a, &b, &mut c).expect("dgemm");
+        for i in 0..n {
+            for j in 0..n {
+                assert_eq!(c.get(i, j).unwrap(), want.value[i * want.n + j], "C[{i}, {j}]");
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(run);
+        }
+    });
+    let loaded = dev.modules_loaded();
+    match dev.kernel_code() {
+        gemm::tuning::kernels::KernelCode::Cubin { .. } => assert_eq!(loaded, 1, "{}", dev.kernel_code()),
+        gemm::tuning::kernels::KernelCode::Ptx { .. } => assert!(loaded >= 1),
+    }
+    run();
+    assert_eq!(dev.modules_loaded(), loaded, "a second product loaded again");
+}

@@ -24,6 +24,8 @@ pub struct Device {
     /// kernel is then compiled alone.
     ptx_modules: Mutex<[Option<Arc<PtxModule>>; 4]>,
     warpgroup_module: Mutex<Option<Arc<CudaModule>>>,
+    /// Modules handed to the driver so far (cuModuleLoadData calls).
+    modules_loaded: std::sync::atomic::AtomicUsize,
     name: String,
     compute_capability: (i32, i32),
     kernel_code: KernelCode,
@@ -156,6 +158,7 @@ impl Device {
             modules: Mutex::new([None, None, None, None]),
             ptx_modules: Mutex::new([None, None, None, None]),
             warpgroup_module: Mutex::new(None),
+            modules_loaded: std::sync::atomic::AtomicUsize::new(0),
             name,
             compute_capability: (major, minor),
             kernel_code,
@@ -190,6 +193,21 @@ impl Device {
     /// ```
     pub fn kernel_code(&self) -> KernelCode {
         self.kernel_code
+    }
+
+    /// How many kernel modules this `Device` has handed to the driver: one
+    /// per storage order of A and B that its products used, one for stage
+    /// 9 (machine code); one per kernel used on the PTX path. Each is loaded
+    /// once, however many threads ask for it at the same time.
+    pub fn modules_loaded(&self) -> usize {
+        self.modules_loaded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `cuModuleLoadData` of an unpacked cubin or a PTX text, counted.
+    fn load_module(&self, code: cudarc::nvrtc::Ptx) -> Result<Arc<CudaModule>, Error> {
+        let m = self.ctx.load_module(code).during("cuModuleLoadData")?;
+        self.modules_loaded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(m)
     }
 
     /// Launch limits (threads, block and grid dimensions, shared memory).
@@ -303,7 +321,7 @@ impl Device {
         }
         let image = crate::kernels::image(self.kernel_code.arch(), Format::Cubin, Some(layouts))
             .ok_or_else(|| self.unsupported())?;
-        let m = self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image.unpack())).during("cuModuleLoadData")?;
+        let m = self.load_module(cudarc::nvrtc::Ptx::from_binary(image.unpack()))?;
         modules[layouts.index()] = Some(m.clone());
         Ok(m)
     }
@@ -334,7 +352,7 @@ impl Device {
                     source: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND),
                 };
                 let text = self.ptx_module(layouts)?.kernel_text(name).ok_or_else(not_found)?;
-                let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(text)).during("cuModuleLoadData")?;
+                let module = self.load_module(cudarc::nvrtc::Ptx::from_src(text))?;
                 module.load_function(name).during("cuModuleGetFunction")
             }
         }
@@ -358,7 +376,7 @@ impl Device {
                     let image =
                         crate::kernels::image("sm_90a", Format::Cubin, None).ok_or_else(|| self.unsupported())?;
                     let cubin = cudarc::nvrtc::Ptx::from_binary(image.unpack());
-                    let m = self.ctx.load_module(cubin).during("cuModuleLoadData")?;
+                    let m = self.load_module(cubin)?;
                     *slot = Some(m.clone());
                     m
                 }
