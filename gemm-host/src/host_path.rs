@@ -325,14 +325,15 @@ fn regular(segs: &[Segment]) -> Option<(*mut u8, usize, usize, usize)> {
     ok.then_some((first.ptr, pitch, first.len, segs.len()))
 }
 
-/// `cuMemcpy2DAsync` between page-locked host lines (`host`, `host_pitch`)
-/// and packed device lines (`dev`, `dev_pitch`), `width` bytes by `height`
-/// lines; `up` copies host to device.
+/// `cuMemcpy2DAsync` between host lines (`host`, `host_pitch`) and device
+/// lines (`dev`, `dev_pitch`), `width` bytes by `height` lines; `up` copies
+/// host to device. Asynchronous from page-locked host memory; from pageable
+/// memory the driver stages it and returns once the source was read.
 ///
 /// # Safety
 /// Both ranges are valid for the copy until the stream is synchronized.
 #[allow(clippy::too_many_arguments)]
-unsafe fn copy_2d(
+pub(crate) unsafe fn copy_2d(
     host: *mut u8,
     host_pitch: usize,
     dev: u64,

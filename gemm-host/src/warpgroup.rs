@@ -608,6 +608,39 @@ fn prepare_operand<T: Scalar>(
     }
 }
 
+/// Copies the elements of `count` matrices of shape `dims`, `stride`
+/// elements apart, between the caller's host storage `host` (from the first
+/// matrix's element (0, 0)) and device memory at `dev` laid out alike, line
+/// by line (`cuMemcpy2DAsync`): the padding between lines and the gaps
+/// between matrices are neither read nor written. `up`: host to device.
+///
+/// # Safety
+/// Both ranges hold the `count` matrices and stay valid (the host range
+/// exclusively borrowed for a download) until `stream` is synchronized.
+unsafe fn copy_elements<C: Scalar>(
+    stream: &Arc<CudaStream>,
+    dims: MatrixDims,
+    (count, stride): (usize, usize),
+    host: *mut C,
+    dev: u64,
+    up: bool,
+) -> Result<(), Error> {
+    let (lines, line) = dims.lines();
+    if lines == 0 || line == 0 || count == 0 {
+        return Ok(());
+    }
+    let size = size_of::<C>();
+    let pitch = dims.ld * size;
+    // Matrices that follow each other line for line are one copy.
+    let (copies, height) = if count > 1 && stride == lines * dims.ld { (1, lines * count) } else { (count, lines) };
+    for i in 0..copies {
+        let (h, d) = (host.add(i * stride) as *mut u8, dev + (i * stride * size) as u64);
+        // SAFETY: forwarded from the caller.
+        unsafe { crate::host_path::copy_2d(h, pitch, d, pitch, line * size, height, up, stream) }?;
+    }
+    Ok(())
+}
+
 /// The tensor map of one operand (or of C) at device address `address`, as
 /// the 128 bytes the kernel reads: dimensions (line, lines, count), box
 /// (128 bytes, `box_lines`, 1), 128-byte swizzle, zeros outside.
@@ -753,10 +786,26 @@ impl Gemm {
         let stream = self.stream_on(&device)?;
         let upload = |s: &[T]| stream.clone_htod(s).during("cuMemcpyHtoDAsync");
         let (da, db) = (upload(a.span())?, upload(b.span())?);
-        let mut dc = stream.clone_htod(c.span_mut()).during("cuMemcpyHtoDAsync")?;
+        // C's elements only, both ways (and up only when beta reads them):
+        // its padding, which may be a larger matrix's other elements, is
+        // neither read nor written.
+        let c_dims = c.dims();
+        let c_span = c.span_mut();
+        let host = c_span.as_mut_ptr();
+        // SAFETY: the elements of C are uploaded below when beta != 0, and
+        // otherwise written by the product before they are read back; the
+        // padding is never read.
+        let mut dc = unsafe { alloc_uninit::<C>(&stream, c_span.len()) }?;
+        let dev = dc.device_ptr_mut(&stream).0;
+        if self.beta != 0.0 {
+            // SAFETY: C (validated shape) lies in its span, the device buffer
+            // has the same layout and length; synchronized before return.
+            unsafe { copy_elements(&stream, c_dims, (1, 0), host, dev, true) }?;
+        }
         let operands = (&da.slice(..), &db.slice(..), &mut dc.slice_mut(..));
         self.enqueue_mixed(&device, &stream, stage, types, &dims, operands, (1, [0; 3]))?;
-        stream.memcpy_dtoh(&dc, c.span_mut()).during("cuMemcpyDtoHAsync")?;
+        // SAFETY: as above; C is exclusively borrowed until the synchronize.
+        unsafe { copy_elements(&stream, c_dims, (1, 0), host, dev, false) }?;
         stream.synchronize().during("cuStreamSynchronize")
     }
 
@@ -833,11 +882,25 @@ impl Gemm {
         }
         let upload = |s: &[T]| stream.clone_htod(s).during("cuMemcpyHtoDAsync");
         let (da, db) = (upload(&a.first.as_slice()[..la])?, upload(&b.first.as_slice()[..lb])?);
-        let c_span = &mut c.first.storage_mut()[..lc];
-        let mut dc = stream.clone_htod(c_span).during("cuMemcpyHtoDAsync")?;
+        // The matrices' elements only, both ways (up only when beta reads
+        // them): the gaps between matrices and the padding are neither read
+        // nor written.
+        let (c_dims, c_stride) = (c.first.dims(), c.stride);
+        let host = c.first.storage_mut()[..lc].as_mut_ptr();
+        // SAFETY: every element of each C is uploaded below when beta != 0,
+        // and otherwise written by the product before it is read back.
+        let mut dc = unsafe { alloc_uninit::<C>(&stream, lc) }?;
+        let dev = dc.device_ptr_mut(&stream).0;
+        if self.beta != 0.0 {
+            // SAFETY: the batch (validated shapes, `count` matrices `c_stride`
+            // apart) lies in C's storage; the device buffer has the same
+            // layout and length; synchronized before return.
+            unsafe { copy_elements(&stream, c_dims, (count, c_stride), host, dev, true) }?;
+        }
         let operands = (&da.slice(..), &db.slice(..), &mut dc.slice_mut(..));
         self.enqueue_mixed(&device, &stream, stage, types, &dims, operands, (count, [a.stride, b.stride, c.stride]))?;
-        stream.memcpy_dtoh(&dc, c_span).during("cuMemcpyDtoHAsync")?;
+        // SAFETY: as above; C is exclusively borrowed until the synchronize.
+        unsafe { copy_elements(&stream, c_dims, (count, c_stride), host, dev, false) }?;
         stream.synchronize().during("cuStreamSynchronize")
     }
 
@@ -1158,7 +1221,7 @@ impl Gemm {
             && c_address % 16 == 0
             && (kd.ldc * c_elem) % 16 == 0
             && (kd.n * c_elem) % 16 == 0
-            && (count == 1 || (stride_c * c_elem) % 16 == 0);
+            && (count == 1 || ((stride_c * c_elem) % 16 == 0 && stride_c >= kd.m * kd.ldc));
         if tma_c {
             let c_type = match types.output_bytes() {
                 2 => data_type,
