@@ -78,6 +78,8 @@ fn segments(base: *const u8, dims: &MatrixDims, elem: usize, out: &mut Vec<Segme
 /// One page-locked staging buffer, the event of its last copy, and the
 /// unpacking into C still owed for a download that went through it.
 struct Staging {
+    /// Page-locked, allocated the first time the buffer is taken (null
+    /// before): a small product pins one buffer each way, not the ring.
     ptr: *mut u8,
     event: CudaEvent,
     /// Where the bytes of a finished download go: (offset in the buffer, segment).
@@ -106,7 +108,10 @@ impl Drop for HostPool {
     fn drop(&mut self) {
         for s in &self.ring {
             let _ = s.event.synchronize();
-            // SAFETY: allocated by malloc_host in `HostPool::new`, not used after.
+            if s.ptr.is_null() {
+                continue;
+            }
+            // SAFETY: allocated by malloc_host in `HostPool::take`, not used after.
             unsafe {
                 let _ = result::free_host(s.ptr as _);
             }
@@ -133,11 +138,8 @@ impl HostPool {
         ctx.bind_to_thread().during("cuCtxSetCurrent")?;
         let mut ring = Vec::with_capacity(STAGING_BUFFERS);
         for _ in 0..2 * STAGING_BUFFERS {
-            // Not write-combined: downloads are read back by the CPU.
-            // SAFETY: a plain allocation, freed in Drop.
-            let ptr = unsafe { result::malloc_host(STAGING_BYTES, 0) }.during("cuMemHostAlloc")? as *mut u8;
             let event = ctx.new_event(None).during("cuEventCreate")?;
-            ring.push(Staging { ptr, event, owed: Vec::new() });
+            ring.push(Staging { ptr: core::ptr::null_mut(), event, owed: Vec::new() });
         }
         Ok(HostPool { ring, next: [0, 0], inputs: None, outputs: None, streams: Vec::new() })
     }
@@ -170,6 +172,13 @@ impl HostPool {
         let i = r * STAGING_BUFFERS + self.next[r];
         self.next[r] = (self.next[r] + 1) % STAGING_BUFFERS;
         self.settle(i)?;
+        if self.ring[i].ptr.is_null() {
+            // Pinning memory takes time: a buffer is allocated when first
+            // needed, so a small product pins two, not the ring's sixteen.
+            // Not write-combined: downloads are read back by the CPU.
+            // SAFETY: a plain allocation, freed in Drop.
+            self.ring[i].ptr = unsafe { result::malloc_host(STAGING_BYTES, 0) }.during("cuMemHostAlloc")? as *mut u8;
+        }
         Ok(i)
     }
 
