@@ -4,7 +4,7 @@
 //!   once per target architecture and operand layout (A and B row- or
 //!   column-major: `nn`, `nt`, `tn`, `tt`) and write
 //!   `gemm-host/ptx/gemm_<arch>_<layout>.ptx.zst` (e.g. `gemm_sm_90_tn.ptx.zst`,
-//!   zstd-compressed; gemm-host's build script unpacks them), whose
+//!   zstd-compressed; gemm-host embeds the sm_90 ones and the cubins), whose
 //!   header names the architecture, the layouts, the compiler (rustc and LLVM),
 //!   the pinned toolchain and a SHA-256 of the inputs (every file under
 //!   gemm-kernels/src and gemm-core/src, both crates' Cargo.toml, the
@@ -17,9 +17,17 @@
 //!   differs (file and first line), or (3) without it, because the bytes cannot
 //!   be compared: it names the installed and the pinned compiler and the
 //!   `apt-get install` command for the pinned one.
-//! - `cargo xtask ptxas`: assemble every committed PTX file with `ptxas -v`,
-//!   print registers, shared memory, stack and spills per kernel, and fail on
-//!   any spill or stack frame (local memory).
+//!   After writing the PTX it assembles the cubins (`cargo xtask cubin`).
+//!   `--check` also checks `gemm-host/cubin/MANIFEST` against the committed
+//!   PTX and cubins (digests; no ptxas needed).
+//! - `cargo xtask cubin`: assemble every committed PTX module with the pinned
+//!   ptxas (`PTXAS_VERSION` in `ptx-toolchain.toml`, from `PTXAS` or the
+//!   PATH) into `gemm-host/cubin/gemm_<module>.cubin.zst` and write the
+//!   manifest (see `cubin.rs`).
+//! - `cargo xtask ptxas`: assemble every committed PTX file with `ptxas -v`
+//!   (one ptxas per core), print registers, shared memory, stack and spills
+//!   per kernel, fail on any spill or stack frame (local memory), and fail
+//!   unless each committed cubin is ptxas's output byte for byte.
 //! - `cargo xtask readme [--check]`: regenerate the stage table in README.md
 //!   from `benches/results/latest.csv` (written by the ladder benchmark; single
 //!   products only), and, once the CSV has batched rows, the batched table
