@@ -56,6 +56,7 @@ mod host_path;
 mod kernels;
 mod launch;
 mod matrix;
+mod product_plan;
 #[path = "registry.rs"]
 mod registry_list;
 mod tuning_plan;
@@ -78,6 +79,7 @@ pub use error::Error;
 pub use gemm::{dgemm, sgemm, Gemm};
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
 pub use matrix::{MatMut, MatRef, Matrix};
+pub use product_plan::{KernelFamily, ProductPlan};
 pub use warpgroup::{hgemm, igemm, Product};
 
 // Crate-internal paths used throughout.

@@ -14,10 +14,12 @@
 use crate::batch::Strided;
 use crate::device::{default_device, Device};
 use crate::device_matrix::{alloc_uninit, DeviceView, DeviceViewMut};
+use crate::element::Element;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
 use crate::matrix::{MatMut, MatRef};
+use crate::product_plan::ProductPlan;
 use cudarc::driver::sys as cu;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
@@ -87,6 +89,9 @@ pub trait Product<C: Scalar>: Scalar + sealed::Sealed<C> {
         b: Strided<DeviceView<'_, Self>>,
         c: Strided<DeviceViewMut<'_, C>>,
     ) -> Result<(), Error>;
+    /// The plan of an m x n x k product ([`Gemm::plan_for`]).
+    #[doc(hidden)]
+    fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error>;
 }
 
 macro_rules! element_product {
@@ -118,6 +123,9 @@ macro_rules! element_product {
                 c: Strided<DeviceViewMut<'_, $t>>,
             ) -> Result<(), Error> {
                 g.run_strided_device_element(a, b, c)
+            }
+            fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
+                g.plan_ladder(<$t as Element>::PRECISION, dims)
             }
         }
     };
@@ -170,6 +178,9 @@ impl Product<f32> for f32 {
             g.run_strided_device_element(a, b, c)
         }
     }
+    fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
+        g.plan_f32(dims)
+    }
 }
 
 macro_rules! warpgroup_product {
@@ -201,6 +212,9 @@ macro_rules! warpgroup_product {
                 c: Strided<DeviceViewMut<'_, $c>>,
             ) -> Result<(), Error> {
                 g.run_mixed_strided_device($types, a, b, c)
+            }
+            fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
+                g.plan_mixed($types, dims)
             }
         }
     };
@@ -314,7 +328,7 @@ pub fn mma_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32, max_smem
 }
 
 /// The product's name in errors: "f16 x f16 -> f32".
-fn product_name(types: WgmmaTypes) -> String {
+pub(crate) fn product_name(types: WgmmaTypes) -> String {
     let (i, o) = match types {
         WgmmaTypes::F16 => ("f16", "f16"),
         WgmmaTypes::F16F32 => ("f16", "f32"),
@@ -608,6 +622,26 @@ fn prepare_operand<T: Scalar>(
     }
 }
 
+/// How stage 9 computes a product in kernel form `kd` (C row-major).
+pub(crate) struct WarpgroupRoute {
+    /// The kernel form the kernel runs: `kd`, or its transpose.
+    pub dims: GemmDims,
+    /// Whether it runs the transposed product and stores C transposed.
+    pub transposed_c: bool,
+}
+
+/// wgmma reads an MN-major tf32 A through registers, but B only K-major: a
+/// K-major A with an MN-major B (both row-major, the library's default)
+/// runs as the transposed product C^T = op(B)^T op(A)^T, whose A is then
+/// the MN-major one, and the epilogue writes C^T's elements transposed
+/// (`C_STORE_TRANSPOSED`). Every other product runs as it is.
+pub(crate) fn warpgroup_route(types: WgmmaTypes, kd: &GemmDims, reads_ab: bool) -> WarpgroupRoute {
+    let transposed_c =
+        types.register_a() && reads_ab && kd.a_layout == Layout::RowMajor && kd.b_layout == Layout::RowMajor;
+    let dims = if transposed_c { GemmDims { c_layout: Layout::ColMajor, ..*kd }.kernel_form().0 } else { *kd };
+    WarpgroupRoute { dims, transposed_c }
+}
+
 /// Copies the elements of `count` matrices of shape `dims`, `stride`
 /// elements apart, between the caller's host storage `host` (from the first
 /// matrix's element (0, 0)) and device memory at `dev` laid out alike, line
@@ -689,7 +723,7 @@ impl Gemm {
     /// stages 1-8 do not apply to them, but for `.stage(Stage::TensorCore)`
     /// alone, which asks for stage 8's `mma.sync` kernels (returns true);
     /// the i8 product's alpha and beta are i32.
-    fn mixed_options(&self, types: WgmmaTypes) -> Result<bool, Error> {
+    pub(crate) fn mixed_options(&self, types: WgmmaTypes) -> Result<bool, Error> {
         let mma_sync = self.stage_option() == Some(Stage::TensorCore) && {
             let mut rest = self.clone();
             rest.clear_stage();
@@ -1091,18 +1125,8 @@ impl Gemm {
     ) -> Result<(), Error> {
         let (kd, swapped) = dims.kernel_form();
         let reads_ab = self.alpha != 0.0 && kd.k > 0;
-        // wgmma reads an MN-major tf32 A through registers, but B only
-        // K-major: a K-major A with an MN-major B (both row-major, the
-        // library's default) runs as the transposed product C^T = op(B)^T
-        // op(A)^T, whose A is then the MN-major one, and the epilogue
-        // writes C^T's elements transposed (`C_STORE_TRANSPOSED`).
-        let transposed_c =
-            types.register_a() && reads_ab && kd.a_layout == Layout::RowMajor && kd.b_layout == Layout::RowMajor;
-        let (kd, swapped) = if transposed_c {
-            (GemmDims { c_layout: Layout::ColMajor, ..kd }.kernel_form().0, !swapped)
-        } else {
-            (kd, swapped)
-        };
+        let route = warpgroup_route(types, &kd, reads_ab);
+        let (kd, swapped, transposed_c) = (route.dims, swapped ^ route.transposed_c, route.transposed_c);
         let (ka, kb) = if swapped { (b, a) } else { (a, b) };
         let (sa, sb) = if swapped { (stride_b, stride_a) } else { (stride_a, stride_b) };
         // An operand with stride 0 is one matrix for every product.
