@@ -305,7 +305,11 @@ impl Gemm {
     /// Lets f32 products run on TF32 tensor cores (stage 9 on compute
     /// capability 9.0, stage 8's `mma.sync` kernels on 8.x or with
     /// `.stage(Stage::TensorCore)`; on older GPUs, or with another option of
-    /// stages 1-8 set, the f32 kernels run as before). Default false: TF32 keeps 10 of f32's 23
+    /// stages 1-8 set, the f32 kernels run as before, and
+    /// [`Gemm::plan_for`] says which). With `.memory_budget(..)` or
+    /// `.host_streams(..)` (TF32 products are not streamed), or on an f64
+    /// product, it is an [`Error::Unsupported`], found before the device is
+    /// opened. Default false: TF32 keeps 10 of f32's 23
     /// mantissa bits of each input (relative error up to 2^-10 per input, the
     /// products accumulated in f32), so it is not an f32-accurate product
     /// and is never chosen silently (as cuBLAS's `CUBLAS_TF32_TENSOR_OP_MATH`).
@@ -764,6 +768,7 @@ impl Gemm {
         mut c: MatMut<'_, T>,
     ) -> Result<(), Error> {
         self.chosen_config(T::PRECISION)?; // a bad configuration fails before the shapes are looked at
+        self.check_options(T::PRECISION, false)?;
         let c_len = c.dims().required_len().unwrap_or(0);
         let dims = self.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
         if dims.is_empty() || self.leaves_c_unchanged(&dims) {
@@ -828,6 +833,7 @@ impl Gemm {
         mut c: DeviceViewMut<'_, T>,
     ) -> Result<(), Error> {
         let chosen = self.chosen_config(T::PRECISION)?;
+        self.check_options(T::PRECISION, false)?;
         let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
         let device = c.device.clone();
         for other in [a.device, b.device].into_iter().chain(self.device.as_ref()) {
@@ -847,6 +853,27 @@ impl Gemm {
         }
         let _ = chosen;
         self.enqueue(&device, &stream, &dims, (&a.data, &b.data, &mut c.data), 1, [0; 3])
+    }
+
+    /// The options a call of `precision` (a batch when `batch`) cannot take,
+    /// found before the device is opened: `.split_k(0)`; a split or packing
+    /// asked of a batch; `.allow_tf32(true)` on an f64 product.
+    pub(crate) fn check_options(&self, precision: Precision, batch: bool) -> Result<(), Error> {
+        match self.split_k {
+            Some(0) => return Err(Error::SplitK { slices: 0, why: "a product needs at least one slice of k" }),
+            Some(s) if s > 1 && batch => return Err(Error::SplitK { slices: s, why: BATCHES_NOT_SPLIT }),
+            _ => {}
+        }
+        if batch && self.pack == Some(true) {
+            return Err(Error::Pack { why: BATCHES_NOT_PACKED });
+        }
+        if self.tf32 && precision == Precision::F64 {
+            return Err(Error::Unsupported {
+                product: "f64 x f64 -> f64".into(),
+                why: ".allow_tf32(true) applies to f32 products; an f64 product never runs on TF32 tensor cores".into(),
+            });
+        }
+        Ok(())
     }
 
     /// The first of the options that choose or tune a kernel of stages 1-8

@@ -145,6 +145,10 @@ impl Gemm {
     /// run there (without a device: as on compute capability 9.0), else the
     /// f32 ladder.
     pub(crate) fn plan_f32(&self, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
+        // As a call: the host path's options with TF32 are an error.
+        if self.tf32 && (self.host_streams.is_some() || self.memory_budget.is_some()) {
+            self.uses_tf32(None)?;
+        }
         let tf32 = match self.plan_device() {
             Some(d) => self.uses_tf32(Some(&d))?,
             None => {
@@ -165,6 +169,7 @@ impl Gemm {
         precision: Precision,
         (m, n, k): (usize, usize, usize),
     ) -> Result<ProductPlan, Error> {
+        self.check_options(precision, false)?;
         let plan = self.plan(precision, m, n, k)?;
         let name = precision.name();
         let device = self.plan_device().map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string());
@@ -376,5 +381,26 @@ mod tests {
         assert!(p.stage().contains('8'), "{p}");
         let e = Gemm::new().split_k(0).plan_for::<f64, f64>(64, 64, 64).unwrap_err();
         assert!(matches!(e, Error::SplitK { .. }), "{e}");
+        let e = Gemm::new().allow_tf32(true).plan_for::<f64, f64>(64, 64, 64).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        let e = Gemm::new().allow_tf32(true).memory_budget(1 << 20).plan_for::<f32, f32>(64, 64, 64).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    }
+
+    /// The same misuse in a call is its typed error whether or not a GPU is
+    /// present (found before the device is opened), and C is untouched.
+    #[test]
+    fn misuse_is_found_before_the_device() {
+        let a = crate::Matrix::<f64>::filled(8, 8, 1.0);
+        let mut c = crate::Matrix::<f64>::filled(8, 8, 7.0);
+        let e = Gemm::new().split_k(0).run(&a, &a, &mut c).unwrap_err();
+        assert!(matches!(e, Error::SplitK { slices: 0, .. }), "{e}");
+        let e = Gemm::new().allow_tf32(true).run(&a, &a, &mut c).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        let x = crate::Matrix::<f32>::filled(8, 8, 1.0);
+        let mut y = crate::Matrix::<f32>::filled(8, 8, 7.0);
+        let e = Gemm::new().allow_tf32(true).host_streams(2).run(&x, &x, &mut y).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        assert!(c.as_slice().iter().all(|&v| v == 7.0) && y.as_slice().iter().all(|&v| v == 7.0));
     }
 }

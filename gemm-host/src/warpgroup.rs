@@ -761,6 +761,20 @@ impl Gemm {
         if !self.tf32 {
             return Ok(false);
         }
+        // The host path's options do not choose an f32 kernel: TF32 products
+        // are not streamed, so asking for both is an error, not plain f32.
+        if let Some(option) =
+            [(self.host_streams.is_some(), ".host_streams(..)"), (self.memory_budget.is_some(), ".memory_budget(..)")]
+                .into_iter()
+                .find_map(|(set, name)| set.then_some(name))
+        {
+            return Err(Error::Unsupported {
+                product: product_name(WgmmaTypes::Tf32),
+                why: format!(
+                    "{option} does not apply: TF32 products are uploaded whole, not streamed through the host path"
+                ),
+            });
+        }
         if self.tuning_option_set().is_some() && !matches!(self.mixed_options(WgmmaTypes::Tf32), Ok(true)) {
             return Ok(false);
         }
