@@ -719,9 +719,9 @@ fn ours_strided<T: Element>(
     (m, n, k): Shape,
 ) -> Result<(), Error> {
     gemm.run_strided_device(
-        Strided::<DeviceView<'_, T>>::new(a.view(0, 0, m, k)?, count, m * k)?,
-        Strided::<DeviceView<'_, T>>::new(b.view(0, 0, k, n)?, count, k * n)?,
-        Strided::<DeviceViewMut<'_, T>>::new(c.view_mut(0, 0, m, n)?, count, m * n)?,
+        Strided::new(a.view(0, 0, m, k)?, count, m * k)?,
+        Strided::new(b.view(0, 0, k, n)?, count, k * n)?,
+        Strided::new(c.view_mut(0, 0, m, n)?, count, m * n)?,
     )
 }
 

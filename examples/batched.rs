@@ -15,7 +15,7 @@ use gemm::bench::{gflops, time_kernel};
 use gemm::check::{random_matrix, Reference};
 use gemm::cublas::Cublas;
 use gemm::tuning::{choose_batched, KernelLayouts};
-use gemm::{Device, DeviceMatrix, DeviceView, DeviceViewMut, Element, Gemm, Layout, Matrix, Op, Strided};
+use gemm::{Device, DeviceMatrix, Element, Gemm, Layout, Matrix, Op, Strided};
 use std::process::exit;
 use std::sync::Arc;
 
@@ -84,9 +84,9 @@ fn batch<T: Element>(device: &Arc<Device>, cublas: &Cublas, count: usize, n: usi
     let g = Gemm::new();
     let ours = time_kernel(device, 1e12, REPS, |_| {
         g.run_strided_device(
-            Strided::<DeviceView<'_, T>>::new(a0()?, count, m * k)?,
-            Strided::<DeviceView<'_, T>>::new(b0()?, count, k * n)?,
-            Strided::<DeviceViewMut<'_, T>>::new(dc.view_mut(0, 0, m, n)?, count, m * n)?,
+            Strided::new(a0()?, count, m * k)?,
+            Strided::new(b0()?, count, k * n)?,
+            Strided::new(dc.view_mut(0, 0, m, n)?, count, m * n)?,
         )
     })?;
     let blas = time_kernel(device, 1e12, REPS, |_| {

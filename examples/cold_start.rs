@@ -54,7 +54,7 @@ use gemm::cudarc::cublas::{CudaBlas, Gemm as BlasGemm, GemmConfig, StridedBatche
 use gemm::cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use gemm::half::{bf16, f16};
 use gemm::tuning::{mma_kernel, warpgroup_plan, WgmmaTypes};
-use gemm::{Device, Gemm, Layout, MatMut, MatRef, Matrix, Precision, Scalar, Strided};
+use gemm::{Device, Gemm, Layout, MatRef, Matrix, Precision, Scalar, Strided};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use std::error::Error;
 use std::process::{Command, Stdio};
@@ -257,9 +257,9 @@ fn ours(clock: &Clock) -> Result {
     let w = ints::<f32>(BATCH * N, N, row, 14).as_slice().to_vec();
     let mut y = vec![f32::NAN; BATCH * N * N];
     Gemm::new().run_strided(
-        Strided::<MatRef<f32>>::from_slice(&x, BATCH, N, N, row)?,
-        Strided::<MatRef<f32>>::from_slice(&w, BATCH, N, N, row)?,
-        Strided::<MatMut<f32>>::from_slice(&mut y, BATCH, N, N, row)?,
+        Strided::from_slice(&x, BATCH, N, N, row)?,
+        Strided::from_slice(&w, BATCH, N, N, row)?,
+        Strided::from_slice_mut(&mut y, BATCH, N, N, row)?,
     )?;
     clock.step("strided_batch");
     checks.later("strided_batch", move || exact_batch(&x, &w, &y, row));

@@ -26,7 +26,7 @@ fn iota(len: usize) -> Vec<f64> {
 fn packed_batches_from_slices() {
     // 4 row-major 2 x 3 matrices, packed: matrix i, element (r, c) = 6 i + 3 r + c.
     let x = iota(24);
-    let a = Strided::<MatRef<f64>>::from_slice(&x, 4, 2, 3, R).unwrap();
+    let a = Strided::from_slice(&x, 4, 2, 3, R).unwrap();
     assert_eq!((a.count(), a.stride()), (4, 6));
     for i in 0..4 {
         let m = a.matrix(i);
@@ -38,7 +38,7 @@ fn packed_batches_from_slices() {
         }
     }
     // Column-major: element (r, c) of matrix i at 6 i + 2 c + r.
-    let b = Strided::<MatRef<f64>>::from_slice(&x, 4, 2, 3, C).unwrap();
+    let b = Strided::from_slice(&x, 4, 2, 3, C).unwrap();
     assert_eq!((b.count(), b.stride(), b.matrix(3).ld()), (4, 6, 2));
     assert_eq!(b.matrix(3).get(1, 2), Some((18 + 4 + 1) as f64));
     // The batch of transposes: 3 x 2 matrices over the same storage.
@@ -55,7 +55,7 @@ fn packed_batches_from_slices() {
     }
     // Output batches: the same shapes, read back through `matrix`.
     let mut y = iota(24);
-    let mut c = Strided::<MatMut<f64>>::from_slice(&mut y, 4, 2, 3, R).unwrap();
+    let mut c = Strided::from_slice_mut(&mut y, 4, 2, 3, R).unwrap();
     assert_eq!((c.count(), c.stride()), (4, 6));
     assert_eq!(c.matrix(2).get(1, 1), Some(16.0));
     assert_eq!(c.rb().matrix(3).get(0, 0), Some(18.0));
@@ -67,7 +67,7 @@ fn packed_batches_from_slices() {
 #[test]
 fn broadcast_and_padded_strides() {
     let w = iota(12);
-    let b = Strided::<MatRef<f64>>::new(MatRef::from_slice(&w, 3, 4, R, 4).unwrap(), 1000, 0).unwrap();
+    let b = Strided::new(MatRef::from_slice(&w, 3, 4, R, 4).unwrap(), 1000, 0).unwrap();
     assert_eq!((b.count(), b.stride()), (1000, 0));
     assert_eq!(b.matrix(999).get(2, 3), Some(11.0));
     assert_eq!(b.matrix(0).get(1, 0), Some(4.0));
@@ -75,7 +75,7 @@ fn broadcast_and_padded_strides() {
     // 3 column-major 2 x 2 matrices, ld 3 (one padding element per column),
     // 10 elements apart: storage (2 - 1) * 3 + 2 = 5 for one, 25 for all.
     let x = iota(25);
-    let a = Strided::<MatRef<f64>>::new(MatRef::from_slice(&x, 2, 2, C, 3).unwrap(), 3, 10).unwrap();
+    let a = Strided::new(MatRef::from_slice(&x, 2, 2, C, 3).unwrap(), 3, 10).unwrap();
     for i in 0..3 {
         let m = a.matrix(i);
         assert_eq!((m.ld(), m.layout()), (3, C));
@@ -83,8 +83,39 @@ fn broadcast_and_padded_strides() {
     }
     // Count 1 needs only one matrix, whatever the stride; count 0 needs nothing more.
     let one = &x[..5];
-    assert!(Strided::<MatRef<f64>>::new(MatRef::from_slice(one, 2, 2, C, 3).unwrap(), 1, 1 << 40).is_ok());
-    assert!(Strided::<MatRef<f64>>::new(MatRef::from_slice(one, 2, 2, C, 3).unwrap(), 0, 1 << 40).is_ok());
+    assert!(Strided::new(MatRef::from_slice(one, 2, 2, C, 3).unwrap(), 1, 1 << 40).is_ok());
+    assert!(Strided::new(MatRef::from_slice(one, 2, 2, C, 3).unwrap(), 0, 1 << 40).is_ok());
+}
+
+/// `Strided::new` takes a view or a borrowed matrix, and the batch's type
+/// follows from it (no turbofish): `&Matrix`, `&MatRef` and `&MatMut` give
+/// read batches, `&mut Matrix` and `&mut MatMut` output batches, checked as
+/// such (an output's matrices must not overlap).
+#[test]
+fn the_batch_type_follows_from_the_first_matrix() {
+    fn read(s: Strided<MatRef<'_, f64>>) -> (usize, usize, Option<f64>) {
+        (s.count(), s.stride(), s.matrix(s.count() - 1).get(1, 2))
+    }
+    fn write(s: Strided<MatMut<'_, f64>>) -> (usize, usize) {
+        (s.count(), s.stride())
+    }
+    let mut m = Matrix::from_vec(4, 3, iota(12)).unwrap(); // row-major 4 x 3: two packed 2 x 3 matrices
+    let first = m.view(0, 0, 2, 3).unwrap();
+    assert_eq!(read(Strided::new(first, 2, 6).unwrap()), (2, 6, Some(11.0)));
+    assert_eq!(read(Strided::new(&first, 2, 6).unwrap()), (2, 6, Some(11.0)));
+    assert_eq!(read(Strided::new(&m, 3, 0).unwrap()), (3, 0, Some(5.0)));
+    assert_eq!(write(Strided::new(&mut m, 1, 0).unwrap()), (1, 0));
+    let mut first = m.view_mut(0, 0, 2, 3).unwrap();
+    assert_eq!(read(Strided::new(&first, 2, 6).unwrap()), (2, 6, Some(11.0)));
+    assert_eq!(write(Strided::new(&mut first, 2, 6).unwrap()), (2, 6));
+    assert!(matches!(Strided::new(&mut first, 2, 0), Err(Error::BatchOverlap { first: 0, second: 1 })));
+    assert_eq!(write(Strided::new(first, 2, 6).unwrap()), (2, 6));
+    // The same 2 x 3 view read twice (stride 0) is fine; written twice it is not.
+    assert!(Strided::new(m.as_ref().view(0, 0, 2, 3).unwrap(), 2, 0).is_ok());
+    assert!(matches!(
+        Strided::new(m.view_mut(0, 0, 2, 3).unwrap(), 2, 0),
+        Err(Error::BatchOverlap { first: 0, second: 1 })
+    ));
 }
 
 /// Storage shorter than the batch: [`Error::BatchStorage`] with the numbers;
@@ -92,35 +123,29 @@ fn broadcast_and_padded_strides() {
 #[test]
 fn short_storage_is_a_typed_error() {
     let x = iota(13); // 2 x 3 matrices: two fit (12), three need 18
-    let e = Strided::<MatRef<f64>>::from_slice(&x, 3, 2, 3, R).unwrap_err();
+    let e = Strided::from_slice(&x, 3, 2, 3, R).unwrap_err();
     assert!(
         matches!(e, Error::BatchStorage { operand: Operand::Matrix, count: 3, stride: 6, needed: 18, len: 13 }),
         "{e:?}"
     );
-    assert_eq!(
-        e.to_string(),
-        format!(
-            "the {} batch (3 matrices 6 elements apart) needs 18 elements, but its storage holds 13",
-            Operand::Matrix
-        )
-    );
-    assert!(Strided::<MatRef<f64>>::from_slice(&x, 2, 2, 3, R).is_ok());
+    assert_eq!(e.to_string(), "the batch (3 matrices 6 elements apart) needs 18 elements, but its storage holds 13");
+    assert!(Strided::from_slice(&x, 2, 2, 3, R).is_ok());
 
     // An explicit stride: 4 matrices 4 elements apart need 3 * 4 + 6 = 18.
-    let e = Strided::<MatRef<f64>>::new(MatRef::from_slice(&x, 2, 3, R, 3).unwrap(), 4, 4).unwrap_err();
+    let e = Strided::new(MatRef::from_slice(&x, 2, 3, R, 3).unwrap(), 4, 4).unwrap_err();
     assert!(matches!(e, Error::BatchStorage { count: 4, stride: 4, needed: 18, len: 13, .. }), "{e:?}");
 
     // Output batches check the same.
     let mut y = iota(13);
-    let e = Strided::<MatMut<f64>>::from_slice(&mut y, 3, 2, 3, R).unwrap_err();
+    let e = Strided::from_slice_mut(&mut y, 3, 2, 3, R).unwrap_err();
     assert!(matches!(e, Error::BatchStorage { count: 3, stride: 6, needed: 18, len: 13, .. }), "{e:?}");
-    let e = Strided::<MatMut<f64>>::new(MatMut::from_slice(&mut y, 2, 3, C, 2).unwrap(), 2, 8).unwrap_err();
+    let e = Strided::new(MatMut::from_slice(&mut y, 2, 3, C, 2).unwrap(), 2, 8).unwrap_err();
     assert!(matches!(e, Error::BatchStorage { count: 2, stride: 8, needed: 14, len: 13, .. }), "{e:?}");
 
     // Shorter than one matrix: the matrix's own shape error.
-    let e = Strided::<MatRef<f64>>::from_slice(&x[..5], 1, 2, 3, R).unwrap_err();
+    let e = Strided::from_slice(&x[..5], 1, 2, 3, R).unwrap_err();
     assert!(matches!(e, Error::Shape(_)), "{e:?}");
-    let e = Strided::<MatMut<f64>>::from_slice(&mut y[..5], 1, 2, 3, R).unwrap_err();
+    let e = Strided::from_slice_mut(&mut y[..5], 1, 2, 3, R).unwrap_err();
     assert!(matches!(e, Error::Shape(_)), "{e:?}");
 }
 
@@ -135,7 +160,7 @@ fn overlapping_output_batches_are_refused() {
     let mut y = vec![0.0f64; 64];
     let mut overlap = |rows: usize, cols: usize, layout: Layout, ld: usize, count: usize, stride: usize| {
         let first = MatMut::from_slice(&mut y, rows, cols, layout, ld).unwrap();
-        Strided::<MatMut<f64>>::new(first, count, stride).map(|s| (s.count(), s.stride()))
+        Strided::new(first, count, stride).map(|s| (s.count(), s.stride()))
     };
     // Stride 0 with two outputs: matrices 0 and 1 are the same.
     let e = overlap(2, 3, R, 3, 2, 0).unwrap_err();
@@ -161,14 +186,14 @@ fn overlapping_output_batches_are_refused() {
     assert_eq!(overlap(2, 3, R, 3, 0, 0).unwrap(), (0, 0));
     // Read batches may share matrices.
     let x = iota(6);
-    assert!(Strided::<MatRef<f64>>::new(MatRef::from_slice(&x, 2, 3, R, 3).unwrap(), 5, 0).is_ok());
+    assert!(Strided::new(MatRef::from_slice(&x, 2, 3, R, 3).unwrap(), 5, 0).is_ok());
 }
 
 #[test]
 #[should_panic(expected = "matrix 3 of a batch of 3")]
 fn matrix_past_the_count_panics() {
     let x = iota(18);
-    let a = Strided::<MatRef<f64>>::from_slice(&x, 3, 2, 3, R).unwrap();
+    let a = Strided::from_slice(&x, 3, 2, 3, R).unwrap();
     let _ = a.matrix(3);
 }
 
@@ -195,9 +220,9 @@ impl HostBatch {
     /// Runs `g` on the batch with C's count `c_count` (A and B hold `count`).
     fn run(&mut self, g: &Gemm, c_count: usize) -> Result<(), Error> {
         let (m, n, k) = self.dims;
-        let a = Strided::<MatRef<f64>>::from_slice(&self.a, self.count, m, k, R)?;
-        let b = Strided::<MatRef<f64>>::new(MatRef::from_slice(&self.b, k, n, R, n)?, self.count, 0)?;
-        let c = Strided::<MatMut<f64>>::new(MatMut::from_slice(&mut self.c, m, n, C, m)?, c_count, m * n + 2)?;
+        let a = Strided::from_slice(&self.a, self.count, m, k, R)?;
+        let b = Strided::new(MatRef::from_slice(&self.b, k, n, R, n)?, self.count, 0)?;
+        let c = Strided::new(MatMut::from_slice(&mut self.c, m, n, C, m)?, c_count, m * n + 2)?;
         g.run_strided(a, b, c)
     }
 }

@@ -160,13 +160,13 @@ impl<T: Bits> Batch<T> {
     fn host(&self) -> Strided<MatRef<'_, T>> {
         let d = self.dims;
         let first = MatRef::from_slice(&self.data, d.rows, d.cols, d.layout, d.ld).unwrap();
-        Strided::<MatRef<'_, T>>::new(first, self.count, self.stride).unwrap()
+        Strided::new(first, self.count, self.stride).unwrap()
     }
 
     fn host_mut(&mut self) -> Strided<MatMut<'_, T>> {
         let d = self.dims;
         let first = MatMut::from_slice(&mut self.data, d.rows, d.cols, d.layout, d.ld).unwrap();
-        Strided::<MatMut<'_, T>>::new(first, self.count, self.stride).unwrap()
+        Strided::new(first, self.count, self.stride).unwrap()
     }
 
     /// The whole buffer on the device, as a matrix shaped as the first
@@ -198,7 +198,7 @@ fn download<T: Element>(m: &DeviceMatrix<T>) -> Vec<T> {
 }
 
 fn device_batch<'a, T: Element>(m: &'a DeviceMatrix<T>, count: usize, stride: usize) -> Strided<DeviceView<'a, T>> {
-    Strided::<DeviceView<'a, T>>::new(m, count, stride).unwrap()
+    Strided::new(m, count, stride).unwrap()
 }
 
 fn device_batch_mut<'a, T: Element>(
@@ -206,7 +206,7 @@ fn device_batch_mut<'a, T: Element>(
     count: usize,
     stride: usize,
 ) -> Strided<DeviceViewMut<'a, T>> {
-    Strided::<DeviceViewMut<'a, T>>::new(m, count, stride).unwrap()
+    Strided::new(m, count, stride).unwrap()
 }
 
 /// Checks every product of a strided batch (C's buffer after the run is
@@ -846,19 +846,19 @@ fn misuse_is_a_typed_error() {
     assert!(matches!(e, Error::BatchCount { a: 2, b: 3, c: 3 }), "{e:?}");
 
     // Storage too short: 4 matrices in a buffer of 3.
-    let e = error_of(Strided::<DeviceView<'_, f64>>::new(&da, 4, m * k));
+    let e = error_of(Strided::new(&da, 4, m * k));
     assert!(
         matches!(e, Error::BatchStorage { operand: Operand::Matrix, count: 4, needed, len, .. }
             if needed == 4 * m * k && len == 3 * m * k),
         "{e:?}"
     );
-    let e = error_of(Strided::<DeviceViewMut<'_, f64>>::new(&mut dc, 3, m * n + 1));
+    let e = error_of(Strided::new(&mut dc, 3, m * n + 1));
     assert!(matches!(e, Error::BatchStorage { count: 3, .. }), "{e:?}");
 
     // A C stride too small: matrices 0 and 1 share elements (refused at construction).
-    let e = error_of(Strided::<DeviceViewMut<'_, f64>>::new(&mut dc, 3, m * n - 1));
+    let e = error_of(Strided::new(&mut dc, 3, m * n - 1));
     assert!(matches!(e, Error::BatchOverlap { first: 0, second: 1 }), "{e:?}");
-    let e = error_of(Strided::<DeviceViewMut<'_, f64>>::new(&mut dc, 2, 0));
+    let e = error_of(Strided::new(&mut dc, 2, 0));
     assert!(matches!(e, Error::BatchOverlap { first: 0, second: 1 }), "{e:?}");
     assert!(same_bits(&download(&dc), &c.data), "C changed by a refused strided batch");
 
@@ -979,9 +979,9 @@ fn overlapping_outputs_are_refused() {
         let av = first.view(0, 0, 32, 64).unwrap();
         let cv = second.view_mut(48, 0, 32, 64).unwrap();
         Gemm::new().run_strided_device(
-            Strided::<DeviceView<'_, f64>>::new(av, 2, 32 * 64).unwrap(),
-            Strided::<DeviceView<'_, f64>>::new(&sq, 2, 0).unwrap(),
-            Strided::<DeviceViewMut<'_, f64>>::new(cv, 2, 32 * 64).unwrap(),
+            Strided::new(av, 2, 32 * 64).unwrap(),
+            Strided::new(&sq, 2, 0).unwrap(),
+            Strided::new(cv, 2, 32 * 64).unwrap(),
         )
     };
     let after_strided = download(&first);

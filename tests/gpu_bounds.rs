@@ -59,10 +59,7 @@ mod common;
 use common::{device, offset, required_len, Rng};
 use gemm::half::{bf16, f16};
 use gemm::tuning::{warpgroup_plan, Stage, WgmmaTypes};
-use gemm::{
-    Device, DeviceMatrix, DeviceView, DeviceViewMut, Error, Gemm, Layout, MatMut, MatRef, Matrix, Precision, Product,
-    Scalar, Strided,
-};
+use gemm::{Device, DeviceMatrix, Error, Gemm, Layout, MatMut, MatRef, Matrix, Precision, Product, Scalar, Strided};
 use std::sync::Arc;
 
 const R: Layout = Layout::RowMajor;
@@ -630,9 +627,9 @@ fn call_host<T: Product<C>, C: Scalar>(
     match case.batch {
         None => g.run(a, b, c),
         Some(count) => (|| -> Result<(), Error> {
-            let a = Strided::<MatRef<T>>::new(a, count, case.a.stride)?;
-            let b = Strided::<MatRef<T>>::new(b, count, case.b.stride)?;
-            let c = Strided::<MatMut<C>>::new(c, count, case.c.stride)?;
+            let a = Strided::new(a, count, case.a.stride)?;
+            let b = Strided::new(b, count, case.b.stride)?;
+            let c = Strided::new(c, count, case.c.stride)?;
             g.run_strided(a, b, c)
         })(),
     }
@@ -733,9 +730,9 @@ fn on_device<T: Product<C> + Guard, C: Guard>(
         match case.batch {
             None => g.run_device(av, bv, cv),
             Some(count) => (|| -> Result<(), Error> {
-                let a = Strided::<DeviceView<T>>::new(av, count, pa.stride)?;
-                let b = Strided::<DeviceView<T>>::new(bv, count, pb.stride)?;
-                let c = Strided::<DeviceViewMut<C>>::new(cv, count, pc.stride)?;
+                let a = Strided::new(av, count, pa.stride)?;
+                let b = Strided::new(bv, count, pb.stride)?;
+                let c = Strided::new(cv, count, pc.stride)?;
                 g.run_strided_device(a, b, c)
             })(),
         }

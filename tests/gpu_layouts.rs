@@ -2,7 +2,8 @@
 //! tests over random shapes, layouts, op flags, sub-matrix views, leading
 //! dimensions, alpha, beta and stages; every op/layout combination against
 //! cuBLAS at sizes near 1000; alpha = 0 and k = 0; the caller's stream and
-//! cudarc buffers; overlapping operands; bitwise determinism.
+//! cudarc buffers, and views of slices of the caller's arenas; overlapping
+//! operands; bitwise determinism.
 //!
 //! Bounds: against the CPU reference (gemm::check::Reference, f64) and
 //! against cuBLAS (Reference::from_cublas) each element must satisfy
@@ -17,7 +18,7 @@
 
 mod common;
 
-use common::{device, op_view, outside_view_unchanged, same_bits, seed, store, Bits, Variant};
+use common::{device, first_changed, op_view, outside_view_unchanged, same_bits, seed, store, Bits, Variant};
 use gemm::bench::Problem;
 use gemm::check::{random_matrix, random_matrix_in, Reference};
 use gemm::cublas::Cublas;
@@ -427,6 +428,132 @@ fn a_stream_and_buffer_of_the_callers_own_context_handle() {
         Err(e) => problems.push(format!("a buffer of the same context is refused: {e}")),
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// `DeviceView::from_cuda_view` and `DeviceViewMut::from_cuda_view_mut`
+/// over slices of the caller's arenas (cudarc memory the library does not
+/// own), on the caller's stream: A (row-major, padded) and B (column-major,
+/// padded) one after the other in an input arena, C (column-major, padded)
+/// in an output arena, each between guard values; one product reading C
+/// (beta = 2), then a strided batch of three (A packed, B shared, C's
+/// matrices with guards between them) through the same kind of views.
+/// Bound as the module's; the input arena, and the output arena outside C's
+/// elements (guards, padding, gaps), must come back bit for bit. Argument
+/// errors: a leading dimension too small, a view too short.
+fn products_on_views_of_the_callers_arenas<T: Bits>() {
+    use gemm::{DeviceView, DeviceViewMut, Strided};
+    const GAP: usize = 19; // guards between and around the operands
+    let dev = device();
+    let s = dev.context().new_stream().unwrap();
+    let (m, n, k) = (70, 45, 33);
+    let a = store(&random_matrix::<T>(m, k, seed()), Op::N, R, 3, T::GUARD); // ld k + 3
+    let b = store(&random_matrix::<T>(k, n, seed()), Op::N, C, 1, T::GUARD); // ld k + 1
+    let c0 = store(&random_matrix::<T>(m, n, seed()), Op::N, C, 2, T::GUARD); // ld m + 2
+    let guards = [T::GUARD; GAP];
+    // Input arena: guards, A, guards, B, guards.
+    let mut input = guards.to_vec();
+    let a_at = input.len();
+    input.extend_from_slice(a.as_slice());
+    input.extend_from_slice(&guards);
+    let b_at = input.len();
+    input.extend_from_slice(b.as_slice());
+    input.extend_from_slice(&guards);
+    // Output arena: guards, C, guards.
+    let mut output = guards.to_vec();
+    let c_at = output.len();
+    output.extend_from_slice(c0.as_slice());
+    output.extend_from_slice(&guards);
+    let (a_len, b_len, c_len) = (a.as_slice().len(), b.as_slice().len(), c0.as_slice().len());
+    let d_in = s.clone_htod(&input).unwrap();
+    let mut d_out = s.clone_htod(&output).unwrap();
+    {
+        let av = DeviceView::from_cuda_view(&dev, d_in.slice(a_at..a_at + a_len), m, k, R, a.ld()).unwrap();
+        let bv = DeviceView::from_cuda_view(&dev, d_in.slice(b_at..b_at + b_len), k, n, C, b.ld()).unwrap();
+        let cv =
+            DeviceViewMut::from_cuda_view_mut(&dev, d_out.slice_mut(c_at..c_at + c_len), m, n, C, c0.ld()).unwrap();
+        Gemm::new().alpha(0.5).beta(2.0).stream(&s).run_device(av, bv, cv).unwrap();
+    }
+    let (input_after, output_after) = (s.clone_dtoh(&d_in).unwrap(), s.clone_dtoh(&d_out).unwrap());
+    s.synchronize().unwrap();
+    assert!(same_bits(&input_after, &input), "the input arena changed");
+    let c = Matrix::from_vec_in(m, n, C, c0.ld(), output_after[c_at..c_at + c_len].to_vec()).unwrap();
+    let cmp = Reference::new(0.5, &a, &b, 2.0, &c0).compare(&c);
+    assert!(cmp.passed(), "C: {cmp}");
+    outside_view_unchanged(&c0, &c, (0, 0), (m, n)).unwrap();
+    assert!(
+        same_bits(&output_after[..c_at], &guards) && same_bits(&output_after[c_at + c_len..], &guards),
+        "the output arena changed outside C"
+    );
+
+    // A strided batch of three: A packed after guards (row-major, ld k),
+    // B shared (stride 0), C's matrices `c_len + GAP` apart with guards
+    // between them.
+    let count = 3;
+    let xs: Vec<Matrix<T>> = (0..count).map(|_| random_matrix::<T>(m, k, seed())).collect();
+    let mut input = guards.to_vec();
+    for x in &xs {
+        input.extend_from_slice(x.as_slice());
+    }
+    input.extend_from_slice(&guards);
+    let c_stride = c_len + GAP;
+    let mut output = guards.to_vec();
+    for _ in 0..count {
+        output.extend_from_slice(c0.as_slice());
+        output.extend_from_slice(&guards);
+    }
+    let d_x = s.clone_htod(&input).unwrap();
+    let d_w = s.clone_htod(b.as_slice()).unwrap();
+    let mut d_y = s.clone_htod(&output).unwrap();
+    {
+        let x0 = DeviceView::from_cuda_view(&dev, d_x.slice(GAP..GAP + count * m * k), m, k, R, k).unwrap();
+        let w = DeviceView::from_cuda_view(&dev, d_w.slice(..), k, n, C, b.ld()).unwrap();
+        let y0 = DeviceViewMut::from_cuda_view_mut(&dev, d_y.slice_mut(GAP..), m, n, C, c0.ld()).unwrap();
+        Gemm::new()
+            .alpha(0.5)
+            .beta(2.0)
+            .stream(&s)
+            .run_strided_device(
+                Strided::new(x0, count, m * k).unwrap(),
+                Strided::new(w, count, 0).unwrap(),
+                Strided::new(y0, count, c_stride).unwrap(),
+            )
+            .unwrap();
+    }
+    let (input_after, output_after) = (s.clone_dtoh(&d_x).unwrap(), s.clone_dtoh(&d_y).unwrap());
+    s.synchronize().unwrap();
+    assert!(same_bits(&input_after, &input), "the strided batch's input arena changed");
+    let mut expect = output.clone(); // the guards, with each C_i's elements from the result
+    for (i, x) in xs.iter().enumerate() {
+        let at = GAP + i * c_stride;
+        let ci = Matrix::from_vec_in(m, n, C, c0.ld(), output_after[at..at + c_len].to_vec()).unwrap();
+        let cmp = Reference::new(0.5, x, &b, 2.0, &c0).compare(&ci);
+        assert!(cmp.passed(), "C_{i}: {cmp}");
+        for j in 0..n {
+            let line = at + j * c0.ld();
+            expect[line..line + m].copy_from_slice(&output_after[line..line + m]);
+        }
+    }
+    assert_eq!(first_changed(&output_after, &expect), None, "the output arena changed outside the C_i");
+
+    // Argument errors, before any device work.
+    let ld_small = DeviceView::from_cuda_view(&dev, d_in.slice(..), m, k, R, k - 1).err();
+    assert!(matches!(ld_small, Some(Error::Shape(ShapeError::LeadingDimension { .. }))), "{ld_small:?}");
+    let short = DeviceView::from_cuda_view(&dev, d_in.slice(..a_len - 1), m, k, R, a.ld()).err();
+    assert!(matches!(short, Some(Error::Shape(ShapeError::Storage { .. }))), "{short:?}");
+    let short_mut = DeviceViewMut::from_cuda_view_mut(&dev, d_out.slice_mut(1..c_len), m, n, C, c0.ld()).err();
+    assert!(matches!(short_mut, Some(Error::Shape(ShapeError::Storage { .. }))), "{short_mut:?}");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn products_on_views_of_the_callers_arenas_f64() {
+    products_on_views_of_the_callers_arenas::<f64>();
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn products_on_views_of_the_callers_arenas_f32() {
+    products_on_views_of_the_callers_arenas::<f32>();
 }
 
 /// C overlapping A or B in device memory is refused before any launch

@@ -143,8 +143,8 @@ fn packing_a_batch_is_a_typed_error_and_leaves_c_untouched() {
     let twice: Vec<f64> = before.as_slice().iter().chain(before.as_slice()).copied().collect();
     let buffer = dev.stream().clone_htod(&twice).unwrap();
     let mut c2 = DeviceMatrix::from_cuda_slice(&dev, buffer, 40, 20, Layout::RowMajor, 20).unwrap();
-    let strided_c = Strided::<gemm::DeviceViewMut<'_, f64>>::new(&mut c2, 2, 40 * 20).unwrap();
-    let broadcast = |x| Strided::<gemm::DeviceView<'_, f64>>::new(x, 2, 0).unwrap();
+    let strided_c = Strided::new(&mut c2, 2, 40 * 20).unwrap();
+    let broadcast = |x| Strided::new(x, 2, 0).unwrap();
     let (sa, sb) = (broadcast(&da), broadcast(&db));
     let e = Gemm::new().pack(true).run_strided_device(sa, sb, strided_c).unwrap_err();
     assert!(matches!(e, Error::Pack { .. }), "{e}");

@@ -513,14 +513,12 @@ fn check_strided<T: Product<C>, C: Scalar>(
     }
     let before = c_data.clone();
     let a = if broadcast_a {
-        Strided::<MatRef<T>>::new(MatRef::from_slice(&a_data, m, k, Layout::RowMajor, k).unwrap(), count, 0).unwrap()
+        Strided::new(MatRef::from_slice(&a_data, m, k, Layout::RowMajor, k).unwrap(), count, 0).unwrap()
     } else {
-        Strided::<MatRef<T>>::from_slice(&a_data, count, m, k, Layout::RowMajor).unwrap()
+        Strided::from_slice(&a_data, count, m, k, Layout::RowMajor).unwrap()
     };
-    let b = Strided::<MatRef<T>>::from_slice(&b_data, count, k, n, b_layout).unwrap();
-    let c =
-        Strided::<MatMut<C>>::new(MatMut::from_slice(&mut c_data, m, n, Layout::RowMajor, n).unwrap(), count, c_stride)
-            .unwrap();
+    let b = Strided::from_slice(&b_data, count, k, n, b_layout).unwrap();
+    let c = Strided::new(MatMut::from_slice(&mut c_data, m, n, Layout::RowMajor, n).unwrap(), count, c_stride).unwrap();
     let what = format!("{} -> {} batch {count} of {m}x{n}x{k} B {b_layout:?}", T::NAME, C::NAME);
     g.alpha(alpha).beta(beta).run_strided(a, b, c).unwrap_or_else(|e| panic!("{what}: {e}"));
     for z in 0..count {
@@ -563,10 +561,10 @@ fn strided_batches_of_every_type_on_both_stages() {
     let c_buf = s.alloc_zeros::<f32>(count * m * n).unwrap();
     let mut dc = DeviceMatrix::from_cuda_slice(&dev, c_buf, m, n, Layout::RowMajor, n).unwrap();
     {
-        use gemm::{DeviceView, DeviceViewMut, Strided};
-        let sa = Strided::<DeviceView<f16>>::new(&da, count, m * k).unwrap();
-        let sb = Strided::<DeviceView<f16>>::new(&db, count, 0).unwrap();
-        let sc = Strided::<DeviceViewMut<f32>>::new(&mut dc, count, m * n).unwrap();
+        use gemm::Strided;
+        let sa = Strided::new(&da, count, m * k).unwrap();
+        let sb = Strided::new(&db, count, 0).unwrap();
+        let sc = Strided::new(&mut dc, count, m * n).unwrap();
         Gemm::new().run_strided_device(sa, sb, sc).unwrap();
     }
     // (count m) x k times k x n is the same product stacked.

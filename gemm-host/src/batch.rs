@@ -15,12 +15,12 @@
 //! the grid (`gemm_core::batch`).
 
 use crate::device::Device;
-use crate::device_matrix::{DeviceView, DeviceViewMut};
+use crate::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 use crate::element::{Element, Scalar};
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
 use crate::launch::{launch, product_geometry, Batch};
-use crate::matrix::{MatMut, MatRef};
+use crate::matrix::{MatMut, MatRef, Matrix};
 use crate::warpgroup::Product;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use gemm_core::batch::{batch_len, strided_disjoint, GroupProblem};
@@ -32,16 +32,22 @@ use std::mem::size_of;
 /// `first` moved `i * stride` elements on in the same storage (a (batch,
 /// row, col) tensor has stride rows x cols; stride 0 repeats one matrix, e.g.
 /// a weight shared by every product). `V` is a host view ([`MatRef`],
-/// [`MatMut`]) or a device view ([`DeviceView`], [`DeviceViewMut`]).
+/// [`MatMut`]) or a device view ([`DeviceView`], [`DeviceViewMut`]),
+/// inferred from the constructor's arguments: [`Strided::new`] (any view,
+/// or a borrowed matrix), [`Strided::from_slice`] and
+/// [`Strided::from_slice_mut`] (packed host batches).
 ///
 /// ```
 /// use gemm::{Layout, MatRef, Strided};
 /// let x = vec![0.0f64; 100 * 6 * 4]; // 100 row-major 6 x 4 matrices, packed
-/// let a = Strided::<MatRef<f64>>::from_slice(&x, 100, 6, 4, Layout::RowMajor)?;
+/// let a = Strided::from_slice(&x, 100, 6, 4, Layout::RowMajor)?;
 /// assert_eq!((a.count(), a.stride()), (100, 24));
 /// let w = vec![1.0f64; 4 * 5];
-/// let b = Strided::<MatRef<f64>>::new(MatRef::from_slice(&w, 4, 5, Layout::RowMajor, 5)?, 100, 0)?; // broadcast
+/// let b = Strided::new(MatRef::from_slice(&w, 4, 5, Layout::RowMajor, 5)?, 100, 0)?; // broadcast
 /// assert_eq!(b.matrix(99).get(3, 4), Some(1.0));
+/// let mut y = vec![0.0f64; 100 * 6 * 5];
+/// let c = Strided::from_slice_mut(&mut y, 100, 6, 5, Layout::RowMajor)?;
+/// assert_eq!(c.matrix(1).rows(), 6);
 /// # Ok::<(), gemm::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
@@ -90,18 +96,132 @@ fn output_disjoint(dims: &MatrixDims, count: usize, stride: usize) -> Result<(),
     }
 }
 
-impl<'a, T: Scalar> Strided<MatRef<'a, T>> {
-    /// `count` matrices shaped as `first`, `stride` elements apart in its storage.
+/// What [`Strided::new`] takes as the first matrix of a batch: one of the
+/// four views ([`MatRef`], [`MatMut`], [`DeviceView`], [`DeviceViewMut`]),
+/// or a borrow of a matrix or view that names one (`&Matrix` and `&MatRef`
+/// give a [`MatRef`], `&mut Matrix` and `&mut MatMut` a [`MatMut`],
+/// `&DeviceMatrix` a [`DeviceView`], `&mut DeviceMatrix` a
+/// [`DeviceViewMut`]), so the batch's type follows from the argument.
+/// Sealed: implemented for these types only.
+pub trait IntoBatchView: sealed::Sealed {
+    /// The view a batch of these holds ([`Strided<Self::View>`]).
+    type View: BatchView;
+
+    /// The view.
+    #[doc(hidden)]
+    fn into_batch_view(self) -> Self::View;
+}
+
+/// The first matrix of a [`Strided`] batch: [`MatRef`], [`MatMut`]
+/// (host) or [`DeviceView`], [`DeviceViewMut`] (device). Sealed.
+pub trait BatchView: sealed::Sealed {
+    /// Checks that `count` matrices shaped as this one, `stride` elements
+    /// apart, fit its storage (and, for an output, do not overlap).
+    #[doc(hidden)]
+    fn check_batch(&self, count: usize, stride: usize) -> Result<(), Error>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+impl<'a, T: Scalar> sealed::Sealed for MatRef<'a, T> {}
+impl<'a, T: Scalar> BatchView for MatRef<'a, T> {
+    fn check_batch(&self, count: usize, stride: usize) -> Result<(), Error> {
+        batch_storage(Operand::Matrix, &self.dims(), count, stride, self.as_slice().len())
+    }
+}
+
+impl<'a, T: Scalar> sealed::Sealed for MatMut<'a, T> {}
+impl<'a, T: Scalar> BatchView for MatMut<'a, T> {
+    fn check_batch(&self, count: usize, stride: usize) -> Result<(), Error> {
+        batch_storage(Operand::Matrix, &self.dims(), count, stride, self.storage_len())?;
+        output_disjoint(&self.dims(), count, stride)
+    }
+}
+
+impl<'a, T: Scalar> sealed::Sealed for DeviceView<'a, T> {}
+impl<'a, T: Scalar> BatchView for DeviceView<'a, T> {
+    fn check_batch(&self, count: usize, stride: usize) -> Result<(), Error> {
+        batch_storage(Operand::Matrix, &self.dims, count, stride, self.data.len())
+    }
+}
+
+impl<'a, T: Scalar> sealed::Sealed for DeviceViewMut<'a, T> {}
+impl<'a, T: Scalar> BatchView for DeviceViewMut<'a, T> {
+    fn check_batch(&self, count: usize, stride: usize) -> Result<(), Error> {
+        batch_storage(Operand::Matrix, &self.dims, count, stride, self.data.len())?;
+        output_disjoint(&self.dims, count, stride)
+    }
+}
+
+impl<V: BatchView> IntoBatchView for V {
+    type View = V;
+    fn into_batch_view(self) -> V {
+        self
+    }
+}
+
+/// The borrows that name a view, and the view each gives (by its `From`).
+macro_rules! borrowed_batch_views {
+    ($([$($lt:lifetime),*] $borrow:ty => $view:ty;)*) => {$(
+        impl<$($lt,)* T: Scalar> sealed::Sealed for $borrow {}
+        impl<$($lt,)* T: Scalar> IntoBatchView for $borrow {
+            type View = $view;
+            fn into_batch_view(self) -> $view {
+                <$view>::from(self)
+            }
+        }
+    )*};
+}
+
+borrowed_batch_views! {
+    ['a] &'a Matrix<T> => MatRef<'a, T>;
+    ['a, 'b] &'a MatRef<'b, T> => MatRef<'b, T>;
+    ['a, 'b] &'a MatMut<'b, T> => MatRef<'a, T>;
+    ['a] &'a mut Matrix<T> => MatMut<'a, T>;
+    ['a, 'b] &'a mut MatMut<'b, T> => MatMut<'a, T>;
+    ['a] &'a DeviceMatrix<T> => DeviceView<'a, T>;
+    ['a] &'a mut DeviceMatrix<T> => DeviceViewMut<'a, T>;
+}
+
+impl<V: BatchView> Strided<V> {
+    /// `count` matrices shaped as `first`, `stride` elements apart in its
+    /// storage (a view runs on to the end of the storage it borrows: the
+    /// rest of a host slice, or of a device buffer, so a buffer of `count *
+    /// rows * cols` elements wrapped as one `rows x cols` matrix holds a
+    /// packed batch). `first` is a host or device view, or a borrowed
+    /// matrix, and sets the batch's type: `&Matrix`, `&MatRef`, `&MatMut` or
+    /// a [`MatRef`] makes a batch of [`MatRef`]s; `&mut Matrix`, `&mut
+    /// MatMut` or a [`MatMut`] of [`MatMut`]s; `&DeviceMatrix` or a
+    /// [`DeviceView`] of [`DeviceView`]s; `&mut DeviceMatrix` or a
+    /// [`DeviceViewMut`] of [`DeviceViewMut`]s (a borrow becomes its view;
+    /// for another, pass the view, e.g. `m.as_ref()` of a `&mut Matrix`).
+    ///
+    /// ```
+    /// use gemm::{Layout, MatRef, Matrix, Strided};
+    /// let w = Matrix::<f32>::filled(4, 5, 1.0);
+    /// let b = Strided::new(w.as_ref(), 8, 0)?; // one weight, 8 times
+    /// assert_eq!((b.count(), b.matrix(7).get(3, 4)), (8, Some(1.0)));
+    /// let x = vec![0.0f32; 2 * 9 + 8]; // 3 column-major 2 x 4 matrices, 9 elements apart
+    /// let a = Strided::new(MatRef::from_slice(&x, 2, 4, Layout::ColMajor, 2)?, 3, 9)?;
+    /// assert_eq!(a.stride(), 9);
+    /// # Ok::<(), gemm::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`Error::BatchStorage`] when the storage behind `first` is shorter
-    /// than the batch.
-    pub fn new(first: impl Into<MatRef<'a, T>>, count: usize, stride: usize) -> Result<Self, Error> {
-        let first = first.into();
-        batch_storage(Operand::Matrix, &first.dims(), count, stride, first.as_slice().len())?;
+    /// than the batch; for an output batch ([`MatMut`], [`DeviceViewMut`])
+    /// also [`Error::BatchOverlap`] when two of its matrices share an
+    /// element.
+    pub fn new(first: impl IntoBatchView<View = V>, count: usize, stride: usize) -> Result<Self, Error> {
+        let first = first.into_batch_view();
+        first.check_batch(count, stride)?;
         Ok(Strided { first, count, stride })
     }
+}
 
+impl<'a, T: Scalar> Strided<MatRef<'a, T>> {
     /// `count` densely packed `rows x cols` matrices in `layout`, one after
     /// the other in `data` (a (batch, row, col) tensor when row-major).
     ///
@@ -137,24 +257,12 @@ impl<'a, T: Scalar> Strided<MatRef<'a, T>> {
 }
 
 impl<'a, T: Scalar> Strided<MatMut<'a, T>> {
-    /// `count` output matrices shaped as `first`, `stride` elements apart.
+    /// `count` densely packed `rows x cols` output matrices in `layout`, one
+    /// after the other in `data` (the mutable [`Strided::from_slice`]).
     ///
     /// # Errors
-    /// [`Error::BatchStorage`] when the storage is shorter than the batch;
-    /// [`Error::BatchOverlap`] when two matrices share an element.
-    pub fn new(first: impl Into<MatMut<'a, T>>, count: usize, stride: usize) -> Result<Self, Error> {
-        let first = first.into();
-        batch_storage(Operand::Matrix, &first.dims(), count, stride, first.storage_len())?;
-        output_disjoint(&first.dims(), count, stride)?;
-        Ok(Strided { first, count, stride })
-    }
-
-    /// `count` densely packed `rows x cols` matrices in `layout`, one after
-    /// the other in `data`.
-    ///
-    /// # Errors
-    /// As [`Strided::<MatRef<T>>::from_slice`].
-    pub fn from_slice(
+    /// As [`Strided::from_slice`].
+    pub fn from_slice_mut(
         data: &'a mut [T],
         count: usize,
         rows: usize,
@@ -185,36 +293,9 @@ impl<'a, T: Scalar> Strided<MatMut<'a, T>> {
 }
 
 impl<'a, T: Scalar> Strided<DeviceView<'a, T>> {
-    /// `count` device matrices shaped as `first`, `stride` elements apart in
-    /// its buffer (a view of a [`crate::DeviceMatrix`] runs to the end of the
-    /// buffer, so a buffer of `count * rows * cols` elements wrapped as one
-    /// `rows x cols` matrix holds a packed batch).
-    ///
-    /// # Errors
-    /// [`Error::BatchStorage`] when the buffer is shorter than the batch.
-    pub fn new(first: impl Into<DeviceView<'a, T>>, count: usize, stride: usize) -> Result<Self, Error> {
-        let first = first.into();
-        batch_storage(Operand::Matrix, &first.dims, count, stride, first.data.len())?;
-        Ok(Strided { first, count, stride })
-    }
-
     /// The batch of transposes (no copy).
     pub fn t(self) -> Self {
         Strided { first: self.first.t(), ..self }
-    }
-}
-
-impl<'a, T: Scalar> Strided<DeviceViewMut<'a, T>> {
-    /// `count` device output matrices shaped as `first`, `stride` elements apart.
-    ///
-    /// # Errors
-    /// [`Error::BatchStorage`] when the buffer is shorter than the batch;
-    /// [`Error::BatchOverlap`] when two matrices share an element.
-    pub fn new(first: impl Into<DeviceViewMut<'a, T>>, count: usize, stride: usize) -> Result<Self, Error> {
-        let first = first.into();
-        batch_storage(Operand::Matrix, &first.dims, count, stride, first.data.len())?;
-        output_disjoint(&first.dims, count, stride)?;
-        Ok(Strided { first, count, stride })
     }
 }
 
@@ -249,16 +330,16 @@ impl Gemm {
     /// by product through the host path ([`Gemm::run`]).
     ///
     /// ```no_run
-    /// use gemm::{Gemm, Layout, MatMut, MatRef, Strided};
+    /// use gemm::{Gemm, Layout, MatRef, Strided};
     /// # fn main() -> Result<(), gemm::Error> {
     /// let (count, m, n, k) = (100, 64, 32, 48);
     /// let x = vec![1.0f64; count * m * k];
     /// let w = vec![0.5f64; k * n];
     /// let mut y = vec![0.0f64; count * m * n];
     /// Gemm::new().run_strided(
-    ///     Strided::<MatRef<f64>>::from_slice(&x, count, m, k, Layout::RowMajor)?,
-    ///     Strided::<MatRef<f64>>::new(MatRef::from_slice(&w, k, n, Layout::RowMajor, n)?, count, 0)?,
-    ///     Strided::<MatMut<f64>>::from_slice(&mut y, count, m, n, Layout::RowMajor)?,
+    ///     Strided::from_slice(&x, count, m, k, Layout::RowMajor)?,
+    ///     Strided::new(MatRef::from_slice(&w, k, n, Layout::RowMajor, n)?, count, 0)?,
+    ///     Strided::from_slice_mut(&mut y, count, m, n, Layout::RowMajor)?,
     /// )?;
     /// assert_eq!(y[0], 24.0);
     /// # Ok(()) }
@@ -355,7 +436,7 @@ impl Gemm {
     /// along x as well (`gemm_core::batch`).
     ///
     /// ```no_run
-    /// use gemm::{DeviceMatrix, DeviceView, DeviceViewMut, Gemm, Layout, Strided};
+    /// use gemm::{DeviceMatrix, Gemm, Layout, Strided};
     /// # fn main() -> Result<(), gemm::Error> {
     /// let dev = gemm::default_device()?;
     /// let s = dev.stream();
@@ -364,9 +445,9 @@ impl Gemm {
     /// let w = DeviceMatrix::<f32>::zeros(&dev, k, n)?; // one B for every product
     /// let mut c = DeviceMatrix::from_cuda_slice(&dev, s.alloc_zeros::<f32>(count * m * n)?, m, n, Layout::RowMajor, n)?;
     /// Gemm::new().run_strided_device(
-    ///     Strided::<DeviceView<f32>>::new(&a, count, m * k)?,
-    ///     Strided::<DeviceView<f32>>::new(&w, count, 0)?,
-    ///     Strided::<DeviceViewMut<f32>>::new(&mut c, count, m * n)?,
+    ///     Strided::new(&a, count, m * k)?,
+    ///     Strided::new(&w, count, 0)?,
+    ///     Strided::new(&mut c, count, m * n)?,
     /// )?;
     /// # Ok(()) }
     /// ```

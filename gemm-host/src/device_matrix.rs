@@ -1,13 +1,14 @@
 //! Matrices in GPU memory: owned ([`DeviceMatrix`], possibly made from a
 //! caller's cudarc [`CudaSlice`] without a copy) and borrowed
-//! ([`DeviceView`], [`DeviceViewMut`]: sub-matrices and transposes), with
-//! the same layout rules as the host types.
+//! ([`DeviceView`], [`DeviceViewMut`]: sub-matrices and transposes, or
+//! views of a caller's cudarc [`CudaView`] / [`CudaViewMut`]), with the
+//! same layout rules as the host types.
 
 use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use crate::matrix::{shape_accessors, MatMut, MatRef, Matrix};
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceSlice};
 use gemm_core::shape::{Layout, MatrixDims, Operand};
 use std::sync::Arc;
 
@@ -36,11 +37,30 @@ fn oom_or(e: cudarc::driver::DriverError, bytes: usize, call: &'static str) -> E
     }
 }
 
-/// The device address of a buffer (for the overlap check; reading it
-/// enqueues nothing).
-pub(crate) fn address<T>(s: &CudaSlice<T>) -> u64 {
+/// The device address of a buffer or view (for the overlap check; the
+/// stream is its own, so reading it waits for nothing).
+pub(crate) fn address<T>(s: &impl DevicePtr<T>) -> u64 {
     let (ptr, _sync) = s.device_ptr(s.stream());
     ptr
+}
+
+/// Checks a caller's buffer or view against the shape and `device`'s context.
+fn check_cuda_memory<T>(
+    device: &Device,
+    memory: &impl DeviceSlice<T>,
+    rows: usize,
+    cols: usize,
+    layout: Layout,
+    ld: usize,
+) -> Result<MatrixDims, Error> {
+    let dims = MatrixDims::new(rows, cols, layout, ld);
+    dims.validate(Operand::Matrix, memory.len())?;
+    // cudarc hands out several handles to one primary context: compare
+    // the contexts, not the handles.
+    if **memory.stream().context() != **device.context() {
+        return Err(Error::ContextMismatch { what: "the buffer", device: device.name().into() });
+    }
+    Ok(dims)
 }
 
 /// A matrix in GPU memory that owns its buffer: `rows x cols`, row-major or
@@ -126,9 +146,13 @@ impl<T: Scalar> DeviceMatrix<T> {
     /// stream; products on other streams are ordered after its pending work
     /// by cudarc's events.
     ///
+    /// To borrow part of a caller's buffer instead (a slice of an arena),
+    /// see [`DeviceView::from_cuda_view`] and
+    /// [`DeviceViewMut::from_cuda_view_mut`].
+    ///
     /// # Errors
     /// [`Error::Shape`] when `ld` is below the line length or the buffer is
-    /// shorter than the shape needs; [`Error::DeviceMismatch`] when the
+    /// shorter than the shape needs; [`Error::ContextMismatch`] when the
     /// buffer belongs to another CUDA context than `device`'s.
     pub fn from_cuda_slice(
         device: &Arc<Device>,
@@ -138,13 +162,7 @@ impl<T: Scalar> DeviceMatrix<T> {
         layout: Layout,
         ld: usize,
     ) -> Result<Self, Error> {
-        let dims = MatrixDims::new(rows, cols, layout, ld);
-        dims.validate(Operand::Matrix, data.len())?;
-        // cudarc hands out several handles to one primary context: compare
-        // the contexts, not the handles.
-        if **data.context() != **device.context() {
-            return Err(Error::ContextMismatch { what: "the buffer", device: device.name().into() });
-        }
+        let dims = check_cuda_memory(device, &data, rows, cols, layout, ld)?;
         Ok(Self::wrap(data, dims, device))
     }
 
@@ -156,6 +174,14 @@ impl<T: Scalar> DeviceMatrix<T> {
     /// Copies the matrix back into a new host matrix (same layout and leading
     /// dimension). Blocks until the copy (and the work before it on the
     /// buffer's stream) is done.
+    ///
+    /// Only this `rows x cols` matrix comes back: the buffer from its first
+    /// element to its last, not the rest of a longer buffer. A strided batch
+    /// kept as one buffer wrapped as its first matrix (see
+    /// [`crate::Strided::new`]) comes back as its first matrix only; to read
+    /// every matrix, copy the whole buffer with cudarc, e.g.
+    /// `m.buffer().stream().clone_dtoh(m.buffer())` then synchronize the
+    /// stream (matrix i starts `i * stride` elements on).
     ///
     /// # Errors
     /// [`Error::Driver`] if the copy, or an earlier kernel, fails.
@@ -284,8 +310,11 @@ impl<T: Scalar> DeviceMatrix<T> {
 }
 
 /// A borrowed matrix in GPU memory: a [`DeviceMatrix`], a sub-matrix of one,
-/// or a transpose ([`DeviceView::t`]); an operand A or B of
-/// [`crate::Gemm::run_device`].
+/// a transpose ([`DeviceView::t`]), or part of a caller's cudarc buffer
+/// ([`DeviceView::from_cuda_view`]); an operand A or B of
+/// [`crate::Gemm::run_device`]. Its storage runs on from its first element
+/// to the end of the memory it borrows (the first matrix of a strided batch,
+/// [`crate::Strided::new`]).
 pub struct DeviceView<'a, T> {
     pub(crate) data: CudaView<'a, T>,
     pub(crate) dims: MatrixDims,
@@ -293,8 +322,10 @@ pub struct DeviceView<'a, T> {
     pub(crate) address: u64,
 }
 
-/// A mutable borrowed matrix in GPU memory (a whole [`DeviceMatrix`] or a
-/// block of one): the output C of [`crate::Gemm::run_device`].
+/// A mutable borrowed matrix in GPU memory (a whole [`DeviceMatrix`], a
+/// block of one, or part of a caller's cudarc buffer,
+/// [`DeviceViewMut::from_cuda_view_mut`]): the output C of
+/// [`crate::Gemm::run_device`].
 pub struct DeviceViewMut<'a, T> {
     pub(crate) data: CudaViewMut<'a, T>,
     pub(crate) dims: MatrixDims,
@@ -303,6 +334,50 @@ pub struct DeviceViewMut<'a, T> {
 }
 
 impl<'a, T: Scalar> DeviceView<'a, T> {
+    /// Views part of a caller's cudarc buffer, without copying, as a `rows x
+    /// cols` matrix in `layout` with leading dimension `ld` (element (i, j)
+    /// at `i * ld + j` row-major, `j * ld + i` column-major, from the view's
+    /// first element): e.g. `arena.slice(offset..)` of an arena holding
+    /// several operands. The view borrows the buffer for `'a`; the matrix's
+    /// storage is the whole view (the first matrix of a strided batch may
+    /// run on through it, [`crate::Strided::new`]). Work on the buffer's
+    /// stream and products on other streams are ordered by cudarc's events,
+    /// as for [`DeviceMatrix::from_cuda_slice`].
+    ///
+    /// ```no_run
+    /// use gemm::{DeviceView, DeviceViewMut, Gemm, Layout};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// let (m, n, k) = (64, 32, 48);
+    /// // One arena for A (m x k, row-major) then B (k x n, column-major).
+    /// let arena = dev.stream().alloc_zeros::<f32>(m * k + k * n)?;
+    /// let mut out = dev.stream().alloc_zeros::<f32>(16 + m * n)?;
+    /// let a = DeviceView::from_cuda_view(&dev, arena.slice(..m * k), m, k, Layout::RowMajor, k)?;
+    /// let b = DeviceView::from_cuda_view(&dev, arena.slice(m * k..), k, n, Layout::ColMajor, k)?;
+    /// let c = DeviceViewMut::from_cuda_view_mut(&dev, out.slice_mut(16..), m, n, Layout::RowMajor, n)?;
+    /// Gemm::new().run_device(a, b, c)?; // C = AB in out[16..], enqueued
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when `ld` is below the line length
+    /// ([`crate::ShapeError::LeadingDimension`]) or the view is shorter than
+    /// the shape needs ([`crate::ShapeError::Storage`]);
+    /// [`Error::ContextMismatch`] when the buffer belongs to another CUDA
+    /// context than `device`'s.
+    pub fn from_cuda_view(
+        device: &'a Arc<Device>,
+        data: CudaView<'a, T>,
+        rows: usize,
+        cols: usize,
+        layout: Layout,
+        ld: usize,
+    ) -> Result<Self, Error> {
+        let dims = check_cuda_memory(device, &data, rows, cols, layout, ld)?;
+        let address = address(&data);
+        Ok(DeviceView { data, dims, device, address })
+    }
+
     /// Rows, columns, leading dimension and layout.
     pub fn dims(&self) -> MatrixDims {
         self.dims
@@ -339,6 +414,45 @@ impl<'a, T: Scalar> DeviceView<'a, T> {
 }
 
 impl<'a, T: Scalar> DeviceViewMut<'a, T> {
+    /// Views part of a caller's cudarc buffer mutably, without copying, as a
+    /// `rows x cols` matrix in `layout` with leading dimension `ld`: an
+    /// output C in e.g. `arena.slice_mut(offset..)`. Products write C's
+    /// elements only (not the padding between its lines nor the rest of the
+    /// view). As [`DeviceView::from_cuda_view`] otherwise.
+    ///
+    /// ```no_run
+    /// use gemm::{DeviceMatrix, DeviceViewMut, Gemm, Layout, Strided};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// let (count, m, n, k) = (8, 64, 32, 48);
+    /// let a = DeviceMatrix::<f32>::zeros(&dev, m, k)?;
+    /// let b = DeviceMatrix::<f32>::zeros(&dev, k, n)?;
+    /// // A batch of `count` packed m x n row-major C's in the caller's arena.
+    /// let mut arena = dev.stream().alloc_zeros::<f32>(1024 + count * m * n)?;
+    /// let c = DeviceViewMut::from_cuda_view_mut(&dev, arena.slice_mut(1024..), m, n, Layout::RowMajor, n)?;
+    /// Gemm::new().run_strided_device(
+    ///     Strided::new(&a, count, 0)?,
+    ///     Strided::new(&b, count, 0)?,
+    ///     Strided::new(c, count, m * n)?,
+    /// )?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`DeviceView::from_cuda_view`].
+    pub fn from_cuda_view_mut(
+        device: &'a Arc<Device>,
+        data: CudaViewMut<'a, T>,
+        rows: usize,
+        cols: usize,
+        layout: Layout,
+        ld: usize,
+    ) -> Result<Self, Error> {
+        let dims = check_cuda_memory(device, &data, rows, cols, layout, ld)?;
+        let address = address(&data);
+        Ok(DeviceViewMut { data, dims, device, address })
+    }
+
     /// Rows, columns, leading dimension and layout.
     pub fn dims(&self) -> MatrixDims {
         self.dims

@@ -65,7 +65,7 @@ pub enum Error {
         source: LimitError,
     },
     /// No compiled entry point serves this precision and configuration.
-    #[error("no {} kernel is compiled for {config} (see gemm::registry::ENTRY_POINTS)", .precision.name())]
+    #[error("no {} kernel is compiled for {config} (see gemm::tuning::registry::ENTRY_POINTS)", .precision.name())]
     NoKernel {
         /// Element type.
         precision: Precision,
@@ -127,10 +127,12 @@ pub enum Error {
         /// Matrices of C.
         c: usize,
     },
-    /// A batch's storage is shorter than its matrices need.
-    #[error("the {operand} batch ({count} matrices {stride} elements apart) needs {needed} elements, but its storage holds {len}")]
+    /// A batch's storage is shorter than its matrices need. The message
+    /// names the operand of a product ("the A batch (...) needs ...") or,
+    /// from a constructor ([`crate::Strided::new`]), just "the batch".
+    #[error("{} ({count} matrices {stride} elements apart) needs {needed} elements, but its storage holds {len}", batch_name(*.operand))]
     BatchStorage {
-        /// Which operand.
+        /// Which operand ([`Operand::Matrix`] from a constructor).
         operand: Operand,
         /// Matrices.
         count: usize,
@@ -204,6 +206,14 @@ pub enum Error {
         #[source]
         source: CublasError,
     },
+}
+
+/// "the A batch", or "the batch" for a batch not yet an operand.
+fn batch_name(operand: Operand) -> String {
+    match operand {
+        Operand::Matrix => "the batch".to_string(),
+        operand => format!("the {operand} batch"),
+    }
 }
 
 impl core::fmt::Debug for Error {

@@ -71,7 +71,7 @@ pub use cudarc;
 /// half-precision element types ([`hgemm`], [`Product`]).
 pub use half;
 
-pub use batch::Strided;
+pub use batch::{BatchView, IntoBatchView, Strided};
 pub use device::{default_device, Device};
 pub use device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 pub use element::{Element, Scalar};
