@@ -288,3 +288,21 @@ fn without_a_gpu_run_strided_is_a_typed_error() {
         }
     }
 }
+
+/// A split or packing asked of a batch is its typed error with or without a
+/// GPU: found before the device is opened (it was `NoDriver` on a machine
+/// without one), and C is untouched.
+#[test]
+fn batch_options_are_checked_before_the_device() {
+    let x = iota(2 * 6);
+    let mut y = vec![7.0f64; 2 * 4];
+    let a = || Strided::from_slice(&x, 2, 2, 3, R).unwrap();
+    let b = || Strided::from_slice(&x, 2, 3, 2, R).unwrap();
+    let e = Gemm::new().split_k(4).run_strided(a(), b(), Strided::from_slice_mut(&mut y, 2, 2, 2, R).unwrap());
+    assert!(matches!(e, Err(Error::SplitK { slices: 4, .. })), "{e:?}");
+    let e = Gemm::new().pack(true).run_strided(a(), b(), Strided::from_slice_mut(&mut y, 2, 2, 2, R).unwrap());
+    assert!(matches!(e, Err(Error::Pack { .. })), "{e:?}");
+    let e = Gemm::new().allow_tf32(true).run_strided(a(), b(), Strided::from_slice_mut(&mut y, 2, 2, 2, R).unwrap());
+    assert!(matches!(e, Err(Error::Unsupported { .. })), "{e:?}");
+    assert!(y.iter().all(|&v| v == 7.0));
+}

@@ -363,6 +363,7 @@ impl Gemm {
         b: Strided<MatRef<'b, T>>,
         mut c: Strided<MatMut<'c, T>>,
     ) -> Result<(), Error> {
+        self.check_options(T::PRECISION, true)?;
         let (dims, count) = self.strided_problem(
             (a.first.dims(), a.count, a.stride, a.first.as_slice().len()),
             (b.first.dims(), b.count, b.stride, b.first.as_slice().len()),
@@ -472,6 +473,7 @@ impl Gemm {
         b: Strided<DeviceView<'b, T>>,
         mut c: Strided<DeviceViewMut<'c, T>>,
     ) -> Result<(), Error> {
+        self.check_options(T::PRECISION, true)?;
         let (dims, count) = self.strided_problem(
             (a.first.dims, a.count, a.stride, a.first.data.len()),
             (b.first.dims, b.count, b.stride, b.first.data.len()),
@@ -523,6 +525,7 @@ impl Gemm {
         b: &[DeviceView<'_, T>],
         c: &mut [DeviceViewMut<'_, T>],
     ) -> Result<(), Error> {
+        self.check_options(T::PRECISION, true)?;
         let shape = |i: usize| {
             let (ad, bd) = (a[i].dims.op(self.op_a), b[i].dims.op(self.op_b));
             format!("{}x{}x{}", ad.rows, bd.cols, ad.cols)
@@ -574,6 +577,7 @@ impl Gemm {
         b: &[DeviceView<'_, T>],
         c: &mut [DeviceViewMut<'_, T>],
     ) -> Result<(), Error> {
+        self.check_options(T::PRECISION, true)?;
         if a.len() != c.len() || b.len() != c.len() {
             return Err(Error::BatchCount { a: a.len(), b: b.len(), c: c.len() });
         }
