@@ -574,3 +574,76 @@ fn strided_batches_of_every_type_on_both_stages() {
     let cmp = Reference::new_mixed(1.0, &a, &b, 0.0, &Matrix::<f32>::zeros(count * m, n)).compare(&got);
     assert!(cmp.passed(), "device strided f16 batch: {cmp}");
 }
+
+/// One list batch of the mixed types: every product within the bound
+/// (exact where C's type holds the integer result) and bit for bit what a
+/// single `run_device` of it gives.
+fn check_list<T: Product<C>, C: Scalar>(shapes: &[(usize, usize, usize)], b_layout: Layout, pointer_array: bool) {
+    let dev = device();
+    let a: Vec<Matrix<T>> = shapes.iter().map(|&(m, _, k)| random_int_matrix::<T>(m, k, seed())).collect();
+    let b: Vec<Matrix<T>> = shapes
+        .iter()
+        .map(|&(_, n, k)| {
+            let x = random_int_matrix::<T>(k, n, seed());
+            Matrix::from_fn_in(k, n, b_layout, |i, j| x.get(i, j).unwrap())
+        })
+        .collect();
+    let da: Vec<_> = a.iter().map(|x| DeviceMatrix::from_host(&dev, x).unwrap()).collect();
+    let db: Vec<_> = b.iter().map(|x| DeviceMatrix::from_host(&dev, x).unwrap()).collect();
+    let poison = |m: usize, n: usize| Matrix::<C>::filled(m, n, C::from_f64(f64::NAN));
+    let mut dc: Vec<_> =
+        shapes.iter().map(|&(m, n, _)| DeviceMatrix::from_host(&dev, &poison(m, n)).unwrap()).collect();
+    let av: Vec<_> = da.iter().map(|x| x.as_view()).collect();
+    let bv: Vec<_> = db.iter().map(|x| x.as_view()).collect();
+    let mut cv: Vec<_> = dc.iter_mut().map(|x| x.as_view_mut()).collect();
+    let stream = dev.context().new_stream().unwrap();
+    let g = Gemm::new().stream(&stream);
+    if pointer_array { g.run_batched_device(&av, &bv, &mut cv) } else { g.run_grouped_device(&av, &bv, &mut cv) }
+        .unwrap();
+    stream.synchronize().unwrap();
+    drop(cv);
+    for (i, &(m, n, _)) in shapes.iter().enumerate() {
+        let got = dc[i].to_host().unwrap();
+        let want = Reference::new_mixed(1.0, &a[i], &b[i], 0.0, &Matrix::<C>::zeros(m, n));
+        let cmp = want.compare(&got);
+        assert!(cmp.passed(), "product {i} of {shapes:?}: {cmp}");
+        let mut one = DeviceMatrix::from_host(&dev, &poison(m, n)).unwrap();
+        Gemm::new().run_device(&da[i], &db[i], &mut one).unwrap();
+        let single = one.to_host().unwrap();
+        assert!(
+            got.as_slice().iter().zip(single.as_slice()).all(|(x, y)| bits(*x) == bits(*y)),
+            "product {i}: the batch and a single run differ"
+        );
+    }
+}
+
+/// The mixed types through the list batches: a mixture-of-experts layer
+/// in bf16 (8 experts, one with no rows, the weight in either layout) as
+/// a grouped batch, into f32 and bf16; pointer-array f16 -> f16, i8 -> i32
+/// and TF32.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn grouped_and_pointer_array_batches_of_every_type() {
+    let experts: Vec<(usize, usize, usize)> =
+        [37, 0, 128, 5, 300, 64, 1, 200].iter().map(|&rows| (rows, 96, 80)).collect();
+    for b_layout in [Layout::RowMajor, Layout::ColMajor] {
+        check_list::<bf16, f32>(&experts, b_layout, false);
+        check_list::<bf16, bf16>(&experts, b_layout, false);
+        check_list::<f16, f32>(&experts, b_layout, false);
+    }
+    let same = [(129, 68, 255); 4];
+    check_list::<f16, f16>(&same, Layout::RowMajor, true);
+    check_list::<i8, i32>(&same, Layout::ColMajor, true);
+    check_list::<i8, i32>(&same, Layout::RowMajor, true);
+    // Errors: lengths, shapes, before anything runs.
+    let dev = device();
+    let x = DeviceMatrix::from_host(&dev, &Matrix::<f16>::zeros(8, 8)).unwrap();
+    let y = DeviceMatrix::from_host(&dev, &Matrix::<f16>::zeros(8, 4)).unwrap();
+    let mut z: Vec<_> = (0..2).map(|_| DeviceMatrix::<f32>::zeros(&dev, 8, 8).unwrap()).collect();
+    let mut zv: Vec<_> = z.iter_mut().map(|m| m.as_view_mut()).collect();
+    let e = Gemm::new().run_batched_device(&[x.as_view()], &[x.as_view(), x.as_view()], &mut zv).unwrap_err();
+    assert!(matches!(e, Error::BatchCount { .. }), "{e}");
+    let e =
+        Gemm::new().run_grouped_device(&[x.as_view(), y.as_view()], &[x.as_view(), x.as_view()], &mut zv).unwrap_err();
+    assert!(matches!(e, Error::Problem { index: 1, .. }), "{e}");
+}

@@ -513,19 +513,31 @@ impl Gemm {
 
     /// Enqueues a pointer-array batch: C_i <- alpha op(A_i) op(B_i) + beta
     /// C_i for same-shaped device matrices at any addresses (cuBLAS's
-    /// `cublasDgemmBatched`), in one launch; returns without waiting. The
-    /// list of addresses is uploaded on the stream before the launch.
+    /// `cublas<t>gemmBatched`, `cublasGemmBatchedEx`); returns without
+    /// waiting. Every type pair of [`crate::Product`]: f64 and f32 in one
+    /// launch (the list of addresses is uploaded on the stream before it);
+    /// the mixed-precision products (f16, bf16, TF32, i8) one launch per
+    /// product, on the same stream.
     ///
     /// # Errors
     /// [`Error::ShapeVaries`] when the products differ in m, n or k; else as
     /// [`Gemm::run_grouped_device`].
-    pub fn run_batched_device<T: Element>(
+    pub fn run_batched_device<T: crate::Product<C>, C: Scalar>(
         &self,
         a: &[DeviceView<'_, T>],
         b: &[DeviceView<'_, T>],
-        c: &mut [DeviceViewMut<'_, T>],
+        c: &mut [DeviceViewMut<'_, C>],
     ) -> Result<(), Error> {
-        self.check_options(T::PRECISION, true)?;
+        T::run_list_device(self, a, b, c, true)
+    }
+
+    /// The products of a pointer-array batch differ in shape: the first that does.
+    pub(crate) fn shape_varies<T: Scalar, C: Scalar>(
+        &self,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &[DeviceViewMut<'_, C>],
+    ) -> Result<(), Error> {
         let shape = |i: usize| {
             let (ad, bd) = (a[i].dims.op(self.op_a), b[i].dims.op(self.op_b));
             format!("{}x{}x{}", ad.rows, bd.cols, ad.cols)
@@ -537,7 +549,23 @@ impl Gemm {
                 }
             }
         }
-        self.run_grouped_device(a, b, c)
+        Ok(())
+    }
+
+    /// [`Gemm::run_batched_device`] (`same_shape`) and
+    /// [`Gemm::run_grouped_device`] for f64 and f32: one launch.
+    pub(crate) fn run_list_element<T: Element>(
+        &self,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &mut [DeviceViewMut<'_, T>],
+        same_shape: bool,
+    ) -> Result<(), Error> {
+        self.check_options(T::PRECISION, true)?;
+        if same_shape {
+            self.shape_varies(a, b, c)?;
+        }
+        self.run_grouped_element(a, b, c)
     }
 
     /// Enqueues a grouped batch: C_i <- alpha op(A_i) op(B_i) + beta C_i for
@@ -547,7 +575,12 @@ impl Gemm {
     /// op(A), op(B) are the builder's, for every problem; all problems must
     /// store their operands in one layout combination (after the kernel form
     /// of a column-major C). One configuration serves every problem: the
-    /// builder's, or the one measured for the largest problem.
+    /// builder's, or the one measured for the largest problem. Every type
+    /// pair of [`crate::Product`]: f64 and f32 in one launch; the
+    /// mixed-precision products (f16, bf16 with C in the same type or f32 -
+    /// a mixture-of-experts layer - TF32, i8) one launch per non-empty
+    /// problem, on the same stream, each with its own plan
+    /// ([`Gemm::plan_for`]), all validated before the first.
     ///
     /// ```no_run
     /// use gemm::{DeviceMatrix, DeviceView, DeviceViewMut, Gemm};
@@ -571,7 +604,18 @@ impl Gemm {
     /// [`Error::MixedLayouts`]; [`Error::BatchOverlap`] when two problems'
     /// C overlap; [`Error::DeviceLimit`] when the blocks of all problems
     /// exceed the grid; otherwise as [`Gemm::run_device`].
-    pub fn run_grouped_device<T: Element>(
+    pub fn run_grouped_device<T: crate::Product<C>, C: Scalar>(
+        &self,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &mut [DeviceViewMut<'_, C>],
+    ) -> Result<(), Error> {
+        T::run_list_device(self, a, b, c, false)
+    }
+
+    /// [`Gemm::run_grouped_device`] for f64 and f32: one launch over the
+    /// tiles of every problem.
+    pub(crate) fn run_grouped_element<T: Element>(
         &self,
         a: &[DeviceView<'_, T>],
         b: &[DeviceView<'_, T>],

@@ -92,6 +92,16 @@ pub trait Product<C: Scalar>: Scalar + sealed::Sealed<C> {
     /// The plan of an m x n x k product ([`Gemm::plan_for`]).
     #[doc(hidden)]
     fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error>;
+    /// Enqueues a pointer-array (`same_shape`) or grouped batch
+    /// ([`Gemm::run_batched_device`], [`Gemm::run_grouped_device`]).
+    #[doc(hidden)]
+    fn run_list_device(
+        g: &Gemm,
+        a: &[DeviceView<'_, Self>],
+        b: &[DeviceView<'_, Self>],
+        c: &mut [DeviceViewMut<'_, C>],
+        same_shape: bool,
+    ) -> Result<(), Error>;
 }
 
 macro_rules! element_product {
@@ -126,6 +136,15 @@ macro_rules! element_product {
             }
             fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
                 g.plan_ladder(<$t as Element>::PRECISION, dims)
+            }
+            fn run_list_device(
+                g: &Gemm,
+                a: &[DeviceView<'_, $t>],
+                b: &[DeviceView<'_, $t>],
+                c: &mut [DeviceViewMut<'_, $t>],
+                same_shape: bool,
+            ) -> Result<(), Error> {
+                g.run_list_element(a, b, c, same_shape)
             }
         }
     };
@@ -181,6 +200,19 @@ impl Product<f32> for f32 {
     fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
         g.plan_f32(dims)
     }
+    fn run_list_device(
+        g: &Gemm,
+        a: &[DeviceView<'_, f32>],
+        b: &[DeviceView<'_, f32>],
+        c: &mut [DeviceViewMut<'_, f32>],
+        same_shape: bool,
+    ) -> Result<(), Error> {
+        if g.uses_tf32(c.first().map(|c| c.device))? {
+            g.run_mixed_list(WgmmaTypes::Tf32, a, b, c, same_shape)
+        } else {
+            g.run_list_element(a, b, c, same_shape)
+        }
+    }
 }
 
 macro_rules! warpgroup_product {
@@ -215,6 +247,15 @@ macro_rules! warpgroup_product {
             }
             fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
                 g.plan_mixed($types, dims)
+            }
+            fn run_list_device(
+                g: &Gemm,
+                a: &[DeviceView<'_, $t>],
+                b: &[DeviceView<'_, $t>],
+                c: &mut [DeviceViewMut<'_, $c>],
+                same_shape: bool,
+            ) -> Result<(), Error> {
+                g.run_mixed_list($types, a, b, c, same_shape)
             }
         }
     };
@@ -885,6 +926,76 @@ impl Gemm {
         }
         let stage = Self::mixed_stage(types, &device, mma_sync)?;
         self.enqueue_mixed(&device, &stream, stage, types, &dims, (&a.data, &b.data, &mut c.data), (1, [0; 3]))
+    }
+
+    /// [`Gemm::run_batched_device`] (`same_shape`) and
+    /// [`Gemm::run_grouped_device`] for the mixed-precision products: every
+    /// problem validated first (shapes and storage, devices, C apart from
+    /// its A and B and from the other problems' C), then one launch per
+    /// problem that changes C, in order, on the call's stream.
+    pub(crate) fn run_mixed_list<T: Scalar, C: Scalar>(
+        &self,
+        types: WgmmaTypes,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &mut [DeviceViewMut<'_, C>],
+        same_shape: bool,
+    ) -> Result<(), Error> {
+        let mma_sync = self.mixed_options(types)?;
+        if a.len() != c.len() || b.len() != c.len() {
+            return Err(Error::BatchCount { a: a.len(), b: b.len(), c: c.len() });
+        }
+        if same_shape {
+            self.shape_varies(a, b, c)?;
+        }
+        let Some(first) = c.first() else { return Ok(()) };
+        let device = first.device.clone();
+        let mut todo = Vec::with_capacity(c.len());
+        for i in 0..c.len() {
+            let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
+            let dims = self
+                .problem((a[i].dims, a[i].data.len()), (b[i].dims, b[i].data.len()), (c[i].dims, c[i].data.len()))
+                .map_err(wrap)?;
+            for other in [a[i].device, b[i].device, c[i].device].into_iter().chain(self.device_option()) {
+                if !other.same_context(&device) {
+                    return Err(wrap(Error::DeviceMismatch(other.name().to_string(), device.name().to_string())));
+                }
+            }
+            let (c_start, c_bytes) = c[i].byte_span();
+            for (operand, (start, bytes)) in [(Operand::A, a[i].byte_span()), (Operand::B, b[i].byte_span())] {
+                if spans_overlap(c_start, c_bytes, start, bytes) {
+                    return Err(wrap(gemm_core::ShapeError::Overlap { operand }.into()));
+                }
+            }
+            if !(dims.is_empty() || self.leaves_c_unchanged(&dims)) {
+                todo.push((i, dims));
+            }
+        }
+        // Outputs must not share memory: sort the spans and compare neighbours.
+        let mut spans: Vec<(usize, usize, usize)> = todo
+            .iter()
+            .map(|&(i, _)| {
+                let (s, len) = c[i].byte_span();
+                (s, len, i)
+            })
+            .collect();
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            if spans_overlap(w[0].0, w[0].1, w[1].0, w[1].1) {
+                return Err(Error::BatchOverlap { first: w[0].2.min(w[1].2), second: w[0].2.max(w[1].2) });
+            }
+        }
+        let stream = self.stream_on(&device)?;
+        if todo.is_empty() {
+            return Ok(());
+        }
+        let stage = Self::mixed_stage(types, &device, mma_sync)?;
+        for (i, dims) in todo {
+            let operands = (&a[i].data, &b[i].data, &mut c[i].data);
+            self.enqueue_mixed(&device, &stream, stage, types, &dims, operands, (1, [0; 3]))
+                .map_err(|e| Error::Problem { index: i, source: Box::new(e) })?;
+        }
+        Ok(())
     }
 
     /// [`Gemm::run_strided`] for the mixed-precision products: uploads the
