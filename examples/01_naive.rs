@@ -1,7 +1,10 @@
-//! Stage 1, naive (seed 000 section 2, seed 003): one thread per element of C,
-//! block Bx x By chosen at run time. Prints time, GFLOP/s, % of peak and the
-//! ratio to cuBLAS measured in the same run; `--sweep` sweeps every Bx x By
-//! (powers of two, 32 to 1024 threads) and prints seed 000's heat map.
+//! Stage 1, naive: one thread per element of C, block Bx x By chosen at run
+//! time. Prints time, GFLOP/s, % of peak and the ratio to cuBLAS measured in
+//! the same run; `--sweep` sweeps every Bx x By (powers of two, 32 to 1024
+//! threads) and prints a heat map of them.
+//!
+//! Sources: "Double-Precision Matrix Multiply on CUDA" (a CSE 260 report),
+//! section 2; "CUDA basics part 2".
 //!
 //! `cargo run --release --example 01_naive [N] [--f32] [--sweep]`
 

@@ -1,5 +1,6 @@
-//! Stage 2, coalesced (seed 000 section 3.1.3, seed 003): the naive kernel with
-//! x along the columns of C, so a warp reads consecutive elements of B and
+//! Stage 2, coalesced ("Double-Precision Matrix Multiply on CUDA", a CSE 260
+//! report, section 3.1.3; "CUDA basics part 2"): the naive kernel with x along
+//! the columns of C, so a warp reads consecutive elements of B and
 //! writes consecutive elements of C. Runs both mappings with the same block
 //! shapes, to show what coalescing buys.
 //!

@@ -1,5 +1,6 @@
-//! Stage 3, shared-memory tiling (seed 000 section 3.1, seed 003): T x T tiles
-//! of A and B in shared memory, T in {8, 16, 32}, coalesced loads.
+//! Stage 3, shared-memory tiling ("Double-Precision Matrix Multiply on CUDA",
+//! a CSE 260 report, section 3.1; "CUDA basics part 2"): T x T tiles of A
+//! and B in shared memory, T in {8, 16, 32}, coalesced loads.
 //!
 //! `cargo run --release --example 03_smem_tiled [N] [--f32]`
 

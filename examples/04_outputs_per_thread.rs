@@ -1,6 +1,7 @@
-//! Stage 4, several outputs per thread (seed 000 section 3.2, seed 001):
+//! Stage 4, several outputs per thread ("Double-Precision Matrix Multiply on
+//! CUDA", a CSE 260 report, section 3.2; Volkov, "Optimizing GPU codes"):
 //! 32 x 32 tiles, each thread computing 1, 2, 4, 8 or 16 outputs of a column.
-//! Prints seed 000's table: outputs per thread, GFLOP/s, registers per thread,
+//! Prints the report's table: outputs per thread, GFLOP/s, registers per thread,
 //! threads per block, blocks per SM and occupancy (read from the driver).
 //!
 //! `cargo run --release --example 04_outputs_per_thread [N] [--f32]`

@@ -1,5 +1,6 @@
-//! Stage 5, 2D register tiling (seed 004, seed 001): a BM x BN x BK block tile
-//! in shared memory, each thread computing a TM x TN tile of C from registers.
+//! Stage 5, 2D register tiling ("Optimizing matrix multiplication on an RTX
+//! 3050"; Volkov, "Optimizing GPU codes"): a BM x BN x BK block tile in shared
+//! memory, each thread computing a TM x TN tile of C from registers.
 //! Runs every compiled configuration (`cargo xtask`'s menu in
 //! `gemm_core::kernel_menu!`), checks each against cuBLAS with C poisoned by
 //! NaN, and prints ms, GFLOP/s, % of the FMA peak and the ratio to cuBLAS;

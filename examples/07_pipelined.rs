@@ -1,5 +1,6 @@
-//! Stage 7, cp.async pipeline and warp tiling (seed 004's next steps, seed
-//! 001's prefetching). Every compiled configuration, self-checked against
+//! Stage 7, cp.async pipeline and warp tiling (the next steps of "Optimizing
+//! matrix multiplication on an RTX 3050"; the prefetching of Volkov,
+//! "Optimizing GPU codes"). Every compiled configuration, self-checked against
 //! cuBLAS (NaN-poisoned C); prints ms, GFLOP/s, % of the FMA peak, ratio to
 //! cuBLAS.
 //!

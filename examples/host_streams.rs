@@ -1,10 +1,10 @@
-//! Seed 002's table (Martini and Boldo, "Matrix multiplication on GPU":
-//! what a user of host matrices sees, copies included, with the product
+//! The table of "Improving performance of the matrix-multiplication
+//! algorithm with CUDA" (a 2019 report: what a user of host matrices sees, copies included, with the product
 //! split over CUDA streams): f64 products of N x N host matrices, timed from
 //! host to host, N = 64, 128, ..., 8192, for
 //!
 //! - `cpu`: matrixmultiply on all cores (the sequential baseline of the
-//!   seed, parallel here);
+//!   report, parallel here);
 //! - `stage1`, `stage3`: the naive and shared-memory stages through the
 //!   host path;
 //! - `default_pageable`, `default_pinned`: the default kernel through the
@@ -19,7 +19,7 @@
 //! operands), all measured in this run. Median of 3 timed runs after a
 //! warm-up (1 run where a method takes over a second). Above N = 8192 only
 //! the GPU methods run (the CPU and the naive stages would take minutes;
-//! seed 002's table stops at 8192).
+//! the report's table stops at 8192).
 //!
 //! Run: `cargo run --release --example host_streams [-- --out DIR] [--sizes 64,128] [--streams 2,4]`;
 //! writes `DIR/host.csv` (device, date, commit, n, precision, method, ms,

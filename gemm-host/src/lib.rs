@@ -1,10 +1,11 @@
 //! # gemm: BLAS-style matrix multiply on NVIDIA GPUs, kernels written in Rust
 //!
 //! `C <- alpha * op(A) * op(B) + beta * C`, the BLAS xGEMM contract, in f64
-//! ([`dgemm`]) and f32 ([`sgemm`]), and on Hopper GPUs (compute capability
-//! 9.0) with f16 or bf16 operands ([`hgemm`]; f32 accumulation), f32 on
-//! TF32 tensor cores when asked for ([`Gemm::allow_tf32`]) and i8 operands
-//! with i32 accumulation ([`igemm`]) (which types: [`Product`]), on host
+//! ([`dgemm`]) and f32 ([`sgemm`]), and on tensor cores (compute capability
+//! 8.0 and newer; Hopper's warpgroup MMA on 9.0) with f16 or bf16 operands
+//! ([`hgemm`]; f32 accumulation), f32 on TF32 tensor cores when asked for
+//! ([`Gemm::allow_tf32`]) and i8 operands with i32 accumulation ([`igemm`])
+//! (which types: [`Product`]; what each runs: [`Gemm::plan_for`]), on host
 //! matrices ([`Matrix`]), views of
 //! the caller's slices ([`MatRef`], [`MatMut`]), sub-matrices and transposes
 //! (no copies), or device buffers ([`DeviceMatrix`], also made from a cudarc

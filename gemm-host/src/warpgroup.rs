@@ -395,7 +395,7 @@ pub struct WarpgroupPlan {
 /// narrower wgmma (N = 128, 64) reads more shared memory per multiply-add,
 /// and one consumer warpgroup (BM = 64) hides less latency than two. Rough
 /// ranks, not fitted: the planner they give was checked only by the suite's
-/// results (NVIDIA H100, 2026-11-25; README, stage 9).
+/// results (NVIDIA H100, 2026-11-25; docs/stages.md, stage 9).
 fn tile_efficiency(tile: WgmmaTile) -> f64 {
     match (tile.bm, tile.bn) {
         (128, 256) => 1.0,

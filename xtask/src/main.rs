@@ -28,11 +28,14 @@
 //!   (one ptxas per core), print registers, shared memory, stack and spills
 //!   per kernel, fail on any spill or stack frame (local memory), and fail
 //!   unless each committed cubin is ptxas's output byte for byte.
-//! - `cargo xtask readme [--check]`: regenerate the stage table in README.md
-//!   from `benches/results/latest.csv` (written by the ladder benchmark; single
-//!   products only), and, once the CSV has batched rows, the batched table
-//!   (the default path on each batched job beside cuBLAS; added after the
-//!   stage table between its own markers the first time).
+//! - `cargo xtask readme [--check]`: regenerate the generated tables of
+//!   README.md (the performance table), docs/stages.md (the stage table,
+//!   stage 9's and stage 8's mixed-precision tables) and docs/benchmarks.md
+//!   (the shape suite, the batched jobs), each between its markers, from
+//!   `benches/results/latest.csv` (written by the ladder benchmark) and
+//!   `warpgroup.csv` (written by the `09_warpgroup` example); and copy the
+//!   README's first program to `tests/downstream/src/main.rs`, the crate CI
+//!   builds against the library. `--check` fails when any of them differs.
 //! - `cargo xtask tuning [--check]`: regenerate `gemm-host/src/tuning_table.rs`
 //!   (the default kernel choice) from `benches/results/latest.csv`: for each
 //!   device, precision, shape, operand layouts and batch count (column
@@ -40,11 +43,14 @@
 //!   the fastest correct configuration of stages 3-8.
 //! - `cargo xtask plots [--check]`: draw the benchmark plots (`docs/plots/*.svg`)
 //!   from `benches/results/*.csv` (see `plots.rs`).
+//! - `cargo xtask layers [--check]`: gemm-host's module graph: fail on an
+//!   import circle or an upward import not in `xtask/layers.txt`, today's
+//!   debt, which the task without `--check` rewrites (see `layers.rs`).
 //! - `cargo xtask gpu-bundle`: build release test, example and bench binaries
 //!   into `gpu-bundle/` with `run.sh`, packed as `gpu-bundle.tar.xz`, to carry
 //!   to a GPU machine that has no Rust toolchain.
 //!
-//! The kernel toolchain (DESIGN.md): a rustc whose `core` source is installed,
+//! The kernel toolchain (docs/contributing.md): a rustc whose `core` source is installed,
 //! pinned in `ptx-toolchain.toml` (Debian's rustc-web, cargo-web, rust-web-src
 //! at one package version; `.ci/run` installs exactly it), given by
 //! `GEMM_PTX_RUSTC` / `GEMM_PTX_CARGO` (default `/usr/bin/rustc`,
@@ -52,6 +58,7 @@
 //! `--any-compiler`); `ptxas` from `PTXAS` or the PATH.
 
 mod cubin;
+mod layers;
 mod plots;
 
 use gemm_core::KernelLayouts;
@@ -166,7 +173,8 @@ fn main() {
             Some("readme") => readme(args.iter().any(|a| a == "--check")),
             Some("tuning") => tuning(args.iter().any(|a| a == "--check")),
         Some("plots") => plots::plots(args.iter().any(|a| a == "--check")),
-            _ => Err("usage: cargo xtask <ptx [--check | --any-compiler] | cubin | ptxas | gpu-bundle | readme [--check] | tuning [--check] | plots [--check]>"
+            Some("layers") => layers::layers(args.iter().any(|a| a == "--check")),
+            _ => Err("usage: cargo xtask <ptx [--check | --any-compiler] | cubin | ptxas | gpu-bundle | readme [--check] | tuning [--check] | plots [--check] | layers [--check]>"
                 .to_string()),
         };
     if let Err(e) = result {
@@ -443,7 +451,7 @@ fn build_ptx(module: Module, compiler: &Compiler) -> Result<String> {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .args(ptx_build_args(module));
     println!("compiling the kernels for {} ...", ptx_rel(module));
-    run(&mut cmd).map_err(|e| format!("{e}\n(the kernel toolchain is described in DESIGN.md and README.md)"))?;
+    run(&mut cmd).map_err(|e| format!("{e}\n(the kernel toolchain is described in docs/contributing.md and docs/design.md)"))?;
     let asm = target_dir.join("nvptx64-nvidia-cuda/ptx/deps/gemm_kernels.s");
     let text = fs::read_to_string(&asm).map_err(|e| format!("{}: {e}", asm.display()))?;
     let text = strip_asm_markers(&text);
@@ -1235,16 +1243,62 @@ fi
 exit $fail
 "#;
 
+/// The files whose generated tables `cargo xtask readme` rewrites, from the
+/// repository root: each table goes between its markers, in whichever of
+/// these files has them (every table in at least one).
+const README_FILES: [&str; 3] = ["README.md", "docs/stages.md", "docs/benchmarks.md"];
+/// The README's first program as a separate crate that CI builds against the
+/// library by path: `cargo xtask readme` copies the first ```rust block of
+/// README.md here, and `--check` fails when the two differ.
+const DOWNSTREAM_MAIN: &str = "tests/downstream/src/main.rs";
+
 const TABLE_BEGIN: &str = "<!-- stage-table:begin (cargo xtask readme) -->";
 const TABLE_END: &str = "<!-- stage-table:end -->";
 const TABLE_N: &str = "4096";
+/// Where the stage-9 table is, from the repository root.
+const STAGE9_ANCHOR: &str = "docs/stages.md#stage-9-warpgroup-mma-on-hopper";
 
-/// The README's stage table, from the ladder benchmark's CSV: its rows with
-/// op flags NN and row-major operands only (a file without the columns `ops`
-/// and `layout` has no others) and single products (`batch` 1; a file without
+/// The source documents the stages follow (`gemm_core::Stage::source` names
+/// them by number): the number, then author and title as users cite them.
+const SOURCES: [(&str, &str); 5] = [
+    ("seed 000", "Dharmaraj and Pampana, \"Double-Precision Matrix Multiply on CUDA\" (2014)"),
+    ("seed 001", "Volkov, \"Optimizing GPU codes\" (2009)"),
+    (
+        "seed 002",
+        "Martini and Boldo, \"Improving performance of the matrix-multiplication algorithm with CUDA\" (2019)",
+    ),
+    ("seed 003", "0x7df, \"CUDA basics part 2\" (2015)"),
+    ("seed 004", "\"Optimizing matrix multiplication on an RTX 3050\" (blog post)"),
+];
+
+/// A stage's sources by author and title: `seed 000 (section 2), seed 003`
+/// becomes `Dharmaraj and Pampana, "..." (2014), section 2; 0x7df, "..."
+/// (2015)`. Text without document numbers is returned as it is.
+fn cited(source: &str) -> String {
+    let parts: Vec<String> = source
+        .replace(", seed ", "; seed ")
+        .split("; ")
+        .map(|part| match SOURCES.iter().find(|(number, _)| part.starts_with(number)) {
+            Some((number, citation)) => {
+                let rest = &part[number.len()..];
+                match rest.strip_prefix(" (").and_then(|r| r.strip_suffix(')')) {
+                    Some(inner) => format!("{citation}, {inner}"),
+                    None => format!("{citation}{rest}"),
+                }
+            }
+            None => part.to_string(),
+        })
+        .collect();
+    parts.join("; ")
+}
+
+/// The stage table, from the ladder benchmark's CSV: its rows with op flags
+/// NN and row-major operands only (a file without the columns `ops` and
+/// `layout` has no others) and single products (`batch` 1; a file without
 /// the column has no others), the first of each precision, stage and shape
 /// (the ladder's; the default path's own NN row-major row comes after).
-fn stage_table(csv: &str) -> Result<String> {
+/// Links are written for a file `up` below the repository root ("" or "../").
+fn stage_table(csv: &str, up: &str) -> Result<String> {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
     let column = |name: &str| header.iter().position(|h| *h == name);
@@ -1275,41 +1329,35 @@ fn stage_table(csv: &str) -> Result<String> {
         let (dc, dg) = find("f64", &number).unwrap_or(("-".into(), "-".into()));
         let (sc, sg) = find("f32", &number).unwrap_or(("-".into(), "-".into()));
         t.push_str(&format!(
-            "| {} | {} | [`s{stem}.rs`](gemm-kernels/src/s{stem}.rs) | [`{stem}.rs`](examples/{stem}.rs) | {} | {dc} | {dg} | {sc} | {sg} |\n",
+            "| {} | {} | [`s{stem}.rs`]({up}gemm-kernels/src/s{stem}.rs) | [`{stem}.rs`]({up}examples/{stem}.rs) | {} | {dc} | {dg} | {sc} | {sg} |\n",
             stage.number(),
             stage.title(),
-            stage.source(),
+            cited(stage.source()),
             stem = stage.file_stem()
         ));
     }
     // Stage 9 multiplies f16, bf16, TF32 and i8 (not f64 or f32): its
     // figures are in its own table (warpgroup.csv).
-    t.push_str(
-        "| 9 | Hopper warpgroup MMA fed by TMA (f16, bf16, TF32, i8) | [`s09_warpgroup.rs`](gemm-kernels/src/s09_warpgroup.rs) | [`09_warpgroup.rs`](examples/09_warpgroup.rs) | PTX ISA, wgmma.mma_async, cp.async.bulk.tensor, mbarrier; CUTLASS 3 warp-specialized sm90 kernels | - | - | - | - |\n",
-    );
+    t.push_str(&format!(
+        "| 9 | Hopper warpgroup MMA fed by TMA (f16, bf16, TF32, i8) | [`s09_warpgroup.rs`]({up}gemm-kernels/src/s09_warpgroup.rs) | [`09_warpgroup.rs`]({up}examples/09_warpgroup.rs) | PTX ISA, wgmma.mma_async, cp.async.bulk.tensor, mbarrier; CUTLASS 3 warp-specialized sm90 kernels | - | - | - | - |\n",
+    ));
     let (_, dg) = find("f64", "0").unwrap_or(("-".into(), "-".into()));
     let (_, sg) = find("f32", "0").unwrap_or(("-".into(), "-".into()));
     t.push_str(&format!("| | cuBLAS (same run) | | | | | {dg} | | {sg} |\n"));
     t.push_str(&format!(
-        "\nm = n = k = {TABLE_N}; {device}, {date}, commit {commit}; each stage at its fastest configuration at this size. All sizes in [BENCHMARKS.md](BENCHMARKS.md). Stage 9's products (f16, bf16, TF32, i8) are measured in [their own table](#half-precision-tf32-and-int8-on-hopper-stage-9).\n"
+        "\nm = n = k = {TABLE_N}; {device}, {date}, commit {commit}; each stage at its fastest configuration at this size. All sizes in [BENCHMARKS.md]({up}BENCHMARKS.md). Stage 9's products (f16, bf16, TF32, i8) are measured in [their own table]({up}{STAGE9_ANCHOR}).\n"
     ));
     Ok(t)
 }
 
 const BATCHED_BEGIN: &str = "<!-- batched-table:begin (cargo xtask readme) -->";
 const BATCHED_END: &str = "<!-- batched-table:end -->";
-/// What `cargo xtask readme` puts after the stage table when README.md has no
-/// batched table yet and latest.csv has batched rows; then the table goes
-/// between the markers.
-const BATCHED_INTRO: &str =
-    "\nBatched products: the default path, one launch per batch, beside cuBLAS's batched calls \
-(`?gemmStridedBatched`, `cublasGemmGroupedBatchedEx`) in the same run.\n\n";
 
-/// The README's batched table, from the ladder benchmark's CSV: its rows of
-/// more than one product (`batch` > 1) timed on the default path (`path` =
-/// `default`), in file order; `None` when it has none (a file without these
-/// columns has none).
-fn batched_table(csv: &str) -> Result<Option<String>> {
+/// The batched table, from the ladder benchmark's CSV: its rows of more than
+/// one product (`batch` > 1) timed on the default path (`path` = `default`),
+/// in file order; `None` when it has none (a file without these columns has
+/// none). Links as [`stage_table`]'s.
+fn batched_table(csv: &str, up: &str) -> Result<Option<String>> {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
     let column = |name: &str| header.iter().position(|h| *h == name);
@@ -1357,7 +1405,7 @@ fn batched_table(csv: &str) -> Result<Option<String>> {
     }
     t.push_str(&format!(
         "\n{device}, {date}, commit {commit}; GFLOP/s of the whole batch; every configuration timed in \
-         [BENCHMARKS.md](BENCHMARKS.md).\n"
+         [BENCHMARKS.md]({up}BENCHMARKS.md).\n"
     ));
     Ok(Some(t))
 }
@@ -1365,11 +1413,12 @@ fn batched_table(csv: &str) -> Result<Option<String>> {
 const SUITE_BEGIN: &str = "<!-- suite-table:begin (cargo xtask readme) -->";
 const SUITE_END: &str = "<!-- suite-table:end -->";
 
-/// The README's shape-suite table, from the ladder benchmark's CSV: the
-/// default path's rows of its step 5 (`path` = `suite`), f64 and f32 side
-/// by side per shape, with the geometric mean of the ratios to cuBLAS and
-/// the lowest ratio per precision; `None` when there are none.
-fn suite_table(csv: &str) -> Result<Option<String>> {
+/// The shape-suite table, from the ladder benchmark's CSV: the default
+/// path's rows of its step 5 (`path` = `suite`), f64 and f32 side by side
+/// per shape, with the geometric mean of the ratios to cuBLAS and the lowest
+/// ratio per precision; `None` when there are none. Links as
+/// [`stage_table`]'s.
+fn suite_table(csv: &str, up: &str) -> Result<Option<String>> {
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
     let column = |name: &str| header.iter().position(|h| *h == name);
@@ -1446,48 +1495,9 @@ fn suite_table(csv: &str) -> Result<Option<String>> {
     t.push_str(&format!(
         "\n{device}, {date}, commit {commit}; the default path (`Gemm::new()`: the committed table's kernel and \
          split) beside cuBLAS in the same run, kernel time, checked against cuBLAS first; details in \
-         [BENCHMARKS.md](BENCHMARKS.md).\n"
+         [BENCHMARKS.md]({up}BENCHMARKS.md).\n"
     ));
     Ok(Some(t))
-}
-
-/// README.md with its generated tables replaced from `csv`: the stage table
-/// between [`TABLE_BEGIN`] and [`TABLE_END`], and the batched table between
-/// [`BATCHED_BEGIN`] and [`BATCHED_END`] (added after the stage table, with
-/// [`BATCHED_INTRO`], the first time latest.csv has batched rows; left out
-/// while it has none and README.md has no markers for it).
-fn readme_text(text: &str, csv: &str) -> Result<String> {
-    let (Some(b), Some(e)) = (text.find(TABLE_BEGIN), text.find(TABLE_END)) else {
-        return Err(format!("README.md lacks the markers {TABLE_BEGIN} ... {TABLE_END}"));
-    };
-    let fresh = format!("{}{TABLE_BEGIN}\n{}{}", &text[..b], stage_table(csv)?, &text[e..]);
-    let batched = batched_table(csv)?;
-    match (fresh.find(BATCHED_BEGIN), fresh.find(BATCHED_END), batched) {
-        (Some(b), Some(e), table) if b < e => Ok(format!(
-            "{}{BATCHED_BEGIN}\n{}{}",
-            &fresh[..b],
-            table.unwrap_or_else(|| "No batched rows in benches/results/latest.csv.\n".into()),
-            &fresh[e..]
-        )),
-        (None, None, None) => Ok(fresh),
-        (None, None, Some(table)) => {
-            let at = fresh.find(TABLE_END).expect("written above") + TABLE_END.len();
-            let at = fresh[at..].find('\n').map_or(fresh.len(), |i| at + i + 1);
-            Ok(format!("{}{BATCHED_INTRO}{BATCHED_BEGIN}\n{table}{BATCHED_END}\n{}", &fresh[..at], &fresh[at..]))
-        }
-        _ => Err(format!("README.md has one of the markers {BATCHED_BEGIN} ... {BATCHED_END} without the other")),
-    }
-    .and_then(|text| match (text.find(SUITE_BEGIN), text.find(SUITE_END)) {
-        // The suite table goes where README.md has its markers.
-        (Some(b), Some(e)) if b < e => Ok(format!(
-            "{}{SUITE_BEGIN}\n{}{}",
-            &text[..b],
-            suite_table(csv)?.unwrap_or_else(|| "No shape-suite rows in benches/results/latest.csv.\n".into()),
-            &text[e..]
-        )),
-        (None, None) => Ok(text),
-        _ => Err(format!("README.md has one of the markers {SUITE_BEGIN} ... {SUITE_END} without the other")),
-    })
 }
 
 const WARPGROUP_BEGIN: &str = "<!-- warpgroup-table:begin (cargo xtask readme) -->";
@@ -1591,36 +1601,216 @@ fn warpgroup_table(csv: &str, stage_number: &str) -> Result<String> {
     Ok(t)
 }
 
-/// `text` with the stage-9 table and the table of stage 8's mixed-precision
-/// kernels between their markers (each unchanged without them).
-fn with_warpgroup_table(text: String) -> Result<String> {
-    let path = root().join("benches/results/warpgroup.csv");
-    let csv = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut text = text;
-    for (begin, end, stage) in [(WARPGROUP_BEGIN, WARPGROUP_END, "9"), (MMA_SYNC_BEGIN, MMA_SYNC_END, "8")] {
-        if let (Some(b), Some(e)) = (text.find(begin), text.find(end)) {
-            text = format!("{}{begin}\n{}{}", &text[..b], warpgroup_table(&csv, stage)?, &text[e..]);
+const SUMMARY_BEGIN: &str = "<!-- summary-table:begin (cargo xtask readme) -->";
+const SUMMARY_END: &str = "<!-- summary-table:end -->";
+/// The sizes of the README's performance table (m = n = k).
+const SUMMARY_SIZES: [&str; 2] = ["4096", "8192"];
+/// The rows of the README's performance table: the label, whether the figures
+/// are the shape suite's of `latest.csv` (f64, f32) or stage 9's of
+/// `warpgroup.csv`, the precision column, C's type (warpgroup.csv) and the
+/// `layout` column.
+const SUMMARY_ROWS: [(&str, bool, &str, &str, &str); 8] = [
+    ("f64 → f64", true, "f64", "", "row"),
+    ("f32 → f32", true, "f32", "", "row"),
+    ("f32 → f32 on TF32 (`.allow_tf32(true)`)", false, "tf32", "f32", "row"),
+    ("f16 → f32", false, "f16", "f32", "row"),
+    ("f16 → f16", false, "f16", "f16", "row"),
+    ("bf16 → f32", false, "bf16", "f32", "row"),
+    ("bf16 → bf16", false, "bf16", "bf16", "row"),
+    ("i8 → i32, B column-major", false, "i8", "i32", "b-col"),
+];
+
+/// The README's one performance table: for each product, the default path
+/// at [`SUMMARY_SIZES`] beside cuBLAS in the same run, "TFLOP/s (x cuBLAS)",
+/// with the kernel and the device and date of the run: f64 and f32 from the
+/// shape suite's rows of `latest.csv` (`path` = `suite`), the other types
+/// from stage 9's rows of `warpgroup.csv` (what the default path runs on
+/// compute capability 9.0). Links as [`stage_table`]'s.
+fn summary_table(csv: &str, warpgroup_csv: &str, up: &str) -> Result<String> {
+    /// The rows of `csv` (named `file`) and a column finder.
+    fn table<'a>(csv: &'a str, file: &str) -> Result<(Vec<&'a str>, Vec<Vec<&'a str>>)> {
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+        let rows = lines.filter(|l| !l.trim().is_empty()).map(|l| l.split(',').collect()).collect();
+        if header.len() < 3 {
+            return Err(format!("benches/results/{file} has no header"));
         }
+        Ok((header, rows))
     }
-    Ok(text)
+    let suite = table(csv, "latest.csv")?;
+    let warpgroup = table(warpgroup_csv, "warpgroup.csv")?;
+    let mut t = String::from("| A, B → C | kernel | ");
+    for n in SUMMARY_SIZES {
+        t.push_str(&format!("{n}³ TFLOP/s (x cuBLAS) | "));
+    }
+    t.push_str(&format!("measured on |\n|---|---|{}---|\n", "---:|".repeat(SUMMARY_SIZES.len())));
+    let mut runs: Vec<(String, &str)> = Vec::new();
+    for (label, from_suite, precision, c_type, layout) in SUMMARY_ROWS {
+        let ((header, rows), file) = if from_suite { (&suite, "latest.csv") } else { (&warpgroup, "warpgroup.csv") };
+        let col = |name: &str| {
+            header.iter().position(|h| *h == name).ok_or(format!("benches/results/{file} has no column {name}"))
+        };
+        let (prec, stage, config, m, n, k, gflops, ratio, lay) = (
+            col("precision")?,
+            col("stage")?,
+            col("configuration")?,
+            col("m")?,
+            col("n")?,
+            col("k")?,
+            col("gflops")?,
+            col("ratio_to_cublas")?,
+            col("layout")?,
+        );
+        let path = if from_suite { Some(col("path")?) } else { None };
+        let wanted = |r: &&Vec<&str>, size: &str| {
+            r.get(prec) == Some(&precision)
+                && r.get(lay) == Some(&layout)
+                && [m, n, k].iter().all(|&i| r.get(i) == Some(&size))
+                && match path {
+                    Some(p) => r.get(p) == Some(&"suite"),
+                    None => {
+                        r.get(stage) == Some(&"9") && r.get(config).is_some_and(|c| c.ends_with(&format!("C {c_type}")))
+                    }
+                }
+        };
+        let mut kernel = String::from("-");
+        t.push_str(&format!("| {label} |"));
+        let mut cells = String::new();
+        for size in SUMMARY_SIZES {
+            match rows.iter().find(|r| wanted(r, size)) {
+                Some(r) => {
+                    let num = |s: &str| s.parse::<f64>().unwrap_or(f64::NAN);
+                    cells.push_str(&format!(" {:.1} ({:.2}) |", num(r[gflops]) / 1e3, num(r[ratio])));
+                    kernel = match r[stage].parse::<u32>().ok().and_then(gemm_core::Stage::from_number) {
+                        Some(s) => format!("stage {}, {}", s.number(), s.title()),
+                        None => format!("stage {}, Hopper warpgroup MMA", r[stage]),
+                    };
+                    let run = format!("{}, {}", r[0], r[1]);
+                    if !runs.iter().any(|(x, _)| *x == run) {
+                        runs.push((run, r[2]));
+                    }
+                }
+                None => cells.push_str(" - |"),
+            }
+        }
+        let measured = rows
+            .iter()
+            .find(|r| wanted(r, SUMMARY_SIZES[0]))
+            .map_or("-".to_string(), |r| format!("{}, {}", r[0], r[1]));
+        t.push_str(&format!(" {kernel} |{cells} {measured} |\n"));
+    }
+    let commits: Vec<String> = runs.iter().map(|(run, commit)| format!("{run}: commit {commit}")).collect();
+    t.push_str(&format!(
+        "\nTFLOP/s (TOP/s for i8) of the default path (`Gemm::new()`), kernel time, random inputs, beside cuBLAS \
+         in the same run (`cublasDgemm`, `cublasSgemm`; `cublasGemmEx` with the same types and compute type), \
+         checked against it. i8 with B column-major, the layout cuBLAS's INT8 kernels are built for. {}. Every \
+         shape: [docs/benchmarks.md]({up}docs/benchmarks.md) (f64, f32) and [docs/stages.md]({up}{STAGE9_ANCHOR}) \
+         (the other types).\n",
+        commits.join("; ")
+    ));
+    Ok(t)
 }
 
-fn readme(check: bool) -> Result<()> {
-    let csv_path = root().join("benches/results/latest.csv");
-    let csv = fs::read_to_string(&csv_path).map_err(|e| format!("{}: {e}", csv_path.display()))?;
-    let path = root().join("README.md");
-    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let fresh = with_warpgroup_table(readme_text(&text, &csv)?)?;
-    if check {
-        if fresh != text {
-            return Err(
-                "README.md's generated tables differ from benches/results/latest.csv (run `cargo xtask readme`)".into(),
-            );
+/// A generated table: its markers and its text.
+struct Generated {
+    begin: &'static str,
+    end: &'static str,
+    text: String,
+}
+
+/// Every generated table from `latest.csv` and `warpgroup.csv`, its links
+/// written for a file `up` below the repository root ("" or "../").
+fn generated_tables(csv: &str, warpgroup_csv: &str, up: &str) -> Result<Vec<Generated>> {
+    let none = |what: &str| format!("No {what} rows in benches/results/latest.csv.\n");
+    Ok(vec![
+        Generated { begin: SUMMARY_BEGIN, end: SUMMARY_END, text: summary_table(csv, warpgroup_csv, up)? },
+        Generated { begin: TABLE_BEGIN, end: TABLE_END, text: stage_table(csv, up)? },
+        Generated { begin: BATCHED_BEGIN, end: BATCHED_END, text: batched_table(csv, up)?.unwrap_or(none("batched")) },
+        Generated { begin: SUITE_BEGIN, end: SUITE_END, text: suite_table(csv, up)?.unwrap_or(none("shape-suite")) },
+        Generated { begin: WARPGROUP_BEGIN, end: WARPGROUP_END, text: warpgroup_table(warpgroup_csv, "9")? },
+        Generated { begin: MMA_SYNC_BEGIN, end: MMA_SYNC_END, text: warpgroup_table(warpgroup_csv, "8")? },
+    ])
+}
+
+/// `text` (the file `name`) with each of `tables` whose markers it has
+/// replaced between them, and the begin markers it has. A file may hold
+/// any of the tables, each once.
+fn readme_text(name: &str, text: &str, tables: &[Generated]) -> Result<(String, Vec<&'static str>)> {
+    let mut text = text.to_string();
+    let mut found = Vec::new();
+    for table in tables {
+        let (begin, end) = (table.begin, table.end);
+        if text.matches(begin).count() > 1 || text.matches(end).count() > 1 {
+            return Err(format!("{name} has the markers {begin} ... {end} more than once"));
         }
-        println!("README tables are up to date");
+        match (text.find(begin), text.find(end)) {
+            (Some(b), Some(e)) if b < e => {
+                text = format!("{}{begin}\n{}{}", &text[..b], table.text, &text[e..]);
+                found.push(begin);
+            }
+            (None, None) => {}
+            _ => return Err(format!("{name}: the markers {begin} ... {end} are not a pair")),
+        }
+    }
+    Ok((text, found))
+}
+
+/// The first ```rust block of `readme`, without its fences.
+fn first_program(readme: &str) -> Option<&str> {
+    let start = readme.find("```rust\n")? + "```rust\n".len();
+    let len = readme[start..].find("```")?;
+    Some(&readme[start..start + len])
+}
+
+/// `cargo xtask readme [--check]`: the generated tables of [`README_FILES`]
+/// from `benches/results/latest.csv` and `warpgroup.csv`, and
+/// [`DOWNSTREAM_MAIN`] from the README's first program.
+fn readme(check: bool) -> Result<()> {
+    let read = |rel: &str| {
+        let path = root().join(rel);
+        fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let csv = read("benches/results/latest.csv")?;
+    let warpgroup_csv = read("benches/results/warpgroup.csv")?;
+    let mut fresh: Vec<(&str, String)> = Vec::new();
+    let mut found: Vec<&str> = Vec::new();
+    let mut every: Vec<(&str, &str)> = Vec::new();
+    for rel in README_FILES {
+        let text = read(rel)?;
+        let tables = generated_tables(&csv, &warpgroup_csv, &"../".repeat(rel.matches('/').count()))?;
+        every = tables.iter().map(|t| (t.begin, t.end)).collect();
+        let (new, here) = readme_text(rel, &text, &tables)?;
+        found.extend(here);
+        if new != text {
+            fresh.push((rel, new));
+        }
+    }
+    if let Some((begin, end)) = every.iter().find(|(b, _)| !found.contains(b)) {
+        return Err(format!("none of {} has the markers {begin} ... {end}", README_FILES.join(", ")));
+    }
+    let readme = read("README.md")?;
+    let program = first_program(&readme).ok_or("README.md has no ```rust block (its first program)")?;
+    if read(DOWNSTREAM_MAIN)? != program {
+        fresh.push((DOWNSTREAM_MAIN, program.to_string()));
+    }
+    let names: Vec<&str> = fresh.iter().map(|(rel, _)| *rel).collect();
+    if check {
+        if !fresh.is_empty() {
+            return Err(format!(
+                "{} differ from benches/results/latest.csv, warpgroup.csv and README.md's first program (run \
+                 `cargo xtask readme`)",
+                names.join(", ")
+            ));
+        }
+        println!("generated tables and the README's program are up to date ({})", README_FILES.join(", "));
     } else {
-        fs::write(&path, fresh).map_err(|e| e.to_string())?;
-        println!("wrote the generated tables of README.md");
+        for (rel, text) in &fresh {
+            fs::write(root().join(rel), text).map_err(|e| format!("{rel}: {e}"))?;
+        }
+        match names.is_empty() {
+            true => println!("generated tables and the README's program were up to date"),
+            false => println!("wrote {}", names.join(", ")),
+        }
     }
     Ok(())
 }
@@ -1994,38 +2184,90 @@ mod tests {
         assert!(steady.contains(b) && steady.contains("gflops: 52.0"), "{steady}");
     }
 
-    /// The batched table goes after the stage table between its markers once
-    /// latest.csv has batched rows, and stays out while it has none.
+    /// A `warpgroup.csv` row: stage, precision, C's type, layout, size.
+    fn warpgroup_row(stage: u32, precision: &str, c: &str, layout: &str, size: usize) -> String {
+        format!(
+            "GPU,2026-01-02,def,{precision},{stage},warpgroup-mma,block 128x256; C {c},{size},{size},{size},1.0,\
+             500000.0,,400000.0,1.25,ok,1.0,kernel,NN,{layout},1,single,stage-best,1,0"
+        )
+    }
+
+    /// Each generated table goes between its markers, in whichever file has
+    /// them; the rest of the file is kept, a second run changes nothing,
+    /// links are written from the file's folder, and a lone marker fails.
     #[test]
-    fn readme_batched_table() {
+    fn readme_tables_between_markers() {
         let a = "dgemm_mma_b64x64x16_w32x32_d3";
-        let single = [
+        let mut rows = vec![
             CSV_HEAD.to_string(),
             csv_row(0, 4096, "cublas", 100.0, "reference", "1,single,cublas"),
             csv_row(8, 4096, a, 50.0, "ok", "1,single,stage-best"),
+            csv_row(8, 4096, a, 55.0, "ok", "1,single,suite"),
+            csv_row(0, 32, "cublas", 100.0, "reference", "10000,strided,cublas"),
+            csv_row(8, 32, a, 60.0, "ok", "10000,strided,config"),
+            csv_row(8, 32, a, 70.0, "ok", "10000,strided,default"),
+            csv_row(8, 1990, a, 80.0, "ok", "64,grouped,default"),
         ];
-        let mut batched = single.to_vec();
-        batched.push(csv_row(0, 32, "cublas", 100.0, "reference", "10000,strided,cublas"));
-        batched.push(csv_row(8, 32, a, 60.0, "ok", "10000,strided,config"));
-        batched.push(csv_row(8, 32, a, 70.0, "ok", "10000,strided,default"));
-        batched.push(csv_row(8, 1990, a, 80.0, "ok", "64,grouped,default"));
-        let text = format!("# x\n\n{TABLE_BEGIN}\nold\n{TABLE_END}\n\nafter\n");
-        let plain = readme_text(&text, &single.join("\n")).unwrap();
-        assert!(!plain.contains(BATCHED_BEGIN));
-        assert_eq!(readme_text(&plain, &single.join("\n")).unwrap(), plain);
-        let with = readme_text(&plain, &batched.join("\n")).unwrap();
-        assert_eq!(readme_text(&with, &batched.join("\n")).unwrap(), with);
-        let (b, e) = (with.find(BATCHED_BEGIN).unwrap(), with.find(BATCHED_END).unwrap());
-        assert!(with.find(TABLE_END).unwrap() < b && with.ends_with(&format!("{BATCHED_END}\n\nafter\n")));
-        let table = &with[b..e];
-        assert!(table.contains("| 10000 x 32³ strided | f64 | 1.000 | 70 | 0.700 |"), "{table}");
-        assert!(table.contains("| 64 grouped, m ≤ 1990, n = k = 1990 | f64 |"), "{table}");
-        assert!(!table.contains("| 60 |"));
+        let wg_head = CSV_HEAD.to_string() + ",split_k,pack";
+        let wg = [wg_head, warpgroup_row(9, "f16", "f32", "row", 4096), warpgroup_row(9, "i8", "i32", "b-col", 8192)]
+            .join("\n");
+        let text = format!(
+            "# x\n\n{TABLE_BEGIN}\nold\n{TABLE_END}\n\nmiddle\n\n{BATCHED_BEGIN}\nold\n{BATCHED_END}\n\n\
+             {SUMMARY_BEGIN}\n{SUMMARY_END}\nafter\n"
+        );
+        let tables = generated_tables(&rows.join("\n"), &wg, "../").unwrap();
+        let (fresh, found) = readme_text("docs/x.md", &text, &tables).unwrap();
+        assert_eq!(found, [SUMMARY_BEGIN, TABLE_BEGIN, BATCHED_BEGIN]);
+        assert_eq!(readme_text("docs/x.md", &fresh, &tables).unwrap().0, fresh);
+        assert!(fresh.starts_with("# x\n\n") && fresh.contains("\n\nmiddle\n\n") && fresh.ends_with("after\n"));
+        assert!(!fresh.contains("old"));
+        let (b, e) = (fresh.find(BATCHED_BEGIN).unwrap(), fresh.find(BATCHED_END).unwrap());
+        let batched = &fresh[b..e];
+        assert!(batched.contains("| 10000 x 32³ strided | f64 | 1.000 | 70 | 0.700 |"), "{batched}");
+        assert!(batched.contains("| 64 grouped, m ≤ 1990, n = k = 1990 | f64 |"), "{batched}");
+        assert!(!batched.contains("| 60 |") && batched.contains("(../BENCHMARKS.md)"));
+        let (b, e) = (fresh.find(TABLE_BEGIN).unwrap(), fresh.find(TABLE_END).unwrap());
+        let stages = &fresh[b..e];
+        assert!(stages.contains("(../gemm-kernels/src/s01_naive.rs)") && stages.contains("(../examples/01_naive.rs)"));
+        assert!(stages.contains("Dharmaraj and Pampana") && !stages.contains("seed 0"), "{stages}");
         // The stage table is of single products only.
-        batched.push(csv_row(8, 4096, a, 99.0, "ok", "2,strided,config"));
-        let with = readme_text(&with, &batched.join("\n")).unwrap();
-        let stages = &with[..with.find(TABLE_END).unwrap()];
+        rows.push(csv_row(8, 4096, a, 99.0, "ok", "2,strided,config"));
+        let tables = generated_tables(&rows.join("\n"), &wg, "").unwrap();
+        let (fresh, _) = readme_text("README.md", &fresh, &tables).unwrap();
+        let stages = &fresh[..fresh.find(TABLE_END).unwrap()];
         assert!(stages.contains(" 50 (0.500) |") && !stages.contains("99 ("), "{stages}");
+        // The performance table: the suite's f64 row, stage 9's rows.
+        let summary = &fresh[fresh.find(SUMMARY_BEGIN).unwrap()..fresh.find(SUMMARY_END).unwrap()];
+        assert!(summary
+            .contains("| f64 → f64 | stage 8, FP64 tensor cores (mma.sync) | 0.1 (0.55) | - | GPU, 2026-01-01 |"));
+        assert!(summary.contains("| f16 → f32 | stage 9, Hopper warpgroup MMA | 500.0 (1.25) | - | GPU, 2026-01-02 |"));
+        assert!(summary.contains("| i8 → i32, B column-major | stage 9, Hopper warpgroup MMA | - | 500.0 (1.25) | - |"));
+        assert!(summary.contains("(docs/benchmarks.md)"), "{summary}");
+        let lone = format!("{SUITE_BEGIN}\nx\n");
+        assert!(readme_text("README.md", &lone, &tables).is_err());
+    }
+
+    /// The README's first program is its first ```rust block.
+    #[test]
+    fn first_program_is_the_first_rust_block() {
+        let readme = "# x\n\n```toml\na = 1\n```\n\n```rust\nfn main() {}\n```\n\n```rust\nlet b = 2;\n```\n";
+        assert_eq!(first_program(readme), Some("fn main() {}\n"));
+        assert_eq!(first_program("no code"), None);
+    }
+
+    /// Sources are cited by author and title.
+    #[test]
+    fn stage_sources_by_author_and_title() {
+        assert_eq!(
+            cited("seed 000 (section 2), seed 003"),
+            "Dharmaraj and Pampana, \"Double-Precision Matrix Multiply on CUDA\" (2014), section 2; 0x7df, \
+             \"CUDA basics part 2\" (2015)"
+        );
+        let ptx = "PTX ISA, warp-level mma (m16n8k8 / m8n8k4 .f64); CUTLASS multistage";
+        assert_eq!(cited(ptx), ptx);
+        for stage in gemm_core::Stage::ALL {
+            assert!(!cited(stage.source()).contains("seed"), "{stage:?}");
+        }
     }
 
     #[test]
