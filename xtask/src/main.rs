@@ -451,7 +451,8 @@ fn build_ptx(module: Module, compiler: &Compiler) -> Result<String> {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .args(ptx_build_args(module));
     println!("compiling the kernels for {} ...", ptx_rel(module));
-    run(&mut cmd).map_err(|e| format!("{e}\n(the kernel toolchain is described in docs/contributing.md and docs/design.md)"))?;
+    run(&mut cmd)
+        .map_err(|e| format!("{e}\n(the kernel toolchain is described in docs/contributing.md and docs/design.md)"))?;
     let asm = target_dir.join("nvptx64-nvidia-cuda/ptx/deps/gemm_kernels.s");
     let text = fs::read_to_string(&asm).map_err(|e| format!("{}: {e}", asm.display()))?;
     let text = strip_asm_markers(&text);
