@@ -47,11 +47,11 @@ impl Precision {
     }
 }
 
-/// Tile sizes T of stage 3 (T x T tiles, T x T threads per block). Seed 000, section 3.1.
+/// Tile sizes T of stage 3 (T x T tiles, T x T threads per block). Dharmaraj and Pampana, "Double-Precision Matrix Multiply on CUDA", section 3.1.
 pub const SMEM_TILE_SIZES: [u32; 3] = [8, 16, 32];
-/// Tile size of stage 4 (32 x 32 tiles). Seed 000, section 3.2.
+/// Tile size of stage 4 (32 x 32 tiles). Dharmaraj and Pampana, "Double-Precision Matrix Multiply on CUDA", section 3.2.
 pub const OPT_TILE_SIZES: [u32; 1] = [32];
-/// Outputs per thread of stage 4. Seed 000, section 3.2 (table "Outputs per thread").
+/// Outputs per thread of stage 4. Dharmaraj and Pampana, "Double-Precision Matrix Multiply on CUDA", section 3.2 (table "Outputs per thread").
 pub const OUTPUTS_PER_THREAD: [u32; 5] = [1, 2, 4, 8, 16];
 /// Most threads a block may hold on every supported GPU (sm_80 and newer).
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
@@ -565,7 +565,7 @@ impl KernelConfig {
     }
 
     /// Modeled arithmetic intensity in flop/byte: the flops of one block over
-    /// the bytes it loads from global memory (seed 003's CGMA ratio, in
+    /// the bytes it loads from global memory (0x7df, "CUDA basics part 2"'s CGMA ratio, in
     /// bytes): 1 / size for the naive stages (two loads per fma), T / size
     /// for T x T tiles, 2 BM BN / ((BM + BN) size) for a BM x BN block tile.
     /// Caches are ignored, so this places a stage on a roofline by its

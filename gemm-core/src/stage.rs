@@ -119,16 +119,16 @@ impl Stage {
         }
     }
 
-    /// The source document(s) the stage follows (files in `shared/seeds/`).
+    /// The source document(s) the stage follows (by author and title).
     pub const fn source(self) -> &'static str {
         match self {
-            Stage::Naive => "seed 000 (section 2), seed 003",
-            Stage::Coalesced => "seed 000 (section 3.1.3), seed 003",
-            Stage::SmemTiled => "seed 000 (section 3.1), seed 003",
-            Stage::OutputsPerThread => "seed 000 (section 3.2), seed 001",
-            Stage::RegisterTiled => "seed 004 (2D tiling), seed 001",
-            Stage::Vectorized => "seed 004 (vectorized loads)",
-            Stage::Pipelined => "seed 004 (next steps), seed 001 (prefetching)",
+            Stage::Naive => "Dharmaraj and Pampana, \"Double-Precision Matrix Multiply on CUDA\" (2014), section 2; 0x7df, \"CUDA basics part 2\" (2015)",
+            Stage::Coalesced => "Dharmaraj and Pampana, \"Double-Precision Matrix Multiply on CUDA\" (2014), section 3.1.3; 0x7df, \"CUDA basics part 2\" (2015)",
+            Stage::SmemTiled => "Dharmaraj and Pampana, \"Double-Precision Matrix Multiply on CUDA\" (2014), section 3.1; 0x7df, \"CUDA basics part 2\" (2015)",
+            Stage::OutputsPerThread => "Dharmaraj and Pampana, \"Double-Precision Matrix Multiply on CUDA\" (2014), section 3.2; Volkov, \"Optimizing GPU codes\" (2009)",
+            Stage::RegisterTiled => "\"Optimizing matrix multiplication on an RTX 3050\" (blog post), 2D tiling; Volkov, \"Optimizing GPU codes\" (2009)",
+            Stage::Vectorized => "\"Optimizing matrix multiplication on an RTX 3050\" (blog post), vectorized loads",
+            Stage::Pipelined => "\"Optimizing matrix multiplication on an RTX 3050\" (blog post), next steps; Volkov, \"Optimizing GPU codes\" (2009), prefetching",
             Stage::TensorCore => "PTX ISA, warp-level mma (m16n8k8 / m8n8k4 .f64); CUTLASS multistage",
         }
     }

@@ -1,5 +1,5 @@
 //! The host path: products of matrices in host memory, with the copies
-//! overlapped with the compute (seed 002: Martini and Boldo split the
+//! overlapped with the compute (Martini and Boldo, "Improving performance of the matrix-multiplication algorithm with CUDA": Martini and Boldo split the
 //! product over CUDA streams so that uploads, kernels and downloads of
 //! different parts run at once).
 //!

@@ -17,7 +17,7 @@
 //! for row-major storage. Stage 2 swaps the axes.
 //!
 //! # Source
-//! Seed 000 (section 2: the naive algorithm and its Bx x By sweep), seed 003
+//! Dharmaraj and Pampana, "Double-Precision Matrix Multiply on CUDA" (section 2: the naive algorithm and its Bx x By sweep), 0x7df, "CUDA basics part 2"
 //! (the rectangular naive kernel with bounds checks).
 
 use crate::element::Element;

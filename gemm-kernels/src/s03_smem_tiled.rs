@@ -18,7 +18,7 @@
 //! (the fringe) load as zero, so any m, n, k works.
 //!
 //! Each element brought from global memory is used T times, so the global
-//! traffic per fma falls by T (seed 003's CGMA ratio). In the inner loop all
+//! traffic per fma falls by T (0x7df, "CUDA basics part 2"'s CGMA ratio). In the inner loop all
 //! lanes of a warp read the same A element (broadcast) and consecutive B
 //! elements: no bank conflicts.
 //!
@@ -27,8 +27,8 @@
 //! ([`crate::s04_outputs_per_thread`]) raises OUTPUTS.
 //!
 //! # Source
-//! Seed 000 (section 3.1: tiling, coalesced loads, two barriers per step),
-//! seed 003 (tiled kernel for rectangular matrices).
+//! Dharmaraj and Pampana, "Double-Precision Matrix Multiply on CUDA" (section 3.1: tiling, coalesced loads, two barriers per step),
+//! 0x7df, "CUDA basics part 2" (tiled kernel for rectangular matrices).
 
 use crate::element::Element;
 use crate::thread::{load_or_zero, smem_base, store_c, sync_threads, thread_idx, GemmArgs};

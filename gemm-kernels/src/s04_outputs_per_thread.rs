@@ -14,11 +14,11 @@
 //! # Thread mapping
 //! With R = T / OUTPUTS rows per pass (`gemm_core::config::rows_per_pass`),
 //! thread (x, y) of block (bx, by) owns C(by*T + y + r*R, bx*T + x) for r in
-//! 0..OUTPUTS: rows R apart, as in seed 000's listing. It also loads OUTPUTS
+//! 0..OUTPUTS: rows R apart, as in Dharmaraj and Pampana, "Double-Precision Matrix Multiply on CUDA"'s listing. It also loads OUTPUTS
 //! elements of each tile per step, at the same rows, with x fast (coalesced).
 //!
 //! Fewer threads with more work each: Volkov's "faster codes run at lower
-//! occupancy" (seed 001); seed 000's table shows 1, 2, 4, 8 outputs per
+//! occupancy" (Volkov, "Optimizing GPU codes"); Dharmaraj and Pampana, "Double-Precision Matrix Multiply on CUDA"'s table shows 1, 2, 4, 8 outputs per
 //! thread at rising GFLOP/s and registers, falling occupancy.
 //!
 //! The kernel is stage 3's [`crate::s03_smem_tiled::tiled`] with OUTPUTS > 1:
@@ -26,8 +26,8 @@
 //! shared-memory read of B into OUTPUTS fmas.
 //!
 //! # Source
-//! Seed 000 (section 3.2, "Inducing instruction level parallelism"),
-//! seed 001 (ILP over occupancy; registers as the working set).
+//! Dharmaraj and Pampana, "Double-Precision Matrix Multiply on CUDA" (section 3.2, "Inducing instruction level parallelism"),
+//! Volkov, "Optimizing GPU codes" (ILP over occupancy; registers as the working set).
 
 use crate::element::Element;
 use crate::s03_smem_tiled::tiled;

@@ -27,8 +27,8 @@
 //! (bank conflicts), and every global access moves one element.
 //!
 //! # Source
-//! Seed 004 (2D block tiling: TM, TN, BK, per-thread register accumulators),
-//! seed 001 (registers as the working set, ILP over occupancy).
+//! "Optimizing matrix multiplication on an RTX 3050" (2D block tiling: TM, TN, BK, per-thread register accumulators),
+//! Volkov, "Optimizing GPU codes" (registers as the working set, ILP over occupancy).
 
 use crate::element::Element;
 use crate::thread::{load_or_zero, smem_base, store_c, sync_threads, thread_idx, GemmArgs};

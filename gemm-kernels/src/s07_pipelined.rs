@@ -54,7 +54,7 @@
 //! epilogue is `thread::store_c_vec`.
 //!
 //! # Source
-//! Seed 004 ("next steps": double buffering), seed 001 (prefetching, ILP);
+//! "Optimizing matrix multiplication on an RTX 3050" ("next steps": double buffering), Volkov, "Optimizing GPU codes" (prefetching, ILP);
 //! PTX ISA, "Data movement: cp.async", "cp.async.wait_group".
 
 use crate::element::Element;
