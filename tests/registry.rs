@@ -4,7 +4,7 @@
 //! library embeds, never the repository, so it passes or fails the same on
 //! any machine the test binary is carried to.
 
-use gemm::tuning::kernels::{Format, KernelImage, IMAGES};
+use gemm::tuning::kernels::{self, Format, KernelImage, IMAGES};
 use gemm::tuning::registry::{entry_point, stage_configs, ENTRY_POINTS};
 use gemm::tuning::{KernelLayouts, PlanSource, Stage};
 use gemm::{Gemm, Precision};
@@ -67,8 +67,15 @@ fn expected_warpgroup_names() -> BTreeSet<String> {
         .collect()
 }
 
-fn names_in(image: &KernelImage) -> BTreeSet<String> {
-    let names: Vec<String> = image.entry_names();
+/// The kernels of `image`, whose unpacked bytes are `bytes`.
+fn names_in(image: &KernelImage, bytes: &[u8]) -> BTreeSet<String> {
+    let names: Vec<String> = match image.format {
+        Format::Ptx => kernels::ptx_entry_names(std::str::from_utf8(bytes).expect("PTX is text"))
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        Format::Cubin => kernels::cubin_entry_names(bytes),
+    };
     let set: BTreeSet<String> = names.iter().cloned().collect();
     assert_eq!(set.len(), names.len(), "{} {:?}: a kernel is listed twice", image.arch, image.format);
     set
@@ -92,12 +99,13 @@ fn registry_and_every_module_list_the_same_entry_points() {
             None => expected_warpgroup_names(),
         };
         assert!(expected.len() > 40, "{what}: the registry expects only {} kernels", expected.len());
-        assert_eq!(names_in(image), expected, "{what}: kernels differ from the registry");
+        let bytes = image.unpack();
+        assert_eq!(names_in(image, &bytes), expected, "{what}: kernels differ from the registry");
         if image.format == Format::Ptx {
-            let text = String::from_utf8(image.unpack()).expect("PTX is text");
+            let text = std::str::from_utf8(&bytes).expect("PTX is text");
             assert!(text.contains(&format!(".target {}", image.arch)), "{what}: the PTX targets another architecture");
         } else {
-            let cubin = image.unpack();
+            let cubin = &bytes;
             assert_eq!(&cubin[..4], b"\x7fELF", "{what}: not an ELF cubin");
         }
     }
@@ -109,13 +117,13 @@ fn registry_and_every_module_list_the_same_entry_points() {
 #[test]
 fn the_ptx_fallback_splits_into_single_kernel_modules() {
     let image = IMAGES.iter().find(|i| i.format == Format::Ptx).expect("a PTX module is shipped");
-    let module = gemm::tuning::kernels::PtxModule::new(String::from_utf8(image.unpack()).unwrap());
-    let names: Vec<&str> = module.entry_names().collect();
-    assert_eq!(names.len(), names_in(image).len());
     let whole = String::from_utf8(image.unpack()).unwrap();
+    let module = kernels::PtxModule::new(whole.clone());
+    let names: Vec<&str> = module.entry_names().collect();
+    assert_eq!(names.len(), names_in(image, whole.as_bytes()).len());
     for name in [names[0], names[names.len() / 2], names[names.len() - 1]] {
         let one = module.kernel_text(name).unwrap();
-        assert_eq!(gemm::tuning::kernels::ptx_entry_names(&one), [name]);
+        assert_eq!(kernels::ptx_entry_names(&one), [name]);
         assert!(one.starts_with(&whole[..whole.find(".visible .entry").unwrap()]));
         assert!(one.ends_with(&whole[whole.rfind("\n}\n").unwrap()..]));
         assert!(one.len() < whole.len() / 4, "{name}: {} of {} bytes", one.len(), whole.len());

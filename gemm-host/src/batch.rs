@@ -27,6 +27,7 @@ use gemm_core::batch::{batch_len, strided_disjoint, GroupProblem};
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};
 use gemm_core::{GemmDims, ShapeError};
 use std::mem::size_of;
+use std::sync::Arc;
 
 /// A strided batch of `count` matrices of one shape: matrix i is the matrix
 /// `first` moved `i * stride` elements on in the same storage (a (batch,
@@ -302,6 +303,10 @@ impl<'a, T: Scalar> Strided<DeviceView<'a, T>> {
 fn layouts_name(d: &GemmDims) -> String {
     format!("A {}, B {}, C {}", d.a_layout.short_name(), d.b_layout.short_name(), d.c_layout.short_name())
 }
+
+/// A list batch's device and the problems that change C: (index in the
+/// lists, dimensions in the user's form).
+pub(crate) type ListProblems = (Arc<Device>, Vec<(usize, GemmDims)>);
 
 impl Gemm {
     /// The validated first product of a strided batch and the batch count.
@@ -621,60 +626,34 @@ impl Gemm {
         b: &[DeviceView<'_, T>],
         c: &mut [DeviceViewMut<'_, T>],
     ) -> Result<(), Error> {
-        self.check_options(T::PRECISION, true)?;
-        if a.len() != c.len() || b.len() != c.len() {
-            return Err(Error::BatchCount { a: a.len(), b: b.len(), c: c.len() });
-        }
-        if c.is_empty() {
-            return Ok(());
-        }
-        let device = c[0].device.clone();
-        let mut problems: Vec<(usize, GemmDims, bool)> = Vec::with_capacity(c.len());
-        for i in 0..c.len() {
-            let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
-            let dims = self
-                .problem((a[i].dims, a[i].data.len()), (b[i].dims, b[i].data.len()), (c[i].dims, c[i].data.len()))
-                .map_err(wrap)?;
-            for other in [a[i].device, b[i].device, c[i].device].into_iter().chain(self.device_option()) {
-                if !other.same_context(&device) {
-                    return Err(wrap(Error::DeviceMismatch(other.name().to_string(), device.name().to_string())));
-                }
-            }
-            let (c_start, c_bytes) = c[i].byte_span();
-            for (operand, (start, bytes)) in [(Operand::A, a[i].byte_span()), (Operand::B, b[i].byte_span())] {
-                if spans_overlap(c_start, c_bytes, start, bytes) {
-                    return Err(wrap(ShapeError::Overlap { operand }.into()));
-                }
-            }
-            let (kdims, swapped) = dims.kernel_form();
-            if let Some((first, f, _)) = problems.first() {
-                if f.layouts() != kdims.layouts() {
+        // The options were checked by `run_list_element`, its one caller.
+        // One launch reads every problem in one layout combination.
+        let mut first: Option<usize> = None;
+        let same_layouts = |i: usize, dims: &GemmDims| {
+            if let Some(f) = first {
+                let f_dims = self.problem_dims_of(&a[f], &b[f], &c[f]);
+                if f_dims.kernel_form().0.layouts() != dims.kernel_form().0.layouts() {
                     return Err(Error::MixedLayouts {
                         index: i,
-                        expected: layouts_name(&self.problem_dims_of(&a[*first], &b[*first], &c[*first])),
-                        found: layouts_name(&dims),
+                        expected: layouts_name(&f_dims),
+                        found: layouts_name(dims),
                     });
                 }
             }
-            if !(dims.is_empty() || self.leaves_c_unchanged(&dims)) {
-                let reads_ab = self.alpha != 0.0 && dims.k > 0;
-                problems.push((i, if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } }, swapped));
+            if first.is_none() && !(dims.is_empty() || self.leaves_c_unchanged(dims)) {
+                first = Some(i);
             }
-        }
-        // Outputs must not share memory: sort the spans and compare neighbours.
-        let mut spans: Vec<(usize, usize, usize)> = problems
-            .iter()
-            .map(|&(i, _, _)| {
-                let (s, len) = c[i].byte_span();
-                (s, len, i)
+            Ok(())
+        };
+        let Some((device, todo)) = self.list_problems(a, b, c, same_layouts)? else { return Ok(()) };
+        let problems: Vec<(usize, GemmDims, bool)> = todo
+            .into_iter()
+            .map(|(i, dims)| {
+                let (kdims, swapped) = dims.kernel_form();
+                let reads_ab = self.alpha != 0.0 && dims.k > 0;
+                (i, if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } }, swapped)
             })
             .collect();
-        spans.sort_unstable();
-        for w in spans.windows(2) {
-            if spans_overlap(w[0].0, w[0].1, w[1].0, w[1].1) {
-                return Err(Error::BatchOverlap { first: w[0].2.min(w[1].2), second: w[0].2.max(w[1].2) });
-            }
-        }
         let stream = self.stream_on(&device)?;
         if problems.is_empty() {
             return Ok(());
@@ -760,11 +739,69 @@ impl Gemm {
         self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len())).expect("validated before")
     }
 
+    /// The problems of a pointer-array or grouped batch, every one validated
+    /// before anything runs: equal list lengths ([`Error::BatchCount`]);
+    /// each problem's shapes and storage, device and C apart from its A and
+    /// B ([`Error::Problem`] naming it), then `each` (in list order); no two
+    /// problems' C overlapping ([`Error::BatchOverlap`]). Returns the device
+    /// and the problems that change C (index, dimensions in the user's form),
+    /// or `None` for an empty list.
+    pub(crate) fn list_problems<T: Scalar, C: Scalar>(
+        &self,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &[DeviceViewMut<'_, C>],
+        mut each: impl FnMut(usize, &GemmDims) -> Result<(), Error>,
+    ) -> Result<Option<ListProblems>, Error> {
+        if a.len() != c.len() || b.len() != c.len() {
+            return Err(Error::BatchCount { a: a.len(), b: b.len(), c: c.len() });
+        }
+        let Some(first) = c.first() else { return Ok(None) };
+        let device = first.device.clone();
+        let mut todo = Vec::with_capacity(c.len());
+        for i in 0..c.len() {
+            let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
+            let dims = self
+                .problem((a[i].dims, a[i].data.len()), (b[i].dims, b[i].data.len()), (c[i].dims, c[i].data.len()))
+                .map_err(wrap)?;
+            for other in [a[i].device, b[i].device, c[i].device].into_iter().chain(self.device_option()) {
+                if !other.same_context(&device) {
+                    return Err(wrap(Error::DeviceMismatch(other.name().to_string(), device.name().to_string())));
+                }
+            }
+            let (c_start, c_bytes) = c[i].byte_span();
+            for (operand, (start, bytes)) in [(Operand::A, a[i].byte_span()), (Operand::B, b[i].byte_span())] {
+                if spans_overlap(c_start, c_bytes, start, bytes) {
+                    return Err(wrap(ShapeError::Overlap { operand }.into()));
+                }
+            }
+            each(i, &dims)?;
+            if !(dims.is_empty() || self.leaves_c_unchanged(&dims)) {
+                todo.push((i, dims));
+            }
+        }
+        // Outputs must not share memory: sort the spans and compare neighbours.
+        let mut spans: Vec<(usize, usize, usize)> = todo
+            .iter()
+            .map(|&(i, _)| {
+                let (s, len) = c[i].byte_span();
+                (s, len, i)
+            })
+            .collect();
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            if spans_overlap(w[0].0, w[0].1, w[1].0, w[1].1) {
+                return Err(Error::BatchOverlap { first: w[0].2.min(w[1].2), second: w[0].2.max(w[1].2) });
+            }
+        }
+        Ok(Some((device, todo)))
+    }
+
     /// The configuration of a grouped or pointer-array batch whose largest
     /// product is shaped as `kdims` (kernel form): the builder's, or the
     /// measured choice ([`Gemm::plan`]; such a batch is never split nor
-    /// packed, so `.split_k(n)` with n > 1 and `.pack(true)` are errors even
-    /// for one problem).
+    /// packed: [`Gemm::check_options`] refused `.split_k(n)` with n > 1 and
+    /// `.pack(true)` at the call's start, even for one problem).
     pub(crate) fn batch_config(
         &self,
         device: &Device,
@@ -772,12 +809,6 @@ impl Gemm {
         kdims: &GemmDims,
         count: usize,
     ) -> Result<gemm_core::KernelConfig, Error> {
-        if let Some(slices) = self.split_k_option().filter(|&s| s > 1) {
-            return Err(Error::SplitK { slices, why: crate::gemm::BATCHES_NOT_SPLIT });
-        }
-        if self.pack_option() == Some(true) {
-            return Err(Error::Pack { why: crate::gemm::BATCHES_NOT_PACKED });
-        }
         let dims = (kdims.m, kdims.n, kdims.k);
         Ok(self.plan_on(Some(device), precision, dims, kdims.layouts(), count)?.config)
     }

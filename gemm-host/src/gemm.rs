@@ -688,15 +688,14 @@ impl Gemm {
             },
             None => crate::tuning::choose_batched(device.map(Device::name), precision, m, n, k, layouts, count),
         };
+        // A split or packing asked of a batch, `.split_k(0)`: the call's errors.
+        self.check_options(precision, count > 1)?;
         match self.pack {
-            Some(true) if count > 1 => return Err(Error::Pack { why: BATCHES_NOT_PACKED }),
             Some(p) => (plan.pack, plan.pack_reason) = (p && layouts != KernelLayouts::PACKED, PackReason::Chosen),
             None if count > 1 || k == 0 => (plan.pack, plan.pack_reason) = (false, PackReason::NotConsidered),
             None => {}
         }
         match self.split_k {
-            Some(0) => return Err(Error::SplitK { slices: 0, why: "a product needs at least one slice of k" }),
-            Some(s) if s > 1 && count > 1 => return Err(Error::SplitK { slices: s, why: BATCHES_NOT_SPLIT }),
             Some(s) => (plan.split_k, plan.split) = (s, SplitReason::Chosen),
             None if chosen.is_none() && count == 1 => {
                 let kernel_layouts = plan.kernel_layouts(layouts);
@@ -896,16 +895,6 @@ impl Gemm {
         ]
         .into_iter()
         .find_map(|(set, name)| set.then_some(name))
-    }
-
-    /// The split asked for with [`Gemm::split_k`], if any.
-    pub(crate) fn split_k_option(&self) -> Option<u32> {
-        self.split_k
-    }
-
-    /// Packing asked for or refused with [`Gemm::pack`], if either.
-    pub(crate) fn pack_option(&self) -> Option<bool> {
-        self.pack
     }
 
     /// The stage asked for with [`Gemm::stage`], if any.

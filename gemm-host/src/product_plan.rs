@@ -11,7 +11,7 @@ use crate::Scalar;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{GemmDims, Layout};
 use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes, ROW_BYTES};
-use gemm_core::{Op, Precision};
+use gemm_core::{KernelLayouts, Op, Precision};
 use std::fmt;
 
 /// The kernels a product runs on.
@@ -146,15 +146,10 @@ impl Gemm {
     /// f32 ladder.
     pub(crate) fn plan_f32(&self, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
         // As a call: the host path's options with TF32 are an error.
-        if self.tf32 && (self.host_streams.is_some() || self.memory_budget.is_some()) {
-            self.uses_tf32(None)?;
-        }
+        self.tf32_host_options()?;
         let tf32 = match self.plan_device() {
             Some(d) => self.uses_tf32(Some(&d))?,
-            None => {
-                self.tf32
-                    && (self.tuning_option_set().is_none() || matches!(self.mixed_options(WgmmaTypes::Tf32), Ok(true)))
-            }
+            None => self.tf32_by_options(),
         };
         if tf32 {
             self.plan_mixed(WgmmaTypes::Tf32, dims)
@@ -169,7 +164,6 @@ impl Gemm {
         precision: Precision,
         (m, n, k): (usize, usize, usize),
     ) -> Result<ProductPlan, Error> {
-        self.check_options(precision, false)?;
         let plan = self.plan(precision, m, n, k)?;
         let name = precision.name();
         let device = self.plan_device().map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string());
@@ -265,8 +259,7 @@ impl Gemm {
         let (mut read_a, mut read_b) = (kd.a_layout, kd.b_layout);
         if reads_ab {
             let elem = types.input_bytes() as usize;
-            let big = (kd.m as f64) * (kd.n as f64) * (kd.k as f64) >= (1u64 << 33) as f64;
-            let rereads = [kd.n.div_ceil(family.tile.bn as usize), kd.m.div_ceil(family.tile.bm as usize)];
+            let realign = crate::warpgroup::realign_wanted(types, &kd, family.tile);
             for (i, (name, k_major, ld)) in [("A", a_k_major, kd.lda), ("B", b_k_major, kd.ldb)].into_iter().enumerate()
             {
                 let in_place = k_major || (i == 0 && types.register_a());
@@ -277,7 +270,7 @@ impl Gemm {
                     } else {
                         read_b = Layout::ColMajor;
                     }
-                } else if types.input_bytes() == 2 && big && rereads[i] >= 8 && (ld * elem) % ROW_BYTES as usize != 0 {
+                } else if realign[i] && (ld * elem) % ROW_BYTES as usize != 0 {
                     copies.push(format!("{name} realigned to 128-byte lines (read by many block tiles)"));
                 }
             }
@@ -294,13 +287,7 @@ impl Gemm {
         } else {
             parts.push("C by per-thread stores");
         }
-        let layout_index = match (read_a, read_b) {
-            (Layout::RowMajor, Layout::RowMajor) => 0,
-            (Layout::RowMajor, Layout::ColMajor) => 1,
-            (Layout::ColMajor, Layout::RowMajor) => 2,
-            (Layout::ColMajor, Layout::ColMajor) => 3,
-        };
-        let kernel = family.names[layout_index]
+        let kernel = family.names[KernelLayouts { a: read_a, b: read_b }.index()]
             .or(family.names[1])
             .expect("a kernel for the layouts the operands are brought to");
         let why = format!(

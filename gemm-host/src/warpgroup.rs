@@ -663,6 +663,20 @@ fn prepare_operand<T: Scalar>(
     }
 }
 
+/// Whether A and B (of kernel form `kd`, read by block tiles `tile`) are
+/// worth a copy with lines on 128 bytes, where theirs are not. A 16-bit
+/// operand whose lines straddle 128-byte boundaries (an ld of 3000 f16:
+/// 6000 bytes) costs TMA twice the L2 lines per box row: 3000^3 ran at 0.174
+/// ms beside 0.123 ms for 3008^3 (NVIDIA H100, 2026-11-25). A copy with
+/// lines on 128 bytes (one read and one write of the operand) pays where
+/// the kernel reads each line many times: a product of at least 2^33
+/// multiply-adds whose operand is read by at least 8 block tiles.
+pub(crate) fn realign_wanted(types: WgmmaTypes, kd: &GemmDims, tile: WgmmaTile) -> [bool; 2] {
+    let big = (kd.m as f64) * (kd.n as f64) * (kd.k as f64) >= (1u64 << 33) as f64;
+    let rereads = [kd.n.div_ceil(tile.bn as usize), kd.m.div_ceil(tile.bm as usize)];
+    rereads.map(|r| types.input_bytes() == 2 && big && r >= 8)
+}
+
 /// How stage 9 computes a product in kernel form `kd` (C row-major).
 pub(crate) struct WarpgroupRoute {
     /// The kernel form the kernel runs: `kd`, or its transpose.
@@ -793,6 +807,30 @@ impl Gemm {
         Ok(mma_sync)
     }
 
+    /// With TF32 asked for, the host path's options are an error: they do
+    /// not choose an f32 kernel, and TF32 products are not streamed, so
+    /// running plain f32 instead would ignore the request silently.
+    pub(crate) fn tf32_host_options(&self) -> Result<(), Error> {
+        let set =
+            [(self.host_streams.is_some(), ".host_streams(..)"), (self.memory_budget.is_some(), ".memory_budget(..)")];
+        match set.into_iter().find_map(|(set, name)| set.then_some(name)) {
+            Some(option) if self.tf32 => Err(Error::Unsupported {
+                product: product_name(WgmmaTypes::Tf32),
+                why: format!(
+                    "{option} does not apply: TF32 products are uploaded whole, not streamed through the host path"
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the options let an f32 product run on TF32 tensor cores:
+    /// [`Gemm::allow_tf32`], and no option of stages 1-8 set but
+    /// `.stage(Stage::TensorCore)` alone (stage 8's TF32 kernels).
+    pub(crate) fn tf32_by_options(&self) -> bool {
+        self.tf32 && (self.tuning_option_set().is_none() || matches!(self.mixed_options(WgmmaTypes::Tf32), Ok(true)))
+    }
+
     /// Whether an f32 product runs on TF32 tensor cores: only when
     /// [`Gemm::allow_tf32`] asked for it, no option of stages 1-8 is set
     /// (but `.stage(Stage::TensorCore)`, which picks stage 8's TF32 kernels),
@@ -802,21 +840,8 @@ impl Gemm {
         if !self.tf32 {
             return Ok(false);
         }
-        // The host path's options do not choose an f32 kernel: TF32 products
-        // are not streamed, so asking for both is an error, not plain f32.
-        if let Some(option) =
-            [(self.host_streams.is_some(), ".host_streams(..)"), (self.memory_budget.is_some(), ".memory_budget(..)")]
-                .into_iter()
-                .find_map(|(set, name)| set.then_some(name))
-        {
-            return Err(Error::Unsupported {
-                product: product_name(WgmmaTypes::Tf32),
-                why: format!(
-                    "{option} does not apply: TF32 products are uploaded whole, not streamed through the host path"
-                ),
-            });
-        }
-        if self.tuning_option_set().is_some() && !matches!(self.mixed_options(WgmmaTypes::Tf32), Ok(true)) {
+        self.tf32_host_options()?;
+        if !self.tf32_by_options() {
             return Ok(false);
         }
         // Without a device the f32 path runs and reports it, after the
@@ -942,49 +967,10 @@ impl Gemm {
         same_shape: bool,
     ) -> Result<(), Error> {
         let mma_sync = self.mixed_options(types)?;
-        if a.len() != c.len() || b.len() != c.len() {
-            return Err(Error::BatchCount { a: a.len(), b: b.len(), c: c.len() });
-        }
         if same_shape {
             self.shape_varies(a, b, c)?;
         }
-        let Some(first) = c.first() else { return Ok(()) };
-        let device = first.device.clone();
-        let mut todo = Vec::with_capacity(c.len());
-        for i in 0..c.len() {
-            let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
-            let dims = self
-                .problem((a[i].dims, a[i].data.len()), (b[i].dims, b[i].data.len()), (c[i].dims, c[i].data.len()))
-                .map_err(wrap)?;
-            for other in [a[i].device, b[i].device, c[i].device].into_iter().chain(self.device_option()) {
-                if !other.same_context(&device) {
-                    return Err(wrap(Error::DeviceMismatch(other.name().to_string(), device.name().to_string())));
-                }
-            }
-            let (c_start, c_bytes) = c[i].byte_span();
-            for (operand, (start, bytes)) in [(Operand::A, a[i].byte_span()), (Operand::B, b[i].byte_span())] {
-                if spans_overlap(c_start, c_bytes, start, bytes) {
-                    return Err(wrap(gemm_core::ShapeError::Overlap { operand }.into()));
-                }
-            }
-            if !(dims.is_empty() || self.leaves_c_unchanged(&dims)) {
-                todo.push((i, dims));
-            }
-        }
-        // Outputs must not share memory: sort the spans and compare neighbours.
-        let mut spans: Vec<(usize, usize, usize)> = todo
-            .iter()
-            .map(|&(i, _)| {
-                let (s, len) = c[i].byte_span();
-                (s, len, i)
-            })
-            .collect();
-        spans.sort_unstable();
-        for w in spans.windows(2) {
-            if spans_overlap(w[0].0, w[0].1, w[1].0, w[1].1) {
-                return Err(Error::BatchOverlap { first: w[0].2.min(w[1].2), second: w[0].2.max(w[1].2) });
-            }
-        }
+        let Some((device, todo)) = self.list_problems(a, b, c, |_, _| Ok(()))? else { return Ok(()) };
         let stream = self.stream_on(&device)?;
         if todo.is_empty() {
             return Ok(());
@@ -1315,17 +1301,9 @@ impl Gemm {
             (batch_a, batch_b) = ((ca > 1) as u32, (cb > 1) as u32);
             let k_major = [a_k_major, b_k_major];
             let rows = [tile.bm, tile.bn];
-            // A 16-bit operand whose lines straddle 128-byte boundaries (an
-            // ld of 3000 f16: 6000 bytes) costs TMA twice the L2 lines per
-            // box row: 3000^3 ran at 0.174 ms beside 0.123 ms for 3008^3 (NVIDIA
-            // H100, 2026-11-25). A copy with lines on 128 bytes (one read
-            // and one write of the operand) pays where the kernel reads
-            // each line many times: a product of at least 2^33 multiply-adds
-            // whose operand is read by at least 8 block tiles.
-            let big = (kd.m as f64) * (kd.n as f64) * (kd.k as f64) >= (1u64 << 33) as f64;
-            let rereads = [kd.n.div_ceil(tile.bn as usize), kd.m.div_ceil(tile.bm as usize)];
+            let realign_wanted = realign_wanted(types, &kd, tile);
             for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
-                let realign = types.input_bytes() == 2 && big && rereads[i] >= 8;
+                let realign = realign_wanted[i];
                 // An MN-major tf32 A is read in place, through registers.
                 let in_place = k_major[i] || (i == 0 && types.register_a());
                 let (address, op, transpose) = prepare_operand(
@@ -1399,13 +1377,8 @@ impl Gemm {
             // With alpha = 0 or k = 0 the maps are not read: any layout's kernel.
             (a_layout, b_layout) = (Layout::RowMajor, Layout::ColMajor);
         }
-        let layout_index = match (a_layout, b_layout) {
-            (Layout::RowMajor, Layout::RowMajor) => 0,
-            (Layout::RowMajor, Layout::ColMajor) => 1,
-            (Layout::ColMajor, Layout::RowMajor) => 2,
-            (Layout::ColMajor, Layout::ColMajor) => 3,
-        };
-        let name = kernel.names[layout_index].expect("a kernel for every layout the operands are brought to");
+        let name = kernel.names[KernelLayouts { a: a_layout, b: b_layout }.index()]
+            .expect("a kernel for every layout the operands are brought to");
         let func = device.warpgroup_function(name)?;
         let cfg = LaunchConfig {
             grid_dim: (grid[0], grid[1], grid[2]),
