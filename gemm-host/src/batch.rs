@@ -479,6 +479,7 @@ impl Gemm {
         mut c: Strided<DeviceViewMut<'c, T>>,
     ) -> Result<(), Error> {
         self.check_options(T::PRECISION, true)?;
+        self.check_device_call()?;
         let (dims, count) = self.strided_problem(
             (a.first.dims, a.count, a.stride, a.first.data.len()),
             (b.first.dims, b.count, b.stride, b.first.data.len()),
@@ -567,6 +568,7 @@ impl Gemm {
         same_shape: bool,
     ) -> Result<(), Error> {
         self.check_options(T::PRECISION, true)?;
+        self.check_device_call()?;
         if same_shape {
             self.shape_varies(a, b, c)?;
         }

@@ -44,6 +44,17 @@ pub enum Error {
         /// Bytes asked for.
         bytes: usize,
     },
+    /// The memory budget set with [`crate::Gemm::memory_budget`] is below
+    /// the least a host product needs (with a C of 16 bits k is kept whole,
+    /// so the host path holds at least a row of A and a column of B per
+    /// stream).
+    #[error("a memory budget of {budget} bytes is too small for this product: the host path needs at least {needed} bytes (k is kept whole for a C of 16 bits)")]
+    MemoryBudget {
+        /// The budget set.
+        budget: usize,
+        /// The least the product needs, in bytes.
+        needed: usize,
+    },
     /// A stream or buffer given by the caller belongs to another CUDA context
     /// than the device's.
     #[error("{what} belongs to another CUDA context than {device}'s")]

@@ -206,6 +206,10 @@ pub struct Gemm {
     pub(crate) host_streams: Option<usize>,
     pub(crate) memory_budget: Option<usize>,
     pub(crate) tf32: bool,
+    /// Stage 9's split of k (slices, k-tiles per slice) forced on every
+    /// product: the host path's tiles take the whole product's (not a user
+    /// option).
+    pub(crate) warpgroup_split: Option<(u32, u32)>,
 }
 
 impl Default for Gemm {
@@ -238,6 +242,7 @@ impl Gemm {
             host_streams: None,
             memory_budget: None,
             tf32: false,
+            warpgroup_split: None,
         }
     }
 
@@ -284,19 +289,26 @@ impl Gemm {
         self
     }
 
-    /// Streams the host path ([`Gemm::run`] on host matrices) spreads its
-    /// tiles over, so uploads, kernels and downloads of different tiles
-    /// overlap (default: by problem size, from measurement: 2 up to 2048^3,
-    /// 4 above).
+    /// Streams the host path ([`Gemm::run`] and [`Gemm::run_strided`] on
+    /// host matrices, every element type) spreads its tiles over, so
+    /// uploads, kernels and downloads of different tiles overlap (default:
+    /// by problem size, from measurement: 2 up to 2048^3, 4 above). A call
+    /// on device matrices with it set is an [`Error::Unsupported`].
     pub fn host_streams(mut self, streams: usize) -> Self {
         self.host_streams = Some(streams.max(1));
         self
     }
 
     /// Device memory, in bytes, the host path may use for one product
-    /// (default: 90% of the device's free memory). A product whose operands
-    /// need more streams through it in tiles, with k in chunks if need be
-    /// (out of core) instead of failing.
+    /// (default: 90% of the device's free memory), every element type. A
+    /// product whose operands need more streams through it in tiles of C
+    /// (out of core) instead of failing: with k in chunks too when C is
+    /// f64, f32 or i32, and with k whole when C is f16 or bf16 (a partial
+    /// sum rounded to 16 bits between chunks would lose accuracy), so such
+    /// a product needs at least a row of A and a column of B per stream,
+    /// else [`Error::MemoryBudget`]. Besides that, the workspace may exceed
+    /// a budget of a few KiB by its 256-byte alignment. A call on device
+    /// matrices with it set is an [`Error::Unsupported`].
     pub fn memory_budget(mut self, bytes: usize) -> Self {
         self.memory_budget = Some(bytes);
         self
@@ -306,10 +318,8 @@ impl Gemm {
     /// capability 9.0, stage 8's `mma.sync` kernels on 8.x or with
     /// `.stage(Stage::TensorCore)`; on older GPUs, or with another option of
     /// stages 1-8 set, the f32 kernels run as before, and
-    /// [`Gemm::plan_for`] says which). With `.memory_budget(..)` or
-    /// `.host_streams(..)` (TF32 products are not streamed), or on an f64
-    /// product, it is an [`Error::Unsupported`], found before the device is
-    /// opened. Default false: TF32 keeps 10 of f32's 23
+    /// [`Gemm::plan_for`] says which). On an f64 product it is an
+    /// [`Error::Unsupported`], found before the device is opened. Default false: TF32 keeps 10 of f32's 23
     /// mantissa bits of each input (relative error up to 2^-10 per input, the
     /// products accumulated in f32), so it is not an f32-accurate product
     /// and is never chosen silently (as cuBLAS's `CUBLAS_TF32_TENSOR_OP_MATH`).
@@ -787,7 +797,25 @@ impl Gemm {
         let ha = operand(a.as_slice().as_ptr(), a.dims(), self.op_a);
         let hb = operand(b.as_slice().as_ptr(), b.dims(), self.op_b);
         let hc = operand(c.span_mut().as_mut_ptr(), c.dims(), Op::N);
-        self.host_product::<T>(&device, &dims, ha, hb, hc)
+        // Every tile runs the whole product's plan (kernel, split, packing):
+        // a tile planned on its own shape could take another kernel or
+        // split, and the host path would then give other bits than the same
+        // product on device matrices. (A kernel chosen with the options is
+        // the same for every tile already, and splits and packs only when
+        // asked.)
+        let reads_ab = self.alpha != 0.0 && dims.k > 0;
+        let step = if reads_ab && self.chosen_config(T::PRECISION)?.is_none() {
+            self.clone().kernel(plan.config).split_k(plan.split_k).pack(plan.pack)
+        } else {
+            self.clone()
+        };
+        let tile = |g: &Gemm,
+                    stream: &Arc<CudaStream>,
+                    pd: &GemmDims,
+                    ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>)| {
+            g.enqueue(&device, stream, pd, ops, 1, [0; 3])
+        };
+        self.host_product(&device, &dims, (ha, hb, hc), step, &tile, false)
     }
 
     /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` on matrices already on
@@ -833,6 +861,7 @@ impl Gemm {
     ) -> Result<(), Error> {
         let chosen = self.chosen_config(T::PRECISION)?;
         self.check_options(T::PRECISION, false)?;
+        self.check_device_call()?;
         let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
         let device = c.device.clone();
         for other in [a.device, b.device].into_iter().chain(self.device.as_ref()) {
@@ -875,6 +904,23 @@ impl Gemm {
         Ok(())
     }
 
+    /// The host path's options ([`Gemm::host_streams`],
+    /// [`Gemm::memory_budget`]) on a call with device operands, which they
+    /// cannot apply to: an error rather than ignored.
+    pub(crate) fn check_device_call(&self) -> Result<(), Error> {
+        let set =
+            [(self.host_streams.is_some(), ".host_streams(..)"), (self.memory_budget.is_some(), ".memory_budget(..)")];
+        match set.into_iter().find_map(|(set, name)| set.then_some(name)) {
+            Some(option) => Err(Error::Unsupported {
+                product: "device-matrix".into(),
+                why: format!(
+                    "{option} applies to products of host matrices (the host path); device matrices are not streamed"
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The first of the options that choose or tune a kernel of stages 1-8
     /// that is set, by its builder method's name.
     pub(crate) fn tuning_option_set(&self) -> Option<&'static str> {
@@ -890,8 +936,6 @@ impl Gemm {
             (self.pipeline_depth.is_some(), ".pipeline_depth(..)"),
             (self.split_k.is_some(), ".split_k(..)"),
             (self.pack == Some(true), ".pack(true)"),
-            (self.host_streams.is_some(), ".host_streams(..)"),
-            (self.memory_budget.is_some(), ".memory_budget(..)"),
         ]
         .into_iter()
         .find_map(|(set, name)| set.then_some(name))

@@ -25,11 +25,11 @@
 //! has grown to the largest call seen.
 
 use crate::device::Device;
-use crate::element::Element;
+use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
 use cudarc::driver::sys::CUresult;
-use cudarc::driver::{result, sys, CudaEvent, CudaSlice, CudaStream};
+use cudarc::driver::{result, sys, CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut};
 use gemm_core::shape::MatrixDims;
 use gemm_core::GemmDims;
 use rayon::prelude::*;
@@ -413,46 +413,76 @@ struct Tiling {
 }
 
 impl Tiling {
-    /// Elements of device memory for inputs: the resident B panel (when k
-    /// is whole) and per stream an A panel and (out of core) a B chunk.
-    fn input_elements(&self, k: usize, streams: usize) -> usize {
+    /// Bytes of one stream's input slot out of core: its piece of A and
+    /// (k in chunks) its chunk of B, each from a 256-byte boundary.
+    fn slot_bytes(&self, k: usize, e: Sizes) -> usize {
         let resident = self.pk == k;
-        let b = self.pk * self.pn;
-        (if resident { b } else { 0 }) + streams * (self.pm * self.pk + if resident { 0 } else { b })
+        aligned(self.pm * self.pk * e.input) + if resident { 0 } else { aligned(self.pk * self.pn * e.input) }
     }
 
-    /// Elements for outputs: a C tile per stream.
-    fn output_elements(&self, streams: usize) -> usize {
-        streams * self.pm * self.pn
+    /// Bytes of device memory for inputs: the resident B panel (when k is
+    /// whole) and per stream an A panel and (out of core) a B chunk.
+    fn input_bytes(&self, k: usize, streams: usize, e: Sizes) -> usize {
+        let resident = if self.pk == k { aligned(self.pk * self.pn * e.input) } else { 0 };
+        resident + streams * self.slot_bytes(k, e)
+    }
+
+    /// Bytes of one C tile's slot.
+    fn c_bytes(&self, e: Sizes) -> usize {
+        aligned(self.pm * self.pn * e.output)
+    }
+
+    /// Bytes for outputs: a C tile per stream.
+    fn output_bytes(&self, streams: usize, e: Sizes) -> usize {
+        streams * self.c_bytes(e)
     }
 
     /// Byte offset of stream `s`'s C tile in the output workspace.
-    fn c_slot(&self, s: usize, elem: usize) -> usize {
-        s * self.pm * self.pn * elem
+    fn c_slot(&self, s: usize, e: Sizes) -> usize {
+        s * self.c_bytes(e)
     }
 
-    fn elements(&self, k: usize, streams: usize) -> usize {
-        self.input_elements(k, streams) + self.output_elements(streams)
+    fn bytes(&self, k: usize, streams: usize, e: Sizes) -> usize {
+        self.input_bytes(k, streams, e) + self.output_bytes(streams, e)
     }
 }
 
-fn choose_tiling(m: usize, n: usize, k: usize, streams: usize, budget_elems: usize) -> Tiling {
+/// Bytes of an element of A and B (`input`) and of C (`output`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sizes {
+    pub input: usize,
+    pub output: usize,
+}
+
+/// `bytes` rounded up to 256: every operand in the workspaces starts on a
+/// 256-byte boundary (TMA reads from 16-byte aligned addresses in place).
+fn aligned(bytes: usize) -> usize {
+    bytes.div_ceil(256) * 256
+}
+
+/// Out of core: the largest tiling under `budget` bytes, shrinking the
+/// largest dimension of what is held. With `whole_k` (a C of 16 bits, whose
+/// partial sums must not be rounded to C's type between chunks of k) k is
+/// never cut; the caller checks that the result fits.
+fn choose_tiling(m: usize, n: usize, k: usize, streams: usize, budget: usize, e: Sizes, whole_k: bool) -> Tiling {
     let round = |x: usize, q: usize| x.div_ceil(q) * q;
     // Enough tiles for the streams to overlap, each still a full-size GEMM.
     let mut t = Tiling { pm: round(m.div_ceil(2 * streams), 128).clamp(1, m.max(1)), pn: n.max(1), pk: k.max(1) };
-    while t.elements(k, streams) > budget_elems {
+    while t.bytes(k, streams, e) > budget {
         // Shrink the largest dimension of what is held, not below a tile.
-        if t.pn >= t.pm.max(t.pk) && t.pn > 128 {
+        if t.pn >= t.pm.max(if whole_k { 0 } else { t.pk }) && t.pn > 128 {
             t.pn = round(t.pn / 2, 64);
-        } else if t.pk >= t.pm && t.pk > 128 {
+        } else if !whole_k && t.pk >= t.pm && t.pk > 128 {
             t.pk = round(t.pk / 2, 64);
         } else if t.pm > 64 {
             t.pm = round(t.pm / 2, 32);
-        } else if t.pm.max(t.pn).max(t.pk) > 1 {
+        } else if t.pm.max(t.pn).max(if whole_k { 1 } else { t.pk }) > 1 {
             // A tiny budget (tests): halve everything down to single elements.
             t.pm = t.pm.div_ceil(2);
             t.pn = t.pn.div_ceil(2);
-            t.pk = t.pk.div_ceil(2);
+            if !whole_k {
+                t.pk = t.pk.div_ceil(2);
+            }
         } else {
             break;
         }
@@ -488,48 +518,86 @@ fn upload_order(rows: usize, cols: usize) -> Vec<Panel> {
     order
 }
 
+/// Enqueues, on a stream, one product of operands already in device memory
+/// (validated, user form): how the host path runs each tile, the same for
+/// every element type (`enqueue` launches the type's kernels).
+pub(crate) trait TileProduct<T, C> {
+    fn enqueue(
+        &self,
+        g: &Gemm,
+        stream: &Arc<CudaStream>,
+        dims: &GemmDims,
+        operands: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
+    ) -> Result<(), Error>;
+}
+
+impl<T, C, F> TileProduct<T, C> for F
+where
+    F: Fn(
+        &Gemm,
+        &Arc<CudaStream>,
+        &GemmDims,
+        (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
+    ) -> Result<(), Error>,
+{
+    fn enqueue(
+        &self,
+        g: &Gemm,
+        stream: &Arc<CudaStream>,
+        dims: &GemmDims,
+        operands: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
+    ) -> Result<(), Error> {
+        self(g, stream, dims, operands)
+    }
+}
+
 /// Enqueues on `stream` one product of packed workspace operands: A at byte
 /// `a.0` of the input workspace with shape `a.1`, B likewise, C at byte
 /// `c.0` of the output workspace.
-fn enqueue_packed<T: Element>(
+fn enqueue_packed<T: Scalar, C: Scalar>(
     g: &Gemm,
-    device: &Arc<Device>,
+    tile: &impl TileProduct<T, C>,
     stream: &Arc<CudaStream>,
     pool: &mut HostPool,
     a: (usize, MatrixDims),
     b: (usize, MatrixDims),
     c: (usize, MatrixDims),
 ) -> Result<(), Error> {
-    let elem = size_of::<T>();
     let pd = GemmDims::from_operands(a.1, usize::MAX, b.1, usize::MAX, c.1, usize::MAX)?;
-    let len = |d: &MatrixDims| d.required_len().unwrap_or(0).max(1) * elem;
+    let len = |d: &MatrixDims| d.required_len().unwrap_or(0).max(1);
     let inputs = pool.inputs.as_ref().expect("prepared");
     let outputs = pool.outputs.as_mut().expect("prepared");
-    let mut c_bytes = outputs.slice_mut(c.0..c.0 + len(&c.1));
+    let (ti, tc) = (size_of::<T>(), size_of::<C>());
+    let mut c_bytes = outputs.slice_mut(c.0..c.0 + len(&c.1) * tc);
     // SAFETY: reinterpreting workspace bytes as elements (plain data;
-    // offsets are whole elements, 8-byte aligned).
+    // offsets are on 256 bytes or whole elements past them).
     let (av, bv, mut cv) = unsafe {
         (
-            inputs.slice(a.0..a.0 + len(&a.1)).transmute::<T>(len(&a.1) / elem).expect("in range"),
-            inputs.slice(b.0..b.0 + len(&b.1)).transmute::<T>(len(&b.1) / elem).expect("in range"),
-            c_bytes.transmute_mut::<T>(len(&c.1) / elem).expect("in range"),
+            inputs.slice(a.0..a.0 + len(&a.1) * ti).transmute::<T>(len(&a.1)).expect("in range"),
+            inputs.slice(b.0..b.0 + len(&b.1) * ti).transmute::<T>(len(&b.1)).expect("in range"),
+            c_bytes.transmute_mut::<C>(len(&c.1)).expect("in range"),
         )
     };
-    g.enqueue(device, stream, &pd, (&av, &bv, &mut cv), 1, [0; 3])
+    tile.enqueue(g, stream, &pd, (&av, &bv, &mut cv))
 }
 
 impl Gemm {
     /// The product of validated host operands (op applied, user form):
-    /// `C <- alpha * A * B + beta * C` through the pipeline.
-    pub(crate) fn host_product<T: Element>(
+    /// `C <- alpha * A * B + beta * C` through the pipeline. Each tile runs
+    /// with the options of `step` (the whole product's plan, so that a tile
+    /// takes the kernel and split the product would on device matrices) by
+    /// `tile`; `whole_k` keeps k whole (a 16-bit C).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn host_product<T: Scalar, C: Scalar>(
         &self,
         device: &Arc<Device>,
         dims: &GemmDims,
-        a: HostOperand,
-        b: HostOperand,
-        c: HostOperand,
+        (a, b, c): (HostOperand, HostOperand, HostOperand),
+        step: Gemm,
+        tile: &impl TileProduct<T, C>,
+        whole_k: bool,
     ) -> Result<(), Error> {
-        let elem = size_of::<T>();
+        let e = Sizes { input: size_of::<T>(), output: size_of::<C>() };
         let (m, n, k) = (dims.m, dims.n, dims.k);
         let reads_ab = self.alpha != 0.0 && k > 0;
         let kk = if reads_ab { k } else { 0 };
@@ -539,38 +607,30 @@ impl Gemm {
         let budget = match self.memory_budget {
             Some(b) => b,
             None => result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
-        } / elem;
-        let locked = reads_ab && a.page_locked(elem) && b.page_locked(elem);
-        let plan = plan_tiles(m, n, kk, streams, budget, column_panel(n, locked));
+        };
+        let locked = reads_ab && a.page_locked(e.input) && b.page_locked(e.input);
+        let plan = plan_tiles(m, n, kk, streams, budget, column_panel(n, locked), e, whole_k);
         let t = plan.tiling;
+        let needed = plan.input_bytes + t.output_bytes(streams, e);
+        if whole_k && needed > budget && self.memory_budget.is_some() {
+            return Err(Error::MemoryBudget { budget, needed });
+        }
         let mut guard = device.host_pool.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             *guard = Some(HostPool::new(device)?);
         }
         let pool = guard.as_mut().expect("just made");
         // The compute streams, and one more for the in-core uploads.
-        pool.prepare(device, plan.input_elements * elem, t.output_elements(streams) * elem, streams + 1)?;
+        pool.prepare(device, plan.input_bytes, t.output_bytes(streams, e), streams + 1)?;
         let ins = crate::device_matrix::address(pool.inputs.as_ref().expect("prepared"));
         let outs = crate::device_matrix::address(pool.outputs.as_ref().expect("prepared"));
-        let step = if reads_ab { self.clone() } else { self.clone().alpha(0.0) };
-        // Every tile runs the whole product's plan (kernel, split, packing):
-        // a tile planned on its own shape could take another kernel or
-        // split, and the host path would then give other bits than the same
-        // product on device matrices. (A kernel chosen with the options is
-        // the same for every tile already, and splits and packs only when
-        // asked.)
-        let step = if reads_ab && self.chosen_config(T::PRECISION)?.is_none() {
-            let (kd, _) = dims.kernel_form();
-            let plan = self.plan_on(Some(device), T::PRECISION, (kd.m, kd.n, kd.k), kd.layouts(), 1)?;
-            step.kernel(plan.config).split_k(plan.split_k).pack(plan.pack)
-        } else {
-            step
-        };
+        let step = if reads_ab { step } else { step.alpha(0.0) };
         let (operands, workspace) = ((a, b, c), (ins, outs));
+        let run = TileRun { device, step: &step, tile, m, n, kk, t, streams, e };
         let result = if plan.in_core {
-            self.in_core::<T>(device, pool, &step, (m, n, kk), t, streams, operands, workspace)
+            self.in_core(pool, &run, operands, workspace)
         } else {
-            self.out_of_core::<T>(device, pool, &step, (m, n, kk), t, streams, operands, workspace)
+            self.out_of_core(pool, &run, operands, workspace)
         };
         // Always wait for every copy before returning: they read and write
         // the caller's memory.
@@ -582,63 +642,58 @@ impl Gemm {
     /// chunks of `t.pk`; each chunk of A (and of B, unless k is whole and
     /// B's column panel stays for its column of tiles) streams through the
     /// tile's stream's slot, and C's block goes back after its last chunk.
-    #[allow(clippy::too_many_arguments)]
-    fn out_of_core<T: Element>(
+    fn out_of_core<T: Scalar, C: Scalar>(
         &self,
-        device: &Arc<Device>,
         pool: &mut HostPool,
-        step: &Gemm,
-        (m, n, kk): (usize, usize, usize),
-        t: Tiling,
-        streams: usize,
+        run: &TileRun<'_, impl TileProduct<T, C>>,
         (a, b, c): (HostOperand, HostOperand, HostOperand),
         (ins, outs): (u64, u64),
     ) -> Result<(), Error> {
-        let elem = size_of::<T>();
+        let TileRun { step, tile, m, n, kk, t, streams, e, .. } = *run;
         let reads_ab = kk > 0;
         let resident_b = t.pk == kk; // k whole: B's column panel is shared by its tiles
-        let per_stream_in = t.pm * t.pk + if resident_b { 0 } else { t.pk * t.pn };
+        let resident = if resident_b { aligned(t.pk * t.pn * e.input) } else { 0 };
         // Byte offsets in the input workspace: stream s's slot of A's
         // piece, and of B's (the resident column panel when k is whole).
-        let a_at = |s: usize| (if resident_b { t.pk * t.pn } else { 0 } + s * per_stream_in) * elem;
-        let b_at = |s: usize| if resident_b { 0 } else { (s * per_stream_in + t.pm * t.pk) * elem };
+        let a_at = |s: usize| resident + s * t.slot_bytes(kk, e);
+        let b_at = |s: usize| if resident_b { 0 } else { a_at(s) + aligned(t.pm * t.pk * e.input) };
         let primary = pool.streams[0].clone();
-        let mut tile = 0;
+        let mut tile_index = 0;
         let mut done_events: Vec<CudaEvent> = Vec::new();
         for c0 in (0..n).step_by(t.pn) {
             let cols = t.pn.min(n - c0);
             let b_ready = if resident_b && reads_ab {
                 // Every stream is done with the previous panel of B.
-                for e in done_events.drain(..) {
-                    primary.wait(&e).during("cuStreamWaitEvent")?;
+                for ev in done_events.drain(..) {
+                    primary.wait(&ev).during("cuStreamWaitEvent")?;
                 }
-                pool.upload(&b.block(elem, 0, c0, kk, cols), ins, &primary)?;
+                pool.upload(&b.block(e.input, 0, c0, kk, cols), ins, &primary)?;
                 Some(primary.record_event(None).during("cuEventRecord")?)
             } else {
                 None
             };
             for r0 in (0..m).step_by(t.pm) {
                 let rows = t.pm.min(m - r0);
-                let s = tile % streams;
-                tile += 1;
+                let s = tile_index % streams;
+                tile_index += 1;
                 let stream = pool.streams[s].clone();
-                if let Some(e) = &b_ready {
-                    stream.wait(e).during("cuStreamWaitEvent")?;
+                if let Some(ev) = &b_ready {
+                    stream.wait(ev).during("cuStreamWaitEvent")?;
                 }
-                let c_block = c.block(elem, r0, c0, rows, cols);
+                let c_block = c.block(e.output, r0, c0, rows, cols);
                 let c_dims = MatrixDims::packed_in(rows, cols, c.dims.layout);
                 let chunks = if kk == 0 { 1 } else { kk.div_ceil(t.pk) };
                 for l in 0..chunks {
                     let (k0, depth) = (l * t.pk, t.pk.min(kk.saturating_sub(l * t.pk)));
                     if reads_ab {
-                        pool.upload(&a.block(elem, r0, k0, rows, depth), ins + a_at(s) as u64, &stream)?;
+                        pool.upload(&a.block(e.input, r0, k0, rows, depth), ins + a_at(s) as u64, &stream)?;
                         if !resident_b {
-                            pool.upload(&b.block(elem, k0, c0, depth, cols), ins + b_at(s) as u64, &stream)?;
+                            pool.upload(&b.block(e.input, k0, c0, depth, cols), ins + b_at(s) as u64, &stream)?;
                         }
                     }
                     let first = l == 0;
                     if first && self.beta != 0.0 {
-                        pool.upload(&c_block, outs + t.c_slot(s, elem) as u64, &stream)?;
+                        pool.upload(&c_block, outs + t.c_slot(s, e) as u64, &stream)?;
                     }
                     let a_dims = MatrixDims::packed_in(rows, depth, a.dims.layout);
                     // A resident B panel is k x cols, packed: rows k0.. of it.
@@ -648,10 +703,10 @@ impl Gemm {
                         (0, MatrixDims::packed_in(depth, cols, b.dims.layout))
                     };
                     let g = if first { step.clone() } else { step.clone().beta(1.0) };
-                    let (a_op, b_op) = ((a_at(s), a_dims), (b_at(s) + b_off * elem, b_dims));
-                    enqueue_packed::<T>(&g, device, &stream, pool, a_op, b_op, (t.c_slot(s, elem), c_dims))?;
+                    let (a_op, b_op) = ((a_at(s), a_dims), (b_at(s) + b_off * e.input, b_dims));
+                    enqueue_packed(&g, tile, &stream, pool, a_op, b_op, (t.c_slot(s, e), c_dims))?;
                 }
-                pool.download(outs + t.c_slot(s, elem) as u64, &c_block, &stream)?;
+                pool.download(outs + t.c_slot(s, e) as u64, &c_block, &stream)?;
                 if resident_b && reads_ab {
                     done_events.push(stream.record_event(None).during("cuEventRecord")?);
                 }
@@ -664,46 +719,42 @@ impl Gemm {
     /// on their own stream, in [`upload_order`]; each tile of C runs (on the
     /// compute streams in turn) as soon as its two panels are enqueued,
     /// waiting for their copies, and its block of C goes straight back.
-    #[allow(clippy::too_many_arguments)]
-    fn in_core<T: Element>(
+    fn in_core<T: Scalar, C: Scalar>(
         &self,
-        device: &Arc<Device>,
         pool: &mut HostPool,
-        step: &Gemm,
-        (m, n, kk): (usize, usize, usize),
-        t: Tiling,
-        streams: usize,
+        run: &TileRun<'_, impl TileProduct<T, C>>,
         (a, b, c): (HostOperand, HostOperand, HostOperand),
         (ins, outs): (u64, u64),
     ) -> Result<(), Error> {
-        let elem = size_of::<T>();
+        let TileRun { step, tile, m, n, kk, t, streams, e, .. } = *run;
         let (rows_of, cols_of) = (m.div_ceil(t.pm), n.div_ceil(t.pn));
         let up = pool.streams[streams].clone();
         // Byte offsets in the input workspace: A whole (row panel i at row
-        // i * pm), then B's column panels (each k x pn, packed).
-        let a_at = |i: usize| i * t.pm * kk * elem;
-        let b_at = |j: usize| (m * kk + j * t.pn * kk) * elem;
+        // i * pm; pm is a multiple of 128 or m), then B's column panels
+        // (each k x pn, packed), each on 256 bytes.
+        let a_at = |i: usize| i * t.pm * kk * e.input;
+        let b_at = |j: usize| aligned(m * kk * e.input) + j * aligned(t.pn * kk * e.input);
         let mut a_ready: Vec<Option<CudaEvent>> = (0..rows_of).map(|_| None).collect();
         let mut b_ready: Vec<Option<CudaEvent>> = (0..cols_of).map(|_| None).collect();
-        let mut tile = 0;
+        let mut tile_index = 0;
         let mut run_tile = |pool: &mut HostPool, i: usize, j: usize, ready: [Option<&CudaEvent>; 2]| {
             let (r0, c0) = (i * t.pm, j * t.pn);
             let (rows, cols) = (t.pm.min(m - r0), t.pn.min(n - c0));
-            let s = tile % streams;
-            tile += 1;
+            let s = tile_index % streams;
+            tile_index += 1;
             let stream = pool.streams[s].clone();
-            for e in ready.into_iter().flatten() {
-                stream.wait(e).during("cuStreamWaitEvent")?;
+            for ev in ready.into_iter().flatten() {
+                stream.wait(ev).during("cuStreamWaitEvent")?;
             }
-            let c_block = c.block(elem, r0, c0, rows, cols);
-            let c_slot = t.c_slot(s, elem);
+            let c_block = c.block(e.output, r0, c0, rows, cols);
+            let c_slot = t.c_slot(s, e);
             if self.beta != 0.0 {
                 pool.upload(&c_block, outs + c_slot as u64, &stream)?;
             }
             let a_op = (a_at(i), MatrixDims::packed_in(rows, kk, a.dims.layout));
             let b_op = (b_at(j), MatrixDims::packed_in(kk, cols, b.dims.layout));
             let c_op = (c_slot, MatrixDims::packed_in(rows, cols, c.dims.layout));
-            enqueue_packed::<T>(step, device, &stream, pool, a_op, b_op, c_op)?;
+            enqueue_packed(step, tile, &stream, pool, a_op, b_op, c_op)?;
             pool.download(outs + c_slot as u64, &c_block, &stream)
         };
         if kk == 0 {
@@ -719,21 +770,21 @@ impl Gemm {
             match panel {
                 Panel::A(i) => {
                     let (r0, rows) = (i * t.pm, t.pm.min(m - i * t.pm));
-                    pool.upload(&a.block(elem, r0, 0, rows, kk), ins + a_at(i) as u64, &up)?;
+                    pool.upload(&a.block(e.input, r0, 0, rows, kk), ins + a_at(i) as u64, &up)?;
                     a_ready[i] = Some(up.record_event(None).during("cuEventRecord")?);
-                    for (j, e) in b_ready.iter().enumerate() {
-                        if let Some(e) = e {
-                            run_tile(pool, i, j, [a_ready[i].as_ref(), Some(e)])?;
+                    for (j, ev) in b_ready.iter().enumerate() {
+                        if let Some(ev) = ev {
+                            run_tile(pool, i, j, [a_ready[i].as_ref(), Some(ev)])?;
                         }
                     }
                 }
                 Panel::B(j) => {
                     let (c0, cols) = (j * t.pn, t.pn.min(n - j * t.pn));
-                    pool.upload(&b.block(elem, 0, c0, kk, cols), ins + b_at(j) as u64, &up)?;
+                    pool.upload(&b.block(e.input, 0, c0, kk, cols), ins + b_at(j) as u64, &up)?;
                     b_ready[j] = Some(up.record_event(None).during("cuEventRecord")?);
-                    for (i, e) in a_ready.iter().enumerate() {
-                        if let Some(e) = e {
-                            run_tile(pool, i, j, [Some(e), b_ready[j].as_ref()])?;
+                    for (i, ev) in a_ready.iter().enumerate() {
+                        if let Some(ev) = ev {
+                            run_tile(pool, i, j, [Some(ev), b_ready[j].as_ref()])?;
                         }
                     }
                 }
@@ -742,6 +793,27 @@ impl Gemm {
         Ok(())
     }
 }
+
+/// One call's tiling and how its tiles run.
+struct TileRun<'r, K> {
+    #[allow(dead_code)]
+    device: &'r Arc<Device>,
+    step: &'r Gemm,
+    tile: &'r K,
+    m: usize,
+    n: usize,
+    kk: usize,
+    t: Tiling,
+    streams: usize,
+    e: Sizes,
+}
+
+impl<K> Clone for TileRun<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K> Copy for TileRun<'_, K> {}
 
 /// Streams of the host path by problem size, from the table of
 /// `examples/host_streams.rs` (NVIDIA H200, 2026-11-21, f64 from pageable
@@ -763,8 +835,8 @@ struct TilePlan {
     /// A and B are held whole (each panel uploaded once, in
     /// [`upload_order`]); else out of core ([`Tiling`]'s per-stream slots).
     in_core: bool,
-    /// Elements of the input workspace.
-    input_elements: usize,
+    /// Bytes of the input workspace.
+    input_bytes: usize,
 }
 
 /// Columns of B per panel in core: B whole (its first tile waits for all of
@@ -792,19 +864,28 @@ fn column_panel(n: usize, page_locked: bool) -> usize {
 /// The smallest n at which page-locked operands take B in column panels.
 const COLUMN_PANELS_FROM_N: usize = 16384;
 
-/// In core when A, B and a C tile per stream fit the budget: C in row
-/// panels of A (two per stream) by column panels of `pn` columns of B;
+/// In core when A, B and a C tile per stream fit the budget (bytes): C in
+/// row panels of A (two per stream) by column panels of `pn` columns of B;
 /// else [`choose_tiling`].
-fn plan_tiles(m: usize, n: usize, k: usize, streams: usize, budget_elems: usize, pn: usize) -> TilePlan {
+fn plan_tiles(
+    m: usize,
+    n: usize,
+    k: usize,
+    streams: usize,
+    budget: usize,
+    pn: usize,
+    e: Sizes,
+    whole_k: bool,
+) -> TilePlan {
     let round = |x: usize, q: usize| x.div_ceil(q) * q;
     let pm = round(m.div_ceil(2 * streams), 128).clamp(1, m.max(1));
     let in_core = Tiling { pm, pn: pn.clamp(1, n.max(1)), pk: k.max(1) };
-    let held = m * k + k * n.div_ceil(in_core.pn) * in_core.pn;
-    if held + in_core.output_elements(streams) <= budget_elems {
-        return TilePlan { tiling: in_core, in_core: true, input_elements: held.max(1) };
+    let held = aligned(m * k * e.input) + n.div_ceil(in_core.pn) * aligned(k * in_core.pn * e.input);
+    if held + in_core.output_bytes(streams, e) <= budget {
+        return TilePlan { tiling: in_core, in_core: true, input_bytes: held.max(1) };
     }
-    let tiling = choose_tiling(m, n, k, streams, budget_elems);
-    TilePlan { tiling, in_core: false, input_elements: tiling.input_elements(k, streams).max(1) }
+    let tiling = choose_tiling(m, n, k, streams, budget, e, whole_k);
+    TilePlan { tiling, in_core: false, input_bytes: tiling.input_bytes(k, streams, e).max(1) }
 }
 
 #[cfg(test)]
@@ -814,11 +895,30 @@ mod tests {
 
     #[test]
     fn tilings_fit_their_budget() {
+        let sizes = [Sizes { input: 8, output: 8 }, Sizes { input: 2, output: 4 }, Sizes { input: 1, output: 4 }];
         for (m, n, k) in [(4096, 4096, 4096), (100, 7, 100000), (1, 1, 1), (8192, 3, 5), (3000, 3000, 17)] {
             for budget in [16, 1 << 12, 1 << 20, 1 << 28] {
-                let t = choose_tiling(m, n, k, 4, budget);
-                assert!(t.pm >= 1 && t.pn >= 1 && t.pk >= 1);
-                assert!(t.elements(k, 4) <= budget.max(12), "{m}x{n}x{k} in {budget}: {t:?}");
+                for e in sizes {
+                    let t = choose_tiling(m, n, k, 4, budget, e, false);
+                    assert!(t.pm >= 1 && t.pn >= 1 && t.pk >= 1);
+                    // Below the least (a 256-byte slot for each piece), single elements.
+                    assert!(t.bytes(k, 4, e) <= budget.max(12 * 256), "{m}x{n}x{k} in {budget}: {t:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn whole_k_tilings_keep_k_and_fit_when_a_line_fits() {
+        let e = Sizes { input: 2, output: 2 };
+        for (m, n, k) in [(16384, 16384, 16384), (100, 7, 100000), (3000, 3000, 2000)] {
+            for budget in [1 << 20, 16 << 20, 1 << 28] {
+                let t = choose_tiling(m, n, k, 2, budget, e, true);
+                assert_eq!(t.pk, k);
+                // A row of A and a column of B per stream fit: so does the tiling.
+                if 3 * aligned(k * 2) + 2 * 256 <= budget {
+                    assert!(t.bytes(k, 2, e) <= budget, "{m}x{n}x{k} in {budget}: {t:?}");
+                }
             }
         }
     }
@@ -866,9 +966,9 @@ mod tests {
         assert_eq!(column_panel(40000, true), 5056);
         assert_eq!(column_panel(0, false), 1);
         for (m, n, k, pn) in [(8192, 8192, 8192, 2048), (8192, 10000, 300, 2048), (300, 5, 7, 5)] {
-            let plan = plan_tiles(m, n, k, 4, 1 << 30, pn);
+            let plan = plan_tiles(m, n, k, 4, 8 << 30, pn, Sizes { input: 8, output: 8 }, false);
             assert!(plan.in_core, "{m}x{n}x{k}");
-            assert!(plan.input_elements >= m * k + k * n);
+            assert!(plan.input_bytes >= (m * k + k * n) * 8);
             assert_eq!(plan.tiling.pn, pn.min(n));
         }
     }

@@ -18,6 +18,7 @@ use crate::element::Element;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
+use crate::host_path::HostOperand;
 use crate::matrix::{MatMut, MatRef};
 use crate::product_plan::ProductPlan;
 use cudarc::driver::sys as cu;
@@ -26,7 +27,7 @@ use cudarc::driver::{
 };
 use gemm_core::batch::batch_len;
 use gemm_core::mma_sync::MmaTile;
-use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};
+use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Op, Operand};
 use gemm_core::warpgroup::{
     WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, ROW_BYTES, WARPGROUP_M,
 };
@@ -807,23 +808,6 @@ impl Gemm {
         Ok(mma_sync)
     }
 
-    /// With TF32 asked for, the host path's options are an error: they do
-    /// not choose an f32 kernel, and TF32 products are not streamed, so
-    /// running plain f32 instead would ignore the request silently.
-    pub(crate) fn tf32_host_options(&self) -> Result<(), Error> {
-        let set =
-            [(self.host_streams.is_some(), ".host_streams(..)"), (self.memory_budget.is_some(), ".memory_budget(..)")];
-        match set.into_iter().find_map(|(set, name)| set.then_some(name)) {
-            Some(option) if self.tf32 => Err(Error::Unsupported {
-                product: product_name(WgmmaTypes::Tf32),
-                why: format!(
-                    "{option} does not apply: TF32 products are uploaded whole, not streamed through the host path"
-                ),
-            }),
-            _ => Ok(()),
-        }
-    }
-
     /// Whether the options let an f32 product run on TF32 tensor cores:
     /// [`Gemm::allow_tf32`], and no option of stages 1-8 set but
     /// `.stage(Stage::TensorCore)` alone (stage 8's TF32 kernels).
@@ -840,7 +824,6 @@ impl Gemm {
         if !self.tf32 {
             return Ok(false);
         }
-        self.tf32_host_options()?;
         if !self.tf32_by_options() {
             return Ok(false);
         }
@@ -877,8 +860,12 @@ impl Gemm {
     }
 
     /// [`Gemm::run`] for the mixed-precision products (f16, bf16, TF32, i8):
-    /// uploads A's, B's and C's spans, enqueues the product on stage 9 or 8,
-    /// writes C's span back and waits.
+    /// the host path ([`crate::host_path`]) with the type's kernels on each
+    /// tile: uploads, products and downloads overlapped on several streams,
+    /// out of core under [`Gemm::memory_budget`]. Each tile takes the whole
+    /// product's split of k, so the bits are those of the same product on
+    /// device matrices; with a C of 16 bits k is never cut into chunks (its
+    /// partial sums would be rounded to C's type between them).
     pub(crate) fn run_mixed_host<T: Scalar, C: Scalar>(
         &self,
         types: WgmmaTypes,
@@ -897,30 +884,25 @@ impl Gemm {
             None => default_device()?,
         };
         let stage = Self::mixed_stage(types, &device, mma_sync)?;
-        let stream = self.stream_on(&device)?;
-        let upload = |s: &[T]| stream.clone_htod(s).during("cuMemcpyHtoDAsync");
-        let (da, db) = (upload(a.span())?, upload(b.span())?);
-        // C's elements only, both ways (and up only when beta reads them):
-        // its padding, which may be a larger matrix's other elements, is
-        // neither read nor written.
-        let c_dims = c.dims();
-        let c_span = c.span_mut();
-        let host = c_span.as_mut_ptr();
-        // SAFETY: the elements of C are uploaded below when beta != 0, and
-        // otherwise written by the product before they are read back; the
-        // padding is never read.
-        let mut dc = unsafe { alloc_uninit::<C>(&stream, c_span.len()) }?;
-        let dev = dc.device_ptr_mut(&stream).0;
-        if self.beta != 0.0 {
-            // SAFETY: C (validated shape) lies in its span, the device buffer
-            // has the same layout and length; synchronized before return.
-            unsafe { copy_elements(&stream, c_dims, (1, 0), host, dev, true) }?;
+        let reads_ab = self.alpha != 0.0 && dims.k > 0;
+        let mut step = self.clone();
+        if stage == MixedStage::Warpgroup && reads_ab {
+            let (kd, _) = dims.kernel_form();
+            let kd = warpgroup_route(types, &kd, true).dims;
+            step.warpgroup_split = Some(warpgroup_plan(types, kd.m, kd.n, kd.k, 1, device.sm_count()).split);
         }
-        let operands = (&da.slice(..), &db.slice(..), &mut dc.slice_mut(..));
-        self.enqueue_mixed(&device, &stream, stage, types, &dims, operands, (1, [0; 3]))?;
-        // SAFETY: as above; C is exclusively borrowed until the synchronize.
-        unsafe { copy_elements(&stream, c_dims, (1, 0), host, dev, false) }?;
-        stream.synchronize().during("cuStreamSynchronize")
+        let operand = |base: *const u8, d: MatrixDims, op: Op| HostOperand { base, dims: d.op(op) };
+        let ha = operand(a.as_slice().as_ptr() as *const u8, a.dims(), self.op_a);
+        let hb = operand(b.as_slice().as_ptr() as *const u8, b.dims(), self.op_b);
+        let hc = operand(c.span_mut().as_mut_ptr() as *const u8, c.dims(), Op::N);
+        let tile = |g: &Gemm,
+                    stream: &Arc<CudaStream>,
+                    pd: &GemmDims,
+                    ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>)| {
+            g.enqueue_mixed(&device, stream, stage, types, pd, ops, (1, [0; 3]))
+        };
+        let whole_k = size_of::<C>() == 2;
+        self.host_product(&device, &dims, (ha, hb, hc), step, &tile, whole_k)
     }
 
     /// [`Gemm::run_device`] for the mixed-precision products.
@@ -932,6 +914,7 @@ impl Gemm {
         mut c: DeviceViewMut<'_, C>,
     ) -> Result<(), Error> {
         let mma_sync = self.mixed_options(types)?;
+        self.check_device_call()?;
         let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
         let device = c.device.clone();
         for other in [a.device, b.device].into_iter().chain(self.device_option()) {
@@ -967,6 +950,7 @@ impl Gemm {
         same_shape: bool,
     ) -> Result<(), Error> {
         let mma_sync = self.mixed_options(types)?;
+        self.check_device_call()?;
         if same_shape {
             self.shape_varies(a, b, c)?;
         }
@@ -1058,6 +1042,7 @@ impl Gemm {
         mut c: Strided<DeviceViewMut<'_, C>>,
     ) -> Result<(), Error> {
         let mma_sync = self.mixed_options(types)?;
+        self.check_device_call()?;
         let (dims, count) = self.strided_problem(
             (a.first.dims, a.count, a.stride, a.first.data.len()),
             (b.first.dims, b.count, b.stride, b.first.data.len()),
@@ -1246,7 +1231,7 @@ impl Gemm {
         let (kernel, tile) = (plan.kernel, plan.kernel.tile);
         // Split-K where the block tiles leave most SMs idle: slices of k into
         // a workspace (the family with f32 or i32 C), then a reduction.
-        let (slices, k_slice) = plan.split;
+        let (slices, k_slice) = self.warpgroup_split.unwrap_or(plan.split);
         let kernel = if slices > 1 {
             WARPGROUP_KERNELS
                 .iter()
