@@ -609,7 +609,7 @@ impl Gemm {
             None => result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
         };
         let locked = reads_ab && a.page_locked(e.input) && b.page_locked(e.input);
-        let plan = plan_tiles(m, n, kk, streams, budget, column_panel(n, locked), e, whole_k);
+        let plan = plan_tiles((m, n, kk), streams, budget, column_panel(n, locked), e, whole_k);
         let t = plan.tiling;
         let needed = plan.input_bytes + t.output_bytes(streams, e);
         if whole_k && needed > budget && self.memory_budget.is_some() {
@@ -868,9 +868,7 @@ const COLUMN_PANELS_FROM_N: usize = 16384;
 /// row panels of A (two per stream) by column panels of `pn` columns of B;
 /// else [`choose_tiling`].
 fn plan_tiles(
-    m: usize,
-    n: usize,
-    k: usize,
+    (m, n, k): (usize, usize, usize),
     streams: usize,
     budget: usize,
     pn: usize,
@@ -966,7 +964,7 @@ mod tests {
         assert_eq!(column_panel(40000, true), 5056);
         assert_eq!(column_panel(0, false), 1);
         for (m, n, k, pn) in [(8192, 8192, 8192, 2048), (8192, 10000, 300, 2048), (300, 5, 7, 5)] {
-            let plan = plan_tiles(m, n, k, 4, 8 << 30, pn, Sizes { input: 8, output: 8 }, false);
+            let plan = plan_tiles((m, n, k), 4, 8 << 30, pn, Sizes { input: 8, output: 8 }, false);
             assert!(plan.in_core, "{m}x{n}x{k}");
             assert!(plan.input_bytes >= (m * k + k * n) * 8);
             assert_eq!(plan.tiling.pn, pn.min(n));
