@@ -51,7 +51,7 @@ use gemm::check::Reference;
 use gemm::cudarc::cublas::result::CublasError;
 use gemm::cudarc::cublas::sys::{cublasComputeType_t as Compute, cublasOperation_t as BlasOp, cudaDataType};
 use gemm::cudarc::cublas::{CudaBlas, Gemm as BlasGemm, GemmConfig, StridedBatchedConfig};
-use gemm::cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use gemm::cudarc::driver::{result, sys, CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use gemm::half::{bf16, f16};
 use gemm::tuning::{mma_kernel, warpgroup_plan, WgmmaTypes};
 use gemm::{Device, Gemm, Layout, MatRef, Matrix, Precision, Scalar, Strided};
@@ -304,7 +304,7 @@ fn data_type(name: &str) -> cudaDataType {
 impl Blas {
     /// Uploads A and B, runs `call` on them and a NaN-filled C of `c_len`
     /// elements, and copies C back.
-    fn run<T: Scalar, C: Scalar>(
+    fn run<T: Scalar + DeviceRepr, C: Scalar + DeviceRepr>(
         &self,
         a: &[T],
         b: &[T],
@@ -320,7 +320,7 @@ impl Blas {
     }
 
     /// `cublas<t>gemm` (cublasDgemm, cublasSgemm): C = A B, all three n x n.
-    fn gemm<T: Scalar>(&self, a: &Matrix<T>, b: &Matrix<T>) -> Result<Matrix<T>>
+    fn gemm<T: Scalar + DeviceRepr>(&self, a: &Matrix<T>, b: &Matrix<T>) -> Result<Matrix<T>>
     where
         CudaBlas: BlasGemm<T>,
     {
@@ -346,7 +346,7 @@ impl Blas {
 
     /// `cublasGemmEx`: C (m x n) = op(A) B, op(A) = A^T (A stored k x m)
     /// when `transpose_a`, computed in `compute`.
-    fn gemm_ex<T: Scalar, C: Scalar>(
+    fn gemm_ex<T: Scalar + DeviceRepr, C: Scalar + DeviceRepr>(
         &self,
         transpose_a: bool,
         a: &Matrix<T>,

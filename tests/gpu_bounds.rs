@@ -70,8 +70,10 @@ const C: Layout = Layout::ColMajor;
 // ---------------------------------------------------------------------------
 
 /// Element types with a guard value (written wherever a buffer holds no
-/// element; must come back bit for bit) and access to their bits.
-trait Guard: Scalar {
+/// element; must come back bit for bit) and access to their bits; the
+/// buffers go up and come back whole through cudarc (`DeviceRepr` for f16
+/// and bf16: cudarc's `f16` feature, a dev-dependency).
+trait Guard: Scalar + gemm::cudarc::driver::DeviceRepr {
     const GUARD: Self;
     fn bits(self) -> u64;
 }
@@ -695,14 +697,14 @@ fn on_host<T: Product<C> + Guard, C: Guard>(
 }
 
 /// A whole buffer uploaded, as the matrix of its lines ([`Place::parent`]).
-fn upload<T: Scalar>(dev: &Arc<Device>, p: &Place, data: &[T]) -> Result<DeviceMatrix<T>, String> {
+fn upload<T: Guard>(dev: &Arc<Device>, p: &Place, data: &[T]) -> Result<DeviceMatrix<T>, String> {
     let buffer = dev.stream().clone_htod(data).map_err(derr)?;
     let (rows, cols) = p.parent();
     DeviceMatrix::from_cuda_slice(dev, buffer, rows, cols, p.layout, p.ld).map_err(err)
 }
 
 /// A device matrix's whole buffer, after the work queued on its stream.
-fn download<T: Scalar>(m: &DeviceMatrix<T>) -> Result<Vec<T>, String> {
+fn download<T: Guard>(m: &DeviceMatrix<T>) -> Result<Vec<T>, String> {
     let s = m.buffer().stream().clone();
     s.synchronize().map_err(|e| format!("the product failed on the device: {e:?}"))?;
     let v = s.clone_dtoh(m.buffer()).map_err(derr)?;
@@ -1066,18 +1068,21 @@ fn split_table() -> Table {
     (thin(cases, 5), problems)
 }
 
-/// The f64/f32 host path's tiles: out of core (a `memory_budget` of 8192
-/// elements: C in small tiles, k in chunks, the chunks after the first
-/// accumulated with beta = 1) and in core, over 3 streams, from pageable and
-/// page-locked memory (whose copies go straight into C's lines).
+/// The host path's tiles, every type pair: out of core (a `memory_budget`
+/// of 8192 elements of C: C in small tiles, k in chunks, the chunks after
+/// the first accumulated with beta = 1; 96 KiB for a 16-bit C, whose k
+/// stays whole) and in core, over 3 streams, from pageable and page-locked
+/// memory (whose copies go straight into C's lines).
 fn tiles_table() -> Table {
     let shapes: Vec<_> = if restricted() { vec![(17, 20, 24)] } else { vec![(129, 68, 255), (333, 36, 70)] };
     let paths = [Path::HostSlice, Path::HostPinned, Path::HostView];
-    let out_of_core =
-        |p: Pair| Some((Gemm::new().memory_budget(8192 * p.c_bytes()).host_streams(3), "out of core".into()));
-    let mut cases = single_cases(&[Pair::F64, Pair::F32], &shapes, 0, out_of_core, |i| paths[i % 3]);
-    let in_core = |_: Pair| Some((Gemm::new().host_streams(3), "3 streams".to_string()));
-    cases.extend(single_cases(&[Pair::F64, Pair::F32], &shapes, 0, in_core, |i| paths[(i + 1) % 3]));
+    // 32-bit and wider C: a budget of 8192 elements of C (k in chunks).
+    // 16-bit C keeps k whole: 96 KiB holds a few rows of A by B's panel.
+    let budget = |p: Pair| if p.c_bytes() == 2 { 96 << 10 } else { 8192 * p.c_bytes() };
+    let out_of_core = |p: Pair| Some((p.base().memory_budget(budget(p)).host_streams(3), "out of core".into()));
+    let mut cases = single_cases(&Pair::ALL, &shapes, 0, out_of_core, |i| paths[i % 3]);
+    let in_core = |p: Pair| Some((p.base().host_streams(3), "3 streams".to_string()));
+    cases.extend(single_cases(&Pair::ALL, &shapes, 0, in_core, |i| paths[(i + 1) % 3]));
     (thin(cases, 5), problems_for(&shapes))
 }
 

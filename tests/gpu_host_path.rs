@@ -3,12 +3,15 @@
 //! matrices directly, in core and out of core (a memory budget smaller than
 //! the operands), against a CPU reference with integer-valued inputs (so the
 //! products are exact in f64 and f32 at these sizes), with NaN guards in the
-//! padding that must come back bit for bit. GPU tests: `--include-ignored`.
+//! padding that must come back bit for bit; the mixed-precision products
+//! (f16, bf16, TF32, i8) streamed give the bits of the same product on
+//! device matrices. GPU tests: `--include-ignored`.
 
 mod common;
 
 use common::{device, same_bits, store, Rng, Variant};
-use gemm::{Gemm, Layout, Matrix, Op};
+use gemm::{DeviceMatrix, Gemm, Layout, Matrix, Op, Scalar};
+use std::mem::size_of;
 
 /// Small integers: every product below is exact.
 fn ints(rows: usize, cols: usize, seed: u64) -> Matrix<f64> {
@@ -156,4 +159,100 @@ fn f32_through_the_host_path() {
             assert_eq!(c[(i, j)], want, "C({i}, {j})");
         }
     }
+}
+
+/// The mixed-precision products through the host path (several tiles over
+/// 3 streams, from pageable and page-locked memory, and out of core under
+/// a budget) give the bits of the same product on device matrices: each
+/// tile takes the whole product's split of k, and k stays whole for a C of
+/// 16 bits (out of core with an f32 C, k in chunks: within a bound). Random inputs (not integers), so any other order of the
+/// sums would show; beta != 0 with C's old values uploaded by tiles.
+/// Every element the same value, by the bits of its exact f64 (no NaN is
+/// expected here).
+fn same_values<C: Scalar>(x: &[C], y: &[C]) -> bool {
+    x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.as_f64().to_bits() == b.as_f64().to_bits())
+}
+
+fn streamed_matches_device<T: gemm::Product<C>, C: Scalar>(base: Gemm, what: &str) {
+    let dev = device();
+    let (m, n, k) = (700, 520, 900);
+    let mut r = Rng::new(31);
+    let mut value = |scale: f64| (r.uniform() - 0.5) * scale;
+    let int = T::EPSILON == 0.0;
+    let a = Matrix::<T>::from_fn(m, k, |_, _| T::from_f64(if int { (value(16.0)).round() } else { value(2.0) }));
+    let b = Matrix::<T>::from_fn(k, n, |_, _| T::from_f64(if int { (value(16.0)).round() } else { value(2.0) }));
+    let c0 = Matrix::<C>::from_fn(m, n, |_, _| C::from_f64(if int { (value(16.0)).round() } else { value(2.0) }));
+    let (alpha, beta) = if int { (2.0, -1.0) } else { (0.75, 0.5) };
+    let g = base.alpha(alpha).beta(beta);
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut dc = DeviceMatrix::from_host(&dev, &c0).unwrap();
+    g.run_device(&da, &db, &mut dc).unwrap();
+    let want = dc.to_host().unwrap();
+    // Out of core: a budget of a third of A, B and C (bytes).
+    let third = (m * k + k * n) * size_of::<T>() / 3 + m * n * size_of::<C>() / 3;
+    for (label, g) in
+        [("3 streams", g.clone().host_streams(3)), ("out of core", g.clone().host_streams(2).memory_budget(third))]
+    {
+        // Out of core with a C of f32, k is cut into chunks and each
+        // chunk's sum rounded to f32 in C: within a bound (inputs at most 1
+        // in magnitude), not the same bits.
+        let chunked = label == "out of core" && size_of::<C>() == 4 && !int;
+        let tol = 8.0 * k as f64 * f32::EPSILON as f64 * (alpha.abs() + beta.abs());
+        let agrees = |got: &[C]| {
+            if chunked {
+                got.iter().zip(want.as_slice()).all(|(x, y)| (x.as_f64() - y.as_f64()).abs() <= tol)
+            } else {
+                same_values(got, want.as_slice())
+            }
+        };
+        let mut c = c0.clone();
+        g.run(&a, &b, &mut c).unwrap();
+        assert!(agrees(c.as_slice()), "{what}, {label}: not the device's result");
+        let (pa, pb) = (a.to_pinned(&dev).unwrap(), b.to_pinned(&dev).unwrap());
+        let mut pc = c0.to_pinned(&dev).unwrap();
+        g.run(&pa, &pb, &mut pc).unwrap();
+        assert!(agrees(pc.as_slice()), "{what}, {label}, page-locked: not the device's result");
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn mixed_precision_products_stream_with_the_device_bits() {
+    use gemm::half::{bf16, f16};
+    streamed_matches_device::<f16, f32>(Gemm::new(), "f16 -> f32");
+    streamed_matches_device::<f16, f16>(Gemm::new(), "f16 -> f16");
+    streamed_matches_device::<bf16, f32>(Gemm::new(), "bf16 -> f32");
+    streamed_matches_device::<bf16, bf16>(Gemm::new(), "bf16 -> bf16");
+    streamed_matches_device::<i8, i32>(Gemm::new(), "i8 -> i32");
+    streamed_matches_device::<f32, f32>(Gemm::new().allow_tf32(true), "f32 on TF32");
+}
+
+/// A budget that cannot hold a line of k for a C of 16 bits is a typed
+/// error, C untouched; the host path's options on device matrices are too.
+#[test]
+#[ignore = "needs a GPU"]
+fn budgets_too_small_and_host_options_on_device_calls_are_errors() {
+    use gemm::half::f16;
+    let dev = device();
+    let (m, n, k) = (64, 64, 4096);
+    let a = Matrix::<f16>::filled(m, k, f16::ONE);
+    let b = Matrix::<f16>::filled(k, n, f16::ONE);
+    let mut c = Matrix::<f16>::filled(m, n, f16::from_f32(7.0));
+    let e = Gemm::new().memory_budget(4 << 10).run(&a, &b, &mut c).unwrap_err();
+    assert!(matches!(e, gemm::Error::MemoryBudget { .. }), "{e}");
+    assert!(c.as_slice().iter().all(|&v| v == f16::from_f32(7.0)));
+    // The same budget runs a C of f32 (k in chunks).
+    let mut c32 = Matrix::<f32>::filled(m, n, f32::NAN);
+    Gemm::new().memory_budget(4 << 10).run(&a, &b, &mut c32).unwrap();
+    assert!(c32.as_slice().iter().all(|&v| v == k as f32));
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut dc = DeviceMatrix::<f32>::zeros(&dev, m, n).unwrap();
+    for g in [Gemm::new().memory_budget(1 << 30), Gemm::new().host_streams(2)] {
+        let e = g.run_device(&da, &db, &mut dc).unwrap_err();
+        assert!(matches!(e, gemm::Error::Unsupported { .. }), "{e}");
+    }
+    let x = DeviceMatrix::from_host(&dev, &Matrix::<f64>::filled(8, 8, 1.0)).unwrap();
+    let mut y = DeviceMatrix::<f64>::zeros(&dev, 8, 8).unwrap();
+    let e = Gemm::new().memory_budget(1 << 30).run_device(&x, &x, &mut y).unwrap_err();
+    assert!(matches!(e, gemm::Error::Unsupported { .. }), "{e}");
 }

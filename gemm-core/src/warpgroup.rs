@@ -70,6 +70,37 @@ pub const C_STORE_TMA: u32 = 1;
 /// operand in wgmma's register-A slot: `WgmmaTypes::register_a`).
 pub const C_STORE_TRANSPOSED: u32 = 2;
 
+/// One product of a grouped launch of stage 9 (`Params::group`): its shape
+/// in kernel form (C row-major m x n; k 0 when A and B are not read), the
+/// first job (block tile) of the launch that is its, C's address, leading
+/// dimension and store mode (`C_STORE_*`). The launch's table holds one per
+/// product plus an end marker whose `first_job` is the launch's job count;
+/// product z's tensor maps (A, B, C) are the 384 bytes at `maps + 384 z`.
+/// 32 bytes, the same on the host and in the kernel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupProblem {
+    /// Rows of C.
+    pub m: u32,
+    /// Columns of C.
+    pub n: u32,
+    /// The shared dimension (0: A and B are not read, C <- beta C).
+    pub k: u32,
+    /// The launch's first job of this product: the block tiles of the
+    /// products before it.
+    pub first_job: u32,
+    /// Leading dimension of C (elements).
+    pub ldc: u32,
+    /// How the epilogue stores C (`C_STORE_THREADS`, `C_STORE_TMA` or
+    /// `C_STORE_TRANSPOSED`).
+    pub c_store: u32,
+    /// C's device address.
+    pub c: u64,
+}
+
+/// Bytes of one product's tensor maps in a grouped launch: A's, B's, C's.
+pub const GROUP_MAPS_BYTES: usize = 384;
+
 /// Registers of an SM (and the most one block may have).
 pub const SM_REGISTERS: u32 = 65536;
 

@@ -542,6 +542,419 @@ impl Cublas {
         drop((guards, c_guards));
         status.result().map_err(|source| Error::Cublas { call: "cublas?gemmGroupedBatched", source })
     }
+
+    /// Enqueues a grouped batch `C_i <- alpha * op(A_i) * op(B_i) + beta *
+    /// C_i` over problems of any shapes through `cublasGemmGroupedBatchedEx`
+    /// (cuBLAS 12.5 or newer): the cuBLAS reference for
+    /// [`crate::Gemm::run_grouped_device`] on f16 and bf16 operands (a
+    /// mixture-of-experts layer). `a`, `b` and `c` hold one matrix per
+    /// problem: op(A_i) m_i x k_i, op(B_i) k_i x n_i, C_i m_i x n_i, any
+    /// layouts. Each problem is brought to the kernel form (C row-major) and
+    /// handed to cuBLAS as its column-major C^T = op(B)^T op(A)^T, as in
+    /// [`Cublas::gemm_ex`]; consecutive problems with the same cuBLAS
+    /// parameters share a group. The per-group arrays (op flags, m, n, k,
+    /// leading dimensions, alpha, beta, group sizes) are passed in host
+    /// memory and the arrays of matrix pointers in device memory, as the
+    /// cuBLAS documentation asks: they are uploaded on the handle's stream
+    /// before the call and freed in stream order after it. Returns without
+    /// waiting. Empty problems (m or n zero) are skipped.
+    ///
+    /// Types and compute types as [`Cublas::gemm_ex`]: f16 or bf16 operands
+    /// (C of the same type or f32) `CUBLAS_COMPUTE_32F`, f32
+    /// `CUBLAS_COMPUTE_32F_FAST_TF32`, f64 `CUBLAS_COMPUTE_64F`; alpha and
+    /// beta in the scale type (f32, f64 for f64). The cuBLAS documentation's
+    /// table of types for this call is shorter than `cublasGemmEx`'s: the
+    /// call is made as asked, and a combination the installed cuBLAS does
+    /// not run (an f32 C with 16-bit operands may be one) comes back as
+    /// [`Error::Cublas`] (`CUBLAS_STATUS_NOT_SUPPORTED` or
+    /// `CUBLAS_STATUS_INVALID_VALUE`), C left as it was.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for i8 operands (the documentation lists no
+    /// integer types for this call: use [`Cublas::gemm_batched_ex`] for
+    /// same-shaped i8 problems, or [`Cublas::gemm_ex`] per problem) or a
+    /// cuBLAS older than 12.5; [`Error::BatchCount`] when the lists differ
+    /// in length; [`Error::Problem`] naming the first problem with
+    /// mismatched shapes, a size past cuBLAS's `int` or another device;
+    /// [`Error::Driver`] from the upload; [`Error::Cublas`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_grouped_batched_ex<T: crate::Product<C>, C: crate::Scalar>(
+        &self,
+        op_a: Op,
+        op_b: Op,
+        alpha: f64,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        beta: f64,
+        c: &mut [DeviceViewMut<'_, C>],
+    ) -> Result<(), Error> {
+        if T::NAME == "i8" {
+            return Err(Error::Unsupported {
+                product: ex_product::<T, C>(),
+                why: "cublasGemmGroupedBatchedEx takes no integer types (cuBLAS documentation); \
+                      cublasGemmBatchedEx (Cublas::gemm_batched_ex) or cublasGemmEx per problem do"
+                    .to_string(),
+            });
+        }
+        let problems: Vec<ExProblem> =
+            self.ex_problems(op_a, op_b, a, b, c)?.into_iter().filter(|p| !p.dims.is_empty()).collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        self.require_version(120_500, ex_product::<T, C>(), "cublasGemmGroupedBatchedEx")?;
+        // Runs of equal parameters form the groups (problems stay in order).
+        let mut groups: Vec<(GroupParams, i32)> = Vec::new();
+        for p in &problems {
+            match groups.last_mut() {
+                Some((q, size)) if *q == p.params => *size += 1,
+                _ => groups.push((p.params, 1)),
+            }
+        }
+        let group_count = as_int(groups.len())?;
+        let field = |f: fn(&GroupParams) -> i32| groups.iter().map(|(p, _)| f(p)).collect::<Vec<i32>>();
+        let (m, n, k) = (field(|p| p.m), field(|p| p.n), field(|p| p.k));
+        let (lda, ldb, ldc) = (field(|p| p.lda), field(|p| p.ldb), field(|p| p.ldc));
+        let transa: Vec<cublasOperation_t> = groups.iter().map(|(p, _)| p.transa).collect();
+        let transb: Vec<cublasOperation_t> = groups.iter().map(|(p, _)| p.transb).collect();
+        let sizes: Vec<i32> = groups.iter().map(|&(_, s)| s).collect();
+        let scale = ExScale::new(T::NAME, alpha, beta, groups.len());
+        let (ab_type, c_type, compute) = (ex_data_type(T::NAME), ex_data_type(C::NAME), ex_compute_type(T::NAME));
+        let handle = *self.blas.handle();
+        let status = self.with_pointer_arrays(&problems, a, b, c, |pa, pb, pc| {
+            // SAFETY: every problem was validated against its buffers'
+            // lengths, so cuBLAS reads and writes inside them; `pa`, `pb`
+            // and `pc` are device arrays of one pointer per problem, alive
+            // until they are freed in stream order after the call; the
+            // other arrays are host arrays of `group_count` entries, alive
+            // during the call, alpha and beta in the compute type's scale
+            // type; the handle is in host pointer mode (the default).
+            unsafe {
+                sys::cublasGemmGroupedBatchedEx(
+                    handle,
+                    transa.as_ptr(),
+                    transb.as_ptr(),
+                    m.as_ptr(),
+                    n.as_ptr(),
+                    k.as_ptr(),
+                    scale.alpha(),
+                    pa as *const *const core::ffi::c_void,
+                    ab_type,
+                    lda.as_ptr(),
+                    pb as *const *const core::ffi::c_void,
+                    ab_type,
+                    ldb.as_ptr(),
+                    scale.beta(),
+                    pc as *const *mut core::ffi::c_void,
+                    c_type,
+                    ldc.as_ptr(),
+                    group_count,
+                    sizes.as_ptr(),
+                    compute,
+                )
+            }
+        })?;
+        status.result().map_err(|source| Error::Cublas { call: "cublasGemmGroupedBatchedEx", source })
+    }
+
+    /// Enqueues a pointer-array batch `C_i <- alpha * op(A_i) * op(B_i) +
+    /// beta * C_i` of same-shaped problems at any addresses through
+    /// `cublasGemmBatchedEx`: the cuBLAS reference for
+    /// [`crate::Gemm::run_batched_device`] on the mixed-precision products.
+    /// Every problem must have the same m, n, k, layouts and leading
+    /// dimensions (one call takes one of each); each is brought to the
+    /// kernel form and handed to cuBLAS as its column-major C^T = op(B)^T
+    /// op(A)^T, as in [`Cublas::gemm_ex`]. The arrays of matrix pointers are
+    /// uploaded to device memory on the handle's stream before the call and
+    /// freed in stream order after it. Returns without waiting.
+    ///
+    /// Types and compute types as [`Cublas::gemm_ex`]: f16 or bf16 operands
+    /// (C of the same type or f32) `CUBLAS_COMPUTE_32F`, alpha and beta f32;
+    /// i8 operands (C i32) `CUBLAS_COMPUTE_32I`, alpha and beta rounded to
+    /// i32; f32 `CUBLAS_COMPUTE_32F_FAST_TF32`; f64 `CUBLAS_COMPUTE_64F`.
+    /// cuBLAS's INT8 kernels want both operands K-major (in cuBLAS's
+    /// column-major terms op(A) = T and op(B) = N, which is here a row-major
+    /// A and a column-major B) and leading dimensions that are multiples of
+    /// 4; other i8 layouts may be refused (`CUBLAS_STATUS_NOT_SUPPORTED`,
+    /// [`Error::Cublas`]).
+    ///
+    /// # Errors
+    /// [`Error::BatchCount`] when the lists differ in length;
+    /// [`Error::Problem`] naming the first problem with mismatched shapes, a
+    /// size past cuBLAS's `int` or another device; [`Error::ShapeVaries`]
+    /// naming the first problem whose shape, layouts or leading dimensions
+    /// differ from problem 0's; [`Error::Driver`] from the upload;
+    /// [`Error::Cublas`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_batched_ex<T: crate::Product<C>, C: crate::Scalar>(
+        &self,
+        op_a: Op,
+        op_b: Op,
+        alpha: f64,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        beta: f64,
+        c: &mut [DeviceViewMut<'_, C>],
+    ) -> Result<(), Error> {
+        let problems = self.ex_problems(op_a, op_b, a, b, c)?;
+        let Some(first) = problems.first() else { return Ok(()) };
+        if let Some(p) = problems.iter().find(|p| p.params != first.params) {
+            return Err(Error::ShapeVaries {
+                index: p.index,
+                expected: describe_dims(&first.dims),
+                found: describe_dims(&p.dims),
+            });
+        }
+        if first.dims.is_empty() {
+            return Ok(());
+        }
+        let params = first.params;
+        let count = as_int(problems.len())?;
+        let scale = ExScale::new(T::NAME, alpha, beta, 1);
+        let (ab_type, c_type, compute) = (ex_data_type(T::NAME), ex_data_type(C::NAME), ex_compute_type(T::NAME));
+        let handle = *self.blas.handle();
+        let status = self.with_pointer_arrays(&problems, a, b, c, |pa, pb, pc| {
+            // SAFETY: every problem was validated against its buffers'
+            // lengths and has these parameters, so cuBLAS reads and writes
+            // inside them; `pa`, `pb` and `pc` are device arrays of `count`
+            // pointers, alive until they are freed in stream order after
+            // the call; alpha and beta are host scalars in the compute
+            // type's scale type (the handle's default pointer mode).
+            unsafe {
+                sys::cublasGemmBatchedEx(
+                    handle,
+                    params.transa,
+                    params.transb,
+                    params.m,
+                    params.n,
+                    params.k,
+                    scale.alpha(),
+                    pa as *const *const core::ffi::c_void,
+                    ab_type,
+                    params.lda,
+                    pb as *const *const core::ffi::c_void,
+                    ab_type,
+                    params.ldb,
+                    scale.beta(),
+                    pc as *const *mut core::ffi::c_void,
+                    c_type,
+                    params.ldc,
+                    count,
+                    compute,
+                    sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            }
+        })?;
+        status.result().map_err(|source| Error::Cublas { call: "cublasGemmBatchedEx", source })
+    }
+
+    /// Every problem of a list (pointer-array or grouped) validated and in
+    /// cuBLAS's terms, empty ones included, in list order.
+    fn ex_problems<T: crate::Scalar, C: crate::Scalar>(
+        &self,
+        op_a: Op,
+        op_b: Op,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &[DeviceViewMut<'_, C>],
+    ) -> Result<Vec<ExProblem>, Error> {
+        if a.len() != c.len() || b.len() != c.len() {
+            return Err(Error::BatchCount { a: a.len(), b: b.len(), c: c.len() });
+        }
+        let mut problems = Vec::with_capacity(c.len());
+        for i in 0..c.len() {
+            let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
+            let dims = GemmDims::from_operands(
+                a[i].dims.op(op_a),
+                a[i].data.len(),
+                b[i].dims.op(op_b),
+                b[i].data.len(),
+                c[i].dims,
+                c[i].data.len(),
+            )
+            .map_err(|e| wrap(e.into()))?;
+            for d in [a[i].device, b[i].device, c[i].device] {
+                if !d.same_context(&self.device) {
+                    return Err(wrap(Error::DeviceMismatch(d.name().into(), self.device.name().into())));
+                }
+            }
+            let (kf, swapped) = dims.kernel_form();
+            let int = |x: usize| as_int(x).map_err(wrap);
+            let params = GroupParams {
+                transa: op_flag(kf.b_layout),
+                transb: op_flag(kf.a_layout),
+                m: int(kf.n)?,
+                n: int(kf.m)?,
+                k: int(kf.k)?,
+                lda: int(kf.ldb)?,
+                ldb: int(kf.lda)?,
+                ldc: int(kf.ldc)?,
+            };
+            problems.push(ExProblem { index: i, dims, params, swapped });
+        }
+        Ok(problems)
+    }
+
+    /// Uploads the device addresses of cuBLAS's A (the kernel form's B), B
+    /// and C of `problems` (in their order; indices ascending) and runs
+    /// `call` with the three device arrays; each buffer records the call
+    /// when its guard is dropped, after it, and the arrays are freed in
+    /// stream order after it.
+    fn with_pointer_arrays<T: crate::Scalar, C: crate::Scalar>(
+        &self,
+        problems: &[ExProblem],
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &mut [DeviceViewMut<'_, C>],
+        call: impl FnOnce(u64, u64, u64) -> sys::cublasStatus_t,
+    ) -> Result<sys::cublasStatus_t, Error> {
+        let stream = self.device.stream();
+        let mut a_ptrs = Vec::with_capacity(problems.len());
+        let mut b_ptrs = Vec::with_capacity(problems.len());
+        let mut guards = Vec::with_capacity(2 * problems.len());
+        for p in problems {
+            let i = p.index;
+            let (ka, kb) = if p.swapped { (&b[i].data, &a[i].data) } else { (&a[i].data, &b[i].data) };
+            let (pa, ga) = kb.device_ptr(stream);
+            let (pb, gb) = ka.device_ptr(stream);
+            a_ptrs.push(pa);
+            b_ptrs.push(pb);
+            guards.push(ga);
+            guards.push(gb);
+        }
+        let mut c_ptrs = Vec::with_capacity(problems.len());
+        let mut c_guards = Vec::with_capacity(problems.len());
+        let mut wanted = problems.iter().map(|p| p.index).peekable();
+        for (i, ci) in c.iter_mut().enumerate() {
+            if wanted.peek() == Some(&i) {
+                wanted.next();
+                let (pc, gc) = ci.data.device_ptr_mut(stream);
+                c_ptrs.push(pc);
+                c_guards.push(gc);
+            }
+        }
+        let upload = |ptrs: &[u64]| stream.clone_htod(ptrs).during("cuMemcpyHtoDAsync");
+        let (da, db, dc) = (upload(&a_ptrs)?, upload(&b_ptrs)?, upload(&c_ptrs)?);
+        let status = {
+            let (pa, _ga) = da.device_ptr(stream);
+            let (pb, _gb) = db.device_ptr(stream);
+            let (pc, _gc) = dc.device_ptr(stream);
+            call(pa, pb, pc)
+        };
+        drop((guards, c_guards));
+        Ok(status)
+    }
+
+    /// [`Error::Unsupported`] when the loaded cuBLAS is older than
+    /// `version` (`major * 10000 + minor * 100`), which `function` needs.
+    fn require_version(&self, version: i32, product: String, function: &str) -> Result<(), Error> {
+        let mut found = 0;
+        // SAFETY: the handle is valid; cuBLAS writes one int.
+        unsafe { sys::cublasGetVersion_v2(*self.blas.handle(), &mut found) }
+            .result()
+            .map_err(|source| Error::Cublas { call: "cublasGetVersion", source })?;
+        if found < version {
+            return Err(Error::Unsupported {
+                product,
+                why: format!(
+                    "{function} needs cuBLAS {}.{} or newer; the loaded cuBLAS is {}.{}.{}",
+                    version / 10_000,
+                    version / 100 % 100,
+                    found / 10_000,
+                    found / 100 % 100,
+                    found % 100
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One problem of [`Cublas::gemm_grouped_batched_ex`] or
+/// [`Cublas::gemm_batched_ex`]: its index in the lists, dimensions in the
+/// user's form, cuBLAS's parameters, and whether the kernel form swapped A
+/// and B.
+struct ExProblem {
+    index: usize,
+    dims: GemmDims,
+    params: GroupParams,
+    swapped: bool,
+}
+
+/// "f16 x f16 -> f32": a type pair in words.
+fn ex_product<T: crate::Scalar, C: crate::Scalar>() -> String {
+    format!("{} x {} -> {}", T::NAME, T::NAME, C::NAME)
+}
+
+/// A problem's shape, layouts and leading dimensions in words.
+fn describe_dims(d: &GemmDims) -> String {
+    format!(
+        "{}x{}x{} (A {} lda {}, B {} ldb {}, C {} ldc {})",
+        d.m,
+        d.n,
+        d.k,
+        d.a_layout.short_name(),
+        d.lda,
+        d.b_layout.short_name(),
+        d.ldb,
+        d.c_layout.short_name(),
+        d.ldc
+    )
+}
+
+/// cuBLAS's data type for a [`crate::Scalar`]'s name.
+fn ex_data_type(name: &str) -> sys::cudaDataType {
+    match name {
+        "f16" => sys::cudaDataType::CUDA_R_16F,
+        "bf16" => sys::cudaDataType::CUDA_R_16BF,
+        "f32" => sys::cudaDataType::CUDA_R_32F,
+        "i8" => sys::cudaDataType::CUDA_R_8I,
+        "i32" => sys::cudaDataType::CUDA_R_32I,
+        _ => sys::cudaDataType::CUDA_R_64F,
+    }
+}
+
+/// The compute type for operands of the type named (as [`Cublas::gemm_ex`]).
+fn ex_compute_type(operands: &str) -> sys::cublasComputeType_t {
+    match operands {
+        "i8" => sys::cublasComputeType_t::CUBLAS_COMPUTE_32I,
+        "f32" => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+        "f64" => sys::cublasComputeType_t::CUBLAS_COMPUTE_64F,
+        _ => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+    }
+}
+
+/// alpha and beta in the scale type of [`ex_compute_type`] (i32 for i8
+/// operands, rounded; f64 for f64; else f32), `len` of each (one per group).
+enum ExScale {
+    F32(Vec<f32>, Vec<f32>),
+    F64(Vec<f64>, Vec<f64>),
+    I32(Vec<i32>, Vec<i32>),
+}
+
+impl ExScale {
+    fn new(operands: &str, alpha: f64, beta: f64, len: usize) -> Self {
+        match operands {
+            "i8" => ExScale::I32(vec![alpha.round() as i32; len], vec![beta.round() as i32; len]),
+            "f64" => ExScale::F64(vec![alpha; len], vec![beta; len]),
+            _ => ExScale::F32(vec![alpha as f32; len], vec![beta as f32; len]),
+        }
+    }
+
+    fn alpha(&self) -> *const core::ffi::c_void {
+        match self {
+            ExScale::F32(a, _) => a.as_ptr().cast(),
+            ExScale::F64(a, _) => a.as_ptr().cast(),
+            ExScale::I32(a, _) => a.as_ptr().cast(),
+        }
+    }
+
+    fn beta(&self) -> *const core::ffi::c_void {
+        match self {
+            ExScale::F32(_, b) => b.as_ptr().cast(),
+            ExScale::F64(_, b) => b.as_ptr().cast(),
+            ExScale::I32(_, b) => b.as_ptr().cast(),
+        }
+    }
 }
 
 /// cuBLASXt's `cublasXtDgemm` on one GPU: cuBLAS's own host-memory GEMM,

@@ -65,7 +65,13 @@ mod warpgroup;
 
 /// The cudarc crate this library is built on (driver API, cuBLAS), so a
 /// dependent can use its `CudaSlice`s and streams without matching its
-/// version by hand.
+/// version by hand. It is built without cudarc's `f16` feature (which would
+/// bring the `rand` crates into every dependent's build): to hold f16 or bf16
+/// cudarc buffers yourself (`stream.alloc_zeros::<half::f16>(n)`), turn it
+/// on in your own manifest, `cudarc = { version = "0.19.10",
+/// default-features = false, features = ["f16"] }`. The library's own
+/// constructors ([`DeviceMatrix::from_host`], [`DeviceMatrix::zeros`]) need
+/// nothing.
 pub use cudarc;
 
 /// The `half` crate, whose [`half::f16`] and [`half::bf16`] are the

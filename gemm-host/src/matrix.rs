@@ -81,7 +81,9 @@ pub struct Matrix<T> {
 /// write directly.
 enum Storage<T> {
     Heap(Vec<T>),
-    Pinned { ptr: *mut T, len: usize, _owner: cudarc::driver::PinnedHostSlice<T> },
+    // The owner holds the bytes (cudarc's typed page-locked buffers want
+    // `DeviceRepr`, which f16 and bf16 lack without cudarc's `f16` feature).
+    Pinned { ptr: *mut T, len: usize, _owner: cudarc::driver::PinnedHostSlice<u8> },
 }
 
 // SAFETY: a pinned buffer is owned by this storage alone, like a Vec.
@@ -121,12 +123,15 @@ impl<T> core::ops::DerefMut for Storage<T> {
 fn pinned_zeros<T: Scalar>(device: &std::sync::Arc<crate::Device>, len: usize) -> Result<Storage<T>, Error> {
     let bytes = len.max(1) * size_of::<T>();
     // SAFETY: zero-filled below before any read.
-    let mut owner = unsafe {
-        device.context().alloc_pinned_with_flags::<T>(len.max(1), cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE)
-    }
-    .map_err(|_| Error::OutOfMemory { bytes })?;
-    let ptr = owner.as_mut_ptr().map_err(|source| Error::Driver { call: "cuEventSynchronize", source })?;
-    // SAFETY: `len` elements of fresh page-locked memory; zero bits are a valid f32/f64.
+    let mut owner =
+        unsafe { device.context().alloc_pinned_with_flags::<u8>(bytes, cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE) }
+            .map_err(|_| Error::OutOfMemory { bytes })?;
+    let ptr = owner.as_mut_ptr().map_err(|source| Error::Driver { call: "cuEventSynchronize", source })?.cast::<T>();
+    // As cudarc checks for a typed buffer.
+    assert!(ptr.is_aligned());
+    // SAFETY: `len` elements of fresh page-locked memory (`cuMemHostAlloc`
+    // returns page-aligned memory, so aligned for `T`); zero bits are a
+    // valid value of every `Scalar`.
     unsafe { core::ptr::write_bytes(ptr, 0, len) };
     Ok(Storage::Pinned { ptr, len, _owner: owner })
 }

@@ -29,7 +29,8 @@ use gemm_core::batch::batch_len;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Op, Operand};
 use gemm_core::warpgroup::{
-    WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, ROW_BYTES, WARPGROUP_M,
+    GroupProblem, WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, ROW_BYTES,
+    WARPGROUP_M,
 };
 use gemm_core::GemmDims;
 use gemm_core::{KernelLayouts, Stage};
@@ -679,6 +680,7 @@ pub(crate) fn realign_wanted(types: WgmmaTypes, kd: &GemmDims, tile: WgmmaTile) 
 }
 
 /// How stage 9 computes a product in kernel form `kd` (C row-major).
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct WarpgroupRoute {
     /// The kernel form the kernel runs: `kd`, or its transpose.
     pub dims: GemmDims,
@@ -939,8 +941,10 @@ impl Gemm {
     /// [`Gemm::run_batched_device`] (`same_shape`) and
     /// [`Gemm::run_grouped_device`] for the mixed-precision products: every
     /// problem validated first (shapes and storage, devices, C apart from
-    /// its A and B and from the other problems' C), then one launch per
-    /// problem that changes C, in order, on the call's stream.
+    /// its A and B and from the other problems' C), then on stage 9 one
+    /// grouped launch for the problems that change C (one per layout their
+    /// operands are read in: one for a uniform batch), on stage 8 one
+    /// launch per problem, on the call's stream.
     pub(crate) fn run_mixed_list<T: Scalar, C: Scalar>(
         &self,
         types: WgmmaTypes,
@@ -960,11 +964,151 @@ impl Gemm {
             return Ok(());
         }
         let stage = Self::mixed_stage(types, &device, mma_sync)?;
+        if stage == MixedStage::Warpgroup {
+            return self.enqueue_warpgroup_list(&device, &stream, types, &todo, (a, b, c));
+        }
         for (i, dims) in todo {
             let operands = (&a[i].data, &b[i].data, &mut c[i].data);
             self.enqueue_mixed(&device, &stream, stage, types, &dims, operands, (1, [0; 3]))
                 .map_err(|e| Error::Problem { index: i, source: Box::new(e) })?;
         }
+        Ok(())
+    }
+
+    /// Enqueues the problems `todo` (index, validated dims in user form) of
+    /// a list batch on stage 9 as grouped launches: one tile for all (the
+    /// planner's choice for the average product of the batch), each
+    /// problem's operands made ready as for a single product, the problems
+    /// whose operands the kernel reads in the same layouts in one launch
+    /// whose blocks walk the problems' block tiles one after the other. A
+    /// batch's products are not split along k: each gives the bits of a
+    /// single run of it that takes no split (the planner splits only
+    /// products with few block tiles and at least 8 k-tiles).
+    fn enqueue_warpgroup_list<T: Scalar, C: Scalar>(
+        &self,
+        device: &Arc<Device>,
+        stream: &Arc<CudaStream>,
+        types: WgmmaTypes,
+        todo: &[(usize, GemmDims)],
+        (a, b, c): ListOperands<'_, '_, '_, '_, T, C>,
+    ) -> Result<(), Error> {
+        // Each problem in the kernel form its kernel runs, A and B swapped
+        // where that form is the transposed product.
+        let forms: Vec<(usize, WarpgroupRoute, bool, bool)> = todo
+            .iter()
+            .map(|&(i, dims)| {
+                let (kd, swapped) = dims.kernel_form();
+                let reads_ab = self.alpha != 0.0 && kd.k > 0;
+                let route = warpgroup_route(types, &kd, reads_ab);
+                (i, route, swapped ^ route.transposed_c, reads_ab)
+            })
+            .collect();
+        let count = forms.len().max(1);
+        let rows: usize = forms.iter().map(|f| f.1.dims.m).sum();
+        let n = forms.iter().map(|f| f.1.dims.n).max().unwrap_or(0);
+        let k = forms.iter().filter(|f| f.3).map(|f| f.1.dims.k).max().unwrap_or(0);
+        let kernel = warpgroup_plan(types, rows.div_ceil(count), n, k, count, device.sm_count()).kernel;
+        let tile = kernel.tile;
+        let mut copies = Vec::new();
+        // Per layout index of the kernel: the problems' table and maps.
+        let mut launches: Vec<(usize, Vec<GroupProblem>, Vec<u8>)> = Vec::new();
+        let mut any_layout = Vec::new();
+        for &(i, route, swapped, reads_ab) in &forms {
+            let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
+            let (ka, kb) = if swapped { (&b[i].data, &a[i].data) } else { (&a[i].data, &b[i].data) };
+            let c_address = c[i].data.device_ptr(stream).0;
+            let operands = ((ka, (1, 0)), (kb, (1, 0)));
+            let ready = ready_warpgroup::<T, C>(
+                device,
+                stream,
+                types,
+                tile,
+                (&route, reads_ab),
+                operands,
+                (c_address, 1, 0, 1),
+                &mut copies,
+            )
+            .map_err(wrap)?;
+            let kd = route.dims;
+            let problem = GroupProblem {
+                m: kd.m as u32,
+                n: kd.n as u32,
+                k: if reads_ab { kd.k as u32 } else { 0 },
+                first_job: 0,
+                ldc: kd.ldc as u32,
+                c_store: ready.c_store,
+                c: c_address,
+            };
+            if !reads_ab && !types.transposes() {
+                // A and B not read: any layout's kernel.
+                any_layout.push((problem, ready.maps));
+                continue;
+            }
+            let index = ready.layouts.index();
+            let at = match launches.iter().position(|l| l.0 == index) {
+                Some(at) => at,
+                None => {
+                    launches.push((index, Vec::new(), Vec::new()));
+                    launches.len() - 1
+                }
+            };
+            launches[at].1.push(problem);
+            launches[at].2.extend_from_slice(&ready.maps);
+        }
+        if !any_layout.is_empty() {
+            if launches.is_empty() {
+                let nt = KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor }.index();
+                launches.push((nt, Vec::new(), Vec::new()));
+            }
+            for (problem, maps) in any_layout {
+                launches[0].1.push(problem);
+                launches[0].2.extend_from_slice(&maps);
+            }
+        }
+        let (alpha, beta) = scalars(types, self.alpha, self.beta);
+        for (index, mut problems, maps) in launches {
+            // The block tiles of each problem, one after the other.
+            let mut jobs = 0u64;
+            for p in problems.iter_mut() {
+                p.first_job = jobs as u32;
+                jobs += tile.tiles(p.m, p.n, 1);
+                if jobs > u32::MAX as u64 {
+                    return Err(Error::Unsupported {
+                        product: product_name(types),
+                        why: format!("a batch of more than 2^32 - 1 block tiles of {}x{}", tile.bm, tile.bn),
+                    });
+                }
+            }
+            let problem_count = problems.len() as u32;
+            problems.push(GroupProblem { first_job: jobs as u32, ..GroupProblem::default() });
+            let table: Vec<u32> = problems.iter().flat_map(group_words).collect();
+            let table = stream.clone_htod(&table).during("cuMemcpyHtoDAsync")?;
+            let maps = stream.clone_htod(&maps).during("cuMemcpyHtoDAsync")?;
+            let name = kernel.names[index].expect("a kernel for every layout the operands are brought to");
+            let func = device.warpgroup_function(name)?;
+            // Persistent blocks, as for one product: one per SM at most.
+            let blocks = jobs.clamp(1, device.sm_count().max(1) as u64) as u32;
+            let cfg = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (tile.threads_per_block(), 1, 1),
+                shared_mem_bytes: tile.smem_bytes(),
+            };
+            let (zero, wide_zero) = (0u32, 0u64);
+            let mut builder = stream.launch_builder(&func);
+            builder.arg(&zero).arg(&zero).arg(&zero).arg(&alpha).arg(&beta).arg(&maps).arg(&wide_zero).arg(&zero);
+            builder.arg(&wide_zero).arg(&zero).arg(&zero).arg(&problem_count).arg(&zero).arg(&zero).arg(&table);
+            // SAFETY: the arguments match the entry point's signature
+            // (gemm-kernels/src/warpgroup_entry_points.rs) for a grouped
+            // launch: `problem_count` products in the table (plus its end
+            // marker), each with its three tensor maps at 384 bytes apart in
+            // `maps`, made for this kernel's tile and layouts by
+            // `ready_warpgroup` from validated operands that live (and the
+            // copies, freed stream-ordered) until the work queued on
+            // `stream` is done; each C (m x n, ldc; n x m when transposed)
+            // validated against its buffer and apart from the others.
+            unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+        }
+        drop(copies);
         Ok(())
     }
 
@@ -1009,7 +1153,7 @@ impl Gemm {
             }
             return Ok(());
         }
-        let upload = |s: &[T]| stream.clone_htod(s).during("cuMemcpyHtoDAsync");
+        let upload = |s: &[T]| crate::device_matrix::clone_htod(&stream, s);
         let (da, db) = (upload(&a.first.as_slice()[..la])?, upload(&b.first.as_slice()[..lb])?);
         // The matrices' elements only, both ways (up only when beta reads
         // them): the gaps between matrices and the padding are neither read
@@ -1248,115 +1392,22 @@ impl Gemm {
             });
         }
         let grid = tile.grid(kd.m as u32, kd.n as u32, count, device.sm_count());
-        if [kd.m, kd.n, kd.k].iter().any(|&d| d > i32::MAX as usize) {
-            return Err(Error::Unsupported {
-                product: product_name(types),
-                why: format!("{}x{}x{}: TMA coordinates are i32, so m, n and k must be below 2^31", kd.m, kd.n, kd.k),
-            });
-        }
-        let data_type = match types {
-            WgmmaTypes::F16 | WgmmaTypes::F16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-            WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-            // The bits as they are: wgmma reads the TF32 part of each f32.
-            WgmmaTypes::Tf32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-            WgmmaTypes::S8 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
-        };
-        let elem = types.input_bytes() as usize;
-        // The maps: A (k, m) K-major or (m, k) M-major; B (k, n) or (n, k).
-        let mut maps = [0u8; 384];
         let mut copies = Vec::new();
-        let (mut batch_a, mut batch_b) = (0u32, 0u32);
-        // The layouts the kernel reads: the operands' own, or K-major copies
-        // where wgmma cannot transpose (tf32, i8).
-        let (mut a_layout, mut b_layout) = (kd.a_layout, kd.b_layout);
-        if reads_ab {
-            let a_k_major = kd.a_layout == Layout::RowMajor;
-            let b_k_major = kd.b_layout == Layout::ColMajor;
-            let ((ca, sa), (cb, sb)) = (batch_of(sa), batch_of(sb));
-            let a_op = if a_k_major {
-                TmaOperand { elem, line: kd.k, lines: kd.m, ld: kd.lda, count: ca, stride: sa }
-            } else {
-                TmaOperand { elem, line: kd.m, lines: kd.k, ld: kd.lda, count: ca, stride: sa }
-            };
-            let b_op = if b_k_major {
-                TmaOperand { elem, line: kd.k, lines: kd.n, ld: kd.ldb, count: cb, stride: sb }
-            } else {
-                TmaOperand { elem, line: kd.n, lines: kd.k, ld: kd.ldb, count: cb, stride: sb }
-            };
-            (batch_a, batch_b) = ((ca > 1) as u32, (cb > 1) as u32);
-            let k_major = [a_k_major, b_k_major];
-            let rows = [tile.bm, tile.bn];
-            let realign_wanted = realign_wanted(types, &kd, tile);
-            for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
-                let realign = realign_wanted[i];
-                // An MN-major tf32 A is read in place, through registers.
-                let in_place = k_major[i] || (i == 0 && types.register_a());
-                let (address, op, transpose) = prepare_operand(
-                    device,
-                    stream,
-                    MixedStage::Warpgroup,
-                    types,
-                    op,
-                    (in_place, realign),
-                    src,
-                    &mut copies,
-                )?;
-                // K-major boxes: BK (128 bytes) by BM or BN rows; MN-major:
-                // BK x BK (128 bytes along m or n by BK rows along k).
-                let bk = ROW_BYTES as usize / elem;
-                let box_lines = if k_major[i] || transpose { rows[i] } else { bk as u32 };
-                if transpose {
-                    if i == 0 {
-                        a_layout = Layout::RowMajor;
-                    } else {
-                        b_layout = Layout::ColMajor;
-                    }
-                }
-                maps[128 * i..128 * (i + 1)].copy_from_slice(&tensor_map(data_type, address, op, box_lines)?);
-            }
-        }
-        // C's map, for the epilogue's TMA stores: when C's rows and
-        // matrices start on 16 bytes (TMA's alignment) and its rows end on
-        // 16 bytes; else, and for split-K's workspace, each thread stores
-        // its own elements. A TMA store writes whole 16-byte chunks: a row
-        // whose bytes (n elements) are not a multiple of 16 would have the
-        // rest of its last chunk overwritten, which is the padding between
-        // C's rows (the caller's data; seen on an H100 with a column-major
-        // f32 C of 129 rows and ld 132: elements 129..131 of each column
-        // changed).
-        let c_elem = size_of::<C>();
         let c_address = c.device_ptr(stream).0;
-        let tma_c = slices == 1
-            && !transposed_c
-            && kd.m > 0
-            && kd.n > 0
-            && c_address % 16 == 0
-            && (kd.ldc * c_elem) % 16 == 0
-            && (kd.n * c_elem) % 16 == 0
-            && (count == 1 || ((stride_c * c_elem) % 16 == 0 && stride_c >= kd.m * kd.ldc));
-        if tma_c {
-            let c_type = match types.output_bytes() {
-                2 => data_type,
-                _ if types == WgmmaTypes::S8 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT32,
-                _ => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-            };
-            let c_op = TmaOperand {
-                elem: c_elem,
-                line: kd.n,
-                lines: kd.m,
-                ld: kd.ldc,
-                count: count as usize,
-                stride: stride_c,
-            };
-            maps[256..].copy_from_slice(&tensor_map(c_type, c_address, c_op, WARPGROUP_M)?);
-        }
-        let c_store = if transposed_c {
-            C_STORE_TRANSPOSED
-        } else if tma_c {
-            C_STORE_TMA
-        } else {
-            C_STORE_THREADS
-        };
+        let operands = ((ka, batch_of(sa)), (kb, batch_of(sb)));
+        let ready = ready_warpgroup::<T, C>(
+            device,
+            stream,
+            types,
+            tile,
+            (&route, reads_ab),
+            operands,
+            (c_address, count as usize, stride_c, slices),
+            &mut copies,
+        )?;
+        let (maps, c_store) = (ready.maps, ready.c_store);
+        let [batch_a, batch_b] = ready.batch;
+        let (mut a_layout, mut b_layout) = (ready.layouts.a, ready.layouts.b);
         let maps = stream.clone_htod(&maps[..]).during("cuMemcpyHtoDAsync")?;
         if !reads_ab && !types.transposes() {
             // With alpha = 0 or k = 0 the maps are not read: any layout's kernel.
@@ -1378,7 +1429,14 @@ impl Gemm {
             let (ldc, stride_c) = (kd.ldc as u32, stride_c as u64);
             let mut builder = stream.launch_builder(&func);
             builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
-            builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count).arg(&c_store).arg(&k_slice);
+            builder
+                .arg(&stride_c)
+                .arg(&batch_a)
+                .arg(&batch_b)
+                .arg(&count)
+                .arg(&c_store)
+                .arg(&k_slice)
+                .arg(&NOT_GROUPED);
             // SAFETY: the arguments match the entry point's signature
             // (gemm-kernels/src/warpgroup_entry_points.rs); the tensor maps
             // describe buffers that live until the work queued on `stream`
@@ -1401,7 +1459,7 @@ impl Gemm {
         let (ldw, stride_w) = (if transposed_c { m } else { n }, mn as u64);
         let mut builder = stream.launch_builder(&func);
         builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(&maps).arg(&mut w).arg(&ldw);
-        builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&count).arg(&c_store).arg(&k_slice);
+        builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&count).arg(&c_store).arg(&k_slice).arg(&NOT_GROUPED);
         // SAFETY: as above, with the workspace as C: `slices` m x n matrices
         // of 4-byte elements, ld n, m n apart (its length).
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
@@ -1426,6 +1484,147 @@ impl Gemm {
         Ok(())
     }
 }
+
+/// The `group` argument of a launch that is not grouped (a null table).
+const NOT_GROUPED: u64 = 0;
+
+/// A grouped launch's table entry as the kernel reads it: 8 words in
+/// [`GroupProblem`]'s `repr(C)` order (C's address low word first, little
+/// endian as the GPU).
+fn group_words(p: &GroupProblem) -> [u32; 8] {
+    [p.m, p.n, p.k, p.first_job, p.ldc, p.c_store, p.c as u32, (p.c >> 32) as u32]
+}
+
+/// One product of stage 9 made ready for a launch of `tile`: its tensor maps
+/// (A's, B's and, for TMA stores, C's), the layouts the kernel reads (the
+/// operands' own, or K-major copies), whether A and B have a matrix per
+/// product, and how the epilogue stores C.
+struct ReadyProduct {
+    maps: [u8; GROUP_MAPS_BYTES],
+    layouts: KernelLayouts,
+    batch: [u32; 2],
+    c_store: u32,
+}
+
+/// Makes one product of the validated kernel form `route` ready for a
+/// launch of `tile` (see [`ReadyProduct`]): A and B (each with its batch
+/// count and element stride), realigned or transposed into `copies` where
+/// TMA or wgmma cannot read them in place, and C at `c_address` (`count`
+/// matrices `stride_c` apart; `slices` > 1: split-K's workspace, stored by
+/// the threads).
+#[allow(clippy::too_many_arguments)]
+fn ready_warpgroup<T: Scalar, C: Scalar>(
+    device: &Device,
+    stream: &Arc<CudaStream>,
+    types: WgmmaTypes,
+    tile: WgmmaTile,
+    (route, reads_ab): (&WarpgroupRoute, bool),
+    ((ka, (ca, sa)), (kb, (cb, sb))): OperandPair<'_, '_, T>,
+    (c_address, count, stride_c, slices): (u64, usize, usize, u32),
+    copies: &mut Vec<CudaSlice<T>>,
+) -> Result<ReadyProduct, Error> {
+    let (kd, transposed_c) = (route.dims, route.transposed_c);
+    if [kd.m, kd.n, kd.k].iter().any(|&d| d > i32::MAX as usize) {
+        return Err(Error::Unsupported {
+            product: product_name(types),
+            why: format!("{}x{}x{}: TMA coordinates are i32, so m, n and k must be below 2^31", kd.m, kd.n, kd.k),
+        });
+    }
+    let data_type = match types {
+        WgmmaTypes::F16 | WgmmaTypes::F16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        // The bits as they are: wgmma reads the TF32 part of each f32.
+        WgmmaTypes::Tf32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        WgmmaTypes::S8 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+    };
+    let elem = types.input_bytes() as usize;
+    // The maps: A (k, m) K-major or (m, k) M-major; B (k, n) or (n, k).
+    let mut maps = [0u8; GROUP_MAPS_BYTES];
+    let (mut batch_a, mut batch_b) = (0u32, 0u32);
+    // The layouts the kernel reads: the operands' own, or K-major copies
+    // where wgmma cannot transpose (tf32, i8).
+    let (mut a_layout, mut b_layout) = (kd.a_layout, kd.b_layout);
+    if reads_ab {
+        let a_k_major = kd.a_layout == Layout::RowMajor;
+        let b_k_major = kd.b_layout == Layout::ColMajor;
+        let a_op = if a_k_major {
+            TmaOperand { elem, line: kd.k, lines: kd.m, ld: kd.lda, count: ca, stride: sa }
+        } else {
+            TmaOperand { elem, line: kd.m, lines: kd.k, ld: kd.lda, count: ca, stride: sa }
+        };
+        let b_op = if b_k_major {
+            TmaOperand { elem, line: kd.k, lines: kd.n, ld: kd.ldb, count: cb, stride: sb }
+        } else {
+            TmaOperand { elem, line: kd.n, lines: kd.k, ld: kd.ldb, count: cb, stride: sb }
+        };
+        (batch_a, batch_b) = ((ca > 1) as u32, (cb > 1) as u32);
+        let k_major = [a_k_major, b_k_major];
+        let rows = [tile.bm, tile.bn];
+        let realign_wanted = realign_wanted(types, &kd, tile);
+        for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
+            let realign = realign_wanted[i];
+            // An MN-major tf32 A is read in place, through registers.
+            let in_place = k_major[i] || (i == 0 && types.register_a());
+            let (address, op, transpose) =
+                prepare_operand(device, stream, MixedStage::Warpgroup, types, op, (in_place, realign), src, copies)?;
+            // K-major boxes: BK (128 bytes) by BM or BN rows; MN-major:
+            // BK x BK (128 bytes along m or n by BK rows along k).
+            let bk = ROW_BYTES as usize / elem;
+            let box_lines = if k_major[i] || transpose { rows[i] } else { bk as u32 };
+            if transpose {
+                if i == 0 {
+                    a_layout = Layout::RowMajor;
+                } else {
+                    b_layout = Layout::ColMajor;
+                }
+            }
+            maps[128 * i..128 * (i + 1)].copy_from_slice(&tensor_map(data_type, address, op, box_lines)?);
+        }
+    }
+    // C's map, for the epilogue's TMA stores: when C's rows and
+    // matrices start on 16 bytes (TMA's alignment) and its rows end on
+    // 16 bytes; else, and for split-K's workspace, each thread stores
+    // its own elements. A TMA store writes whole 16-byte chunks: a row
+    // whose bytes (n elements) are not a multiple of 16 would have the
+    // rest of its last chunk overwritten, which is the padding between
+    // C's rows (the caller's data; seen on an H100 with a column-major
+    // f32 C of 129 rows and ld 132: elements 129..131 of each column
+    // changed).
+    let c_elem = size_of::<C>();
+    let tma_c = slices == 1
+        && !transposed_c
+        && kd.m > 0
+        && kd.n > 0
+        && c_address % 16 == 0
+        && (kd.ldc * c_elem) % 16 == 0
+        && (kd.n * c_elem) % 16 == 0
+        && (count == 1 || ((stride_c * c_elem) % 16 == 0 && stride_c >= kd.m * kd.ldc));
+    if tma_c {
+        let c_type = match types.output_bytes() {
+            2 => data_type,
+            _ if types == WgmmaTypes::S8 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT32,
+            _ => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        };
+        let c_op = TmaOperand { elem: c_elem, line: kd.n, lines: kd.m, ld: kd.ldc, count, stride: stride_c };
+        maps[256..].copy_from_slice(&tensor_map(c_type, c_address, c_op, WARPGROUP_M)?);
+    }
+    let c_store = if transposed_c {
+        C_STORE_TRANSPOSED
+    } else if tma_c {
+        C_STORE_TMA
+    } else {
+        C_STORE_THREADS
+    };
+    Ok(ReadyProduct { maps, layouts: KernelLayouts { a: a_layout, b: b_layout }, batch: [batch_a, batch_b], c_store })
+}
+
+/// A and B of one product as [`ready_warpgroup`] takes them: each view with
+/// its batch count and element stride.
+/// A list batch's operands: A's, B's and C's views.
+type ListOperands<'a, 'b, 'c, 'd, T, C> =
+    (&'a [DeviceView<'b, T>], &'a [DeviceView<'c, T>], &'a mut [DeviceViewMut<'d, C>]);
+
+type OperandPair<'a, 'b, T> = ((&'a CudaView<'b, T>, (usize, usize)), (&'a CudaView<'b, T>, (usize, usize)));
 
 /// `C = op(A) * op(B)` with f16 operands, f32 accumulation and an f16 C, on
 /// the default device: the BLAS-style `hgemm` (alpha = 1, beta = 0). Runs

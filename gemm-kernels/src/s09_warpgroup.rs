@@ -124,8 +124,8 @@ use crate::mixed::{store_one, store_pair, Bf16, Output, Tf32, F16, S8};
 use crate::thread::smem_base;
 use core::arch::asm;
 use gemm_core::warpgroup::{
-    WgmmaTile, C_BOX_BYTES, C_STORE_TMA, C_STORE_TRANSPOSED, PRODUCER_REGISTERS, ROW_BYTES, SMEM_ALIGN, WARPGROUP_M,
-    WARPGROUP_THREADS,
+    GroupProblem, WgmmaTile, C_BOX_BYTES, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, PRODUCER_REGISTERS,
+    ROW_BYTES, SMEM_ALIGN, WARPGROUP_M, WARPGROUP_THREADS,
 };
 
 /// Bytes of one 64 x 64 box of an MN-major 16-bit operand (64 rows of 128
@@ -474,6 +474,56 @@ pub struct Params<O: Output> {
     /// (clipped to k), its partial result written to the z-th C (a
     /// workspace; alpha 1, beta 0) for `warpgroup_reduce_*` to sum.
     pub k_slice: u32,
+    /// Null, or a grouped launch: `count` products of their own shapes,
+    /// described by this table of `count + 1` entries ([`GroupProblem`]:
+    /// the last marks the end), product z's tensor maps at
+    /// `maps + 384 z`; m, n, k, c, ldc, stride_c, batch_a, batch_b,
+    /// c_store and k_slice above are then unused.
+    pub group: *const GroupProblem,
+}
+
+impl<O: Output> Params<O> {
+    /// The product that job `job` of a grouped launch belongs to, as the
+    /// parameters of a single product, and the job's block tile in it.
+    /// `cursor` is the product of the caller's previous job (jobs of a block
+    /// only grow, so the search resumes there).
+    #[inline(always)]
+    unsafe fn grouped_job(&self, job: u32, cursor: &mut u32) -> (Params<O>, u32) {
+        while (*self.group.add(*cursor as usize + 1)).first_job <= job {
+            *cursor += 1;
+        }
+        let g = *self.group.add(*cursor as usize);
+        let q = Params {
+            m: g.m,
+            n: g.n,
+            k: g.k,
+            maps: self.maps.add(GROUP_MAPS_BYTES * *cursor as usize),
+            c: g.c as *mut O,
+            ldc: g.ldc,
+            stride_c: 0,
+            batch_a: 0,
+            batch_b: 0,
+            count: 1,
+            c_store: g.c_store,
+            k_slice: 0,
+            group: core::ptr::null(),
+            ..*self
+        };
+        (q, job - g.first_job)
+    }
+
+    /// Job `job` of the launch: the parameters of its product, the product's
+    /// index among them (its third TMA coordinate, its C at `z stride_c`),
+    /// and its block tile. `cursor`: as [`Params::grouped_job`].
+    #[inline(always)]
+    unsafe fn job(&self, job: u32, tiles: u32, cursor: &mut u32) -> (Params<O>, u32, u32) {
+        if self.group.is_null() {
+            (*self, job / tiles, job % tiles)
+        } else {
+            let (q, tile) = self.grouped_job(job, cursor);
+            (q, 0, tile)
+        }
+    }
 }
 
 /// Stage 9's generic kernel: see the module docs. `ACC` = BN / 2
@@ -528,19 +578,19 @@ pub unsafe fn warpgroup<
 
     // The tile schedule: tile i of the launch (over every product of the
     // batch) is block tile `raster(i % tiles)` of product `i / tiles`; block b
-    // takes tiles b, b + blocks, ... (persistent blocks).
-    let (tiles_m, tiles_n) = (p.m.div_ceil(BM), p.n.div_ceil(BN));
-    let tiles = tiles_m * tiles_n;
-    let total = tiles * p.count;
+    // takes tiles b, b + blocks, ... (persistent blocks). A grouped launch
+    // lays its products' block tiles one after the other (`p.group`).
+    let tiles = p.m.div_ceil(BM) * p.n.div_ceil(BN);
+    let total = if p.group.is_null() { tiles * p.count } else { (*p.group.add(p.count as usize)).first_job };
     let bk = ROW_BYTES / I::BYTES;
-    let k_tiles = p.k.div_ceil(bk);
-    // The k-tiles of product z: all of them, or its slice.
-    let k_range = |z: u32| {
-        if p.k_slice == 0 {
+    // The k-tiles of product z of q: all of them, or its slice.
+    let k_range = |q: &Params<O>, z: u32| {
+        let k_tiles = q.k.div_ceil(bk);
+        if q.k_slice == 0 {
             (0, k_tiles)
         } else {
-            let first = z * p.k_slice;
-            (first, if first + p.k_slice < k_tiles { first + p.k_slice } else { k_tiles })
+            let first = z * q.k_slice;
+            (first, if first + q.k_slice < k_tiles { first + q.k_slice } else { k_tiles })
         }
     };
     let warpgroup = t / WARPGROUP_THREADS;
@@ -550,15 +600,16 @@ pub unsafe fn warpgroup<
             asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const PRODUCER_REGISTERS, options(nostack));
         }
         if t == 0 {
-            let (map_a, map_b) = (p.maps, p.maps.add(128));
             let mut it = 0u32; // k-tiles issued by this block, over all its tiles
             let mut job = block;
+            let mut cursor = 0u32;
             while job < total {
-                let z = job / tiles;
-                let (by, bx) = raster(job % tiles, tiles_m, tiles_n);
+                let (q, z, tile_index) = p.job(job, tiles, &mut cursor);
+                let (map_a, map_b) = (q.maps, q.maps.add(128));
+                let (by, bx) = raster(tile_index, q.m.div_ceil(BM), q.n.div_ceil(BN));
                 let (m0, n0) = (by * BM, bx * BN);
-                let (za, zb) = ((z * p.batch_a) as i32, (z * p.batch_b) as i32);
-                let (k_first, k_end) = k_range(z);
+                let (za, zb) = ((z * q.batch_a) as i32, (z * q.batch_b) as i32);
+                let (k_first, k_end) = k_range(&q, z);
                 for kt in k_first..k_end {
                     let (s, u) = (it % DEPTH, it / DEPTH);
                     if u > 0 {
@@ -604,19 +655,20 @@ pub unsafe fn warpgroup<
     let leader = t % WARPGROUP_THREADS == 0;
     let lane = t % 32;
     let warp = (t % WARPGROUP_THREADS) / 32;
-    // Pairs of C's elements are stored as one access when every pair is
-    // aligned: an even ldc and stride, C itself aligned to a pair.
-    let pairs = p.ldc % 2 == 0
-        && (p.count == 1 || p.stride_c % 2 == 0)
-        && (p.c as usize) % core::mem::align_of::<O::Pair>() == 0;
     let mut it = 0u32;
     let mut job = block;
+    let mut cursor = 0u32;
     while job < total {
-        let z = job / tiles;
-        let (by, bx) = raster(job % tiles, tiles_m, tiles_n);
+        let (q, z, tile_index) = p.job(job, tiles, &mut cursor);
+        // Pairs of C's elements are stored as one access when every pair is
+        // aligned: an even ldc and stride, C itself aligned to a pair.
+        let pairs = q.ldc % 2 == 0
+            && (q.count == 1 || q.stride_c % 2 == 0)
+            && (q.c as usize) % core::mem::align_of::<O::Pair>() == 0;
+        let (by, bx) = raster(tile_index, q.m.div_ceil(BM), q.n.div_ceil(BN));
         let (m0, n0) = (by * BM, bx * BN);
         let mut acc = [0f32; ACC];
-        let (k_first, k_end) = k_range(z);
+        let (k_first, k_end) = k_range(&q, z);
         // k-tile kt, the it-th of this block: its buffer, phase parity and
         // the previous k-tile's `empty` barrier (released by the leader).
         let args = |kt: u32, it: u32| {
@@ -644,10 +696,10 @@ pub unsafe fn warpgroup<
         // Epilogue: alpha * acc + beta * C, converted to C's type, while the
         // producer already fetches the next tile's k-tiles.
         let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
-        let cbase = p.c.add(z as usize * p.stride_c as usize);
-        if p.c_store == C_STORE_TMA {
-            store_tma::<O, ACC>(&acc, &p, (z, m0 + c * WARPGROUP_M, n0, row), base + tile.c_stage_offset(), c);
-        } else if p.c_store == C_STORE_TRANSPOSED {
+        let cbase = q.c.add(z as usize * q.stride_c as usize);
+        if q.c_store == C_STORE_TMA {
+            store_tma::<O, ACC>(&acc, &q, (z, m0 + c * WARPGROUP_M, n0, row), base + tile.c_stage_offset(), c);
+        } else if q.c_store == C_STORE_TRANSPOSED {
             // (i, j) at c[j ldc + i]: element (j, i) of an n x m row-major C.
             for j in 0..ACC / 4 {
                 let col = n0 + 8 * j as u32 + 2 * (lane % 4);
@@ -655,7 +707,7 @@ pub unsafe fn warpgroup<
                     for e in 0..2usize {
                         let x = O::acc(acc[4 * j + 2 * h + e]);
                         let at = (col + e as u32, row + 8 * h as u32);
-                        store_one(cbase, p.ldc, (p.n, p.m), at, (p.alpha, p.beta), x);
+                        store_one(cbase, q.ldc, (q.n, q.m), at, (q.alpha, q.beta), x);
                     }
                 }
             }
@@ -664,15 +716,16 @@ pub unsafe fn warpgroup<
                 let col = n0 + 8 * j as u32 + 2 * (lane % 4);
                 for h in 0..2usize {
                     let x = (O::acc(acc[4 * j + 2 * h]), O::acc(acc[4 * j + 2 * h + 1]));
-                    store_pair(cbase, p.ldc, (p.m, p.n), (row + 8 * h as u32, col), (p.alpha, p.beta), x, pairs);
+                    store_pair(cbase, q.ldc, (q.m, q.n), (row + 8 * h as u32, col), (q.alpha, q.beta), x, pairs);
                 }
             }
         }
         job += blocks;
     }
-    if p.c_store == C_STORE_TMA && leader {
+    if leader {
         // The last stores have read their boxes before the block's shared
-        // memory goes away.
+        // memory goes away (any product of a grouped launch may have used
+        // TMA stores; none pending is a no-op).
         asm!("cp.async.bulk.wait_group.read 0;", options(nostack));
     }
 }

@@ -17,6 +17,7 @@
 
 use crate::mixed::{reduce, Bf16, Bh, Output, Tf32, F16, H, S8};
 use crate::s09_warpgroup::{warpgroup, Params};
+use gemm_core::warpgroup::GroupProblem;
 
 macro_rules! layout_entry {
     ($name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal], $amn:literal, $bmn:literal) => {
@@ -42,8 +43,25 @@ macro_rules! layout_entry {
             count: u32,
             c_store: u32,
             k_slice: u32,
+            group: *const GroupProblem,
         ) {
-            let p = Params { m, n, k, alpha, beta, maps, c, ldc, stride_c, batch_a, batch_b, count, c_store, k_slice };
+            let p = Params {
+                m,
+                n,
+                k,
+                alpha,
+                beta,
+                maps,
+                c,
+                ldc,
+                stride_c,
+                batch_a,
+                batch_b,
+                count,
+                c_store,
+                k_slice,
+                group,
+            };
             warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn>(p)
         }
     };
