@@ -880,10 +880,10 @@ fn plan_tiles(
     let in_core = Tiling { pm, pn: pn.clamp(1, n.max(1)), pk: k.max(1) };
     let held = aligned(m * k * e.input) + n.div_ceil(in_core.pn) * aligned(k * in_core.pn * e.input);
     if held + in_core.output_bytes(streams, e) <= budget {
-        return TilePlan { tiling: in_core, in_core: true, input_bytes: held.max(1) };
+        return TilePlan { tiling: in_core, in_core: true, input_bytes: held.max(256) };
     }
     let tiling = choose_tiling(m, n, k, streams, budget, e, whole_k);
-    TilePlan { tiling, in_core: false, input_bytes: tiling.input_bytes(k, streams, e).max(1) }
+    TilePlan { tiling, in_core: false, input_bytes: tiling.input_bytes(k, streams, e).max(256) }
 }
 
 #[cfg(test)]
