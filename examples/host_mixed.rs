@@ -315,6 +315,15 @@ fn main() -> Result<(), Error> {
         std::process::exit(2);
     }
     let dev = gemm::default_device()?;
+    if args.iter().any(|a| a == "--no-event-tracking") {
+        // A diagnosis: cudarc orders every use of a buffer across streams
+        // with events unless this is off (the host path's workspaces are
+        // shared by its streams).
+        // SAFETY: this program synchronizes every call it makes before the
+        // next; no buffer is used on two streams at once by it.
+        unsafe { dev.context().disable_event_tracking() };
+        println!("# cudarc's event tracking off");
+    }
     // Pinned copy rates: one 256 MiB buffer each way, the best of 7.
     let (up_gbs, down_gbs) = {
         let bytes = 256usize << 20;

@@ -167,7 +167,6 @@ fn f32_through_the_host_path() {
 /// tile takes the whole product's split of k, and k stays whole for a C of
 /// 16 bits (out of core with an f32 C, k in chunks: within a bound). Random inputs (not integers), so any other order of the
 /// sums would show; beta != 0 with C's old values uploaded by tiles.
-
 fn streamed_matches_device<T: gemm::Product<C>, C: Scalar>(base: Gemm, what: &str) {
     let dev = device();
     let (m, n, k) = (700, 520, 900);
@@ -198,6 +197,7 @@ fn streamed_matches_device<T: gemm::Product<C>, C: Scalar>(base: Gemm, what: &st
         let tol = 16.0 * f32::EPSILON as f64 * alpha.abs() * k as f64 * 9.0;
         // The first element (storage index) that disagrees, with both values.
         let disagrees = |got: &[C]| {
+            #[allow(clippy::neg_cmp_op_on_partial_ord)] // a NaN disagrees too
             let bad = |(x, y): (&C, &C)| {
                 if chunked {
                     !((x.as_f64() - y.as_f64()).abs() <= tol)

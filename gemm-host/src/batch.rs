@@ -402,7 +402,7 @@ impl Gemm {
         let reads_ab = self.alpha != 0.0 && dims.k > 0;
         let up = |span: &[T], needed: bool| -> Result<cudarc::driver::CudaSlice<T>, Error> {
             // SAFETY: filled by the copy before any read.
-            let mut d = unsafe { crate::device_matrix::alloc_uninit::<T>(&stream, span.len().max(1)) }?;
+            let mut d = unsafe { crate::device::memory::alloc_uninit::<T>(&stream, span.len().max(1)) }?;
             if needed && !span.is_empty() {
                 stream.memcpy_htod(span, &mut d).during("cuMemcpyHtoDAsync")?;
             }

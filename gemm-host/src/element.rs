@@ -47,7 +47,7 @@ pub trait Scalar:
 macro_rules! impl_scalar {
     ($t:ty, $bits:ty, $name:literal, $eps:expr, $nan:expr, $from:expr, $to:expr) => {
         // What makes reinterpreting `$t` as `Bits` sound (see
-        // `crate::device_matrix::host_bits`): same size and alignment; the
+        // `crate::device::memory::host_bits`): same size and alignment; the
         // types are plain old data without padding, any bit pattern valid.
         const _: () = assert!(size_of::<$t>() == size_of::<$bits>() && align_of::<$t>() == align_of::<$bits>());
         impl Scalar for $t {

@@ -1,19 +1,18 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
+use crate::device::memory::alloc_uninit;
+use crate::device::registry::entry_point;
 use crate::device::{default_device, Device};
-use crate::device_matrix::alloc_uninit;
 use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::{Element, Scalar};
 use crate::error::Error;
 use crate::host_path::HostOperand;
 use crate::launch::{checked_geometry, launch, launch_pack, launch_reduce, Batch, SINGLE};
 use crate::matrix::{MatMut, MatRef};
-use crate::registry::entry_point;
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
-use crate::tuning_plan::plan_split;
+use crate::tuning_plan::{plan_split, stage_default};
 use crate::warpgroup::Product;
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
-use gemm_core::config::OPT_TILE_SIZES;
 use gemm_core::pack::{self, PackCopy};
 use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
 use gemm_core::split_k;
@@ -27,50 +26,6 @@ use std::sync::Arc;
 pub(crate) const BATCHES_NOT_SPLIT: &str = "batches are not split; each product runs whole";
 /// Why `.pack(true)` fails on a batch.
 pub(crate) const BATCHES_NOT_PACKED: &str = "batches are not packed; each product reads its operands in place";
-
-/// Outputs per thread of stage 4 when none is given.
-pub const DEFAULT_OUTPUTS_PER_THREAD: u32 = 16;
-
-/// Block shape of the naive stages when none is given.
-pub const DEFAULT_NAIVE_BLOCK: BlockDim = BlockDim::new(32, 8);
-
-/// The configuration a stage runs with when only `.stage(s)` is given (and the
-/// base that partial options such as `.block_tile(..)` modify): for stages
-/// 3-8 the configuration the stage's example reports first.
-pub const fn stage_default(stage: Stage, precision: Precision) -> KernelConfig {
-    let f64 = matches!(precision, Precision::F64);
-    match stage {
-        Stage::Naive => KernelConfig::Naive { block: DEFAULT_NAIVE_BLOCK },
-        Stage::Coalesced => KernelConfig::Coalesced { block: DEFAULT_NAIVE_BLOCK },
-        Stage::SmemTiled => KernelConfig::SmemTiled { tile: 32 },
-        Stage::OutputsPerThread => {
-            KernelConfig::OutputsPerThread { tile: OPT_TILE_SIZES[0], outputs: DEFAULT_OUTPUTS_PER_THREAD }
-        }
-        // f64 with BK = 8: its BK = 16 twin spilled (and left the menu).
-        Stage::RegisterTiled if f64 => {
-            KernelConfig::RegisterTiled { block: BlockTile::new(128, 128, 8), thread: ThreadTile::new(8, 8) }
-        }
-        Stage::RegisterTiled => {
-            KernelConfig::RegisterTiled { block: BlockTile::new(128, 128, 16), thread: ThreadTile::new(8, 8) }
-        }
-        Stage::Vectorized => {
-            KernelConfig::Vectorized { block: BlockTile::new(128, 128, 16), thread: ThreadTile::new(8, 8) }
-        }
-        Stage::Pipelined if f64 => KernelConfig::Pipelined {
-            block: BlockTile::new(128, 64, 16),
-            warp: WarpTile::new(32, 32),
-            thread: ThreadTile::new(4, 8),
-            depth: 3,
-        },
-        Stage::Pipelined => KernelConfig::Pipelined {
-            block: BlockTile::new(128, 128, 16),
-            warp: WarpTile::new(64, 32),
-            thread: ThreadTile::new(8, 8),
-            depth: 3,
-        },
-        _ => KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(64, 32), depth: 3 },
-    }
-}
 
 /// `C = op(A) * op(B)` in f64 on the default device with the default kernel:
 /// the BLAS `dgemm` with alpha = 1, beta = 0 (C is not read). A (m x k),

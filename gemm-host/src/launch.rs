@@ -2,10 +2,10 @@
 //! device's limits, then the driver call. Every launch is a batch: a single
 //! product is a strided batch of one (`gemm_core::batch`).
 
+use crate::device::registry::{self, EntryPoint};
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
-use crate::registry::{self, EntryPoint};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use gemm_core::batch::strided_grid;
 use gemm_core::{GemmDims, KernelConfig, LaunchGeometry, LimitError};
@@ -132,7 +132,7 @@ pub(crate) fn launch<T: Element>(
     let (count, strides, problems, k_slice) = match batch {
         Batch::Strided { count, strides } => (count as u32, strides.map(|s| s as u64), 0u64, 0u32),
         Batch::SplitK { slices, strides, k_slice } => (slices as u32, strides.map(|s| s as u64), 0, k_slice),
-        Batch::Grouped { problems, count, .. } => (count as u32, [0; 3], crate::device_matrix::address(problems), 0),
+        Batch::Grouped { problems, count, .. } => (count as u32, [0; 3], crate::device::memory::address(problems), 0),
     };
     let grid_x = config.geometry(m, n, T::PRECISION, dims.layouts()).grid[0];
     let mut builder = stream.launch_builder(&func);

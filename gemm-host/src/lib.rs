@@ -54,12 +54,9 @@ mod element;
 mod error;
 mod gemm;
 mod host_path;
-mod kernels;
 mod launch;
 mod matrix;
 mod product_plan;
-#[path = "registry.rs"]
-mod registry_list;
 mod tuning_plan;
 mod warpgroup;
 
@@ -89,9 +86,6 @@ pub use matrix::{MatMut, MatRef, Matrix};
 pub use product_plan::{KernelFamily, ProductPlan};
 pub use warpgroup::{hgemm, igemm, Product};
 
-// Crate-internal paths used throughout.
-pub(crate) use registry_list as registry;
-
 /// The teaching and tuning surface: the stages of the ladder, their kernel
 /// configurations, the compiled menu (registry), the shipped kernels, and the
 /// measured default choice (plans).
@@ -103,15 +97,14 @@ pub(crate) use registry_list as registry;
 /// # Ok::<(), gemm::Error>(())
 /// ```
 pub mod tuning {
+    pub use crate::device::memory::MAX_SPLIT_WORKSPACE;
+    pub use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
     pub use crate::device::KernelInfo;
-    pub use crate::gemm::stage_default;
     pub use crate::tuning_plan::{
-        choose, choose_batched, measured, model_split_for, Measured, PackReason, Plan, PlanSource, SplitReason,
-        MAX_SPLIT_WORKSPACE,
+        choose, choose_batched, measured, model_split_for, stage_default, Measured, PackReason, Plan, PlanSource,
+        SplitReason,
     };
-    pub use crate::warpgroup::{
-        mma_kernel, warpgroup_plan, MmaKernel, WarpgroupKernel, WarpgroupPlan, MMA_KERNELS, WARPGROUP_KERNELS,
-    };
+    pub use crate::warpgroup::{mma_kernel, warpgroup_plan, WarpgroupPlan};
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
     pub use gemm_core::mma_sync::MmaTile;
     pub use gemm_core::pack;
@@ -124,12 +117,12 @@ pub mod tuning {
 
     /// Which kernel entry points exist (the compiled menu).
     pub mod registry {
-        pub use crate::registry_list::*;
+        pub use crate::device::registry::{entry_point, naive_block_sweep, stage_configs, EntryPoint, ENTRY_POINTS};
     }
 
     /// The kernels the library ships: machine code per architecture, PTX as
     /// the fallback on newer ones, and which a device gets.
     pub mod kernels {
-        pub use crate::kernels::*;
+        pub use crate::device::kernels::*;
     }
 }

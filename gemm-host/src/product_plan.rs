@@ -2,11 +2,12 @@
 //! which kernel family, stage, kernel, tile, split of k, copies and route a
 //! product of `T` operands into a `C` runs, and why.
 
+use crate::device::registry::WARPGROUP_KERNELS;
 use crate::device::{default_device, Device};
 use crate::error::Error;
 use crate::gemm::Gemm;
 use crate::tuning_plan::Plan;
-use crate::warpgroup::{mma_kernel, warpgroup_plan, Product, WARPGROUP_KERNELS};
+use crate::warpgroup::{mma_kernel, warpgroup_plan, Product};
 use crate::Scalar;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{GemmDims, Layout};

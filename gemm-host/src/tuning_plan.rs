@@ -18,8 +18,10 @@
 //! the kernel reads A column-major and B row-major) when the nearest
 //! measured row ran packed ([`Measured::pack`], [`PackReason`]).
 
-use crate::registry::ENTRY_POINTS;
-use gemm_core::{KernelConfig, KernelLayouts, Precision, Stage};
+use crate::device::memory::MAX_SPLIT_WORKSPACE;
+use crate::device::registry::ENTRY_POINTS;
+use gemm_core::config::OPT_TILE_SIZES;
+use gemm_core::{BlockDim, BlockTile, KernelConfig, KernelLayouts, Precision, Stage, ThreadTile, WarpTile};
 
 #[rustfmt::skip] // generated (cargo xtask tuning)
 #[path = "tuning_table.rs"]
@@ -84,7 +86,7 @@ pub enum PlanSource {
         same_device: bool,
     },
     /// No measured row for this precision: the stage's default
-    /// ([`crate::gemm::stage_default`] of stage 8 for f64, 7 for f32).
+    /// ([`stage_default`] of stage 8 for f64, 7 for f32).
     Fallback,
 }
 
@@ -285,7 +287,7 @@ pub fn choose_batched(
         None => {
             let stage = if precision == Precision::F64 { Stage::TensorCore } else { Stage::Pipelined };
             Plan {
-                config: crate::gemm::stage_default(stage, precision),
+                config: stage_default(stage, precision),
                 source: PlanSource::Fallback,
                 split_k: 1,
                 split: SplitReason::NotConsidered,
@@ -296,13 +298,54 @@ pub fn choose_batched(
     }
 }
 
+/// Outputs per thread of stage 4 when none is given.
+pub const DEFAULT_OUTPUTS_PER_THREAD: u32 = 16;
+
+/// Block shape of the naive stages when none is given.
+pub const DEFAULT_NAIVE_BLOCK: BlockDim = BlockDim::new(32, 8);
+
+/// The configuration a stage runs with when only `.stage(s)` is given (and the
+/// base that partial options such as `.block_tile(..)` modify): for stages
+/// 3-8 the configuration the stage's example reports first.
+pub const fn stage_default(stage: Stage, precision: Precision) -> KernelConfig {
+    let f64 = matches!(precision, Precision::F64);
+    match stage {
+        Stage::Naive => KernelConfig::Naive { block: DEFAULT_NAIVE_BLOCK },
+        Stage::Coalesced => KernelConfig::Coalesced { block: DEFAULT_NAIVE_BLOCK },
+        Stage::SmemTiled => KernelConfig::SmemTiled { tile: 32 },
+        Stage::OutputsPerThread => {
+            KernelConfig::OutputsPerThread { tile: OPT_TILE_SIZES[0], outputs: DEFAULT_OUTPUTS_PER_THREAD }
+        }
+        // f64 with BK = 8: its BK = 16 twin spilled (and left the menu).
+        Stage::RegisterTiled if f64 => {
+            KernelConfig::RegisterTiled { block: BlockTile::new(128, 128, 8), thread: ThreadTile::new(8, 8) }
+        }
+        Stage::RegisterTiled => {
+            KernelConfig::RegisterTiled { block: BlockTile::new(128, 128, 16), thread: ThreadTile::new(8, 8) }
+        }
+        Stage::Vectorized => {
+            KernelConfig::Vectorized { block: BlockTile::new(128, 128, 16), thread: ThreadTile::new(8, 8) }
+        }
+        Stage::Pipelined if f64 => KernelConfig::Pipelined {
+            block: BlockTile::new(128, 64, 16),
+            warp: WarpTile::new(32, 32),
+            thread: ThreadTile::new(4, 8),
+            depth: 3,
+        },
+        Stage::Pipelined => KernelConfig::Pipelined {
+            block: BlockTile::new(128, 128, 16),
+            warp: WarpTile::new(64, 32),
+            thread: ThreadTile::new(8, 8),
+            depth: 3,
+        },
+        _ => KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(64, 32), depth: 3 },
+    }
+}
+
 /// What the split model assumes without a device: an H200 (132 SMs, FP64
 /// tensor peak 66.9 TFLOP/s, FMA peaks 33.5 / 66.9 TFLOP/s, 4.8 TB/s) and
 /// two resident blocks per SM.
 const NO_DEVICE: (u32, f64, f64, f64, u32) = (132, 66_900.0, 33_450.0, 4_800.0, 2);
-
-/// The largest split-K workspace, in elements of C (256 MiB of f64).
-pub const MAX_SPLIT_WORKSPACE: u64 = 1 << 25;
 
 /// The split of a single m x n x k product (kernel form, A and B in
 /// `layouts`, read by the kernel in `kernel_layouts`: `Plan::kernel_layouts`)

@@ -12,8 +12,10 @@
 //! stored transposed, when it is B); the tile choice and the launch.
 
 use crate::batch::Strided;
+use crate::device::memory::alloc_uninit;
+use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
 use crate::device::{default_device, Device};
-use crate::device_matrix::{alloc_uninit, DeviceView, DeviceViewMut};
+use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::Element;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
@@ -268,46 +270,6 @@ warpgroup_product!(bf16, bf16, WgmmaTypes::Bf16);
 warpgroup_product!(bf16, f32, WgmmaTypes::Bf16F32);
 warpgroup_product!(i8, i32, WgmmaTypes::S8);
 
-/// One compiled stage-9 kernel family: its four layout entry points.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WarpgroupKernel {
-    /// The entry points `<name>_nn`, `_nt`, `_tn`, `_tt` (A then B; `n`
-    /// row-major, `t` column-major, kernel form); only `_nt` (both operands
-    /// K-major) when the types do not [transpose](WgmmaTypes::transposes).
-    pub names: [Option<&'static str>; 4],
-    /// Operand and C types.
-    pub types: WgmmaTypes,
-    /// Block tile and pipeline depth.
-    pub tile: WgmmaTile,
-}
-
-macro_rules! warpgroup_entries {
-    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {
-        &[$(WarpgroupKernel {
-            names: if WgmmaTypes::$t.transposes() {
-                [
-                    Some(concat!(stringify!($name), "_nn")),
-                    Some(concat!(stringify!($name), "_nt")),
-                    Some(concat!(stringify!($name), "_tn")),
-                    Some(concat!(stringify!($name), "_tt")),
-                ]
-            } else {
-                [
-                    None,
-                    Some(concat!(stringify!($name), "_nt")),
-                    None,
-                    if WgmmaTypes::$t.register_a() { Some(concat!(stringify!($name), "_tt")) } else { None },
-                ]
-            },
-            types: WgmmaTypes::$t,
-            tile: WgmmaTile { bm: $bm, bn: $bn, depth: $d },
-        }),*]
-    };
-}
-
-/// Every compiled stage-9 kernel family (the `sm_90a` module's entry points).
-pub static WARPGROUP_KERNELS: &[WarpgroupKernel] = gemm_core::warpgroup_menu!(warpgroup_entries);
-
 /// Which kernels run a mixed-precision product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum MixedStage {
@@ -326,32 +288,6 @@ fn scalars(types: WgmmaTypes, alpha: f64, beta: f64) -> (u32, u32) {
         ((alpha as f32).to_bits(), (beta as f32).to_bits())
     }
 }
-
-/// One compiled stage-8 mixed-precision kernel (`mma.sync`): the entry
-/// point of that name in each layout module (f16, bf16), or in the `nt`
-/// module alone (tf32, i8).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MmaKernel {
-    /// The entry point.
-    pub name: &'static str,
-    /// Operand and C types.
-    pub types: WgmmaTypes,
-    /// Block tile and pipeline depth.
-    pub tile: MmaTile,
-}
-
-macro_rules! mma_entries {
-    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {
-        &[$(MmaKernel {
-            name: stringify!($name),
-            types: WgmmaTypes::$t,
-            tile: MmaTile { bm: $bm, bn: $bn, depth: $d },
-        }),*]
-    };
-}
-
-/// Every compiled stage-8 mixed-precision kernel ([`gemm_core::mma_menu!`]).
-pub static MMA_KERNELS: &[MmaKernel] = gemm_core::mma_menu!(mma_entries);
 
 /// The stage-8 kernel for `types` on an m x n C on a device whose blocks
 /// may have `max_smem` bytes of shared memory: the 128 x 256 tile when it
@@ -728,7 +664,7 @@ unsafe fn copy_elements<C: Scalar>(
     for i in 0..copies {
         let (h, d) = (host.add(i * stride) as *mut u8, dev + (i * stride * size) as u64);
         // SAFETY: forwarded from the caller.
-        unsafe { crate::host_path::copy_2d(h, pitch, d, pitch, line * size, height, up, stream) }?;
+        unsafe { crate::device::staging::copy_2d(h, pitch, d, pitch, line * size, height, up, stream) }?;
     }
     Ok(())
 }
@@ -1153,7 +1089,7 @@ impl Gemm {
             }
             return Ok(());
         }
-        let upload = |s: &[T]| crate::device_matrix::clone_htod(&stream, s);
+        let upload = |s: &[T]| crate::device::memory::clone_htod(&stream, s);
         let (da, db) = (upload(&a.first.as_slice()[..la])?, upload(&b.first.as_slice()[..lb])?);
         // The matrices' elements only, both ways (up only when beta reads
         // them): the gaps between matrices and the padding are neither read

@@ -1,8 +1,18 @@
-//! The GPU: context, stream, the loaded kernel modules and the device's limits.
+//! The GPU, layer device (the lowest above the base: `device/` imports only
+//! `error` and `element`): context, stream, the loaded kernel modules and
+//! the device's limits here; the compiled menu in [`registry`], the shipped
+//! kernels in [`kernels`], device memory (allocation, copies, the memory
+//! pool's threshold) in [`memory`], and the host path's pinned pool in
+//! [`staging`].
 
+pub(crate) mod kernels;
+pub(crate) mod memory;
+pub(crate) mod registry;
+pub(crate) mod staging;
+
+use crate::device::kernels::{Format, KernelCode, PtxModule};
+use crate::device::memory::keep_pool_memory;
 use crate::error::{DriverContext, Error};
-use crate::kernels::{Format, KernelCode, PtxModule};
-use crate::registry;
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUfunction_attribute as FnAttr};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use gemm_core::{DeviceLimits, KernelConfig, KernelLayouts, Precision};
@@ -40,7 +50,7 @@ pub struct Device {
     /// Resident blocks per SM of each kernel asked about (the split model's).
     blocks_per_sm: Mutex<HashMap<(Precision, KernelConfig, KernelLayouts), u32>>,
     /// The host path's staging ring, workspace and streams, made on first use.
-    pub(crate) host_pool: Mutex<Option<crate::host_path::HostPool>>,
+    pub(crate) host_pool: Mutex<Option<crate::device::staging::HostPool>>,
 }
 
 impl core::fmt::Debug for Device {
@@ -119,12 +129,12 @@ impl Device {
         let ctx = CudaContext::new(ordinal).during("cuDevicePrimaryCtxRetain")?;
         let name = ctx.name().during("cuDeviceGetName")?;
         let (major, minor) = ctx.compute_capability().during("cuDeviceGetAttribute")?;
-        let Some(mut kernel_code) = crate::kernels::code_for(major, minor) else {
+        let Some(mut kernel_code) = crate::device::kernels::code_for(major, minor) else {
             return Err(Error::UnsupportedDevice { name, major, minor });
         };
         // The PTX fallback on request (to test or time it), where it is shipped.
         if std::env::var_os("GEMM_KERNEL_CODE").is_some_and(|v| v == "ptx")
-            && crate::kernels::image(kernel_code.arch(), Format::Ptx, Some(KernelLayouts::NN)).is_some()
+            && crate::device::kernels::image(kernel_code.arch(), Format::Ptx, Some(KernelLayouts::NN)).is_some()
         {
             kernel_code = KernelCode::Ptx { arch: kernel_code.arch() };
         }
@@ -319,7 +329,7 @@ impl Device {
         if let Some(m) = &modules[layouts.index()] {
             return Ok(m.clone());
         }
-        let image = crate::kernels::image(self.kernel_code.arch(), Format::Cubin, Some(layouts))
+        let image = crate::device::kernels::image(self.kernel_code.arch(), Format::Cubin, Some(layouts))
             .ok_or_else(|| self.unsupported())?;
         let m = self.load_module(cudarc::nvrtc::Ptx::from_binary(image.unpack()))?;
         modules[layouts.index()] = Some(m.clone());
@@ -333,7 +343,7 @@ impl Device {
         if let Some(m) = &modules[layouts.index()] {
             return Ok(m.clone());
         }
-        let image = crate::kernels::image(self.kernel_code.arch(), Format::Ptx, Some(layouts))
+        let image = crate::device::kernels::image(self.kernel_code.arch(), Format::Ptx, Some(layouts))
             .ok_or_else(|| self.unsupported())?;
         let text = String::from_utf8(image.unpack()).map_err(|_| self.unsupported())?;
         let m = Arc::new(PtxModule::new(text));
@@ -373,8 +383,8 @@ impl Device {
             match slot.as_ref() {
                 Some(m) => m.clone(),
                 None => {
-                    let image =
-                        crate::kernels::image("sm_90a", Format::Cubin, None).ok_or_else(|| self.unsupported())?;
+                    let image = crate::device::kernels::image("sm_90a", Format::Cubin, None)
+                        .ok_or_else(|| self.unsupported())?;
                     let cubin = cudarc::nvrtc::Ptx::from_binary(image.unpack());
                     let m = self.load_module(cubin)?;
                     *slot = Some(m.clone());
@@ -485,7 +495,7 @@ impl Device {
     /// function does not load.
     pub fn warpgroup_kernel_info(
         &self,
-        kernel: &crate::tuning::WarpgroupKernel,
+        kernel: &crate::device::registry::WarpgroupKernel,
         layout: usize,
     ) -> Result<Option<KernelInfo>, Error> {
         let Some(name) = kernel.names.get(layout).copied().flatten() else {
@@ -533,36 +543,4 @@ impl Device {
             occupancy: (blocks * threads) as f64 / self.max_threads_per_sm.max(1) as f64,
         })
     }
-}
-
-/// Bytes of freed memory the device's default memory pool keeps for reuse
-/// instead of returning them to the driver at each synchronization: the
-/// split-K workspace ([`crate::tuning::MAX_SPLIT_WORKSPACE`] elements of f64
-/// at most), allocated and freed on the stream by every split product.
-/// Without it, each split call on a short product mapped its workspace anew.
-pub const POOL_KEEP_BYTES: u64 = crate::tuning::MAX_SPLIT_WORKSPACE * 8;
-
-/// Raises the default memory pool's release threshold to at least
-/// [`POOL_KEEP_BYTES`] (a threshold the process set higher is kept).
-fn keep_pool_memory(ctx: &Arc<CudaContext>) -> Result<(), Error> {
-    use cudarc::driver::sys;
-    ctx.bind_to_thread().during("cuCtxSetCurrent")?;
-    let mut pool: sys::CUmemoryPool = core::ptr::null_mut();
-    let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
-    let mut current: u64 = 0;
-    // SAFETY: a valid device of a live context; the attribute is a u64 (CUDA
-    // driver API, cuMemPoolGetAttribute / cuMemPoolSetAttribute).
-    unsafe {
-        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()).result().during("cuDeviceGetDefaultMemPool")?;
-        sys::cuMemPoolGetAttribute(pool, attr, &mut current as *mut u64 as *mut _)
-            .result()
-            .during("cuMemPoolGetAttribute")?;
-        if current < POOL_KEEP_BYTES {
-            let mut keep = POOL_KEEP_BYTES;
-            sys::cuMemPoolSetAttribute(pool, attr, &mut keep as *mut u64 as *mut _)
-                .result()
-                .during("cuMemPoolSetAttribute")?;
-        }
-    }
-    Ok(())
 }

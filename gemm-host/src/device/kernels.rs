@@ -23,6 +23,9 @@
 //! `GEMM_KERNEL_CODE=ptx` before the device is opened makes a 9.0 device use
 //! the PTX path for stages 1-8 too (stage 9 stays machine code: its `sm_90a`
 //! PTX is not shipped), to test or time the fallback.
+//!
+//! Layer device (`device/`); it imports nothing of this crate. Public as
+//! `gemm::tuning::kernels`.
 
 use gemm_core::KernelLayouts;
 use std::fmt;
@@ -144,13 +147,13 @@ macro_rules! images {
                 arch: $arch,
                 layouts: Some(KernelLayouts::ALL[$layouts]),
                 format: Format::$format,
-                packed: include_bytes!(concat!("../", $ext, "/gemm_", $arch, "_", $suffix, ".", $ext, ".zst")),
+                packed: include_bytes!(concat!("../../", $ext, "/gemm_", $arch, "_", $suffix, ".", $ext, ".zst")),
             },)*)*
             KernelImage {
                 arch: "sm_90a",
                 layouts: None,
                 format: Format::Cubin,
-                packed: include_bytes!("../cubin/gemm_sm_90a.cubin.zst"),
+                packed: include_bytes!("../../cubin/gemm_sm_90a.cubin.zst"),
             },
         ];
     };

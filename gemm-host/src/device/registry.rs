@@ -1,8 +1,14 @@
-//! Which kernel entry points exist: built from [`gemm_core::kernel_menu!`],
-//! the same list the kernel crate exports, so the two cannot drift (a test
-//! also checks this list against the PTX).
+//! Which kernel entry points exist, layer device: the ladder's entry points
+//! ([`ENTRY_POINTS`], built from [`gemm_core::kernel_menu!`]), stage 9's
+//! kernel families ([`WARPGROUP_KERNELS`], from
+//! [`gemm_core::warpgroup_menu!`]) and stage 8's mixed-precision kernels
+//! ([`MMA_KERNELS`], from [`gemm_core::mma_menu!`]): the same lists the
+//! kernel crate exports, so the two cannot drift (a test also checks this
+//! list against the PTX). It imports only the base layer.
 
 use crate::error::Error;
+use gemm_core::mma_sync::MmaTile;
+use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes};
 use gemm_core::{BlockDim, KernelConfig, Precision, Stage};
 
 /// One exported PTX entry point and the configuration it implements.
@@ -87,3 +93,69 @@ pub fn stage_configs(stage: Stage, precision: Precision) -> Vec<KernelConfig> {
         _ => ENTRY_POINTS.iter().filter(|e| e.stage() == stage && e.precision == precision).map(|e| e.config).collect(),
     }
 }
+
+/// One compiled stage-9 kernel family: its four layout entry points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpgroupKernel {
+    /// The entry points `<name>_nn`, `_nt`, `_tn`, `_tt` (A then B; `n`
+    /// row-major, `t` column-major, kernel form); only `_nt` (both operands
+    /// K-major) when the types do not [transpose](WgmmaTypes::transposes).
+    pub names: [Option<&'static str>; 4],
+    /// Operand and C types.
+    pub types: WgmmaTypes,
+    /// Block tile and pipeline depth.
+    pub tile: WgmmaTile,
+}
+
+macro_rules! warpgroup_entries {
+    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {
+        &[$(WarpgroupKernel {
+            names: if WgmmaTypes::$t.transposes() {
+                [
+                    Some(concat!(stringify!($name), "_nn")),
+                    Some(concat!(stringify!($name), "_nt")),
+                    Some(concat!(stringify!($name), "_tn")),
+                    Some(concat!(stringify!($name), "_tt")),
+                ]
+            } else {
+                [
+                    None,
+                    Some(concat!(stringify!($name), "_nt")),
+                    None,
+                    if WgmmaTypes::$t.register_a() { Some(concat!(stringify!($name), "_tt")) } else { None },
+                ]
+            },
+            types: WgmmaTypes::$t,
+            tile: WgmmaTile { bm: $bm, bn: $bn, depth: $d },
+        }),*]
+    };
+}
+
+/// Every compiled stage-9 kernel family (the `sm_90a` module's entry points).
+pub static WARPGROUP_KERNELS: &[WarpgroupKernel] = gemm_core::warpgroup_menu!(warpgroup_entries);
+
+/// One compiled stage-8 mixed-precision kernel (`mma.sync`): the entry
+/// point of that name in each layout module (f16, bf16), or in the `nt`
+/// module alone (tf32, i8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmaKernel {
+    /// The entry point.
+    pub name: &'static str,
+    /// Operand and C types.
+    pub types: WgmmaTypes,
+    /// Block tile and pipeline depth.
+    pub tile: MmaTile,
+}
+
+macro_rules! mma_entries {
+    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {
+        &[$(MmaKernel {
+            name: stringify!($name),
+            types: WgmmaTypes::$t,
+            tile: MmaTile { bm: $bm, bn: $bn, depth: $d },
+        }),*]
+    };
+}
+
+/// Every compiled stage-8 mixed-precision kernel ([`gemm_core::mma_menu!`]).
+pub static MMA_KERNELS: &[MmaKernel] = gemm_core::mma_menu!(mma_entries);

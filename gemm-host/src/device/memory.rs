@@ -1,0 +1,170 @@
+//! Device memory, layer device: allocation of a generic [`Scalar`] on a
+//! stream ([`alloc_uninit`], [`alloc_zeros`]; out of memory becomes
+//! [`Error::OutOfMemory`]), the copies through [`Scalar::Bits`]
+//! ([`memcpy_htod`], [`memcpy_dtoh`], [`clone_htod`]), a buffer's
+//! [`address`], and the split-K workspace bound ([`MAX_SPLIT_WORKSPACE`])
+//! with the memory the default pool keeps for it ([`POOL_KEEP_BYTES`]).
+//! It imports only the base layer.
+
+use crate::element::Scalar;
+use crate::error::{DriverContext, Error};
+use cudarc::driver::{result, CudaContext, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr};
+use std::sync::Arc;
+
+/// Allocates `len` (at least one) elements on `stream`, uninitialized;
+/// out-of-memory becomes [`Error::OutOfMemory`].
+///
+/// cudarc's `CudaStream::alloc` wants `T: DeviceRepr`, which cudarc gives
+/// f16 and bf16 only under its `f16` feature (and that brings the `rand`
+/// crates into every dependent's build): this allocates as it does, by
+/// hand. Every device allocation of a generic [`Scalar`] goes through
+/// here, and its copies through [`memcpy_htod`], [`memcpy_dtoh`] and
+/// [`clone_htod`] ([`crate::Element`]s, f64 and f32, are `DeviceRepr`).
+///
+/// # Safety
+/// The caller writes every element it later reads.
+pub(crate) unsafe fn alloc_uninit<T: Scalar>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
+    let len = len.max(1); // the driver cannot allocate zero bytes
+    let bytes = len * size_of::<T>();
+    let ctx = stream.context();
+    ctx.bind_to_thread().map_err(|e| oom_or(e, bytes, "cuMemAllocAsync"))?;
+    // SAFETY: `bytes` fresh bytes on `stream`'s context, stream-ordered
+    // where the context has memory pools, exactly as `CudaStream::alloc`
+    // allocates, so the `CudaSlice`'s drop frees them as it frees cudarc's
+    // own (`cuMemFreeAsync` on the stream, else `cuMemFree`).
+    let ptr = unsafe {
+        if ctx.has_async_alloc() {
+            result::malloc_async(stream.cu_stream(), bytes)
+        } else {
+            result::malloc_sync(bytes)
+        }
+    }
+    .map_err(|e| oom_or(e, bytes, "cuMemAllocAsync"))?;
+    // SAFETY: `ptr` is that allocation, room for `len` elements of `T`
+    // (device allocations are aligned to at least 256 bytes), owned by the
+    // slice from here on; the caller initializes what it reads.
+    Ok(unsafe { stream.upgrade_device_ptr::<T>(ptr, len) })
+}
+
+/// `len` (at least one) zeroed elements on `stream`.
+pub(crate) fn alloc_zeros<T: Scalar>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
+    // SAFETY: every byte is zeroed below, and zero bits are a valid `T`
+    // (they are a valid `T::Bits`, `ValidAsZeroBits`, the same bits).
+    let mut data = unsafe { alloc_uninit::<T>(stream, len) }?;
+    stream.memset_zeros(&mut bits_mut(&mut data.as_view_mut())).during("cuMemsetD8Async")?;
+    Ok(data)
+}
+
+/// `s` seen as its elements' [`Scalar::Bits`] (same memory), for cudarc's copies.
+fn host_bits<T: Scalar>(s: &[T]) -> &[T::Bits] {
+    const { assert!(size_of::<T>() == size_of::<T::Bits>() && align_of::<T>() == align_of::<T::Bits>()) };
+    // SAFETY: same size and alignment (checked above); `T::Bits` is `T`
+    // itself or, for f16 and bf16 (`repr(transparent)` over `u16`), `u16`:
+    // plain bits, no padding, every bit pattern valid in both. The result
+    // borrows `s`.
+    unsafe { core::slice::from_raw_parts(s.as_ptr().cast::<T::Bits>(), s.len()) }
+}
+
+/// `s` seen mutably as its elements' [`Scalar::Bits`] (same memory).
+fn host_bits_mut<T: Scalar>(s: &mut [T]) -> &mut [T::Bits] {
+    const { assert!(size_of::<T>() == size_of::<T::Bits>() && align_of::<T>() == align_of::<T::Bits>()) };
+    // SAFETY: as in `host_bits` (any `T::Bits` written is a valid `T`);
+    // the result borrows `s` exclusively.
+    unsafe { core::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<T::Bits>(), s.len()) }
+}
+
+/// A device view seen as its elements' [`Scalar::Bits`] (same memory, same
+/// cudarc events, so the copies are ordered as the view's own would be).
+fn bits<'a, T: Scalar>(v: &CudaView<'a, T>) -> CudaView<'a, T::Bits> {
+    // SAFETY: same size per element (`host_bits`), so the `len` elements
+    // fit; any bits are a valid `T::Bits`.
+    unsafe { v.transmute::<T::Bits>(v.len()) }.expect("T::Bits has the size of T")
+}
+
+/// A mutable device view seen as its elements' [`Scalar::Bits`].
+fn bits_mut<'b, T: Scalar>(v: &'b mut CudaViewMut<'_, T>) -> CudaViewMut<'b, T::Bits> {
+    let len = v.len();
+    // SAFETY: as in `bits`; any `T::Bits` written is a valid `T`.
+    unsafe { v.transmute_mut::<T::Bits>(len) }.expect("T::Bits has the size of T")
+}
+
+/// Copies `src` into the start of `dst` (cudarc's `memcpy_htod`;
+/// asynchronous only for page-locked `src`).
+pub(crate) fn memcpy_htod<T: Scalar>(
+    stream: &Arc<CudaStream>,
+    src: &[T],
+    dst: &mut CudaViewMut<'_, T>,
+) -> Result<(), Error> {
+    stream.memcpy_htod(host_bits(src), &mut bits_mut(dst)).during("cuMemcpyHtoDAsync")
+}
+
+/// Copies `src` into the start of `dst` (cudarc's `memcpy_dtoh`): enqueued
+/// on `stream`; `dst` holds the data once the stream is synchronized.
+pub(crate) fn memcpy_dtoh<T: Scalar>(
+    stream: &Arc<CudaStream>,
+    src: &CudaView<'_, T>,
+    dst: &mut [T],
+) -> Result<(), Error> {
+    stream.memcpy_dtoh(&bits(src), host_bits_mut(dst)).during("cuMemcpyDtoH")
+}
+
+/// `src` in a new device buffer (at least one element) on `stream`
+/// (cudarc's `clone_htod`).
+pub(crate) fn clone_htod<T: Scalar>(stream: &Arc<CudaStream>, src: &[T]) -> Result<CudaSlice<T>, Error> {
+    // SAFETY: the copy writes every element a reader of `src.len()` elements reads.
+    let mut d = unsafe { alloc_uninit::<T>(stream, src.len()) }?;
+    if !src.is_empty() {
+        memcpy_htod(stream, src, &mut d.as_view_mut())?;
+    }
+    Ok(d)
+}
+
+fn oom_or(e: cudarc::driver::DriverError, bytes: usize, call: &'static str) -> Error {
+    if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::OutOfMemory { bytes }
+    } else {
+        Error::Driver { call, source: e }
+    }
+}
+
+/// The device address of a buffer or view (for the overlap check; the
+/// stream is its own, so reading it waits for nothing).
+pub(crate) fn address<T>(s: &impl DevicePtr<T>) -> u64 {
+    let (ptr, _sync) = s.device_ptr(s.stream());
+    ptr
+}
+
+/// The largest split-K workspace, in elements of C (256 MiB of f64).
+pub const MAX_SPLIT_WORKSPACE: u64 = 1 << 25;
+
+/// Bytes of freed memory the device's default memory pool keeps for reuse
+/// instead of returning them to the driver at each synchronization: the
+/// split-K workspace ([`crate::tuning::MAX_SPLIT_WORKSPACE`] elements of f64
+/// at most), allocated and freed on the stream by every split product.
+/// Without it, each split call on a short product mapped its workspace anew.
+pub const POOL_KEEP_BYTES: u64 = MAX_SPLIT_WORKSPACE * 8;
+
+/// Raises the default memory pool's release threshold to at least
+/// [`POOL_KEEP_BYTES`] (a threshold the process set higher is kept).
+pub(crate) fn keep_pool_memory(ctx: &Arc<CudaContext>) -> Result<(), Error> {
+    use cudarc::driver::sys;
+    ctx.bind_to_thread().during("cuCtxSetCurrent")?;
+    let mut pool: sys::CUmemoryPool = core::ptr::null_mut();
+    let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+    let mut current: u64 = 0;
+    // SAFETY: a valid device of a live context; the attribute is a u64 (CUDA
+    // driver API, cuMemPoolGetAttribute / cuMemPoolSetAttribute).
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()).result().during("cuDeviceGetDefaultMemPool")?;
+        sys::cuMemPoolGetAttribute(pool, attr, &mut current as *mut u64 as *mut _)
+            .result()
+            .during("cuMemPoolGetAttribute")?;
+        if current < POOL_KEEP_BYTES {
+            let mut keep = POOL_KEEP_BYTES;
+            sys::cuMemPoolSetAttribute(pool, attr, &mut keep as *mut u64 as *mut _)
+                .result()
+                .during("cuMemPoolSetAttribute")?;
+        }
+    }
+    Ok(())
+}
