@@ -6,7 +6,7 @@ use crate::device::{default_device, Device};
 use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::{Element, Scalar};
 use crate::error::Error;
-use crate::host_path::HostOperand;
+use crate::host_path::{HostOperand, HostPolicy};
 use crate::launch::{checked_geometry, launch, launch_pack, launch_reduce, Batch, SINGLE};
 use crate::matrix::{MatMut, MatRef};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
@@ -770,7 +770,7 @@ impl Gemm {
                     ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>)| {
             g.enqueue(&device, stream, pd, ops, 1, [0; 3])
         };
-        self.host_product(&device, &dims, (ha, hb, hc), step, &tile, false)
+        self.host_product(&device, &dims, (ha, hb, hc), step, &tile, HostPolicy::LADDER)
     }
 
     /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` on matrices already on

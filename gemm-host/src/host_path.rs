@@ -10,7 +10,7 @@
 //! first panel first and then A's and B's interleaved ([`upload_order`]);
 //! a tile is enqueued as soon as its two panels are, waits for their copies,
 //! computes, and its block of C goes straight back. B is one panel (whole)
-//! except for page-locked operands with n >= 16384 ([`column_panel`]). Out of
+//! except for page-locked f64 and f32 operands with n >= 16384 ([`column_panel`]). Out of
 //! core, k is cut into chunks too and every piece streams through per-stream
 //! slots. Copy engines, SMs and the host all work at once: while the GPU
 //! computes tile t, later panels upload and tile t - 1 downloads.
@@ -245,7 +245,7 @@ impl Gemm {
     /// `C <- alpha * A * B + beta * C` through the pipeline. Each tile runs
     /// with the options of `step` (the whole product's plan, so that a tile
     /// takes the kernel and split the product would on device matrices) by
-    /// `tile`; `whole_k` keeps k whole (a 16-bit C).
+    /// `tile`, streamed as `policy` says.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn host_product<T: Scalar, C: Scalar>(
         &self,
@@ -254,8 +254,9 @@ impl Gemm {
         (a, b, c): (HostOperand, HostOperand, HostOperand),
         step: Gemm,
         tile: &impl TileProduct<T, C>,
-        whole_k: bool,
+        policy: HostPolicy,
     ) -> Result<(), Error> {
+        let whole_k = policy.whole_k;
         let e = Sizes { input: size_of::<T>(), output: size_of::<C>() };
         let (m, n, k) = (dims.m, dims.n, dims.k);
         let reads_ab = self.alpha != 0.0 && k > 0;
@@ -268,7 +269,7 @@ impl Gemm {
             None => result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
         };
         let locked = reads_ab && a.page_locked(e.input) && b.page_locked(e.input);
-        let plan = plan_tiles((m, n, kk), streams, budget, column_panel(n, locked), e, whole_k);
+        let plan = plan_tiles((m, n, kk), streams, budget, column_panel(n, locked && policy.column_panels), e, whole_k);
         let t = plan.tiling;
         let needed = plan.input_bytes + t.output_bytes(streams, e);
         if whole_k && needed > budget && self.memory_budget.is_some() {
@@ -496,6 +497,34 @@ struct TilePlan {
     in_core: bool,
     /// Bytes of the input workspace.
     input_bytes: usize,
+}
+
+/// How a type's host products stream.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostPolicy {
+    /// Keep k whole out of core (a C of 16 bits: its partial sums are not
+    /// rounded to C's type between chunks of k).
+    pub whole_k: bool,
+    /// Whether page-locked operands with n >= 16384 may take B in column
+    /// panels ([`column_panel`]): for the ladder's f64 and f32, whose
+    /// kernels are slower than the copies. The tensor-core types' products
+    /// are bound by the copies, and there B whole measured faster (NVIDIA
+    /// H100, 2026-11-25, f16 -> f32 from page-locked matrices,
+    /// `examples/host_mixed.rs`: 16384^3 in column panels of 2048 took 41.3
+    /// ms, 2.12x its transfer bound, against 31.6 ms, 1.70x, for 16000^3
+    /// with B whole; bf16 -> bf16 30.3 ms, 1.56x, against 22.4 ms, 1.21x).
+    pub column_panels: bool,
+}
+
+impl HostPolicy {
+    /// The ladder's f64 and f32 products.
+    pub(crate) const LADDER: HostPolicy = HostPolicy { whole_k: false, column_panels: true };
+
+    /// The tensor-core products (f16, bf16, TF32, i8) into a C of
+    /// `c_bytes` bytes an element.
+    pub(crate) fn tensor_cores(c_bytes: usize) -> HostPolicy {
+        HostPolicy { whole_k: c_bytes == 2, column_panels: false }
+    }
 }
 
 /// Columns of B per panel in core: B whole (its first tile waits for all of

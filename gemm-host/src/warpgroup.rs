@@ -20,7 +20,7 @@ use crate::element::Element;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
-use crate::host_path::HostOperand;
+use crate::host_path::{HostOperand, HostPolicy};
 use crate::matrix::{MatMut, MatRef};
 use crate::product_plan::ProductPlan;
 use cudarc::driver::sys as cu;
@@ -839,8 +839,7 @@ impl Gemm {
                     ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>)| {
             g.enqueue_mixed(&device, stream, stage, types, pd, ops, (1, [0; 3]))
         };
-        let whole_k = size_of::<C>() == 2;
-        self.host_product(&device, &dims, (ha, hb, hc), step, &tile, whole_k)
+        self.host_product(&device, &dims, (ha, hb, hc), step, &tile, HostPolicy::tensor_cores(size_of::<C>()))
     }
 
     /// [`Gemm::run_device`] for the mixed-precision products.
