@@ -16,15 +16,15 @@
 
 use crate::device::Device;
 use crate::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
-use crate::element::{Element, Scalar};
+use crate::element::{Element, Product, Recast, Scalar, Types};
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
 use crate::launch::{launch, product_geometry, Batch};
 use crate::matrix::{MatMut, MatRef, Matrix};
-use crate::warpgroup::Product;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use gemm_core::batch::{batch_len, strided_disjoint, GroupProblem};
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};
+use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::{GemmDims, ShapeError};
 use std::mem::size_of;
 use std::sync::Arc;
@@ -56,6 +56,13 @@ pub struct Strided<V> {
     pub(crate) first: V,
     pub(crate) count: usize,
     pub(crate) stride: usize,
+}
+
+// SAFETY: `With<U>` is `Self` with the element type written as `U`, as
+// `V::With<U>` is `V` so (Recast's contract for `V`).
+unsafe impl<V: Recast> Recast for Strided<V> {
+    type Elem = V::Elem;
+    type With<U: Scalar> = Strided<V::With<U>>;
 }
 
 impl<V> Strided<V> {
@@ -358,7 +365,17 @@ impl Gemm {
         b: Strided<MatRef<'b, T>>,
         c: Strided<MatMut<'c, C>>,
     ) -> Result<(), Error> {
-        T::run_strided_host(self, a, b, c)
+        match T::TYPES {
+            Types::F64 => self.run_strided_element::<f64>(a.recast(), b.recast(), c.recast()),
+            Types::F32 => {
+                if self.uses_tf32(None)? {
+                    self.run_mixed_strided_host(WgmmaTypes::Tf32, a, b, c)
+                } else {
+                    self.run_strided_element::<f32>(a.recast(), b.recast(), c.recast())
+                }
+            }
+            Types::Mixed(types) => self.run_mixed_strided_host(types, a, b, c),
+        }
     }
 
     /// [`Gemm::run_strided`] for f64 and f32 (stages 1-8).
@@ -468,7 +485,17 @@ impl Gemm {
         b: Strided<DeviceView<'b, T>>,
         c: Strided<DeviceViewMut<'c, C>>,
     ) -> Result<(), Error> {
-        T::run_strided_device(self, a, b, c)
+        match T::TYPES {
+            Types::F64 => self.run_strided_device_element::<f64>(a.recast(), b.recast(), c.recast()),
+            Types::F32 => {
+                if self.uses_tf32(Some(c.first.device))? {
+                    self.run_mixed_strided_device(WgmmaTypes::Tf32, a, b, c)
+                } else {
+                    self.run_strided_device_element::<f32>(a.recast(), b.recast(), c.recast())
+                }
+            }
+            Types::Mixed(types) => self.run_mixed_strided_device(types, a, b, c),
+        }
     }
 
     /// [`Gemm::run_strided_device`] for f64 and f32 (stages 1-8).
@@ -528,13 +555,35 @@ impl Gemm {
     /// # Errors
     /// [`Error::ShapeVaries`] when the products differ in m, n or k; else as
     /// [`Gemm::run_grouped_device`].
-    pub fn run_batched_device<T: crate::Product<C>, C: Scalar>(
+    pub fn run_batched_device<T: Product<C>, C: Scalar>(
         &self,
         a: &[DeviceView<'_, T>],
         b: &[DeviceView<'_, T>],
         c: &mut [DeviceViewMut<'_, C>],
     ) -> Result<(), Error> {
-        T::run_list_device(self, a, b, c, true)
+        self.run_list::<T, C>(a, b, c, true)
+    }
+
+    /// [`Gemm::run_batched_device`] (`same_shape`) and
+    /// [`Gemm::run_grouped_device`]: the kernels of `T::TYPES`.
+    fn run_list<T: Product<C>, C: Scalar>(
+        &self,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &mut [DeviceViewMut<'_, C>],
+        same_shape: bool,
+    ) -> Result<(), Error> {
+        match T::TYPES {
+            Types::F64 => self.run_list_element::<f64>(a.recast(), b.recast(), c.recast(), same_shape),
+            Types::F32 => {
+                if self.uses_tf32(c.first().map(|c| c.device))? {
+                    self.run_mixed_list(WgmmaTypes::Tf32, a, b, c, same_shape)
+                } else {
+                    self.run_list_element::<f32>(a.recast(), b.recast(), c.recast(), same_shape)
+                }
+            }
+            Types::Mixed(types) => self.run_mixed_list(types, a, b, c, same_shape),
+        }
     }
 
     /// The products of a pointer-array batch differ in shape: the first that does.
@@ -611,13 +660,13 @@ impl Gemm {
     /// [`Error::MixedLayouts`]; [`Error::BatchOverlap`] when two problems'
     /// C overlap; [`Error::DeviceLimit`] when the blocks of all problems
     /// exceed the grid; otherwise as [`Gemm::run_device`].
-    pub fn run_grouped_device<T: crate::Product<C>, C: Scalar>(
+    pub fn run_grouped_device<T: Product<C>, C: Scalar>(
         &self,
         a: &[DeviceView<'_, T>],
         b: &[DeviceView<'_, T>],
         c: &mut [DeviceViewMut<'_, C>],
     ) -> Result<(), Error> {
-        T::run_list_device(self, a, b, c, false)
+        self.run_list::<T, C>(a, b, c, false)
     }
 
     /// [`Gemm::run_grouped_device`] for f64 and f32: one launch over the

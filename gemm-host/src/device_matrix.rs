@@ -6,7 +6,7 @@
 
 use crate::device::memory::{address, alloc_zeros, clone_htod, memcpy_dtoh};
 use crate::device::Device;
-use crate::element::Scalar;
+use crate::element::{Recast, Scalar};
 use crate::error::{DriverContext, Error};
 use crate::matrix::{shape_accessors, MatMut, MatRef, Matrix};
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DeviceSlice};
@@ -430,6 +430,31 @@ impl<'a, T: Scalar> DeviceViewMut<'a, T> {
     pub(crate) fn byte_span(&self) -> (usize, usize) {
         (self.address as usize, self.dims.required_len().unwrap_or(0) * size_of::<T>())
     }
+}
+
+// SAFETY: `With<U>` is `Self` with `T` written as `U` (Recast's contract);
+// so for the three below.
+unsafe impl<'a, T: Scalar> Recast for DeviceView<'a, T> {
+    type Elem = T;
+    type With<U: Scalar> = DeviceView<'a, U>;
+}
+
+// SAFETY: as above.
+unsafe impl<'a, T: Scalar> Recast for DeviceViewMut<'a, T> {
+    type Elem = T;
+    type With<U: Scalar> = DeviceViewMut<'a, U>;
+}
+
+// SAFETY: as above (a list batch's operands).
+unsafe impl<'s, 'a, T: Scalar> Recast for &'s [DeviceView<'a, T>] {
+    type Elem = T;
+    type With<U: Scalar> = &'s [DeviceView<'a, U>];
+}
+
+// SAFETY: as above (a list batch's C).
+unsafe impl<'s, 'a, T: Scalar> Recast for &'s mut [DeviceViewMut<'a, T>] {
+    type Elem = T;
+    type With<U: Scalar> = &'s mut [DeviceViewMut<'a, U>];
 }
 
 impl<'a, T: Scalar> From<&'a DeviceMatrix<T>> for DeviceView<'a, T> {

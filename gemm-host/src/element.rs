@@ -1,11 +1,16 @@
 //! Host-side element types: [`Scalar`], what a matrix may hold (f64, f32,
-//! f16, bf16, i8, i32), and [`Element`], the types with the whole ladder of kernels
-//! (f64 for DGEMM, f32 for SGEMM).
+//! f16, bf16, i8, i32), [`Product`], which products of them exist (a marker:
+//! the doors dispatch on its [`Types`]), and [`Element`], the types with the
+//! whole ladder of kernels (f64 for DGEMM, f32 for SGEMM); [`Recast`], the
+//! one conversion of a generic view to the concrete type it is.
 
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::{CudaBlas, GemmConfig};
 use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::Precision;
+use std::any::TypeId;
+use std::mem::ManuallyDrop;
 
 mod sealed {
     pub trait Sealed {}
@@ -80,10 +85,125 @@ impl_scalar!(
     |x: i32| x as f64
 );
 
+mod product_sealed {
+    pub trait Sealed<C> {}
+    impl Sealed<f64> for f64 {}
+    impl Sealed<f32> for f32 {}
+    impl Sealed<half::f16> for half::f16 {}
+    impl Sealed<f32> for half::f16 {}
+    impl Sealed<half::bf16> for half::bf16 {}
+    impl Sealed<f32> for half::bf16 {}
+    impl Sealed<i32> for i8 {}
+}
+
+/// Which product a [`Product`] is, as the doors of [`crate::Gemm`] dispatch
+/// on it: the f64 or f32 ladder, or the mixed-precision kernels (stage 9,
+/// stage 8's `mma.sync`) of these operand and result types. An f32 product
+/// is [`Types::F32`] whether or not it runs on TF32 tensor cores: the
+/// builder's options decide that ([`crate::Gemm::allow_tf32`]).
+#[doc(hidden)]
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Types {
+    /// f64 x f64 -> f64, stages 1-8.
+    F64,
+    /// f32 x f32 -> f32, stages 1-8, or TF32 when allowed.
+    F32,
+    /// f16, bf16 or i8 operands (`WgmmaTypes::Tf32` is not used here).
+    Mixed(WgmmaTypes),
+}
+
+/// A product `C <- alpha * op(A) * op(B) + beta * C` the library computes:
+/// operands of type `Self`, C of type `C` (sealed). Implemented for
+///
+/// | A, B | C | accumulation | kernels |
+/// | --- | --- | --- | --- |
+/// | `f64` | `f64` | f64 | stages 1-8 ([`crate::dgemm`]) |
+/// | `f32` | `f32` | f32 | stages 1-7 ([`crate::sgemm`]); TF32 tensor cores with [`Gemm::allow_tf32`](crate::Gemm::allow_tf32) (as f16) |
+/// | [`half::f16`] | `f16` or `f32` | f32 | stage 9 on compute capability 9.0, stage 8's `mma.sync` kernels on 8.x or with `.stage(Stage::TensorCore)` ([`crate::hgemm`]) |
+/// | [`half::bf16`] | `bf16` or `f32` | f32 | as f16 |
+/// | `i8` | `i32` | i32 (wrapping) | as f16 ([`crate::igemm`]) |
+///
+/// [`Gemm::run`](crate::Gemm::run) and
+/// [`Gemm::run_device`](crate::Gemm::run_device) take any of these; alpha
+/// and beta are given in f64 and used in the accumulation's type (f32 for
+/// the half-precision and TF32 products; i32 for the i8 product, so they
+/// must be integers there).
+pub trait Product<C: Scalar>: Scalar + product_sealed::Sealed<C> {
+    /// Which product this is: the doors of [`crate::Gemm`] dispatch on it.
+    #[doc(hidden)]
+    const TYPES: Types;
+}
+
+impl Product<f64> for f64 {
+    const TYPES: Types = Types::F64;
+}
+/// f32: the f32 ladder, or TF32 tensor cores when the builder allows it
+/// ([`Gemm::allow_tf32`](crate::Gemm::allow_tf32)) on a compute capability
+/// 8.0 or newer device.
+impl Product<f32> for f32 {
+    const TYPES: Types = Types::F32;
+}
+impl Product<half::f16> for half::f16 {
+    const TYPES: Types = Types::Mixed(WgmmaTypes::F16);
+}
+impl Product<f32> for half::f16 {
+    const TYPES: Types = Types::Mixed(WgmmaTypes::F16F32);
+}
+impl Product<half::bf16> for half::bf16 {
+    const TYPES: Types = Types::Mixed(WgmmaTypes::Bf16);
+}
+impl Product<f32> for half::bf16 {
+    const TYPES: Types = Types::Mixed(WgmmaTypes::Bf16F32);
+}
+impl Product<i32> for i8 {
+    const TYPES: Types = Types::Mixed(WgmmaTypes::S8);
+}
+
+/// A view generic over its element type ([`crate::MatRef`],
+/// [`crate::DeviceView`], a [`crate::Strided`] batch of them, a slice of
+/// device views...), converted to the same view written with the element
+/// type `U` it has: how a door that dispatched on [`Product::TYPES`] (say
+/// [`Types::F64`]) hands its `MatRef<'_, T>` to a function of
+/// `MatRef<'_, f64>`.
+///
+/// # Safety
+/// An implementation must make `With<U>` the type `Self` with `Elem`
+/// written as `U`, and nothing else changed (lifetimes included): then,
+/// when `Elem` and `U` are one type, `Self` and `With<U>` are one type, and
+/// [`Recast::recast`] is the identity.
+pub(crate) unsafe trait Recast: Sized {
+    /// The element type the view is generic over.
+    type Elem: Scalar;
+    /// The same view of `U`.
+    type With<U: Scalar>;
+    /// `self`, whose element type is `U`, as the view of `U` it is.
+    ///
+    /// # Panics
+    /// When `U` is not `Self::Elem` (a door dispatched wrongly).
+    fn recast<U: Scalar>(self) -> Self::With<U> {
+        assert!(
+            TypeId::of::<Self::Elem>() == TypeId::of::<U>(),
+            "recast of a view of {} as one of {}",
+            Self::Elem::NAME,
+            U::NAME
+        );
+        // SAFETY: `Elem` and `U` are one type (equal `TypeId`s; a `Scalar`
+        // is 'static, so its `TypeId` names it exactly), so `With<U>` is
+        // `Self` (the trait's contract): the same size, alignment and
+        // layout, every value of one a valid value of the other.
+        // `transmute_copy` reads `self`'s bits as that type (the generic
+        // `transmute` cannot see the sizes are equal); `ManuallyDrop`
+        // keeps `self` from being dropped as well, so the value moves, as a
+        // plain conversion would.
+        unsafe { std::mem::transmute_copy::<ManuallyDrop<Self>, Self::With<U>>(&ManuallyDrop::new(self)) }
+    }
+}
+
 /// An element type with the whole ladder of kernels (stages 1-8, split-K,
 /// packing, the host path): `f64` or `f32` (sealed; a
 /// [`num_traits::Float`]).
-pub trait Element: Scalar + DeviceRepr + ValidAsZeroBits + num_traits::Float + crate::Product<Self> {
+pub trait Element: Scalar + DeviceRepr + ValidAsZeroBits + num_traits::Float + Product<Self> {
     /// Which kernels serve it.
     const PRECISION: Precision;
     /// cuBLAS `?gemm` for this type (used by [`crate::cublas::Cublas`]).

@@ -1,21 +1,24 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
 use crate::device::memory::alloc_uninit;
-use crate::device::registry::entry_point;
+use crate::device::registry::{entry_point, WARPGROUP_KERNELS};
 use crate::device::{default_device, Device};
 use crate::device_matrix::{DeviceView, DeviceViewMut};
-use crate::element::{Element, Scalar};
+use crate::element::{Element, Product, Recast, Scalar, Types};
 use crate::error::Error;
 use crate::host_path::{HostOperand, HostPolicy};
 use crate::launch::{checked_geometry, launch, launch_pack, launch_reduce, Batch, SINGLE};
 use crate::matrix::{MatMut, MatRef};
+use crate::product_plan::{
+    mma_kernel, product_name, realign_wanted, warpgroup_plan, warpgroup_route, KernelFamily, ProductPlan,
+};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use crate::tuning_plan::{plan_split, stage_default};
-use crate::warpgroup::Product;
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use gemm_core::pack::{self, PackCopy};
 use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
 use gemm_core::split_k;
+use gemm_core::warpgroup::{WgmmaTypes, ROW_BYTES};
 use gemm_core::{
     BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, KernelLayouts, MatrixDims, Precision, ShapeError, Stage,
     ThreadTile, WarpTile,
@@ -721,7 +724,18 @@ impl Gemm {
         b: impl Into<MatRef<'b, T>>,
         c: impl Into<MatMut<'c, C>>,
     ) -> Result<(), Error> {
-        T::run_host(self, a.into(), b.into(), c.into())
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        match T::TYPES {
+            Types::F64 => self.run_element::<f64>(a.recast(), b.recast(), c.recast()),
+            Types::F32 => {
+                if self.uses_tf32(None)? {
+                    self.run_mixed_host(WgmmaTypes::Tf32, a, b, c)
+                } else {
+                    self.run_element::<f32>(a.recast(), b.recast(), c.recast())
+                }
+            }
+            Types::Mixed(types) => self.run_mixed_host(types, a, b, c),
+        }
     }
 
     /// [`Gemm::run`] for f64 and f32.
@@ -804,7 +818,18 @@ impl Gemm {
         b: impl Into<DeviceView<'b, T>>,
         c: impl Into<DeviceViewMut<'c, C>>,
     ) -> Result<(), Error> {
-        T::run_device(self, a.into(), b.into(), c.into())
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        match T::TYPES {
+            Types::F64 => self.run_device_element::<f64>(a.recast(), b.recast(), c.recast()),
+            Types::F32 => {
+                if self.uses_tf32(Some(c.device))? {
+                    self.run_mixed_device(WgmmaTypes::Tf32, a, b, c)
+                } else {
+                    self.run_device_element::<f32>(a.recast(), b.recast(), c.recast())
+                }
+            }
+            Types::Mixed(types) => self.run_mixed_device(types, a, b, c),
+        }
     }
 
     /// [`Gemm::run_device`] for f64 and f32.
@@ -1025,6 +1050,222 @@ fn enqueue_split_k<T: Element>(
     let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
     launch(device, stream, config, &wdims, one, a, b, zero, &mut w.slice_mut(..), batch)?;
     launch_reduce(device, stream, (m, n, kdims.ldc), slices, &w, alpha, beta, kdims.layouts(), c)
+}
+
+/// The SMs and compute capability planned for without a device: an H100
+/// SXM's (132 SMs, 9.0), the device the tables were measured on.
+const ASSUMED: (u32, (i32, i32), &str) = (132, (9, 0), "no device: planned as for compute capability 9.0, 132 SMs");
+
+impl Gemm {
+    /// What a product of `T` operands into a `C` runs with this builder's
+    /// options, and why, for every type pair of [`Product`]: the kernel
+    /// family and stage, the kernel and its tile, the slices of k, the route
+    /// (TMA, A through registers, the transposed product, TMA or per-thread
+    /// stores of C), the copies made first, and the device it planned for
+    /// (the builder's, else the default device, else an assumed compute
+    /// capability 9.0 with 132 SMs, said so). Operands are taken row-major
+    /// with the builder's op flags (op = T: that operand read
+    /// column-major), leading dimensions packed, C row-major. f64 and f32
+    /// (without TF32) give [`Gemm::plan`]'s answer.
+    ///
+    /// ```
+    /// use gemm::half::bf16;
+    /// let plan = gemm::Gemm::new().plan_for::<bf16, f32>(4096, 1024, 4096)?;
+    /// println!("{plan}"); // "bf16 x bf16 -> f32: stage 9 (warpgroup MMA), wgmma_bf16_f32_b128x256_d4_nt ..."
+    /// let tf32 = gemm::Gemm::new().allow_tf32(true).plan_for::<f32, f32>(4096, 4096, 4096)?;
+    /// assert!(tf32.product.contains("TF32"));
+    /// # Ok::<(), gemm::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The options' errors a call would give before it opens the device
+    /// ([`Error::Unsupported`] for an option that does not apply to the
+    /// type, [`Error::SplitK`], [`Error::Config`], ...).
+    pub fn plan_for<T: Product<C>, C: Scalar>(&self, m: usize, n: usize, k: usize) -> Result<ProductPlan, Error> {
+        match T::TYPES {
+            Types::F64 => self.plan_ladder(Precision::F64, (m, n, k)),
+            Types::F32 => self.plan_f32((m, n, k)),
+            Types::Mixed(types) => self.plan_mixed(types, (m, n, k)),
+        }
+    }
+
+    /// The device a plan is made for: the builder's, else the default one.
+    fn plan_device(&self) -> Option<std::sync::Arc<Device>> {
+        self.device_option().cloned().or_else(|| default_device().ok())
+    }
+
+    /// [`Gemm::plan_for`] for f32: on TF32 tensor cores when a call would
+    /// run there (without a device: as on compute capability 9.0), else the
+    /// f32 ladder.
+    pub(crate) fn plan_f32(&self, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
+        // As a call: the host path's options with TF32 are an error.
+        let tf32 = match self.plan_device() {
+            Some(d) => self.uses_tf32(Some(&d))?,
+            None => self.tf32_by_options(),
+        };
+        if tf32 {
+            self.plan_mixed(WgmmaTypes::Tf32, dims)
+        } else {
+            self.plan_ladder(Precision::F32, dims)
+        }
+    }
+
+    /// [`Gemm::plan_for`] for f64 and f32 on the ladder.
+    pub(crate) fn plan_ladder(
+        &self,
+        precision: Precision,
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<ProductPlan, Error> {
+        let plan = self.plan(precision, m, n, k)?;
+        let name = precision.name();
+        let device = self.plan_device().map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string());
+        let copies =
+            if plan.pack { vec!["A and B packed (their lines along m and n)".to_string()] } else { Vec::new() };
+        Ok(ProductPlan {
+            product: format!("{name} x {name} -> {name}"),
+            split_k: plan.split_k,
+            family: KernelFamily::Ladder(plan),
+            route: String::new(),
+            copies,
+            why: String::new(),
+            device,
+        })
+    }
+
+    /// [`Gemm::plan_for`] for the mixed-precision products (f16, bf16, TF32, i8).
+    pub(crate) fn plan_mixed(&self, types: WgmmaTypes, (m, n, k): (usize, usize, usize)) -> Result<ProductPlan, Error> {
+        let mma_sync = self.mixed_options(types)?;
+        let device = self.plan_device();
+        let (sm_count, cc, where_) = match &device {
+            Some(d) => (d.sm_count(), d.compute_capability(), d.name().to_string()),
+            None => (ASSUMED.0, ASSUMED.1, ASSUMED.2.to_string()),
+        };
+        if cc < (8, 0) {
+            return Err(Error::Unsupported {
+                product: product_name(types),
+                why: format!("its kernels need compute capability 8.0 or newer; {where_} has {}.{}", cc.0, cc.1),
+            });
+        }
+        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
+        let (a_layout, b_layout) = (of(self.op_a), of(self.op_b));
+        let reads_ab = self.alpha != 0.0 && k > 0;
+        let product = product_name(types);
+        let mut copies = Vec::new();
+        if cc != (9, 0) || mma_sync {
+            let max_smem = device.as_ref().map_or(232_448, |d| d.limits().max_smem_per_block);
+            let kernel = mma_kernel(types, m, n, sm_count, max_smem);
+            // Stage 8 reads f16/bf16 in any layout (ldmatrix .trans); tf32
+            // and i8 only K-major: others are transposed first.
+            if !types.transposes() && reads_ab {
+                if a_layout == Layout::ColMajor {
+                    copies.push("A transposed to K-major".to_string());
+                }
+                if b_layout == Layout::RowMajor {
+                    copies.push("B transposed to K-major".to_string());
+                }
+            }
+            let why = if mma_sync {
+                ".stage(Stage::TensorCore) asks for stage 8".to_string()
+            } else {
+                format!("compute capability {}.{}: stage 9 needs 9.0", cc.0, cc.1)
+            };
+            return Ok(ProductPlan {
+                product,
+                family: KernelFamily::MmaSync { kernel: kernel.name, tile: kernel.tile },
+                split_k: 1,
+                route: "cp.async into swizzled shared memory, ldmatrix".to_string(),
+                copies,
+                why: format!("{why}; the deepest pipeline that fits, the 128 x 256 tile where it fills the SMs"),
+                device: where_,
+            });
+        }
+        let kd = GemmDims {
+            m,
+            n,
+            k,
+            lda: if a_layout == Layout::RowMajor { k } else { m },
+            ldb: if b_layout == Layout::RowMajor { n } else { k },
+            ldc: n,
+            a_layout,
+            b_layout,
+            c_layout: Layout::RowMajor,
+        };
+        let route = warpgroup_route(types, &kd, reads_ab);
+        let kd = route.dims;
+        let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, 1, sm_count);
+        let (slices, _) = plan.split;
+        let family = if slices > 1 {
+            WARPGROUP_KERNELS
+                .iter()
+                .find(|f| f.types == types.accumulating() && f.tile == plan.kernel.tile)
+                .expect("every tile has an f32 (i32) C family")
+        } else {
+            plan.kernel
+        };
+        let mut parts = Vec::new();
+        if route.transposed_c {
+            parts
+                .push("the transposed product C^T = B^T A^T (wgmma reads B only K-major in TF32), C stored transposed");
+        }
+        let (a_k_major, b_k_major) = (kd.a_layout == Layout::RowMajor, kd.b_layout == Layout::ColMajor);
+        let (mut read_a, mut read_b) = (kd.a_layout, kd.b_layout);
+        if reads_ab {
+            let elem = types.input_bytes() as usize;
+            let realign = realign_wanted(types, &kd, family.tile);
+            for (i, (name, k_major, ld)) in [("A", a_k_major, kd.lda), ("B", b_k_major, kd.ldb)].into_iter().enumerate()
+            {
+                let in_place = k_major || (i == 0 && types.register_a());
+                if !in_place && !types.transposes() {
+                    copies.push(format!("{name} transposed to K-major (wgmma reads {} only K-major)", short(types)));
+                    if i == 0 {
+                        read_a = Layout::RowMajor;
+                    } else {
+                        read_b = Layout::ColMajor;
+                    }
+                } else if realign[i] && (ld * elem) % ROW_BYTES as usize != 0 {
+                    copies.push(format!("{name} realigned to 128-byte lines (read by many block tiles)"));
+                }
+            }
+            if types.register_a() && kd.a_layout == Layout::ColMajor {
+                parts.push("A (MN-major) through registers");
+            }
+            parts.push("A and B by TMA into 128-byte-swizzled shared memory");
+        }
+        let c_bytes = types.output_bytes() as usize;
+        if slices > 1 {
+            parts.push("slices into an f32 (i32) workspace, summed in slice order");
+        } else if !route.transposed_c && (kd.n * c_bytes) % 16 == 0 {
+            parts.push("C by TMA stores (lines on 16 bytes)");
+        } else {
+            parts.push("C by per-thread stores");
+        }
+        let kernel = family.names[KernelLayouts { a: read_a, b: read_b }.index()]
+            .or(family.names[1])
+            .expect("a kernel for the layouts the operands are brought to");
+        let why = format!(
+            "the tile with the least estimated time on {sm_count} SMs (whole waves of block tiles{}, bytes at HBM's rate)",
+            if slices > 1 { ", k split where the tiles leave SMs idle" } else { "" }
+        );
+        Ok(ProductPlan {
+            product,
+            family: KernelFamily::Warpgroup { kernel, tile: family.tile },
+            split_k: slices,
+            route: parts.join(", "),
+            copies,
+            why,
+            device: where_,
+        })
+    }
+}
+
+/// "TF32", "i8": the input type in words.
+fn short(types: WgmmaTypes) -> &'static str {
+    match types {
+        WgmmaTypes::Tf32 => "TF32",
+        WgmmaTypes::S8 => "i8",
+        WgmmaTypes::F16 | WgmmaTypes::F16F32 => "f16",
+        WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => "bf16",
+    }
 }
 
 #[cfg(test)]

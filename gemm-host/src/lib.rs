@@ -78,13 +78,13 @@ pub use half;
 pub use batch::{BatchView, IntoBatchView, Strided};
 pub use device::{default_device, Device};
 pub use device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
-pub use element::{Element, Scalar};
+pub use element::{Element, Product, Scalar};
 pub use error::Error;
 pub use gemm::{dgemm, sgemm, Gemm};
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
 pub use matrix::{MatMut, MatRef, Matrix};
 pub use product_plan::{KernelFamily, ProductPlan};
-pub use warpgroup::{hgemm, igemm, Product};
+pub use warpgroup::{hgemm, igemm};
 
 /// The teaching and tuning surface: the stages of the ladder, their kernel
 /// configurations, the compiled menu (registry), the shipped kernels, and the
@@ -100,11 +100,11 @@ pub mod tuning {
     pub use crate::device::memory::MAX_SPLIT_WORKSPACE;
     pub use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
     pub use crate::device::KernelInfo;
+    pub use crate::product_plan::{mma_kernel, warpgroup_plan, WarpgroupPlan};
     pub use crate::tuning_plan::{
         choose, choose_batched, measured, model_split_for, stage_default, Measured, PackReason, Plan, PlanSource,
         SplitReason,
     };
-    pub use crate::warpgroup::{mma_kernel, warpgroup_plan, WarpgroupPlan};
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
     pub use gemm_core::mma_sync::MmaTile;
     pub use gemm_core::pack;

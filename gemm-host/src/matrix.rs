@@ -7,7 +7,7 @@
 //! `ld >= rows`). Views of sub-matrices ([`Matrix::view`]) and transposed
 //! views ([`Matrix::t`]) borrow the same storage: nothing is copied.
 
-use crate::element::Scalar;
+use crate::element::{Recast, Scalar};
 use crate::error::Error;
 use gemm_core::shape::{Layout, MatrixDims, Operand};
 use std::mem::size_of;
@@ -574,6 +574,18 @@ impl<'a, T: Scalar> MatMut<'a, T> {
             self.data[start..start + line].copy_from_slice(&src[start..start + line]);
         }
     }
+}
+
+// SAFETY: `With<U>` is `Self` with `T` written as `U` (Recast's contract).
+unsafe impl<'a, T: Scalar> Recast for MatRef<'a, T> {
+    type Elem = T;
+    type With<U: Scalar> = MatRef<'a, U>;
+}
+
+// SAFETY: as for `MatRef`.
+unsafe impl<'a, T: Scalar> Recast for MatMut<'a, T> {
+    type Elem = T;
+    type With<U: Scalar> = MatMut<'a, U>;
 }
 
 impl<'a, T: Scalar> From<&'a Matrix<T>> for MatRef<'a, T> {

@@ -1,25 +1,22 @@
-//! One question, one answer for every type pair: [`Gemm::plan_for`] says
-//! which kernel family, stage, kernel, tile, split of k, copies and route a
-//! product of `T` operands into a `C` runs, and why.
+//! One question, one answer for every type pair: [`crate::Gemm::plan_for`]
+//! says which kernel family, stage, kernel, tile, split of k, copies and
+//! route a product of `T` operands into a `C` runs, and why: its answer
+//! ([`ProductPlan`]), and the planners of the mixed-precision products
+//! (stage 8's [`mma_kernel`], stage 9's [`warpgroup_plan`], route and
+//! realigned copies).
 
-use crate::device::registry::WARPGROUP_KERNELS;
-use crate::device::{default_device, Device};
-use crate::error::Error;
-use crate::gemm::Gemm;
+use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
 use crate::tuning_plan::Plan;
-use crate::warpgroup::{mma_kernel, warpgroup_plan, Product};
-use crate::Scalar;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{GemmDims, Layout};
-use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes, ROW_BYTES};
-use gemm_core::{KernelLayouts, Op, Precision};
+use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes};
 use std::fmt;
 
 /// The kernels a product runs on.
 #[derive(Clone, Debug)]
 pub enum KernelFamily {
     /// The f64 and f32 ladder (stages 1-8 on the CUDA cores, f64 on the
-    /// FP64 tensor cores), as [`Gemm::plan`] says.
+    /// FP64 tensor cores), as [`Gemm::plan`](crate::Gemm::plan) says.
     Ladder(Plan),
     /// Stage 9: Hopper's warpgroup MMA fed by TMA (compute capability 9.0).
     Warpgroup {
@@ -38,7 +35,7 @@ pub enum KernelFamily {
     },
 }
 
-/// What [`Gemm::plan_for`] answers: the kernels a product of one type pair
+/// What [`Gemm::plan_for`](crate::Gemm::plan_for) answers: the kernels a product of one type pair
 /// runs with this builder's options, for operands stored row-major with the
 /// builder's op flags (op = T reads that operand column-major) and a
 /// row-major C of leading dimension n (a column-major C is the transposed
@@ -104,216 +101,159 @@ impl fmt::Display for ProductPlan {
     }
 }
 
-/// The SMs and compute capability planned for without a device: an H100
-/// SXM's (132 SMs, 9.0), the device the tables were measured on.
-const ASSUMED: (u32, (i32, i32), &str) = (132, (9, 0), "no device: planned as for compute capability 9.0, 132 SMs");
-
-impl Gemm {
-    /// What a product of `T` operands into a `C` runs with this builder's
-    /// options, and why, for every type pair of [`Product`]: the kernel
-    /// family and stage, the kernel and its tile, the slices of k, the route
-    /// (TMA, A through registers, the transposed product, TMA or per-thread
-    /// stores of C), the copies made first, and the device it planned for
-    /// (the builder's, else the default device, else an assumed compute
-    /// capability 9.0 with 132 SMs, said so). Operands are taken row-major
-    /// with the builder's op flags (op = T: that operand read
-    /// column-major), leading dimensions packed, C row-major. f64 and f32
-    /// (without TF32) give [`Gemm::plan`]'s answer.
-    ///
-    /// ```
-    /// use gemm::half::bf16;
-    /// let plan = gemm::Gemm::new().plan_for::<bf16, f32>(4096, 1024, 4096)?;
-    /// println!("{plan}"); // "bf16 x bf16 -> f32: stage 9 (warpgroup MMA), wgmma_bf16_f32_b128x256_d4_nt ..."
-    /// let tf32 = gemm::Gemm::new().allow_tf32(true).plan_for::<f32, f32>(4096, 4096, 4096)?;
-    /// assert!(tf32.product.contains("TF32"));
-    /// # Ok::<(), gemm::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// The options' errors a call would give before it opens the device
-    /// ([`Error::Unsupported`] for an option that does not apply to the
-    /// type, [`Error::SplitK`], [`Error::Config`], ...).
-    pub fn plan_for<T: Product<C>, C: Scalar>(&self, m: usize, n: usize, k: usize) -> Result<ProductPlan, Error> {
-        T::plan(self, (m, n, k))
-    }
-
-    /// The device a plan is made for: the builder's, else the default one.
-    fn plan_device(&self) -> Option<std::sync::Arc<Device>> {
-        self.device_option().cloned().or_else(|| default_device().ok())
-    }
-
-    /// [`Gemm::plan_for`] for f32: on TF32 tensor cores when a call would
-    /// run there (without a device: as on compute capability 9.0), else the
-    /// f32 ladder.
-    pub(crate) fn plan_f32(&self, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
-        // As a call: the host path's options with TF32 are an error.
-        let tf32 = match self.plan_device() {
-            Some(d) => self.uses_tf32(Some(&d))?,
-            None => self.tf32_by_options(),
-        };
-        if tf32 {
-            self.plan_mixed(WgmmaTypes::Tf32, dims)
-        } else {
-            self.plan_ladder(Precision::F32, dims)
-        }
-    }
-
-    /// [`Gemm::plan_for`] for f64 and f32 on the ladder.
-    pub(crate) fn plan_ladder(
-        &self,
-        precision: Precision,
-        (m, n, k): (usize, usize, usize),
-    ) -> Result<ProductPlan, Error> {
-        let plan = self.plan(precision, m, n, k)?;
-        let name = precision.name();
-        let device = self.plan_device().map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string());
-        let copies =
-            if plan.pack { vec!["A and B packed (their lines along m and n)".to_string()] } else { Vec::new() };
-        Ok(ProductPlan {
-            product: format!("{name} x {name} -> {name}"),
-            split_k: plan.split_k,
-            family: KernelFamily::Ladder(plan),
-            route: String::new(),
-            copies,
-            why: String::new(),
-            device,
-        })
-    }
-
-    /// [`Gemm::plan_for`] for the mixed-precision products (f16, bf16, TF32, i8).
-    pub(crate) fn plan_mixed(&self, types: WgmmaTypes, (m, n, k): (usize, usize, usize)) -> Result<ProductPlan, Error> {
-        let mma_sync = self.mixed_options(types)?;
-        let device = self.plan_device();
-        let (sm_count, cc, where_) = match &device {
-            Some(d) => (d.sm_count(), d.compute_capability(), d.name().to_string()),
-            None => (ASSUMED.0, ASSUMED.1, ASSUMED.2.to_string()),
-        };
-        if cc < (8, 0) {
-            return Err(Error::Unsupported {
-                product: crate::warpgroup::product_name(types),
-                why: format!("its kernels need compute capability 8.0 or newer; {where_} has {}.{}", cc.0, cc.1),
-            });
-        }
-        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
-        let (a_layout, b_layout) = (of(self.op_a), of(self.op_b));
-        let reads_ab = self.alpha != 0.0 && k > 0;
-        let product = crate::warpgroup::product_name(types);
-        let mut copies = Vec::new();
-        if cc != (9, 0) || mma_sync {
-            let max_smem = device.as_ref().map_or(232_448, |d| d.limits().max_smem_per_block);
-            let kernel = mma_kernel(types, m, n, sm_count, max_smem);
-            // Stage 8 reads f16/bf16 in any layout (ldmatrix .trans); tf32
-            // and i8 only K-major: others are transposed first.
-            if !types.transposes() && reads_ab {
-                if a_layout == Layout::ColMajor {
-                    copies.push("A transposed to K-major".to_string());
-                }
-                if b_layout == Layout::RowMajor {
-                    copies.push("B transposed to K-major".to_string());
-                }
-            }
-            let why = if mma_sync {
-                ".stage(Stage::TensorCore) asks for stage 8".to_string()
-            } else {
-                format!("compute capability {}.{}: stage 9 needs 9.0", cc.0, cc.1)
-            };
-            return Ok(ProductPlan {
-                product,
-                family: KernelFamily::MmaSync { kernel: kernel.name, tile: kernel.tile },
-                split_k: 1,
-                route: "cp.async into swizzled shared memory, ldmatrix".to_string(),
-                copies,
-                why: format!("{why}; the deepest pipeline that fits, the 128 x 256 tile where it fills the SMs"),
-                device: where_,
-            });
-        }
-        let kd = GemmDims {
-            m,
-            n,
-            k,
-            lda: if a_layout == Layout::RowMajor { k } else { m },
-            ldb: if b_layout == Layout::RowMajor { n } else { k },
-            ldc: n,
-            a_layout,
-            b_layout,
-            c_layout: Layout::RowMajor,
-        };
-        let route = crate::warpgroup::warpgroup_route(types, &kd, reads_ab);
-        let kd = route.dims;
-        let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, 1, sm_count);
-        let (slices, _) = plan.split;
-        let family = if slices > 1 {
-            WARPGROUP_KERNELS
-                .iter()
-                .find(|f| f.types == types.accumulating() && f.tile == plan.kernel.tile)
-                .expect("every tile has an f32 (i32) C family")
-        } else {
-            plan.kernel
-        };
-        let mut parts = Vec::new();
-        if route.transposed_c {
-            parts
-                .push("the transposed product C^T = B^T A^T (wgmma reads B only K-major in TF32), C stored transposed");
-        }
-        let (a_k_major, b_k_major) = (kd.a_layout == Layout::RowMajor, kd.b_layout == Layout::ColMajor);
-        let (mut read_a, mut read_b) = (kd.a_layout, kd.b_layout);
-        if reads_ab {
-            let elem = types.input_bytes() as usize;
-            let realign = crate::warpgroup::realign_wanted(types, &kd, family.tile);
-            for (i, (name, k_major, ld)) in [("A", a_k_major, kd.lda), ("B", b_k_major, kd.ldb)].into_iter().enumerate()
-            {
-                let in_place = k_major || (i == 0 && types.register_a());
-                if !in_place && !types.transposes() {
-                    copies.push(format!("{name} transposed to K-major (wgmma reads {} only K-major)", short(types)));
-                    if i == 0 {
-                        read_a = Layout::RowMajor;
-                    } else {
-                        read_b = Layout::ColMajor;
-                    }
-                } else if realign[i] && (ld * elem) % ROW_BYTES as usize != 0 {
-                    copies.push(format!("{name} realigned to 128-byte lines (read by many block tiles)"));
-                }
-            }
-            if types.register_a() && kd.a_layout == Layout::ColMajor {
-                parts.push("A (MN-major) through registers");
-            }
-            parts.push("A and B by TMA into 128-byte-swizzled shared memory");
-        }
-        let c_bytes = types.output_bytes() as usize;
-        if slices > 1 {
-            parts.push("slices into an f32 (i32) workspace, summed in slice order");
-        } else if !route.transposed_c && (kd.n * c_bytes) % 16 == 0 {
-            parts.push("C by TMA stores (lines on 16 bytes)");
-        } else {
-            parts.push("C by per-thread stores");
-        }
-        let kernel = family.names[KernelLayouts { a: read_a, b: read_b }.index()]
-            .or(family.names[1])
-            .expect("a kernel for the layouts the operands are brought to");
-        let why = format!(
-            "the tile with the least estimated time on {sm_count} SMs (whole waves of block tiles{}, bytes at HBM's rate)",
-            if slices > 1 { ", k split where the tiles leave SMs idle" } else { "" }
-        );
-        Ok(ProductPlan {
-            product,
-            family: KernelFamily::Warpgroup { kernel, tile: family.tile },
-            split_k: slices,
-            route: parts.join(", "),
-            copies,
-            why,
-            device: where_,
-        })
+/// The stage-8 kernel for `types` on an m x n C on a device whose blocks
+/// may have `max_smem` bytes of shared memory: the 128 x 256 tile when it
+/// gives at least one block per SM, else 128 x 128; of each, the deepest
+/// pipeline that fits.
+pub fn mma_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32, max_smem: u32) -> &'static MmaKernel {
+    let fills = |t: MmaTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize) >= sm_count as usize;
+    let fitting = || MMA_KERNELS.iter().filter(|k| k.types == types && k.tile.smem_bytes() <= max_smem);
+    let deepest = |bn: u32| fitting().filter(|k| k.tile.bn == bn).max_by_key(|k| k.tile.depth);
+    match (deepest(128), deepest(256)) {
+        (Some(_), Some(wide)) if fills(wide.tile) => wide,
+        (Some(small), _) => small,
+        // Every device of compute capability 8.0 or newer has room for
+        // 128 x 128 at depth 6 (96 KiB).
+        (None, _) => MMA_KERNELS.iter().find(|k| k.types == types).expect("a kernel for every WgmmaTypes"),
     }
 }
 
-/// "TF32", "i8": the input type in words.
-fn short(types: WgmmaTypes) -> &'static str {
-    match types {
-        WgmmaTypes::Tf32 => "TF32",
-        WgmmaTypes::S8 => "i8",
-        WgmmaTypes::F16 | WgmmaTypes::F16F32 => "f16",
-        WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => "bf16",
+/// The product's name in errors: "f16 x f16 -> f32".
+pub(crate) fn product_name(types: WgmmaTypes) -> String {
+    let (i, o) = match types {
+        WgmmaTypes::F16 => ("f16", "f16"),
+        WgmmaTypes::F16F32 => ("f16", "f32"),
+        WgmmaTypes::Bf16 => ("bf16", "bf16"),
+        WgmmaTypes::Bf16F32 => ("bf16", "f32"),
+        WgmmaTypes::Tf32 => ("f32 (TF32)", "f32"),
+        WgmmaTypes::S8 => ("i8", "i32"),
+    };
+    format!("{i} x {i} -> {o}")
+}
+
+/// What stage 9 runs for one launch: the kernel family and split-K.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpgroupPlan {
+    /// The kernel family (tile, pipeline depth, types).
+    pub kernel: &'static WarpgroupKernel,
+    /// Slices of k (1: no split) and k-tiles per slice
+    /// ([`WgmmaTile::split_k`]).
+    pub split: (u32, u32),
+}
+
+/// Relative speed of a tile's k-loop per multiply-add, 128 x 256 = 1: a
+/// narrower wgmma (N = 128, 64) reads more shared memory per multiply-add,
+/// and one consumer warpgroup (BM = 64) hides less latency than two. Rough
+/// ranks, not fitted: the planner they give was checked only by the suite's
+/// results (NVIDIA H100, 2026-11-25; docs/stages.md, stage 9).
+fn tile_efficiency(tile: WgmmaTile) -> f64 {
+    match (tile.bm, tile.bn) {
+        (128, 256) => 1.0,
+        (128, 128) => 0.8,
+        (64, _) => 0.7,
+        _ => 0.6,
     }
+}
+
+/// The kernel family and split-K for `batch` m x n x k products of `types`
+/// on `sm_count` SMs: of the menu's tiles, the one with the least estimated
+/// time, where the time is the k-loops' multiply-adds per SM (whole waves
+/// of block tiles, their padding included, over the tile's relative speed,
+/// at Hopper's dense rate) plus the bytes every product must move (A, B
+/// and C once, and split-K's workspace twice) at HBM's rate. The padding
+/// term picks narrow tiles for skinny C (n = 32: 128 x 64; m = 16: 64 x
+/// 256), the wave term the tile that leaves fewest SMs idle in the last
+/// wave. Pure arithmetic: no device is needed.
+///
+/// ```
+/// use gemm::tuning::{warpgroup_plan, WgmmaTypes};
+/// // A C of 32 columns on 132 SMs: the 128 x 64 tile, k not split.
+/// let p = warpgroup_plan(WgmmaTypes::F16, 65536, 32, 1024, 1, 132);
+/// assert_eq!((p.kernel.tile.bm, p.kernel.tile.bn, p.split.0), (128, 64, 1));
+/// // A small C with a long k: split into slices of k.
+/// assert!(warpgroup_plan(WgmmaTypes::Bf16, 256, 256, 16384, 1, 132).split.0 > 1);
+/// ```
+///
+/// # Source
+/// Wave quantization and split-K as in NVIDIA's CUTLASS documentation
+/// (efficient GEMM, "Parallelized Reductions"); the rates are Hopper's
+/// datasheet figures (H100 SXM: 989 TFLOP/s dense f16, 3.35 TB/s).
+pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: usize, sm_count: u32) -> WarpgroupPlan {
+    // Seconds per multiply-add of one SM (989 TFLOP/s f16 over 132 SMs; the
+    // other types scale alike) and per byte of HBM (about 3.3 TB/s).
+    const MAC_S: f64 = 2.0 * 132.0 / 989e12;
+    const BYTE_S: f64 = 1.0 / 3.3e12;
+    // A split's fixed cost: the workspace's allocation and the reduction's
+    // launch (a few microseconds each on the stream).
+    const SPLIT_S: f64 = 4e-6;
+    let (m32, n32, k32) =
+        (m.min(u32::MAX as usize) as u32, n.min(u32::MAX as usize) as u32, k.min(u32::MAX as usize) as u32);
+    let (ib, ob) = (types.input_bytes() as f64, types.output_bytes() as f64);
+    let estimate = |kernel: &'static WarpgroupKernel, split: (u32, u32)| {
+        let tile = kernel.tile;
+        let bk = tile.bk(types.input_bytes()) as usize;
+        let (units, k_unit) = if split.0 > 1 {
+            (tile.tiles(m32, n32, 1) * split.0 as u64, split.1 as usize * bk)
+        } else {
+            (tile.tiles(m32, n32, batch.min(u32::MAX as usize) as u32), k.div_ceil(bk) * bk)
+        };
+        let waves = units.div_ceil(sm_count.max(1) as u64) as f64;
+        let macs = waves * (tile.bm as usize * tile.bn as usize * k_unit) as f64 / tile_efficiency(tile);
+        let mut bytes = batch as f64 * ((m * k + k * n) as f64 * ib + (m * n) as f64 * ob);
+        let mut fixed = 0.0;
+        if split.0 > 1 {
+            bytes += 2.0 * 4.0 * split.0 as f64 * (m * n) as f64;
+            fixed = SPLIT_S;
+        }
+        macs * MAC_S + bytes * BYTE_S + fixed
+    };
+    let mut best: Option<(f64, WarpgroupPlan)> = None;
+    for kernel in WARPGROUP_KERNELS.iter().filter(|k| k.types == types) {
+        // Each tile whole, or split where split_k offers it (single products).
+        let split = if batch == 1 { kernel.tile.split_k(m32, n32, k32, types.input_bytes(), sm_count) } else { (1, 0) };
+        for split in [(1, 0), split] {
+            let time = estimate(kernel, split);
+            if best.is_none_or(|(t, _)| time < t) {
+                best = Some((time, WarpgroupPlan { kernel, split }));
+            }
+        }
+    }
+    best.expect("the menu has a kernel for every WgmmaTypes").1
+}
+
+/// Whether A and B (of kernel form `kd`, read by block tiles `tile`) are
+/// worth a copy with lines on 128 bytes, where theirs are not. A 16-bit
+/// operand whose lines straddle 128-byte boundaries (an ld of 3000 f16:
+/// 6000 bytes) costs TMA twice the L2 lines per box row: 3000^3 ran at 0.174
+/// ms beside 0.123 ms for 3008^3 (NVIDIA H100, 2026-11-25). A copy with
+/// lines on 128 bytes (one read and one write of the operand) pays where
+/// the kernel reads each line many times: a product of at least 2^33
+/// multiply-adds whose operand is read by at least 8 block tiles.
+pub(crate) fn realign_wanted(types: WgmmaTypes, kd: &GemmDims, tile: WgmmaTile) -> [bool; 2] {
+    let big = (kd.m as f64) * (kd.n as f64) * (kd.k as f64) >= (1u64 << 33) as f64;
+    let rereads = [kd.n.div_ceil(tile.bn as usize), kd.m.div_ceil(tile.bm as usize)];
+    rereads.map(|r| types.input_bytes() == 2 && big && r >= 8)
+}
+
+/// How stage 9 computes a product in kernel form `kd` (C row-major).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WarpgroupRoute {
+    /// The kernel form the kernel runs: `kd`, or its transpose.
+    pub dims: GemmDims,
+    /// Whether it runs the transposed product and stores C transposed.
+    pub transposed_c: bool,
+}
+
+/// wgmma reads an MN-major tf32 A through registers, but B only K-major: a
+/// K-major A with an MN-major B (both row-major, the library's default)
+/// runs as the transposed product C^T = op(B)^T op(A)^T, whose A is then
+/// the MN-major one, and the epilogue writes C^T's elements transposed
+/// (`C_STORE_TRANSPOSED`). Every other product runs as it is.
+pub(crate) fn warpgroup_route(types: WgmmaTypes, kd: &GemmDims, reads_ab: bool) -> WarpgroupRoute {
+    let transposed_c =
+        types.register_a() && reads_ab && kd.a_layout == Layout::RowMajor && kd.b_layout == Layout::RowMajor;
+    let dims = if transposed_c { GemmDims { c_layout: Layout::ColMajor, ..*kd }.kernel_form().0 } else { *kd };
+    WarpgroupRoute { dims, transposed_c }
 }
 
 #[cfg(test)]

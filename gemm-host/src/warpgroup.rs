@@ -1,7 +1,7 @@
 //! The mixed-precision products' host side: f16 and bf16 products (f32
 //! accumulation), f32 products on TF32 tensor cores when asked for
 //! ([`Gemm::allow_tf32`]) and the i8 product (i32 accumulation), single and
-//! strided-batched, through the same builder as f64 and f32 ([`Product`]
+//! strided-batched, through the same builder as f64 and f32 ([`crate::Product`]
 //! picks the path per element type); their launchers: stage 9 (Hopper's
 //! warpgroup MMA: the TMA tensor maps of A and B from
 //! `cuTensorMapEncodeTiled`, split-K) on compute capability 9.0, stage 8's
@@ -9,26 +9,25 @@
 //! operand the kernels cannot read in place, a K-major copy of an MN-major
 //! i8 operand (or tf32 B beside an MN-major A); an MN-major tf32 operand
 //! otherwise goes in wgmma's register-A slot (swapping A and B, with C
-//! stored transposed, when it is B); the tile choice and the launch.
+//! stored transposed, when it is B); the launch (the tile, split-K and route
+//! are planned in product_plan.rs).
 
 use crate::batch::Strided;
 use crate::device::memory::alloc_uninit;
-use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
+use crate::device::registry::WARPGROUP_KERNELS;
 use crate::device::{default_device, Device};
 use crate::device_matrix::{DeviceView, DeviceViewMut};
-use crate::element::Element;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
 use crate::host_path::{HostOperand, HostPolicy};
 use crate::matrix::{MatMut, MatRef};
-use crate::product_plan::ProductPlan;
+use crate::product_plan::{mma_kernel, product_name, realign_wanted, warpgroup_plan, warpgroup_route, WarpgroupRoute};
 use cudarc::driver::sys as cu;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 use gemm_core::batch::batch_len;
-use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Op, Operand};
 use gemm_core::warpgroup::{
     GroupProblem, WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, ROW_BYTES,
@@ -36,239 +35,8 @@ use gemm_core::warpgroup::{
 };
 use gemm_core::GemmDims;
 use gemm_core::{KernelLayouts, Stage};
-use half::{bf16, f16};
+use half::f16;
 use std::sync::Arc;
-
-mod sealed {
-    pub trait Sealed<C> {}
-    impl Sealed<f64> for f64 {}
-    impl Sealed<f32> for f32 {}
-    impl Sealed<half::f16> for half::f16 {}
-    impl Sealed<f32> for half::f16 {}
-    impl Sealed<half::bf16> for half::bf16 {}
-    impl Sealed<f32> for half::bf16 {}
-    impl Sealed<i32> for i8 {}
-}
-
-/// A product `C <- alpha * op(A) * op(B) + beta * C` the library computes:
-/// operands of type `Self`, C of type `C` (sealed). Implemented for
-///
-/// | A, B | C | accumulation | kernels |
-/// | --- | --- | --- | --- |
-/// | `f64` | `f64` | f64 | stages 1-8 ([`crate::dgemm`]) |
-/// | `f32` | `f32` | f32 | stages 1-7 ([`crate::sgemm`]); TF32 tensor cores with [`Gemm::allow_tf32`] (as f16) |
-/// | [`half::f16`] | `f16` or `f32` | f32 | stage 9 on compute capability 9.0, stage 8's `mma.sync` kernels on 8.x or with `.stage(Stage::TensorCore)` ([`crate::hgemm`]) |
-/// | [`half::bf16`] | `bf16` or `f32` | f32 | as f16 |
-/// | `i8` | `i32` | i32 (wrapping) | as f16 ([`crate::igemm`]) |
-///
-/// [`Gemm::run`] and [`Gemm::run_device`] take any of these; alpha and beta
-/// are given in f64 and used in the accumulation's type (f32 for the
-/// half-precision and TF32 products; i32 for the i8 product, so they must
-/// be integers there).
-pub trait Product<C: Scalar>: Scalar + sealed::Sealed<C> {
-    /// Runs the product on host matrices ([`Gemm::run`]).
-    #[doc(hidden)]
-    fn run_host(g: &Gemm, a: MatRef<'_, Self>, b: MatRef<'_, Self>, c: MatMut<'_, C>) -> Result<(), Error>;
-    /// Enqueues the product on device matrices ([`Gemm::run_device`]).
-    #[doc(hidden)]
-    fn run_device(
-        g: &Gemm,
-        a: DeviceView<'_, Self>,
-        b: DeviceView<'_, Self>,
-        c: DeviceViewMut<'_, C>,
-    ) -> Result<(), Error>;
-    /// Runs a strided batch on host matrices ([`Gemm::run_strided`]).
-    #[doc(hidden)]
-    fn run_strided_host(
-        g: &Gemm,
-        a: Strided<MatRef<'_, Self>>,
-        b: Strided<MatRef<'_, Self>>,
-        c: Strided<MatMut<'_, C>>,
-    ) -> Result<(), Error>;
-    /// Enqueues a strided batch on device matrices ([`Gemm::run_strided_device`]).
-    #[doc(hidden)]
-    fn run_strided_device(
-        g: &Gemm,
-        a: Strided<DeviceView<'_, Self>>,
-        b: Strided<DeviceView<'_, Self>>,
-        c: Strided<DeviceViewMut<'_, C>>,
-    ) -> Result<(), Error>;
-    /// The plan of an m x n x k product ([`Gemm::plan_for`]).
-    #[doc(hidden)]
-    fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error>;
-    /// Enqueues a pointer-array (`same_shape`) or grouped batch
-    /// ([`Gemm::run_batched_device`], [`Gemm::run_grouped_device`]).
-    #[doc(hidden)]
-    fn run_list_device(
-        g: &Gemm,
-        a: &[DeviceView<'_, Self>],
-        b: &[DeviceView<'_, Self>],
-        c: &mut [DeviceViewMut<'_, C>],
-        same_shape: bool,
-    ) -> Result<(), Error>;
-}
-
-macro_rules! element_product {
-    ($t:ty) => {
-        impl Product<$t> for $t {
-            fn run_host(g: &Gemm, a: MatRef<'_, $t>, b: MatRef<'_, $t>, c: MatMut<'_, $t>) -> Result<(), Error> {
-                g.run_element(a, b, c)
-            }
-            fn run_device(
-                g: &Gemm,
-                a: DeviceView<'_, $t>,
-                b: DeviceView<'_, $t>,
-                c: DeviceViewMut<'_, $t>,
-            ) -> Result<(), Error> {
-                g.run_device_element(a, b, c)
-            }
-            fn run_strided_host(
-                g: &Gemm,
-                a: Strided<MatRef<'_, $t>>,
-                b: Strided<MatRef<'_, $t>>,
-                c: Strided<MatMut<'_, $t>>,
-            ) -> Result<(), Error> {
-                g.run_strided_element(a, b, c)
-            }
-            fn run_strided_device(
-                g: &Gemm,
-                a: Strided<DeviceView<'_, $t>>,
-                b: Strided<DeviceView<'_, $t>>,
-                c: Strided<DeviceViewMut<'_, $t>>,
-            ) -> Result<(), Error> {
-                g.run_strided_device_element(a, b, c)
-            }
-            fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
-                g.plan_ladder(<$t as Element>::PRECISION, dims)
-            }
-            fn run_list_device(
-                g: &Gemm,
-                a: &[DeviceView<'_, $t>],
-                b: &[DeviceView<'_, $t>],
-                c: &mut [DeviceViewMut<'_, $t>],
-                same_shape: bool,
-            ) -> Result<(), Error> {
-                g.run_list_element(a, b, c, same_shape)
-            }
-        }
-    };
-}
-element_product!(f64);
-
-/// f32: the f32 ladder, or TF32 tensor cores when the builder allows it
-/// ([`Gemm::allow_tf32`]) on a compute capability 8.0 or newer device.
-impl Product<f32> for f32 {
-    fn run_host(g: &Gemm, a: MatRef<'_, f32>, b: MatRef<'_, f32>, c: MatMut<'_, f32>) -> Result<(), Error> {
-        if g.uses_tf32(None)? {
-            g.run_mixed_host(WgmmaTypes::Tf32, a, b, c)
-        } else {
-            g.run_element(a, b, c)
-        }
-    }
-    fn run_device(
-        g: &Gemm,
-        a: DeviceView<'_, f32>,
-        b: DeviceView<'_, f32>,
-        c: DeviceViewMut<'_, f32>,
-    ) -> Result<(), Error> {
-        if g.uses_tf32(Some(c.device))? {
-            g.run_mixed_device(WgmmaTypes::Tf32, a, b, c)
-        } else {
-            g.run_device_element(a, b, c)
-        }
-    }
-    fn run_strided_host(
-        g: &Gemm,
-        a: Strided<MatRef<'_, f32>>,
-        b: Strided<MatRef<'_, f32>>,
-        c: Strided<MatMut<'_, f32>>,
-    ) -> Result<(), Error> {
-        if g.uses_tf32(None)? {
-            g.run_mixed_strided_host(WgmmaTypes::Tf32, a, b, c)
-        } else {
-            g.run_strided_element(a, b, c)
-        }
-    }
-    fn run_strided_device(
-        g: &Gemm,
-        a: Strided<DeviceView<'_, f32>>,
-        b: Strided<DeviceView<'_, f32>>,
-        c: Strided<DeviceViewMut<'_, f32>>,
-    ) -> Result<(), Error> {
-        if g.uses_tf32(Some(c.first.device))? {
-            g.run_mixed_strided_device(WgmmaTypes::Tf32, a, b, c)
-        } else {
-            g.run_strided_device_element(a, b, c)
-        }
-    }
-    fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
-        g.plan_f32(dims)
-    }
-    fn run_list_device(
-        g: &Gemm,
-        a: &[DeviceView<'_, f32>],
-        b: &[DeviceView<'_, f32>],
-        c: &mut [DeviceViewMut<'_, f32>],
-        same_shape: bool,
-    ) -> Result<(), Error> {
-        if g.uses_tf32(c.first().map(|c| c.device))? {
-            g.run_mixed_list(WgmmaTypes::Tf32, a, b, c, same_shape)
-        } else {
-            g.run_list_element(a, b, c, same_shape)
-        }
-    }
-}
-
-macro_rules! warpgroup_product {
-    ($t:ty, $c:ty, $types:expr) => {
-        impl Product<$c> for $t {
-            fn run_host(g: &Gemm, a: MatRef<'_, $t>, b: MatRef<'_, $t>, c: MatMut<'_, $c>) -> Result<(), Error> {
-                g.run_mixed_host($types, a, b, c)
-            }
-            fn run_device(
-                g: &Gemm,
-                a: DeviceView<'_, $t>,
-                b: DeviceView<'_, $t>,
-                c: DeviceViewMut<'_, $c>,
-            ) -> Result<(), Error> {
-                g.run_mixed_device($types, a, b, c)
-            }
-            fn run_strided_host(
-                g: &Gemm,
-                a: Strided<MatRef<'_, $t>>,
-                b: Strided<MatRef<'_, $t>>,
-                c: Strided<MatMut<'_, $c>>,
-            ) -> Result<(), Error> {
-                g.run_mixed_strided_host($types, a, b, c)
-            }
-            fn run_strided_device(
-                g: &Gemm,
-                a: Strided<DeviceView<'_, $t>>,
-                b: Strided<DeviceView<'_, $t>>,
-                c: Strided<DeviceViewMut<'_, $c>>,
-            ) -> Result<(), Error> {
-                g.run_mixed_strided_device($types, a, b, c)
-            }
-            fn plan(g: &Gemm, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
-                g.plan_mixed($types, dims)
-            }
-            fn run_list_device(
-                g: &Gemm,
-                a: &[DeviceView<'_, $t>],
-                b: &[DeviceView<'_, $t>],
-                c: &mut [DeviceViewMut<'_, $c>],
-                same_shape: bool,
-            ) -> Result<(), Error> {
-                g.run_mixed_list($types, a, b, c, same_shape)
-            }
-        }
-    };
-}
-warpgroup_product!(f16, f16, WgmmaTypes::F16);
-warpgroup_product!(f16, f32, WgmmaTypes::F16F32);
-warpgroup_product!(bf16, bf16, WgmmaTypes::Bf16);
-warpgroup_product!(bf16, f32, WgmmaTypes::Bf16F32);
-warpgroup_product!(i8, i32, WgmmaTypes::S8);
 
 /// Which kernels run a mixed-precision product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -287,126 +55,6 @@ fn scalars(types: WgmmaTypes, alpha: f64, beta: f64) -> (u32, u32) {
     } else {
         ((alpha as f32).to_bits(), (beta as f32).to_bits())
     }
-}
-
-/// The stage-8 kernel for `types` on an m x n C on a device whose blocks
-/// may have `max_smem` bytes of shared memory: the 128 x 256 tile when it
-/// gives at least one block per SM, else 128 x 128; of each, the deepest
-/// pipeline that fits.
-pub fn mma_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32, max_smem: u32) -> &'static MmaKernel {
-    let fills = |t: MmaTile| m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize) >= sm_count as usize;
-    let fitting = || MMA_KERNELS.iter().filter(|k| k.types == types && k.tile.smem_bytes() <= max_smem);
-    let deepest = |bn: u32| fitting().filter(|k| k.tile.bn == bn).max_by_key(|k| k.tile.depth);
-    match (deepest(128), deepest(256)) {
-        (Some(_), Some(wide)) if fills(wide.tile) => wide,
-        (Some(small), _) => small,
-        // Every device of compute capability 8.0 or newer has room for
-        // 128 x 128 at depth 6 (96 KiB).
-        (None, _) => MMA_KERNELS.iter().find(|k| k.types == types).expect("a kernel for every WgmmaTypes"),
-    }
-}
-
-/// The product's name in errors: "f16 x f16 -> f32".
-pub(crate) fn product_name(types: WgmmaTypes) -> String {
-    let (i, o) = match types {
-        WgmmaTypes::F16 => ("f16", "f16"),
-        WgmmaTypes::F16F32 => ("f16", "f32"),
-        WgmmaTypes::Bf16 => ("bf16", "bf16"),
-        WgmmaTypes::Bf16F32 => ("bf16", "f32"),
-        WgmmaTypes::Tf32 => ("f32 (TF32)", "f32"),
-        WgmmaTypes::S8 => ("i8", "i32"),
-    };
-    format!("{i} x {i} -> {o}")
-}
-
-/// What stage 9 runs for one launch: the kernel family and split-K.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WarpgroupPlan {
-    /// The kernel family (tile, pipeline depth, types).
-    pub kernel: &'static WarpgroupKernel,
-    /// Slices of k (1: no split) and k-tiles per slice
-    /// ([`WgmmaTile::split_k`]).
-    pub split: (u32, u32),
-}
-
-/// Relative speed of a tile's k-loop per multiply-add, 128 x 256 = 1: a
-/// narrower wgmma (N = 128, 64) reads more shared memory per multiply-add,
-/// and one consumer warpgroup (BM = 64) hides less latency than two. Rough
-/// ranks, not fitted: the planner they give was checked only by the suite's
-/// results (NVIDIA H100, 2026-11-25; docs/stages.md, stage 9).
-fn tile_efficiency(tile: WgmmaTile) -> f64 {
-    match (tile.bm, tile.bn) {
-        (128, 256) => 1.0,
-        (128, 128) => 0.8,
-        (64, _) => 0.7,
-        _ => 0.6,
-    }
-}
-
-/// The kernel family and split-K for `batch` m x n x k products of `types`
-/// on `sm_count` SMs: of the menu's tiles, the one with the least estimated
-/// time, where the time is the k-loops' multiply-adds per SM (whole waves
-/// of block tiles, their padding included, over the tile's relative speed,
-/// at Hopper's dense rate) plus the bytes every product must move (A, B
-/// and C once, and split-K's workspace twice) at HBM's rate. The padding
-/// term picks narrow tiles for skinny C (n = 32: 128 x 64; m = 16: 64 x
-/// 256), the wave term the tile that leaves fewest SMs idle in the last
-/// wave. Pure arithmetic: no device is needed.
-///
-/// ```
-/// use gemm::tuning::{warpgroup_plan, WgmmaTypes};
-/// // A C of 32 columns on 132 SMs: the 128 x 64 tile, k not split.
-/// let p = warpgroup_plan(WgmmaTypes::F16, 65536, 32, 1024, 1, 132);
-/// assert_eq!((p.kernel.tile.bm, p.kernel.tile.bn, p.split.0), (128, 64, 1));
-/// // A small C with a long k: split into slices of k.
-/// assert!(warpgroup_plan(WgmmaTypes::Bf16, 256, 256, 16384, 1, 132).split.0 > 1);
-/// ```
-///
-/// # Source
-/// Wave quantization and split-K as in NVIDIA's CUTLASS documentation
-/// (efficient GEMM, "Parallelized Reductions"); the rates are Hopper's
-/// datasheet figures (H100 SXM: 989 TFLOP/s dense f16, 3.35 TB/s).
-pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: usize, sm_count: u32) -> WarpgroupPlan {
-    // Seconds per multiply-add of one SM (989 TFLOP/s f16 over 132 SMs; the
-    // other types scale alike) and per byte of HBM (about 3.3 TB/s).
-    const MAC_S: f64 = 2.0 * 132.0 / 989e12;
-    const BYTE_S: f64 = 1.0 / 3.3e12;
-    // A split's fixed cost: the workspace's allocation and the reduction's
-    // launch (a few microseconds each on the stream).
-    const SPLIT_S: f64 = 4e-6;
-    let (m32, n32, k32) =
-        (m.min(u32::MAX as usize) as u32, n.min(u32::MAX as usize) as u32, k.min(u32::MAX as usize) as u32);
-    let (ib, ob) = (types.input_bytes() as f64, types.output_bytes() as f64);
-    let estimate = |kernel: &'static WarpgroupKernel, split: (u32, u32)| {
-        let tile = kernel.tile;
-        let bk = tile.bk(types.input_bytes()) as usize;
-        let (units, k_unit) = if split.0 > 1 {
-            (tile.tiles(m32, n32, 1) * split.0 as u64, split.1 as usize * bk)
-        } else {
-            (tile.tiles(m32, n32, batch.min(u32::MAX as usize) as u32), k.div_ceil(bk) * bk)
-        };
-        let waves = units.div_ceil(sm_count.max(1) as u64) as f64;
-        let macs = waves * (tile.bm as usize * tile.bn as usize * k_unit) as f64 / tile_efficiency(tile);
-        let mut bytes = batch as f64 * ((m * k + k * n) as f64 * ib + (m * n) as f64 * ob);
-        let mut fixed = 0.0;
-        if split.0 > 1 {
-            bytes += 2.0 * 4.0 * split.0 as f64 * (m * n) as f64;
-            fixed = SPLIT_S;
-        }
-        macs * MAC_S + bytes * BYTE_S + fixed
-    };
-    let mut best: Option<(f64, WarpgroupPlan)> = None;
-    for kernel in WARPGROUP_KERNELS.iter().filter(|k| k.types == types) {
-        // Each tile whole, or split where split_k offers it (single products).
-        let split = if batch == 1 { kernel.tile.split_k(m32, n32, k32, types.input_bytes(), sm_count) } else { (1, 0) };
-        for split in [(1, 0), split] {
-            let time = estimate(kernel, split);
-            if best.is_none_or(|(t, _)| time < t) {
-                best = Some((time, WarpgroupPlan { kernel, split }));
-            }
-        }
-    }
-    best.expect("the menu has a kernel for every WgmmaTypes").1
 }
 
 /// One operand as TMA reads it: `lines` lines of `line` elements of
@@ -599,41 +247,6 @@ fn prepare_operand<T: Scalar>(
         copies.push(copy);
         Ok((address, padded, false))
     }
-}
-
-/// Whether A and B (of kernel form `kd`, read by block tiles `tile`) are
-/// worth a copy with lines on 128 bytes, where theirs are not. A 16-bit
-/// operand whose lines straddle 128-byte boundaries (an ld of 3000 f16:
-/// 6000 bytes) costs TMA twice the L2 lines per box row: 3000^3 ran at 0.174
-/// ms beside 0.123 ms for 3008^3 (NVIDIA H100, 2026-11-25). A copy with
-/// lines on 128 bytes (one read and one write of the operand) pays where
-/// the kernel reads each line many times: a product of at least 2^33
-/// multiply-adds whose operand is read by at least 8 block tiles.
-pub(crate) fn realign_wanted(types: WgmmaTypes, kd: &GemmDims, tile: WgmmaTile) -> [bool; 2] {
-    let big = (kd.m as f64) * (kd.n as f64) * (kd.k as f64) >= (1u64 << 33) as f64;
-    let rereads = [kd.n.div_ceil(tile.bn as usize), kd.m.div_ceil(tile.bm as usize)];
-    rereads.map(|r| types.input_bytes() == 2 && big && r >= 8)
-}
-
-/// How stage 9 computes a product in kernel form `kd` (C row-major).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct WarpgroupRoute {
-    /// The kernel form the kernel runs: `kd`, or its transpose.
-    pub dims: GemmDims,
-    /// Whether it runs the transposed product and stores C transposed.
-    pub transposed_c: bool,
-}
-
-/// wgmma reads an MN-major tf32 A through registers, but B only K-major: a
-/// K-major A with an MN-major B (both row-major, the library's default)
-/// runs as the transposed product C^T = op(B)^T op(A)^T, whose A is then
-/// the MN-major one, and the epilogue writes C^T's elements transposed
-/// (`C_STORE_TRANSPOSED`). Every other product runs as it is.
-pub(crate) fn warpgroup_route(types: WgmmaTypes, kd: &GemmDims, reads_ab: bool) -> WarpgroupRoute {
-    let transposed_c =
-        types.register_a() && reads_ab && kd.a_layout == Layout::RowMajor && kd.b_layout == Layout::RowMajor;
-    let dims = if transposed_c { GemmDims { c_layout: Layout::ColMajor, ..*kd }.kernel_form().0 } else { *kd };
-    WarpgroupRoute { dims, transposed_c }
 }
 
 /// Copies the elements of `count` matrices of shape `dims`, `stride`
