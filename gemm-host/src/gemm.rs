@@ -1082,10 +1082,39 @@ impl Gemm {
     /// ([`Error::Unsupported`] for an option that does not apply to the
     /// type, [`Error::SplitK`], [`Error::Config`], ...).
     pub fn plan_for<T: Product<C>, C: Scalar>(&self, m: usize, n: usize, k: usize) -> Result<ProductPlan, Error> {
+        self.plan_for_batch::<T, C>(m, n, k, 1)
+    }
+
+    /// [`Gemm::plan_for`] for a batch of `count` products of one shape: a
+    /// strided batch ([`Gemm::run_strided`], [`Gemm::run_strided_device`])
+    /// or a pointer-array batch ([`Gemm::run_batched_device`]), each one
+    /// launch (a pointer-array batch on stage 8's mixed-precision kernels:
+    /// one launch per product); the kernel is planned for the whole batch,
+    /// and a batch's products are not split along k. `count` 0 or 1 plans
+    /// one product.
+    ///
+    /// ```
+    /// use gemm::half::f16;
+    /// let plan = gemm::Gemm::new().plan_for_batch::<f16, f32>(256, 256, 4096, 64)?;
+    /// assert_eq!(plan.split_k, 1);
+    /// # Ok::<(), gemm::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Gemm::plan_for`], plus a split or packing asked of a batch
+    /// ([`Error::SplitK`], [`Error::Pack`]).
+    pub fn plan_for_batch<T: Product<C>, C: Scalar>(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        count: usize,
+    ) -> Result<ProductPlan, Error> {
+        let count = count.max(1);
         match T::TYPES {
-            Types::F64 => self.plan_ladder(Precision::F64, (m, n, k)),
-            Types::F32 => self.plan_f32((m, n, k)),
-            Types::Mixed(types) => self.plan_mixed(types, (m, n, k)),
+            Types::F64 => self.plan_ladder(Precision::F64, (m, n, k), count),
+            Types::F32 => self.plan_f32((m, n, k), count),
+            Types::Mixed(types) => self.plan_mixed(types, (m, n, k), count),
         }
     }
 
@@ -1097,16 +1126,16 @@ impl Gemm {
     /// [`Gemm::plan_for`] for f32: on TF32 tensor cores when a call would
     /// run there (without a device: as on compute capability 9.0), else the
     /// f32 ladder.
-    pub(crate) fn plan_f32(&self, dims: (usize, usize, usize)) -> Result<ProductPlan, Error> {
+    pub(crate) fn plan_f32(&self, dims: (usize, usize, usize), count: usize) -> Result<ProductPlan, Error> {
         // As a call: the host path's options with TF32 are an error.
         let tf32 = match self.plan_device() {
             Some(d) => self.uses_tf32(Some(&d))?,
             None => self.tf32_by_options(),
         };
         if tf32 {
-            self.plan_mixed(WgmmaTypes::Tf32, dims)
+            self.plan_mixed(WgmmaTypes::Tf32, dims, count)
         } else {
-            self.plan_ladder(Precision::F32, dims)
+            self.plan_ladder(Precision::F32, dims, count)
         }
     }
 
@@ -1115,8 +1144,11 @@ impl Gemm {
         &self,
         precision: Precision,
         (m, n, k): (usize, usize, usize),
+        count: usize,
     ) -> Result<ProductPlan, Error> {
-        let plan = self.plan(precision, m, n, k)?;
+        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
+        let layouts = KernelLayouts { a: of(self.op_a), b: of(self.op_b) };
+        let plan = self.plan_on(self.plan_device().as_deref(), precision, (m, n, k), layouts, count)?;
         let name = precision.name();
         let device = self.plan_device().map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string());
         let copies =
@@ -1133,7 +1165,12 @@ impl Gemm {
     }
 
     /// [`Gemm::plan_for`] for the mixed-precision products (f16, bf16, TF32, i8).
-    pub(crate) fn plan_mixed(&self, types: WgmmaTypes, (m, n, k): (usize, usize, usize)) -> Result<ProductPlan, Error> {
+    pub(crate) fn plan_mixed(
+        &self,
+        types: WgmmaTypes,
+        (m, n, k): (usize, usize, usize),
+        count: usize,
+    ) -> Result<ProductPlan, Error> {
         let mma_sync = self.mixed_options(types)?;
         let device = self.plan_device();
         let (sm_count, cc, where_) = match &device {
@@ -1192,7 +1229,7 @@ impl Gemm {
         };
         let route = warpgroup_route(types, &kd, reads_ab);
         let kd = route.dims;
-        let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, 1, sm_count);
+        let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, count, sm_count);
         let (slices, _) = plan.split;
         let family = if slices > 1 {
             WARPGROUP_KERNELS

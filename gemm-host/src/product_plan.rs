@@ -315,6 +315,22 @@ mod tests {
         assert!(p.to_string().contains("tf32") || p.to_string().contains("TF32"), "{p}");
     }
 
+    /// A batch is planned as a whole and never split along k: a long-k
+    /// product with few block tiles splits alone, not in a batch; a split
+    /// asked of a batch is the call's error.
+    #[test]
+    fn batches_are_planned_whole_and_not_split() {
+        let one = Gemm::new().plan_for::<f16, f32>(256, 256, 16384).unwrap();
+        assert!(one.split_k > 1, "{one}");
+        let batch = Gemm::new().plan_for_batch::<f16, f32>(256, 256, 16384, 64).unwrap();
+        assert_eq!(batch.split_k, 1, "{batch}");
+        let f64_batch = Gemm::new().plan_for_batch::<f64, f64>(1000, 1000, 1000, 100).unwrap();
+        assert_eq!(f64_batch.split_k, 1, "{f64_batch}");
+        let e = Gemm::new().split_k(4).plan_for_batch::<f64, f64>(64, 64, 4096, 8).unwrap_err();
+        assert!(matches!(e, Error::SplitK { .. }), "{e}");
+        assert_eq!(Gemm::new().plan_for_batch::<i8, i32>(64, 64, 64, 0).unwrap().split_k, 1);
+    }
+
     /// The same misuse in a call is its typed error whether or not a GPU is
     /// present (found before the device is opened), and C is untouched.
     #[test]
