@@ -357,6 +357,9 @@ fn main() -> Result<(), Error> {
         );
         (bytes as f64 / up / 1e6, bytes as f64 / down / 1e6)
     };
+    if args.iter().any(|a| a == "--copy2d") {
+        copy_2d_rates(&dev)?;
+    }
     let (date, commit) = (today_utc(), commit());
     let (major, minor) = dev.compute_capability();
     println!("# {} ({} SMs, compute capability {major}.{minor}), {date}, commit {commit}", dev.name(), dev.sm_count());
@@ -423,6 +426,104 @@ fn main() -> Result<(), Error> {
     if bench.failed {
         eprintln!("a host-path result differs from the kernel's (see MISMATCH above)");
         std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// `--copy2d`: page-locked copy rates of 256 MiB as lines of 2, 4, ... 64
+/// KiB taken from (or put into) lines 4 times as long (a column panel of a
+/// quarter of a row-major matrix), each way: how narrow the host path's
+/// panels and tiles may be before their 2D copies slow down.
+fn copy_2d_rates(dev: &Arc<Device>) -> Result<(), Error> {
+    use gemm::cudarc::driver::sys;
+    let bytes = 256usize << 20;
+    let s = dev.stream();
+    // SAFETY: written by the copies before being read (never read here).
+    let host = unsafe { dev.context().alloc_pinned::<u8>(4 * bytes) }?;
+    let d = s.alloc_zeros::<u8>(bytes)?;
+    let (hp, dp) = (host.as_ptr()? as *mut u8, {
+        use gemm::cudarc::driver::DevicePtr;
+        d.device_ptr(&s).0
+    });
+    for width in [2usize << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10] {
+        let height = bytes / width;
+        let mut rates = Vec::new();
+        for up in [true, false] {
+            let copy = || -> Result<(), Error> {
+                let (h, dv) = (sys::CUmemorytype::CU_MEMORYTYPE_HOST, sys::CUmemorytype::CU_MEMORYTYPE_DEVICE);
+                let p = sys::CUDA_MEMCPY2D {
+                    srcXInBytes: 0,
+                    srcY: 0,
+                    srcMemoryType: if up { h } else { dv },
+                    srcHost: if up { hp as *const core::ffi::c_void } else { core::ptr::null() },
+                    srcDevice: if up { 0 } else { dp },
+                    srcArray: core::ptr::null_mut(),
+                    srcPitch: if up { 4 * width } else { width },
+                    dstXInBytes: 0,
+                    dstY: 0,
+                    dstMemoryType: if up { dv } else { h },
+                    dstHost: if up { core::ptr::null_mut() } else { hp as *mut core::ffi::c_void },
+                    dstDevice: if up { dp } else { 0 },
+                    dstArray: core::ptr::null_mut(),
+                    dstPitch: if up { width } else { 4 * width },
+                    WidthInBytes: width,
+                    Height: height,
+                };
+                // SAFETY: the host buffer (1 GiB) holds `height` lines of
+                // 4 x `width` bytes, the device buffer `height` lines of
+                // `width` (256 MiB).
+                unsafe { sys::cuMemcpy2DAsync_v2(&p, s.cu_stream()) }.result()?;
+                Ok(s.synchronize()?)
+            };
+            let ms = best(copy)?;
+            rates.push(bytes as f64 / ms / 1e6);
+        }
+        // Both ways at once: up on `s`, down on a second stream, into and
+        // from separate buffers.
+        let s2 = dev.context().new_stream()?;
+        let d2 = s2.alloc_zeros::<u8>(bytes)?;
+        let dp2 = {
+            use gemm::cudarc::driver::DevicePtr;
+            d2.device_ptr(&s2).0
+        };
+        let hp2 = hp.wrapping_add(2 * bytes);
+        let both = best(|| {
+            let (h, dv) = (sys::CUmemorytype::CU_MEMORYTYPE_HOST, sys::CUmemorytype::CU_MEMORYTYPE_DEVICE);
+            let line = |up: bool, hptr: *mut u8, dptr: u64| sys::CUDA_MEMCPY2D {
+                srcXInBytes: 0,
+                srcY: 0,
+                srcMemoryType: if up { h } else { dv },
+                srcHost: if up { hptr as *const core::ffi::c_void } else { core::ptr::null() },
+                srcDevice: if up { 0 } else { dptr },
+                srcArray: core::ptr::null_mut(),
+                srcPitch: if up { 4 * width } else { width },
+                dstXInBytes: 0,
+                dstY: 0,
+                dstMemoryType: if up { dv } else { h },
+                dstHost: if up { core::ptr::null_mut() } else { hptr as *mut core::ffi::c_void },
+                dstDevice: if up { dptr } else { 0 },
+                dstArray: core::ptr::null_mut(),
+                dstPitch: if up { width } else { 4 * width },
+                WidthInBytes: width,
+                Height: height / 2,
+            };
+            let (pu, pd) = (line(true, hp, dp), line(false, hp2, dp2));
+            // SAFETY: half of each buffer as above; the two copies touch
+            // different host and device ranges.
+            unsafe {
+                sys::cuMemcpy2DAsync_v2(&pu, s.cu_stream()).result()?;
+                sys::cuMemcpy2DAsync_v2(&pd, s2.cu_stream()).result()?;
+            }
+            s.synchronize()?;
+            Ok(s2.synchronize()?)
+        })?;
+        println!(
+            "# 2D copies, lines of {:2} KiB, every 4th: {:.1} GB/s up, {:.1} GB/s down, {:.1} GB/s both ways at once",
+            width >> 10,
+            rates[0],
+            rates[1],
+            bytes as f64 / both / 1e6
+        );
     }
     Ok(())
 }

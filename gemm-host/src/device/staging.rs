@@ -98,6 +98,21 @@ impl Drop for HostPool {
     }
 }
 
+/// Whether the lines `segs` (of one block of one host matrix, in address
+/// order) are page-locked, by their first and last bytes: two driver calls
+/// per copy, not two per line (a 2048 x 2048 tile of a wide matrix has 2048
+/// lines). A block lies in one allocation of the caller's; were its middle
+/// pageable after all, the driver still copies it correctly (staged, and
+/// not asynchronously).
+fn ends_page_locked(segs: &[Segment]) -> bool {
+    match (segs.first(), segs.last()) {
+        (Some(first), Some(last)) if last.len > 0 => {
+            is_page_locked(first.ptr) && is_page_locked(last.ptr.wrapping_add(last.len - 1))
+        }
+        _ => false,
+    }
+}
+
 /// Whether the driver knows `p` as page-locked host memory (allocated or
 /// registered through CUDA). `cuPointerGetAttributes`, not the singular
 /// call: it answers "unknown" for ordinary memory instead of failing (a
@@ -195,10 +210,8 @@ impl HostPool {
     /// Enqueues on `stream` the copy of the host bytes `segs` (concatenated)
     /// to device address `dst`.
     pub(crate) fn upload(&mut self, segs: &[Segment], dst: u64, stream: &CudaStream) -> Result<(), Error> {
-        let locked =
-            segs.first().is_some_and(|s| is_page_locked(s.ptr) && is_page_locked(s.ptr.wrapping_add(s.len - 1)));
         let mut at = dst;
-        if locked && segs.iter().all(|s| is_page_locked(s.ptr)) {
+        if ends_page_locked(segs) {
             if let Some((ptr, pitch, width, height)) = regular(segs) {
                 // SAFETY: page-locked lines of the caller's matrix to a
                 // packed workspace range; drained before return.
@@ -257,9 +270,8 @@ impl HostPool {
     /// host segments `segs` (concatenated); pageable segments are written
     /// when their staging buffer settles (at the latest in [`HostPool::drain`]).
     pub(crate) fn download(&mut self, src: u64, segs: &[Segment], stream: &CudaStream) -> Result<(), Error> {
-        let locked = segs.iter().all(|s| is_page_locked(s.ptr) && is_page_locked(s.ptr.wrapping_add(s.len - 1)));
         let mut at = src;
-        if locked {
+        if ends_page_locked(segs) {
             if let Some((ptr, pitch, width, height)) = regular(segs) {
                 // SAFETY: packed workspace range to the caller's page-locked
                 // C, exclusively borrowed; drained before return.
