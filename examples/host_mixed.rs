@@ -443,7 +443,7 @@ fn copy_2d_rates(dev: &Arc<Device>) -> Result<(), Error> {
     let d = s.alloc_zeros::<u8>(bytes)?;
     let (hp, dp) = (host.as_ptr()? as *mut u8, {
         use gemm::cudarc::driver::DevicePtr;
-        d.device_ptr(&s).0
+        d.device_ptr(s).0
     });
     for width in [2usize << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10] {
         let height = bytes / width;
