@@ -6,7 +6,7 @@ use crate::device::{default_device, Device};
 use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::{Element, Product, Recast, Scalar, Types};
 use crate::error::Error;
-use crate::host_path::{HostOperand, HostPolicy};
+use crate::host_path::{host_product, HostCall, HostOperand, HostPolicy};
 use crate::launch::{checked_geometry, launch, launch_pack, launch_reduce, Batch, SINGLE};
 use crate::matrix::{MatMut, MatRef};
 use crate::product_plan::{
@@ -778,13 +778,13 @@ impl Gemm {
         } else {
             self.clone()
         };
-        let tile = |g: &Gemm,
+        let tile = |(alpha, beta): (f64, f64),
                     stream: &Arc<CudaStream>,
                     pd: &GemmDims,
                     ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>)| {
-            g.enqueue(&device, stream, pd, ops, 1, [0; 3])
+            step.clone().alpha(alpha).beta(beta).enqueue(&device, stream, pd, ops, 1, [0; 3])
         };
-        self.host_product(&device, &dims, (ha, hb, hc), step, &tile, HostPolicy::LADDER)
+        host_product(&self.host_call(), &device, &dims, (ha, hb, hc), &tile, HostPolicy::LADDER)
     }
 
     /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` on matrices already on
@@ -882,6 +882,11 @@ impl Gemm {
             });
         }
         Ok(())
+    }
+
+    /// What the host path takes of this call.
+    pub(crate) fn host_call(&self) -> HostCall {
+        HostCall { alpha: self.alpha, beta: self.beta, streams: self.host_streams, budget: self.memory_budget }
     }
 
     /// The host path's options ([`Gemm::host_streams`],

@@ -28,7 +28,6 @@ use crate::device::staging::{is_page_locked, segments, HostPool, Segment};
 use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
-use crate::gemm::Gemm;
 use cudarc::driver::{result, CudaEvent, CudaStream, CudaView, CudaViewMut};
 use gemm_core::shape::MatrixDims;
 use gemm_core::GemmDims;
@@ -178,12 +177,13 @@ fn upload_order(rows: usize, cols: usize) -> Vec<Panel> {
 }
 
 /// Enqueues, on a stream, one product of operands already in device memory
-/// (validated, user form): how the host path runs each tile, the same for
-/// every element type (`enqueue` launches the type's kernels).
+/// (validated, user form) with the tile's `(alpha, beta)`: how the host path
+/// runs each tile, the same for every element type (`enqueue` launches the
+/// type's kernels with the whole product's plan).
 pub(crate) trait TileProduct<T, C> {
     fn enqueue(
         &self,
-        g: &Gemm,
+        scalars: (f64, f64),
         stream: &Arc<CudaStream>,
         dims: &GemmDims,
         operands: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
@@ -193,7 +193,7 @@ pub(crate) trait TileProduct<T, C> {
 impl<T, C, F> TileProduct<T, C> for F
 where
     F: Fn(
-        &Gemm,
+        (f64, f64),
         &Arc<CudaStream>,
         &GemmDims,
         (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
@@ -201,12 +201,12 @@ where
 {
     fn enqueue(
         &self,
-        g: &Gemm,
+        scalars: (f64, f64),
         stream: &Arc<CudaStream>,
         dims: &GemmDims,
         operands: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
     ) -> Result<(), Error> {
-        self(g, stream, dims, operands)
+        self(scalars, stream, dims, operands)
     }
 }
 
@@ -214,7 +214,7 @@ where
 /// `a.0` of the input workspace with shape `a.1`, B likewise, C at byte
 /// `c.0` of the output workspace.
 fn enqueue_packed<T: Scalar, C: Scalar>(
-    g: &Gemm,
+    scalars: (f64, f64),
     tile: &impl TileProduct<T, C>,
     stream: &Arc<CudaStream>,
     pool: &mut HostPool,
@@ -237,228 +237,235 @@ fn enqueue_packed<T: Scalar, C: Scalar>(
             c_bytes.transmute_mut::<C>(len(&c.1)).expect("in range"),
         )
     };
-    tile.enqueue(g, stream, &pd, (&av, &bv, &mut cv))
+    tile.enqueue(scalars, stream, &pd, (&av, &bv, &mut cv))
 }
 
-impl Gemm {
-    /// The product of validated host operands (op applied, user form):
-    /// `C <- alpha * A * B + beta * C` through the pipeline. Each tile runs
-    /// with the options of `step` (the whole product's plan, so that a tile
-    /// takes the kernel and split the product would on device matrices) by
-    /// `tile`, streamed as `policy` says.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn host_product<T: Scalar, C: Scalar>(
-        &self,
-        device: &Arc<Device>,
-        dims: &GemmDims,
-        (a, b, c): (HostOperand, HostOperand, HostOperand),
-        step: Gemm,
-        tile: &impl TileProduct<T, C>,
-        policy: HostPolicy,
-    ) -> Result<(), Error> {
-        let whole_k = policy.whole_k;
-        let e = Sizes { input: size_of::<T>(), output: size_of::<C>() };
-        let (m, n, k) = (dims.m, dims.n, dims.k);
-        let reads_ab = self.alpha != 0.0 && k > 0;
-        let kk = if reads_ab { k } else { 0 };
-        let streams = self.host_streams.unwrap_or_else(|| default_host_streams(m, n, k)).max(1);
-        // The driver answers for the context current on this thread.
-        device.context().bind_to_thread().during("cuCtxSetCurrent")?;
-        let budget = match self.memory_budget {
-            Some(b) => b,
-            None => result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
-        };
-        let locked = reads_ab && a.page_locked(e.input) && b.page_locked(e.input);
-        let plan = plan_tiles((m, n, kk), streams, budget, column_panel(n, locked && policy.column_panels), e, whole_k);
-        let t = plan.tiling;
-        let needed = plan.input_bytes + t.output_bytes(streams, e);
-        if whole_k && needed > budget && self.memory_budget.is_some() {
-            return Err(Error::MemoryBudget { budget, needed });
-        }
-        let mut guard = device.host_pool.lock().unwrap_or_else(|p| p.into_inner());
-        if guard.is_none() {
-            *guard = Some(HostPool::new(device.context())?);
-        }
-        let pool = guard.as_mut().expect("just made");
-        // The compute streams, and one more for the in-core uploads.
-        pool.prepare(device.context(), device.stream(), plan.input_bytes, t.output_bytes(streams, e), streams + 1)?;
-        let ins = crate::device::memory::address(pool.inputs.as_ref().expect("prepared"));
-        let outs = crate::device::memory::address(pool.outputs.as_ref().expect("prepared"));
-        let step = if reads_ab { step } else { step.alpha(0.0) };
-        let (operands, workspace) = ((a, b, c), (ins, outs));
-        let run = TileRun { device, step: &step, tile, m, n, kk, t, streams, e };
-        let result = if plan.in_core {
-            self.in_core(pool, &run, operands, workspace)
-        } else {
-            self.out_of_core(pool, &run, operands, workspace)
-        };
-        // Always wait for every copy before returning: they read and write
-        // the caller's memory.
-        let drained = pool.drain();
-        result.and(drained)
-    }
+/// What the host path takes of a call: alpha, beta, and the host path's
+/// options ([`crate::Gemm::host_streams`], [`crate::Gemm::memory_budget`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostCall {
+    pub alpha: f64,
+    pub beta: f64,
+    pub streams: Option<usize>,
+    pub budget: Option<usize>,
+}
 
-    /// Out of core: C tile by tile on the compute streams in turn, k in
-    /// chunks of `t.pk`; each chunk of A (and of B, unless k is whole and
-    /// B's column panel stays for its column of tiles) streams through the
-    /// tile's stream's slot, and C's block goes back after its last chunk.
-    fn out_of_core<T: Scalar, C: Scalar>(
-        &self,
-        pool: &mut HostPool,
-        run: &TileRun<'_, impl TileProduct<T, C>>,
-        (a, b, c): (HostOperand, HostOperand, HostOperand),
-        (ins, outs): (u64, u64),
-    ) -> Result<(), Error> {
-        let TileRun { step, tile, m, n, kk, t, streams, e, .. } = *run;
-        let reads_ab = kk > 0;
-        let resident_b = t.pk == kk; // k whole: B's column panel is shared by its tiles
-        let resident = if resident_b { aligned(t.pk * t.pn * e.input) } else { 0 };
-        // Byte offsets in the input workspace: stream s's slot of A's
-        // piece, and of B's (the resident column panel when k is whole).
-        let a_at = |s: usize| resident + s * t.slot_bytes(kk, e);
-        let b_at = |s: usize| if resident_b { 0 } else { a_at(s) + aligned(t.pm * t.pk * e.input) };
-        let primary = pool.streams[0].clone();
-        let mut tile_index = 0;
-        let mut done_events: Vec<CudaEvent> = Vec::new();
-        for c0 in (0..n).step_by(t.pn) {
-            let cols = t.pn.min(n - c0);
-            let b_ready = if resident_b && reads_ab {
-                // Every stream is done with the previous panel of B.
-                for ev in done_events.drain(..) {
-                    primary.wait(&ev).during("cuStreamWaitEvent")?;
-                }
-                pool.upload(&b.block(e.input, 0, c0, kk, cols), ins, &primary)?;
-                Some(primary.record_event(None).during("cuEventRecord")?)
-            } else {
-                None
-            };
-            for r0 in (0..m).step_by(t.pm) {
-                let rows = t.pm.min(m - r0);
-                let s = tile_index % streams;
-                tile_index += 1;
-                let stream = pool.streams[s].clone();
-                if let Some(ev) = &b_ready {
-                    stream.wait(ev).during("cuStreamWaitEvent")?;
-                }
-                let c_block = c.block(e.output, r0, c0, rows, cols);
-                let c_dims = MatrixDims::packed_in(rows, cols, c.dims.layout);
-                let chunks = if kk == 0 { 1 } else { kk.div_ceil(t.pk) };
-                for l in 0..chunks {
-                    let (k0, depth) = (l * t.pk, t.pk.min(kk.saturating_sub(l * t.pk)));
-                    if reads_ab {
-                        pool.upload(&a.block(e.input, r0, k0, rows, depth), ins + a_at(s) as u64, &stream)?;
-                        if !resident_b {
-                            pool.upload(&b.block(e.input, k0, c0, depth, cols), ins + b_at(s) as u64, &stream)?;
-                        }
-                    }
-                    let first = l == 0;
-                    if first && self.beta != 0.0 {
-                        pool.upload(&c_block, outs + t.c_slot(s, e) as u64, &stream)?;
-                    }
-                    let a_dims = MatrixDims::packed_in(rows, depth, a.dims.layout);
-                    // A resident B panel is k x cols, packed: rows k0.. of it.
-                    let (b_off, b_dims) = if resident_b {
-                        MatrixDims::packed_in(kk, cols, b.dims.layout).sub(k0, 0, depth, cols)?
-                    } else {
-                        (0, MatrixDims::packed_in(depth, cols, b.dims.layout))
-                    };
-                    let g = if first { step.clone() } else { step.clone().beta(1.0) };
-                    let (a_op, b_op) = ((a_at(s), a_dims), (b_at(s) + b_off * e.input, b_dims));
-                    enqueue_packed(&g, tile, &stream, pool, a_op, b_op, (t.c_slot(s, e), c_dims))?;
-                }
-                pool.download(outs + t.c_slot(s, e) as u64, &c_block, &stream)?;
-                if resident_b && reads_ab {
-                    done_events.push(stream.record_event(None).during("cuEventRecord")?);
-                }
+/// The product of validated host operands (op applied, user form):
+/// `C <- alpha * A * B + beta * C` through the pipeline. Each tile runs by
+/// `tile` (with the whole product's plan, so that a tile takes the kernel
+/// and split the product would on device matrices), streamed as `policy`
+/// says.
+pub(crate) fn host_product<T: Scalar, C: Scalar>(
+    call: &HostCall,
+    device: &Arc<Device>,
+    dims: &GemmDims,
+    (a, b, c): (HostOperand, HostOperand, HostOperand),
+    tile: &impl TileProduct<T, C>,
+    policy: HostPolicy,
+) -> Result<(), Error> {
+    let whole_k = policy.whole_k;
+    let e = Sizes { input: size_of::<T>(), output: size_of::<C>() };
+    let (m, n, k) = (dims.m, dims.n, dims.k);
+    let reads_ab = call.alpha != 0.0 && k > 0;
+    let kk = if reads_ab { k } else { 0 };
+    let streams = call.streams.unwrap_or_else(|| default_host_streams(m, n, k)).max(1);
+    // The driver answers for the context current on this thread.
+    device.context().bind_to_thread().during("cuCtxSetCurrent")?;
+    let budget = match call.budget {
+        Some(b) => b,
+        None => result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
+    };
+    let locked = reads_ab && a.page_locked(e.input) && b.page_locked(e.input);
+    let plan = plan_tiles((m, n, kk), streams, budget, column_panel(n, locked && policy.column_panels), e, whole_k);
+    let t = plan.tiling;
+    let needed = plan.input_bytes + t.output_bytes(streams, e);
+    if whole_k && needed > budget && call.budget.is_some() {
+        return Err(Error::MemoryBudget { budget, needed });
+    }
+    let mut guard = device.host_pool.lock().unwrap_or_else(|p| p.into_inner());
+    if guard.is_none() {
+        *guard = Some(HostPool::new(device.context())?);
+    }
+    let pool = guard.as_mut().expect("just made");
+    // The compute streams, and one more for the in-core uploads.
+    pool.prepare(device.context(), device.stream(), plan.input_bytes, t.output_bytes(streams, e), streams + 1)?;
+    let ins = crate::device::memory::address(pool.inputs.as_ref().expect("prepared"));
+    let outs = crate::device::memory::address(pool.outputs.as_ref().expect("prepared"));
+    // A and B not read (alpha = 0 or k = 0): the tiles compute beta C.
+    let alpha = if reads_ab { call.alpha } else { 0.0 };
+    let (operands, workspace) = ((a, b, c), (ins, outs));
+    let run = TileRun { device, alpha, beta: call.beta, tile, m, n, kk, t, streams, e };
+    let result = if plan.in_core {
+        in_core(pool, &run, operands, workspace)
+    } else {
+        out_of_core(pool, &run, operands, workspace)
+    };
+    // Always wait for every copy before returning: they read and write
+    // the caller's memory.
+    let drained = pool.drain();
+    result.and(drained)
+}
+
+/// Out of core: C tile by tile on the compute streams in turn, k in
+/// chunks of `t.pk`; each chunk of A (and of B, unless k is whole and
+/// B's column panel stays for its column of tiles) streams through the
+/// tile's stream's slot, and C's block goes back after its last chunk.
+fn out_of_core<T: Scalar, C: Scalar>(
+    pool: &mut HostPool,
+    run: &TileRun<'_, impl TileProduct<T, C>>,
+    (a, b, c): (HostOperand, HostOperand, HostOperand),
+    (ins, outs): (u64, u64),
+) -> Result<(), Error> {
+    let TileRun { alpha, beta, tile, m, n, kk, t, streams, e, .. } = *run;
+    let reads_ab = kk > 0;
+    let resident_b = t.pk == kk; // k whole: B's column panel is shared by its tiles
+    let resident = if resident_b { aligned(t.pk * t.pn * e.input) } else { 0 };
+    // Byte offsets in the input workspace: stream s's slot of A's
+    // piece, and of B's (the resident column panel when k is whole).
+    let a_at = |s: usize| resident + s * t.slot_bytes(kk, e);
+    let b_at = |s: usize| if resident_b { 0 } else { a_at(s) + aligned(t.pm * t.pk * e.input) };
+    let primary = pool.streams[0].clone();
+    let mut tile_index = 0;
+    let mut done_events: Vec<CudaEvent> = Vec::new();
+    for c0 in (0..n).step_by(t.pn) {
+        let cols = t.pn.min(n - c0);
+        let b_ready = if resident_b && reads_ab {
+            // Every stream is done with the previous panel of B.
+            for ev in done_events.drain(..) {
+                primary.wait(&ev).during("cuStreamWaitEvent")?;
             }
-        }
-        Ok(())
-    }
-
-    /// In core: A's row panels and B's column panels are uploaded once each,
-    /// on their own stream, in [`upload_order`]; each tile of C runs (on the
-    /// compute streams in turn) as soon as its two panels are enqueued,
-    /// waiting for their copies, and its block of C goes straight back.
-    fn in_core<T: Scalar, C: Scalar>(
-        &self,
-        pool: &mut HostPool,
-        run: &TileRun<'_, impl TileProduct<T, C>>,
-        (a, b, c): (HostOperand, HostOperand, HostOperand),
-        (ins, outs): (u64, u64),
-    ) -> Result<(), Error> {
-        let TileRun { step, tile, m, n, kk, t, streams, e, .. } = *run;
-        let (rows_of, cols_of) = (m.div_ceil(t.pm), n.div_ceil(t.pn));
-        let up = pool.streams[streams].clone();
-        // Byte offsets in the input workspace: A whole (row panel i at row
-        // i * pm; pm is a multiple of 128 or m), then B's column panels
-        // (each k x pn, packed), each on 256 bytes.
-        let a_at = |i: usize| i * t.pm * kk * e.input;
-        let b_at = |j: usize| aligned(m * kk * e.input) + j * aligned(t.pn * kk * e.input);
-        let mut a_ready: Vec<Option<CudaEvent>> = (0..rows_of).map(|_| None).collect();
-        let mut b_ready: Vec<Option<CudaEvent>> = (0..cols_of).map(|_| None).collect();
-        let mut tile_index = 0;
-        let mut run_tile = |pool: &mut HostPool, i: usize, j: usize, ready: [Option<&CudaEvent>; 2]| {
-            let (r0, c0) = (i * t.pm, j * t.pn);
-            let (rows, cols) = (t.pm.min(m - r0), t.pn.min(n - c0));
+            pool.upload(&b.block(e.input, 0, c0, kk, cols), ins, &primary)?;
+            Some(primary.record_event(None).during("cuEventRecord")?)
+        } else {
+            None
+        };
+        for r0 in (0..m).step_by(t.pm) {
+            let rows = t.pm.min(m - r0);
             let s = tile_index % streams;
             tile_index += 1;
             let stream = pool.streams[s].clone();
-            for ev in ready.into_iter().flatten() {
+            if let Some(ev) = &b_ready {
                 stream.wait(ev).during("cuStreamWaitEvent")?;
             }
             let c_block = c.block(e.output, r0, c0, rows, cols);
-            let c_slot = t.c_slot(s, e);
-            if self.beta != 0.0 {
-                pool.upload(&c_block, outs + c_slot as u64, &stream)?;
-            }
-            let a_op = (a_at(i), MatrixDims::packed_in(rows, kk, a.dims.layout));
-            let b_op = (b_at(j), MatrixDims::packed_in(kk, cols, b.dims.layout));
-            let c_op = (c_slot, MatrixDims::packed_in(rows, cols, c.dims.layout));
-            enqueue_packed(step, tile, &stream, pool, a_op, b_op, c_op)?;
-            pool.download(outs + c_slot as u64, &c_block, &stream)
-        };
-        if kk == 0 {
-            // Nothing to upload (alpha = 0 or k = 0): C = beta C tile by tile.
-            for j in 0..cols_of {
-                for i in 0..rows_of {
-                    run_tile(pool, i, j, [None, None])?;
-                }
-            }
-            return Ok(());
-        }
-        for panel in upload_order(rows_of, cols_of) {
-            match panel {
-                Panel::A(i) => {
-                    let (r0, rows) = (i * t.pm, t.pm.min(m - i * t.pm));
-                    pool.upload(&a.block(e.input, r0, 0, rows, kk), ins + a_at(i) as u64, &up)?;
-                    a_ready[i] = Some(up.record_event(None).during("cuEventRecord")?);
-                    for (j, ev) in b_ready.iter().enumerate() {
-                        if let Some(ev) = ev {
-                            run_tile(pool, i, j, [a_ready[i].as_ref(), Some(ev)])?;
-                        }
+            let c_dims = MatrixDims::packed_in(rows, cols, c.dims.layout);
+            let chunks = if kk == 0 { 1 } else { kk.div_ceil(t.pk) };
+            for l in 0..chunks {
+                let (k0, depth) = (l * t.pk, t.pk.min(kk.saturating_sub(l * t.pk)));
+                if reads_ab {
+                    pool.upload(&a.block(e.input, r0, k0, rows, depth), ins + a_at(s) as u64, &stream)?;
+                    if !resident_b {
+                        pool.upload(&b.block(e.input, k0, c0, depth, cols), ins + b_at(s) as u64, &stream)?;
                     }
                 }
-                Panel::B(j) => {
-                    let (c0, cols) = (j * t.pn, t.pn.min(n - j * t.pn));
-                    pool.upload(&b.block(e.input, 0, c0, kk, cols), ins + b_at(j) as u64, &up)?;
-                    b_ready[j] = Some(up.record_event(None).during("cuEventRecord")?);
-                    for (i, ev) in a_ready.iter().enumerate() {
-                        if let Some(ev) = ev {
-                            run_tile(pool, i, j, [Some(ev), b_ready[j].as_ref()])?;
-                        }
-                    }
+                let first = l == 0;
+                if first && beta != 0.0 {
+                    pool.upload(&c_block, outs + t.c_slot(s, e) as u64, &stream)?;
                 }
+                let a_dims = MatrixDims::packed_in(rows, depth, a.dims.layout);
+                // A resident B panel is k x cols, packed: rows k0.. of it.
+                let (b_off, b_dims) = if resident_b {
+                    MatrixDims::packed_in(kk, cols, b.dims.layout).sub(k0, 0, depth, cols)?
+                } else {
+                    (0, MatrixDims::packed_in(depth, cols, b.dims.layout))
+                };
+                let scalars = (alpha, if first { beta } else { 1.0 });
+                let (a_op, b_op) = ((a_at(s), a_dims), (b_at(s) + b_off * e.input, b_dims));
+                enqueue_packed(scalars, tile, &stream, pool, a_op, b_op, (t.c_slot(s, e), c_dims))?;
+            }
+            pool.download(outs + t.c_slot(s, e) as u64, &c_block, &stream)?;
+            if resident_b && reads_ab {
+                done_events.push(stream.record_event(None).during("cuEventRecord")?);
             }
         }
-        Ok(())
     }
+    Ok(())
+}
+
+/// In core: A's row panels and B's column panels are uploaded once each,
+/// on their own stream, in [`upload_order`]; each tile of C runs (on the
+/// compute streams in turn) as soon as its two panels are enqueued,
+/// waiting for their copies, and its block of C goes straight back.
+fn in_core<T: Scalar, C: Scalar>(
+    pool: &mut HostPool,
+    run: &TileRun<'_, impl TileProduct<T, C>>,
+    (a, b, c): (HostOperand, HostOperand, HostOperand),
+    (ins, outs): (u64, u64),
+) -> Result<(), Error> {
+    let TileRun { alpha, beta, tile, m, n, kk, t, streams, e, .. } = *run;
+    let (rows_of, cols_of) = (m.div_ceil(t.pm), n.div_ceil(t.pn));
+    let up = pool.streams[streams].clone();
+    // Byte offsets in the input workspace: A whole (row panel i at row
+    // i * pm; pm is a multiple of 128 or m), then B's column panels
+    // (each k x pn, packed), each on 256 bytes.
+    let a_at = |i: usize| i * t.pm * kk * e.input;
+    let b_at = |j: usize| aligned(m * kk * e.input) + j * aligned(t.pn * kk * e.input);
+    let mut a_ready: Vec<Option<CudaEvent>> = (0..rows_of).map(|_| None).collect();
+    let mut b_ready: Vec<Option<CudaEvent>> = (0..cols_of).map(|_| None).collect();
+    let mut tile_index = 0;
+    let mut run_tile = |pool: &mut HostPool, i: usize, j: usize, ready: [Option<&CudaEvent>; 2]| {
+        let (r0, c0) = (i * t.pm, j * t.pn);
+        let (rows, cols) = (t.pm.min(m - r0), t.pn.min(n - c0));
+        let s = tile_index % streams;
+        tile_index += 1;
+        let stream = pool.streams[s].clone();
+        for ev in ready.into_iter().flatten() {
+            stream.wait(ev).during("cuStreamWaitEvent")?;
+        }
+        let c_block = c.block(e.output, r0, c0, rows, cols);
+        let c_slot = t.c_slot(s, e);
+        if beta != 0.0 {
+            pool.upload(&c_block, outs + c_slot as u64, &stream)?;
+        }
+        let a_op = (a_at(i), MatrixDims::packed_in(rows, kk, a.dims.layout));
+        let b_op = (b_at(j), MatrixDims::packed_in(kk, cols, b.dims.layout));
+        let c_op = (c_slot, MatrixDims::packed_in(rows, cols, c.dims.layout));
+        enqueue_packed((alpha, beta), tile, &stream, pool, a_op, b_op, c_op)?;
+        pool.download(outs + c_slot as u64, &c_block, &stream)
+    };
+    if kk == 0 {
+        // Nothing to upload (alpha = 0 or k = 0): C = beta C tile by tile.
+        for j in 0..cols_of {
+            for i in 0..rows_of {
+                run_tile(pool, i, j, [None, None])?;
+            }
+        }
+        return Ok(());
+    }
+    for panel in upload_order(rows_of, cols_of) {
+        match panel {
+            Panel::A(i) => {
+                let (r0, rows) = (i * t.pm, t.pm.min(m - i * t.pm));
+                pool.upload(&a.block(e.input, r0, 0, rows, kk), ins + a_at(i) as u64, &up)?;
+                a_ready[i] = Some(up.record_event(None).during("cuEventRecord")?);
+                for (j, ev) in b_ready.iter().enumerate() {
+                    if let Some(ev) = ev {
+                        run_tile(pool, i, j, [a_ready[i].as_ref(), Some(ev)])?;
+                    }
+                }
+            }
+            Panel::B(j) => {
+                let (c0, cols) = (j * t.pn, t.pn.min(n - j * t.pn));
+                pool.upload(&b.block(e.input, 0, c0, kk, cols), ins + b_at(j) as u64, &up)?;
+                b_ready[j] = Some(up.record_event(None).during("cuEventRecord")?);
+                for (i, ev) in a_ready.iter().enumerate() {
+                    if let Some(ev) = ev {
+                        run_tile(pool, i, j, [Some(ev), b_ready[j].as_ref()])?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One call's tiling and how its tiles run.
 struct TileRun<'r, K> {
     #[allow(dead_code)]
     device: &'r Arc<Device>,
-    step: &'r Gemm,
+    /// The tiles' alpha (0 when A and B are not read) and beta.
+    alpha: f64,
+    beta: f64,
     tile: &'r K,
     m: usize,
     n: usize,

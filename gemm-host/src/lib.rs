@@ -56,8 +56,11 @@ mod gemm;
 mod host_path;
 mod launch;
 mod matrix;
+mod measured;
 mod product_plan;
 mod tuning_plan;
+#[rustfmt::skip] // generated (cargo xtask tuning)
+mod tuning_table;
 mod warpgroup;
 
 /// The cudarc crate this library is built on (driver API, cuBLAS), so a

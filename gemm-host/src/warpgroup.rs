@@ -20,7 +20,7 @@ use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use crate::gemm::Gemm;
-use crate::host_path::{HostOperand, HostPolicy};
+use crate::host_path::{host_product, HostOperand, HostPolicy};
 use crate::matrix::{MatMut, MatRef};
 use crate::product_plan::{mma_kernel, product_name, realign_wanted, warpgroup_plan, warpgroup_route, WarpgroupRoute};
 use cudarc::driver::sys as cu;
@@ -446,13 +446,15 @@ impl Gemm {
         let ha = operand(a.as_slice().as_ptr() as *const u8, a.dims(), self.op_a);
         let hb = operand(b.as_slice().as_ptr() as *const u8, b.dims(), self.op_b);
         let hc = operand(c.span_mut().as_mut_ptr() as *const u8, c.dims(), Op::N);
-        let tile = |g: &Gemm,
+        let tile = |(alpha, beta): (f64, f64),
                     stream: &Arc<CudaStream>,
                     pd: &GemmDims,
                     ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>)| {
+            let g = step.clone().alpha(alpha).beta(beta);
             g.enqueue_mixed(&device, stream, stage, types, pd, ops, (1, [0; 3]))
         };
-        self.host_product(&device, &dims, (ha, hb, hc), step, &tile, HostPolicy::tensor_cores(size_of::<C>()))
+        let policy = HostPolicy::tensor_cores(size_of::<C>());
+        host_product(&self.host_call(), &device, &dims, (ha, hb, hc), &tile, policy)
     }
 
     /// [`Gemm::run_device`] for the mixed-precision products.
