@@ -1,14 +1,14 @@
 //! Measuring: CUDA-event timing, GFLOP/s, and the run's provenance
 //! (device, date, commit) for results files.
 
+use crate::api::gemm::Gemm;
 use crate::check::{random_matrix_in, Comparison, Reference};
 use crate::cublas::Cublas;
 use crate::device::Device;
-use crate::device_matrix::DeviceMatrix;
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
-use crate::gemm::Gemm;
-use crate::matrix::Matrix;
+use crate::operands::device_matrix::DeviceMatrix;
+use crate::operands::matrix::Matrix;
 use cudarc::driver::sys::CUevent_flags;
 use gemm_core::shape::{Layout, Op};
 use gemm_core::{gemm_flops, KernelConfig};

@@ -16,10 +16,10 @@
 //! `+ 2` covers the alpha/beta epilogue. Any NaN or infinity fails.
 
 use crate::cublas::Cublas;
-use crate::device_matrix::DeviceMatrix;
 use crate::element::{Element, Scalar};
 use crate::error::Error;
-use crate::matrix::{MatRef, Matrix};
+use crate::operands::device_matrix::DeviceMatrix;
+use crate::operands::matrix::{MatRef, Matrix};
 use gemm_core::shape::{Layout, Op};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

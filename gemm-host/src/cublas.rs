@@ -1,9 +1,9 @@
 //! cuBLAS, the reference every stage is measured against in the same run.
 
 use crate::device::Device;
-use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
+use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use cudarc::cublas::sys::{self, cublasOperation_t};
 use cudarc::cublas::{CudaBlas, GemmConfig};
 use cudarc::driver::{DevicePtr, DevicePtrMut};

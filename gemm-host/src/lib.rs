@@ -41,7 +41,7 @@
 //! dependent uses the same version.
 #![deny(missing_docs)]
 
-mod batch;
+mod api;
 #[cfg(feature = "bench")]
 pub mod bench;
 #[cfg(feature = "bench")]
@@ -49,19 +49,11 @@ pub mod check;
 #[cfg(feature = "bench")]
 pub mod cublas;
 mod device;
-mod device_matrix;
 mod element;
 mod error;
-mod gemm;
-mod host_path;
-mod launch;
-mod matrix;
-mod measured;
-mod product_plan;
-mod tuning_plan;
-#[rustfmt::skip] // generated (cargo xtask tuning)
-mod tuning_table;
-mod warpgroup;
+mod exec;
+mod operands;
+mod plan;
 
 /// The cudarc crate this library is built on (driver API, cuBLAS), so a
 /// dependent can use its `CudaSlice`s and streams without matching its
@@ -78,16 +70,16 @@ pub use cudarc;
 /// half-precision element types ([`hgemm`], [`Product`]).
 pub use half;
 
-pub use batch::{BatchView, IntoBatchView, Strided};
+pub use api::batch::{BatchView, IntoBatchView, Strided};
+pub use api::gemm::{dgemm, sgemm, Gemm};
+pub use api::warpgroup::{hgemm, igemm};
 pub use device::{default_device, Device};
-pub use device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 pub use element::{Element, Product, Scalar};
 pub use error::Error;
-pub use gemm::{dgemm, sgemm, Gemm};
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
-pub use matrix::{MatMut, MatRef, Matrix};
-pub use product_plan::{KernelFamily, ProductPlan};
-pub use warpgroup::{hgemm, igemm};
+pub use operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
+pub use operands::matrix::{MatMut, MatRef, Matrix};
+pub use plan::product_plan::{KernelFamily, ProductPlan};
 
 /// The teaching and tuning surface: the stages of the ladder, their kernel
 /// configurations, the compiled menu (registry), the shipped kernels, and the
@@ -103,8 +95,8 @@ pub mod tuning {
     pub use crate::device::memory::MAX_SPLIT_WORKSPACE;
     pub use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
     pub use crate::device::KernelInfo;
-    pub use crate::product_plan::{mma_kernel, warpgroup_plan, WarpgroupPlan};
-    pub use crate::tuning_plan::{
+    pub use crate::plan::product_plan::{mma_kernel, warpgroup_plan, WarpgroupPlan};
+    pub use crate::plan::tuning_plan::{
         choose, choose_batched, measured, model_split_for, stage_default, Measured, PackReason, Plan, PlanSource,
         SplitReason,
     };

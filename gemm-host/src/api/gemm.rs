@@ -3,17 +3,17 @@
 use crate::device::memory::alloc_uninit;
 use crate::device::registry::{entry_point, WARPGROUP_KERNELS};
 use crate::device::{default_device, Device};
-use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::{Element, Product, Recast, Scalar, Types};
 use crate::error::Error;
-use crate::host_path::{host_product, HostCall, HostOperand, HostPolicy};
-use crate::launch::{checked_geometry, launch, launch_pack, launch_reduce, Batch, SINGLE};
-use crate::matrix::{MatMut, MatRef};
-use crate::product_plan::{
+use crate::exec::host_path::{host_product, HostCall, HostOperand, HostPolicy};
+use crate::exec::launch::{checked_geometry, launch, launch_pack, launch_reduce, Batch, SINGLE};
+use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
+use crate::operands::matrix::{MatMut, MatRef};
+use crate::plan::product_plan::{
     mma_kernel, product_name, realign_wanted, warpgroup_plan, warpgroup_route, KernelFamily, ProductPlan,
 };
+use crate::plan::tuning_plan::{plan_split, stage_default};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
-use crate::tuning_plan::{plan_split, stage_default};
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use gemm_core::pack::{self, PackCopy};
 use gemm_core::shape::{spans_overlap, Layout, Op, Operand};

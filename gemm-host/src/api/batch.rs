@@ -14,13 +14,13 @@
 //! The kernels are the single-product ones: a block finds its product from
 //! the grid (`gemm_core::batch`).
 
+use crate::api::gemm::Gemm;
 use crate::device::Device;
-use crate::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 use crate::element::{Element, Product, Recast, Scalar, Types};
 use crate::error::{DriverContext, Error};
-use crate::gemm::Gemm;
-use crate::launch::{launch, product_geometry, Batch};
-use crate::matrix::{MatMut, MatRef, Matrix};
+use crate::exec::launch::{launch, product_geometry, Batch};
+use crate::operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
+use crate::operands::matrix::{MatMut, MatRef, Matrix};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use gemm_core::batch::{batch_len, strided_disjoint, GroupProblem};
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};

@@ -12,17 +12,19 @@
 //! stored transposed, when it is B); the launch (the tile, split-K and route
 //! are planned in product_plan.rs).
 
-use crate::batch::Strided;
+use crate::api::batch::Strided;
+use crate::api::gemm::Gemm;
 use crate::device::memory::alloc_uninit;
 use crate::device::registry::WARPGROUP_KERNELS;
 use crate::device::{default_device, Device};
-use crate::device_matrix::{DeviceView, DeviceViewMut};
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
-use crate::gemm::Gemm;
-use crate::host_path::{host_product, HostOperand, HostPolicy};
-use crate::matrix::{MatMut, MatRef};
-use crate::product_plan::{mma_kernel, product_name, realign_wanted, warpgroup_plan, warpgroup_route, WarpgroupRoute};
+use crate::exec::host_path::{host_product, HostOperand, HostPolicy};
+use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
+use crate::operands::matrix::{MatMut, MatRef};
+use crate::plan::product_plan::{
+    mma_kernel, product_name, realign_wanted, warpgroup_plan, warpgroup_route, WarpgroupRoute,
+};
 use cudarc::driver::sys as cu;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
@@ -411,7 +413,7 @@ impl Gemm {
     }
 
     /// [`Gemm::run`] for the mixed-precision products (f16, bf16, TF32, i8):
-    /// the host path ([`crate::host_path`]) with the type's kernels on each
+    /// the host path ([`crate::exec::host_path`]) with the type's kernels on each
     /// tile: uploads, products and downloads overlapped on several streams,
     /// out of core under [`Gemm::memory_budget`]. Each tile takes the whole
     /// product's split of k, so the bits are those of the same product on

@@ -23,11 +23,11 @@ use crate::device::registry::ENTRY_POINTS;
 use gemm_core::config::OPT_TILE_SIZES;
 use gemm_core::{BlockDim, BlockTile, KernelConfig, KernelLayouts, Precision, Stage, ThreadTile, WarpTile};
 
-pub use crate::measured::Measured;
+pub use crate::plan::measured::Measured;
 
 /// Every measured row, as generated.
 pub fn measured() -> &'static [Measured] {
-    crate::tuning_table::MEASURED
+    crate::plan::tuning_table::MEASURED
 }
 
 /// Why a [`Plan`] runs its configuration.

@@ -6,7 +6,7 @@
 //! realigned copies).
 
 use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
-use crate::tuning_plan::Plan;
+use crate::plan::tuning_plan::Plan;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{GemmDims, Layout};
 use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes};

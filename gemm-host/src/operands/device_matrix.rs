@@ -8,7 +8,7 @@ use crate::device::memory::{address, alloc_zeros, clone_htod, memcpy_dtoh};
 use crate::device::Device;
 use crate::element::{Recast, Scalar};
 use crate::error::{DriverContext, Error};
-use crate::matrix::{shape_accessors, MatMut, MatRef, Matrix};
+use crate::operands::matrix::{shape_accessors, MatMut, MatRef, Matrix};
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DeviceSlice};
 use gemm_core::shape::{Layout, MatrixDims, Operand};
 use std::sync::Arc;
