@@ -398,148 +398,69 @@ impl Cublas {
         beta: f64,
         c: &mut [DeviceViewMut<'_, T>],
     ) -> Result<(), Error> {
-        if a.len() != c.len() || b.len() != c.len() {
-            return Err(Error::BatchCount { a: a.len(), b: b.len(), c: c.len() });
-        }
-        // (index, parameters, swapped) of every non-empty problem.
-        let mut problems: Vec<(usize, GroupParams, bool)> = Vec::with_capacity(c.len());
-        for i in 0..c.len() {
-            let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
-            let dims = GemmDims::from_operands(
-                a[i].dims.op(op_a),
-                a[i].data.len(),
-                b[i].dims.op(op_b),
-                b[i].data.len(),
-                c[i].dims,
-                c[i].data.len(),
-            )
-            .map_err(|e| wrap(e.into()))?;
-            for d in [a[i].device, b[i].device, c[i].device] {
-                if !d.same_context(&self.device) {
-                    return Err(wrap(Error::DeviceMismatch(d.name().into(), self.device.name().into())));
-                }
-            }
-            if dims.is_empty() {
-                continue;
-            }
-            let (kf, swapped) = dims.kernel_form();
-            let int = |x: usize| as_int(x).map_err(wrap);
-            let p = GroupParams {
-                transa: op_flag(kf.b_layout),
-                transb: op_flag(kf.a_layout),
-                m: int(kf.n)?,
-                n: int(kf.m)?,
-                k: int(kf.k)?,
-                lda: int(kf.ldb)?,
-                ldb: int(kf.lda)?,
-                ldc: int(kf.ldc)?,
-            };
-            problems.push((i, p, swapped));
-        }
+        let problems: Vec<ExProblem> =
+            self.ex_problems(op_a, op_b, a, b, c)?.into_iter().filter(|p| !p.dims.is_empty()).collect();
         if problems.is_empty() {
             return Ok(());
         }
-        // Runs of equal parameters form the groups (problems stay in order).
-        let mut groups: Vec<(GroupParams, i32)> = Vec::new();
-        for &(_, p, _) in &problems {
-            match groups.last_mut() {
-                Some((q, size)) if *q == p => *size += 1,
-                _ => groups.push((p, 1)),
-            }
-        }
-        let group_count = as_int(groups.len())?;
-        let field = |f: fn(&GroupParams) -> i32| groups.iter().map(|(p, _)| f(p)).collect::<Vec<i32>>();
-        let (m, n, k) = (field(|p| p.m), field(|p| p.n), field(|p| p.k));
-        let (lda, ldb, ldc) = (field(|p| p.lda), field(|p| p.ldb), field(|p| p.ldc));
-        let transa: Vec<cublasOperation_t> = groups.iter().map(|(p, _)| p.transa).collect();
-        let transb: Vec<cublasOperation_t> = groups.iter().map(|(p, _)| p.transb).collect();
-        let sizes: Vec<i32> = groups.iter().map(|&(_, s)| s).collect();
-        let stream = self.device.stream();
-        // Device addresses of cuBLAS's A (the kernel form's B), B and C, in
-        // problem order; the guards record the call on each buffer when dropped.
-        let mut a_ptrs = Vec::with_capacity(problems.len());
-        let mut b_ptrs = Vec::with_capacity(problems.len());
-        let mut guards = Vec::with_capacity(2 * problems.len());
-        for &(i, _, swapped) in &problems {
-            let (ka, kb) = if swapped { (&b[i].data, &a[i].data) } else { (&a[i].data, &b[i].data) };
-            let (pa, ga) = kb.device_ptr(stream);
-            let (pb, gb) = ka.device_ptr(stream);
-            a_ptrs.push(pa);
-            b_ptrs.push(pb);
-            guards.push(ga);
-            guards.push(gb);
-        }
-        let mut c_ptrs = Vec::with_capacity(problems.len());
-        let mut c_guards = Vec::with_capacity(problems.len());
-        let mut wanted = problems.iter().map(|p| p.0).peekable();
-        for (i, ci) in c.iter_mut().enumerate() {
-            if wanted.peek() == Some(&i) {
-                wanted.next();
-                let (pc, gc) = ci.data.device_ptr_mut(stream);
-                c_ptrs.push(pc);
-                c_guards.push(gc);
-            }
-        }
-        let upload = |ptrs: &[u64]| stream.clone_htod(ptrs).during("cuMemcpyHtoDAsync");
-        let (da, db, dc) = (upload(&a_ptrs)?, upload(&b_ptrs)?, upload(&c_ptrs)?);
-        let (pa, _ga) = da.device_ptr(stream);
-        let (pb, _gb) = db.device_ptr(stream);
-        let (pc, _gc) = dc.device_ptr(stream);
+        let g = GroupArrays::of(&problems)?;
         let handle = *self.blas.handle();
-        // SAFETY: every problem was validated against its buffers' lengths,
-        // so cuBLAS reads and writes inside them; the pointer arrays live on
-        // the device until they are freed in stream order after the call;
-        // the other arrays are host arrays of `group_count` entries, alive
-        // during the call; the handle is in host pointer mode (the default).
-        let status = unsafe {
-            match T::PRECISION {
-                Precision::F64 => {
-                    let alphas = vec![alpha; groups.len()];
-                    let betas = vec![beta; groups.len()];
-                    sys::cublasDgemmGroupedBatched(
-                        handle,
-                        transa.as_ptr(),
-                        transb.as_ptr(),
-                        m.as_ptr(),
-                        n.as_ptr(),
-                        k.as_ptr(),
-                        alphas.as_ptr(),
-                        pa as *const *const f64,
-                        lda.as_ptr(),
-                        pb as *const *const f64,
-                        ldb.as_ptr(),
-                        betas.as_ptr(),
-                        pc as *const *mut f64,
-                        ldc.as_ptr(),
-                        group_count,
-                        sizes.as_ptr(),
-                    )
-                }
-                _ => {
-                    let alphas = vec![alpha as f32; groups.len()];
-                    let betas = vec![beta as f32; groups.len()];
-                    sys::cublasSgemmGroupedBatched(
-                        handle,
-                        transa.as_ptr(),
-                        transb.as_ptr(),
-                        m.as_ptr(),
-                        n.as_ptr(),
-                        k.as_ptr(),
-                        alphas.as_ptr(),
-                        pa as *const *const f32,
-                        lda.as_ptr(),
-                        pb as *const *const f32,
-                        ldb.as_ptr(),
-                        betas.as_ptr(),
-                        pc as *const *mut f32,
-                        ldc.as_ptr(),
-                        group_count,
-                        sizes.as_ptr(),
-                    )
+        let status = self.with_pointer_arrays(&problems, a, b, c, |pa, pb, pc| {
+            // SAFETY: every problem was validated against its buffers'
+            // lengths, so cuBLAS reads and writes inside them; the pointer
+            // arrays live on the device until they are freed in stream order
+            // after the call; the other arrays are host arrays of
+            // `g.count` entries, alive during the call; the handle is in
+            // host pointer mode (the default).
+            unsafe {
+                match T::PRECISION {
+                    Precision::F64 => {
+                        let alphas = vec![alpha; g.sizes.len()];
+                        let betas = vec![beta; g.sizes.len()];
+                        sys::cublasDgemmGroupedBatched(
+                            handle,
+                            g.transa.as_ptr(),
+                            g.transb.as_ptr(),
+                            g.m.as_ptr(),
+                            g.n.as_ptr(),
+                            g.k.as_ptr(),
+                            alphas.as_ptr(),
+                            pa as *const *const f64,
+                            g.lda.as_ptr(),
+                            pb as *const *const f64,
+                            g.ldb.as_ptr(),
+                            betas.as_ptr(),
+                            pc as *const *mut f64,
+                            g.ldc.as_ptr(),
+                            g.count,
+                            g.sizes.as_ptr(),
+                        )
+                    }
+                    _ => {
+                        let alphas = vec![alpha as f32; g.sizes.len()];
+                        let betas = vec![beta as f32; g.sizes.len()];
+                        sys::cublasSgemmGroupedBatched(
+                            handle,
+                            g.transa.as_ptr(),
+                            g.transb.as_ptr(),
+                            g.m.as_ptr(),
+                            g.n.as_ptr(),
+                            g.k.as_ptr(),
+                            alphas.as_ptr(),
+                            pa as *const *const f32,
+                            g.lda.as_ptr(),
+                            pb as *const *const f32,
+                            g.ldb.as_ptr(),
+                            betas.as_ptr(),
+                            pc as *const *mut f32,
+                            g.ldc.as_ptr(),
+                            g.count,
+                            g.sizes.as_ptr(),
+                        )
+                    }
                 }
             }
-        };
-        drop((guards, c_guards));
+        })?;
         status.result().map_err(|source| Error::Cublas { call: "cublas?gemmGroupedBatched", source })
     }
 
@@ -602,22 +523,8 @@ impl Cublas {
             return Ok(());
         }
         self.require_version(120_500, ex_product::<T, C>(), "cublasGemmGroupedBatchedEx")?;
-        // Runs of equal parameters form the groups (problems stay in order).
-        let mut groups: Vec<(GroupParams, i32)> = Vec::new();
-        for p in &problems {
-            match groups.last_mut() {
-                Some((q, size)) if *q == p.params => *size += 1,
-                _ => groups.push((p.params, 1)),
-            }
-        }
-        let group_count = as_int(groups.len())?;
-        let field = |f: fn(&GroupParams) -> i32| groups.iter().map(|(p, _)| f(p)).collect::<Vec<i32>>();
-        let (m, n, k) = (field(|p| p.m), field(|p| p.n), field(|p| p.k));
-        let (lda, ldb, ldc) = (field(|p| p.lda), field(|p| p.ldb), field(|p| p.ldc));
-        let transa: Vec<cublasOperation_t> = groups.iter().map(|(p, _)| p.transa).collect();
-        let transb: Vec<cublasOperation_t> = groups.iter().map(|(p, _)| p.transb).collect();
-        let sizes: Vec<i32> = groups.iter().map(|&(_, s)| s).collect();
-        let scale = ExScale::new(T::NAME, alpha, beta, groups.len());
+        let g = GroupArrays::of(&problems)?;
+        let scale = ExScale::new(T::NAME, alpha, beta, g.sizes.len());
         let (ab_type, c_type, compute) = (ex_data_type(T::NAME), ex_data_type(C::NAME), ex_compute_type(T::NAME));
         let handle = *self.blas.handle();
         let status = self.with_pointer_arrays(&problems, a, b, c, |pa, pb, pc| {
@@ -625,30 +532,30 @@ impl Cublas {
             // lengths, so cuBLAS reads and writes inside them; `pa`, `pb`
             // and `pc` are device arrays of one pointer per problem, alive
             // until they are freed in stream order after the call; the
-            // other arrays are host arrays of `group_count` entries, alive
+            // other arrays are host arrays of `g.count` entries, alive
             // during the call, alpha and beta in the compute type's scale
             // type; the handle is in host pointer mode (the default).
             unsafe {
                 sys::cublasGemmGroupedBatchedEx(
                     handle,
-                    transa.as_ptr(),
-                    transb.as_ptr(),
-                    m.as_ptr(),
-                    n.as_ptr(),
-                    k.as_ptr(),
+                    g.transa.as_ptr(),
+                    g.transb.as_ptr(),
+                    g.m.as_ptr(),
+                    g.n.as_ptr(),
+                    g.k.as_ptr(),
                     scale.alpha(),
                     pa as *const *const core::ffi::c_void,
                     ab_type,
-                    lda.as_ptr(),
+                    g.lda.as_ptr(),
                     pb as *const *const core::ffi::c_void,
                     ab_type,
-                    ldb.as_ptr(),
+                    g.ldb.as_ptr(),
                     scale.beta(),
                     pc as *const *mut core::ffi::c_void,
                     c_type,
-                    ldc.as_ptr(),
-                    group_count,
-                    sizes.as_ptr(),
+                    g.ldc.as_ptr(),
+                    g.count,
+                    g.sizes.as_ptr(),
                     compute,
                 )
             }
@@ -878,6 +785,46 @@ struct ExProblem {
     dims: GemmDims,
     params: GroupParams,
     swapped: bool,
+}
+
+/// The per-group host arrays of cuBLAS's grouped calls: runs of problems
+/// with equal parameters form the groups (problems stay in order).
+struct GroupArrays {
+    count: i32,
+    transa: Vec<cublasOperation_t>,
+    transb: Vec<cublasOperation_t>,
+    m: Vec<i32>,
+    n: Vec<i32>,
+    k: Vec<i32>,
+    lda: Vec<i32>,
+    ldb: Vec<i32>,
+    ldc: Vec<i32>,
+    sizes: Vec<i32>,
+}
+
+impl GroupArrays {
+    fn of(problems: &[ExProblem]) -> Result<Self, Error> {
+        let mut groups: Vec<(GroupParams, i32)> = Vec::new();
+        for p in problems {
+            match groups.last_mut() {
+                Some((q, size)) if *q == p.params => *size += 1,
+                _ => groups.push((p.params, 1)),
+            }
+        }
+        let field = |f: fn(&GroupParams) -> i32| groups.iter().map(|(p, _)| f(p)).collect::<Vec<i32>>();
+        Ok(GroupArrays {
+            count: as_int(groups.len())?,
+            transa: groups.iter().map(|(p, _)| p.transa).collect(),
+            transb: groups.iter().map(|(p, _)| p.transb).collect(),
+            m: field(|p| p.m),
+            n: field(|p| p.n),
+            k: field(|p| p.k),
+            lda: field(|p| p.lda),
+            ldb: field(|p| p.ldb),
+            ldc: field(|p| p.ldc),
+            sizes: groups.iter().map(|&(_, s)| s).collect(),
+        })
+    }
 }
 
 /// "f16 x f16 -> f32": a type pair in words.

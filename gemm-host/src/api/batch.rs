@@ -21,7 +21,7 @@ use crate::error::{DriverContext, Error};
 use crate::exec::launch::{launch, product_geometry, Batch};
 use crate::operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef, Matrix};
-use cudarc::driver::{DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use gemm_core::batch::{batch_len, strided_disjoint, GroupProblem};
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};
 use gemm_core::warpgroup::WgmmaTypes;
@@ -507,6 +507,30 @@ impl Gemm {
     ) -> Result<(), Error> {
         self.check_options(T::PRECISION, true)?;
         self.check_device_call()?;
+        let Some((dims, count, device, stream)) = self.strided_device_problem(&a, &b, &c)? else { return Ok(()) };
+        self.enqueue(
+            &device,
+            &stream,
+            &dims,
+            (&a.first.data, &b.first.data, &mut c.first.data),
+            count,
+            [a.stride, b.stride, c.stride],
+        )
+    }
+
+    /// A strided batch of device matrices validated, in the order every
+    /// device door checks: shapes, strides and storage, the operands'
+    /// device (and the builder's), the stream's context, then the BLAS quick
+    /// return (None: nothing to do), then C's extent apart from A's and B's.
+    /// Returns the problem (user form), the count, C's device and the
+    /// stream to enqueue on.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn strided_device_problem<T: Scalar, C: Scalar>(
+        &self,
+        a: &Strided<DeviceView<'_, T>>,
+        b: &Strided<DeviceView<'_, T>>,
+        c: &Strided<DeviceViewMut<'_, C>>,
+    ) -> Result<Option<(GemmDims, usize, Arc<Device>, Arc<CudaStream>)>, Error> {
         let (dims, count) = self.strided_problem(
             (a.first.dims, a.count, a.stride, a.first.data.len()),
             (b.first.dims, b.count, b.stride, b.first.data.len()),
@@ -520,28 +544,21 @@ impl Gemm {
         }
         let stream = self.stream_on(&device)?;
         if count == 0 || dims.is_empty() || self.leaves_c_unchanged(&dims) {
-            return Ok(());
+            return Ok(None);
         }
-        let extent = |address: u64, d: &MatrixDims, stride: usize| {
-            (address as usize, batch_len(d, count, stride).unwrap_or(0) * size_of::<T>())
+        let extent = |address: u64, d: &MatrixDims, stride: usize, size: usize| {
+            (address as usize, batch_len(d, count, stride).unwrap_or(0) * size)
         };
-        let (c_start, c_bytes) = extent(c.first.address, &c.first.dims, c.stride);
+        let (c_start, c_bytes) = extent(c.first.address, &c.first.dims, c.stride, size_of::<C>());
         for (operand, (start, bytes)) in [
-            (Operand::A, extent(a.first.address, &a.first.dims, a.stride)),
-            (Operand::B, extent(b.first.address, &b.first.dims, b.stride)),
+            (Operand::A, extent(a.first.address, &a.first.dims, a.stride, size_of::<T>())),
+            (Operand::B, extent(b.first.address, &b.first.dims, b.stride, size_of::<T>())),
         ] {
             if spans_overlap(c_start, c_bytes, start, bytes) {
                 return Err(ShapeError::Overlap { operand }.into());
             }
         }
-        self.enqueue(
-            &device,
-            &stream,
-            &dims,
-            (&a.first.data, &b.first.data, &mut c.first.data),
-            count,
-            [a.stride, b.stride, c.stride],
-        )
+        Ok(Some((dims, count, device, stream)))
     }
 
     /// Enqueues a pointer-array batch: C_i <- alpha op(A_i) op(B_i) + beta
@@ -549,8 +566,9 @@ impl Gemm {
     /// `cublas<t>gemmBatched`, `cublasGemmBatchedEx`); returns without
     /// waiting. Every type pair of [`crate::Product`]: f64 and f32 in one
     /// launch (the list of addresses is uploaded on the stream before it);
-    /// the mixed-precision products (f16, bf16, TF32, i8) one launch per
-    /// product, on the same stream.
+    /// the mixed-precision products (f16, bf16, TF32, i8) in one grouped
+    /// launch of stage 9 on compute capability 9.0 (as
+    /// [`Gemm::run_grouped_device`]), one launch per product on 8.x.
     ///
     /// # Errors
     /// [`Error::ShapeVaries`] when the products differ in m, n or k; else as
@@ -634,9 +652,11 @@ impl Gemm {
     /// builder's, or the one measured for the largest problem. Every type
     /// pair of [`crate::Product`]: f64 and f32 in one launch; the
     /// mixed-precision products (f16, bf16 with C in the same type or f32 -
-    /// a mixture-of-experts layer - TF32, i8) one launch per non-empty
-    /// problem, on the same stream, each with its own plan
-    /// ([`Gemm::plan_for`]), all validated before the first.
+    /// a mixture-of-experts layer - TF32, i8), all validated first, on
+    /// compute capability 9.0 in one grouped launch of stage 9 (one per
+    /// layout combination the operands are read in), whose block tiles are
+    /// planned for the average problem and whose problems are not split
+    /// along k; on 8.x one launch of stage 8 per non-empty problem.
     ///
     /// ```no_run
     /// use gemm::{DeviceMatrix, DeviceView, DeviceViewMut, Gemm};

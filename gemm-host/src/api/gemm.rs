@@ -839,9 +839,25 @@ impl Gemm {
         b: DeviceView<'_, T>,
         mut c: DeviceViewMut<'_, T>,
     ) -> Result<(), Error> {
-        let chosen = self.chosen_config(T::PRECISION)?;
+        self.chosen_config(T::PRECISION)?; // a bad configuration fails before the shapes are looked at
         self.check_options(T::PRECISION, false)?;
         self.check_device_call()?;
+        let Some((dims, device, stream)) = self.device_problem(&a, &b, &c)? else { return Ok(()) };
+        self.enqueue(&device, &stream, &dims, (&a.data, &b.data, &mut c.data), 1, [0; 3])
+    }
+
+    /// A product of device matrices validated, in the order every device
+    /// door checks: shapes and storage, the operands' device (and the
+    /// builder's), the stream's context, then the BLAS quick return (None:
+    /// nothing to do), then C apart from A and B. Returns the problem (user
+    /// form), C's device and the stream to enqueue on.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn device_problem<T: Scalar, C: Scalar>(
+        &self,
+        a: &DeviceView<'_, T>,
+        b: &DeviceView<'_, T>,
+        c: &DeviceViewMut<'_, C>,
+    ) -> Result<Option<(GemmDims, Arc<Device>, Arc<CudaStream>)>, Error> {
         let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
         let device = c.device.clone();
         for other in [a.device, b.device].into_iter().chain(self.device.as_ref()) {
@@ -851,7 +867,7 @@ impl Gemm {
         }
         let stream = self.stream_on(&device)?;
         if dims.is_empty() || self.leaves_c_unchanged(&dims) {
-            return Ok(()); // BLAS quick return
+            return Ok(None); // BLAS quick return
         }
         let (c_start, c_bytes) = c.byte_span();
         for (operand, (start, bytes)) in [(Operand::A, a.byte_span()), (Operand::B, b.byte_span())] {
@@ -859,8 +875,7 @@ impl Gemm {
                 return Err(ShapeError::Overlap { operand }.into());
             }
         }
-        let _ = chosen;
-        self.enqueue(&device, &stream, &dims, (&a.data, &b.data, &mut c.data), 1, [0; 3])
+        Ok(Some((dims, device, stream)))
     }
 
     /// The options a call of `precision` (a batch when `batch`) cannot take,

@@ -23,14 +23,14 @@ use crate::exec::host_path::{host_product, HostOperand, HostPolicy};
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
 use crate::plan::product_plan::{
-    mma_kernel, product_name, realign_wanted, warpgroup_plan, warpgroup_route, WarpgroupRoute,
+    mma_kernel, product_name, realign_wanted, warpgroup_form, warpgroup_plan, WarpgroupRoute,
 };
 use cudarc::driver::sys as cu;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 use gemm_core::batch::batch_len;
-use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Op, Operand};
+use gemm_core::shape::{Layout, MatrixDims, Op};
 use gemm_core::warpgroup::{
     GroupProblem, WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, ROW_BYTES,
     WARPGROUP_M,
@@ -437,11 +437,10 @@ impl Gemm {
             None => default_device()?,
         };
         let stage = Self::mixed_stage(types, &device, mma_sync)?;
-        let reads_ab = self.alpha != 0.0 && dims.k > 0;
         let mut step = self.clone();
+        let (route, _, reads_ab) = warpgroup_form(types, &dims, self.alpha);
         if stage == MixedStage::Warpgroup && reads_ab {
-            let (kd, _) = dims.kernel_form();
-            let kd = warpgroup_route(types, &kd, true).dims;
+            let kd = route.dims;
             step.warpgroup_split = Some(warpgroup_plan(types, kd.m, kd.n, kd.k, 1, device.sm_count()).split);
         }
         let operand = |base: *const u8, d: MatrixDims, op: Op| HostOperand { base, dims: d.op(op) };
@@ -469,23 +468,7 @@ impl Gemm {
     ) -> Result<(), Error> {
         let mma_sync = self.mixed_options(types)?;
         self.check_device_call()?;
-        let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
-        let device = c.device.clone();
-        for other in [a.device, b.device].into_iter().chain(self.device_option()) {
-            if !other.same_context(&device) {
-                return Err(Error::DeviceMismatch(other.name().to_string(), device.name().to_string()));
-            }
-        }
-        let stream = self.stream_on(&device)?;
-        if dims.is_empty() || self.leaves_c_unchanged(&dims) {
-            return Ok(());
-        }
-        let (c_start, c_bytes) = c.byte_span();
-        for (operand, (start, bytes)) in [(Operand::A, a.byte_span()), (Operand::B, b.byte_span())] {
-            if spans_overlap(c_start, c_bytes, start, bytes) {
-                return Err(gemm_core::ShapeError::Overlap { operand }.into());
-            }
-        }
+        let Some((dims, device, stream)) = self.device_problem(&a, &b, &c)? else { return Ok(()) };
         let stage = Self::mixed_stage(types, &device, mma_sync)?;
         self.enqueue_mixed(&device, &stream, stage, types, &dims, (&a.data, &b.data, &mut c.data), (1, [0; 3]))
     }
@@ -549,10 +532,8 @@ impl Gemm {
         let forms: Vec<(usize, WarpgroupRoute, bool, bool)> = todo
             .iter()
             .map(|&(i, dims)| {
-                let (kd, swapped) = dims.kernel_form();
-                let reads_ab = self.alpha != 0.0 && kd.k > 0;
-                let route = warpgroup_route(types, &kd, reads_ab);
-                (i, route, swapped ^ route.transposed_c, reads_ab)
+                let (route, swapped, reads_ab) = warpgroup_form(types, &dims, self.alpha);
+                (i, route, swapped, reads_ab)
             })
             .collect();
         let count = forms.len().max(1);
@@ -739,33 +720,7 @@ impl Gemm {
     ) -> Result<(), Error> {
         let mma_sync = self.mixed_options(types)?;
         self.check_device_call()?;
-        let (dims, count) = self.strided_problem(
-            (a.first.dims, a.count, a.stride, a.first.data.len()),
-            (b.first.dims, b.count, b.stride, b.first.data.len()),
-            (c.first.dims, c.count, c.stride, c.first.data.len()),
-        )?;
-        let device = c.first.device.clone();
-        for other in [a.first.device, b.first.device].into_iter().chain(self.device_option()) {
-            if !other.same_context(&device) {
-                return Err(Error::DeviceMismatch(other.name().to_string(), device.name().to_string()));
-            }
-        }
-        let stream = self.stream_on(&device)?;
-        if count == 0 || dims.is_empty() || self.leaves_c_unchanged(&dims) {
-            return Ok(());
-        }
-        let extent = |address: u64, d: &MatrixDims, stride: usize, size: usize| {
-            (address as usize, batch_len(d, count, stride).unwrap_or(0) * size)
-        };
-        let (c_start, c_bytes) = extent(c.first.address, &c.first.dims, c.stride, size_of::<C>());
-        for (operand, (start, bytes)) in [
-            (Operand::A, extent(a.first.address, &a.first.dims, a.stride, size_of::<T>())),
-            (Operand::B, extent(b.first.address, &b.first.dims, b.stride, size_of::<T>())),
-        ] {
-            if spans_overlap(c_start, c_bytes, start, bytes) {
-                return Err(gemm_core::ShapeError::Overlap { operand }.into());
-            }
-        }
+        let Some((dims, count, device, stream)) = self.strided_device_problem(&a, &b, &c)? else { return Ok(()) };
         let stage = Self::mixed_stage(types, &device, mma_sync)?;
         let operands = (&a.first.data, &b.first.data, &mut c.first.data);
         self.enqueue_mixed(&device, &stream, stage, types, &dims, operands, (count, [a.stride, b.stride, c.stride]))
@@ -915,10 +870,8 @@ impl Gemm {
         (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>),
         (batch, [stride_a, stride_b, stride_c]): (usize, [usize; 3]),
     ) -> Result<(), Error> {
-        let (kd, swapped) = dims.kernel_form();
-        let reads_ab = self.alpha != 0.0 && kd.k > 0;
-        let route = warpgroup_route(types, &kd, reads_ab);
-        let (kd, swapped, transposed_c) = (route.dims, swapped ^ route.transposed_c, route.transposed_c);
+        let (route, swapped, reads_ab) = warpgroup_form(types, dims, self.alpha);
+        let (kd, transposed_c) = (route.dims, route.transposed_c);
         let (ka, kb) = if swapped { (b, a) } else { (a, b) };
         let (sa, sb) = if swapped { (stride_b, stride_a) } else { (stride_a, stride_b) };
         // An operand with stride 0 is one matrix for every product.

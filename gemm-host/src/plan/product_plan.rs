@@ -256,6 +256,18 @@ pub(crate) fn warpgroup_route(types: WgmmaTypes, kd: &GemmDims, reads_ab: bool) 
     WarpgroupRoute { dims, transposed_c }
 }
 
+/// A validated product in user form `dims` as stage 9 runs it with this
+/// alpha: its route ([`warpgroup_route`] of the kernel form), whether the
+/// user's A and B trade places in the form the kernel runs (the kernel form
+/// of a column-major C, and the transposed product), and whether A and B
+/// are read at all (alpha != 0 and k > 0).
+pub(crate) fn warpgroup_form(types: WgmmaTypes, dims: &GemmDims, alpha: f64) -> (WarpgroupRoute, bool, bool) {
+    let (kd, swapped) = dims.kernel_form();
+    let reads_ab = alpha != 0.0 && kd.k > 0;
+    let route = warpgroup_route(types, &kd, reads_ab);
+    (route, swapped ^ route.transposed_c, reads_ab)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::tuning::Stage;
