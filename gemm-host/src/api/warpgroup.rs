@@ -619,8 +619,8 @@ impl Gemm {
             let maps = stream.clone_htod(&maps).during("cuMemcpyHtoDAsync")?;
             let name = kernel.names[index].expect("a kernel for every layout the operands are brought to");
             let func = device.warpgroup_function(name)?;
-            // Persistent blocks, as for one product: one per SM at most.
-            let blocks = jobs.clamp(1, device.sm_count().max(1) as u64) as u32;
+            // Persistent blocks, as for one product of `jobs` block tiles.
+            let [blocks, _, _] = tile.grid(tile.bm, tile.bn, jobs as u32, device.sm_count());
             let cfg = LaunchConfig {
                 grid_dim: (blocks, 1, 1),
                 block_dim: (tile.threads_per_block(), 1, 1),
