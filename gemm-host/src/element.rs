@@ -6,7 +6,7 @@
 
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::{CudaBlas, GemmConfig};
-use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::Precision;
 use std::any::TypeId;
@@ -198,6 +198,46 @@ pub(crate) unsafe trait Recast: Sized {
         // plain conversion would.
         unsafe { std::mem::transmute_copy::<ManuallyDrop<Self>, Self::With<U>>(&ManuallyDrop::new(self)) }
     }
+}
+
+// SAFETY: `With<U>` is `Self` with `T` written as `U` (Recast's contract);
+// so for the three below: the device buffers of one launch, as the
+// execution layer takes them.
+unsafe impl<'x, 'a, T: Scalar> Recast for &'x CudaView<'a, T> {
+    type Elem = T;
+    type With<U: Scalar> = &'x CudaView<'a, U>;
+}
+
+// SAFETY: as above.
+unsafe impl<'x, 'a, T: Scalar> Recast for &'x mut CudaViewMut<'a, T> {
+    type Elem = T;
+    type With<U: Scalar> = &'x mut CudaViewMut<'a, U>;
+}
+
+// SAFETY: as above (a list batch's A or B).
+unsafe impl<'s, 'x, 'a, T: Scalar> Recast for &'s [&'x CudaView<'a, T>] {
+    type Elem = T;
+    type With<U: Scalar> = &'s [&'x CudaView<'a, U>];
+}
+
+// SAFETY: as above (a list batch's C).
+unsafe impl<'s, 'x, 'a, T: Scalar> Recast for &'s mut [&'x mut CudaViewMut<'a, T>] {
+    type Elem = T;
+    type With<U: Scalar> = &'s mut [&'x mut CudaViewMut<'a, U>];
+}
+
+/// A product of the tensor-core types as errors and plans name it, e.g.
+/// "bf16 x bf16 -> f32".
+pub(crate) fn product_name(types: WgmmaTypes) -> String {
+    let (i, o) = match types {
+        WgmmaTypes::F16 => ("f16", "f16"),
+        WgmmaTypes::F16F32 => ("f16", "f32"),
+        WgmmaTypes::Bf16 => ("bf16", "bf16"),
+        WgmmaTypes::Bf16F32 => ("bf16", "f32"),
+        WgmmaTypes::Tf32 => ("f32 (TF32)", "f32"),
+        WgmmaTypes::S8 => ("i8", "i32"),
+    };
+    format!("{i} x {i} -> {o}")
 }
 
 /// An element type with the whole ladder of kernels (stages 1-8, split-K,

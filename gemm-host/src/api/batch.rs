@@ -14,17 +14,19 @@
 //! The kernels are the single-product ones: a block finds its product from
 //! the grid (`gemm_core::batch`).
 
+use crate::api::dispatch::Kernels;
 use crate::api::gemm::Gemm;
+use crate::device::memory::{alloc_uninit, memcpy_htod};
+use crate::device::staging::copy_elements;
 use crate::device::Device;
-use crate::element::{Element, Product, Recast, Scalar, Types};
+use crate::element::{Product, Recast, Scalar};
 use crate::error::{DriverContext, Error};
-use crate::exec::launch::{launch, product_geometry, Batch};
+use crate::exec;
 use crate::operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef, Matrix};
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use gemm_core::batch::{batch_len, strided_disjoint, GroupProblem};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtrMut};
+use gemm_core::batch::{batch_len, strided_disjoint};
 use gemm_core::shape::{spans_overlap, Layout, MatrixDims, Operand};
-use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::{GemmDims, ShapeError};
 use std::mem::size_of;
 use std::sync::Arc;
@@ -363,29 +365,9 @@ impl Gemm {
         &self,
         a: Strided<MatRef<'a, T>>,
         b: Strided<MatRef<'b, T>>,
-        c: Strided<MatMut<'c, C>>,
+        mut c: Strided<MatMut<'c, C>>,
     ) -> Result<(), Error> {
-        match T::TYPES {
-            Types::F64 => self.run_strided_element::<f64>(a.recast(), b.recast(), c.recast()),
-            Types::F32 => {
-                if self.uses_tf32(None)? {
-                    self.run_mixed_strided_host(WgmmaTypes::Tf32, a, b, c)
-                } else {
-                    self.run_strided_element::<f32>(a.recast(), b.recast(), c.recast())
-                }
-            }
-            Types::Mixed(types) => self.run_mixed_strided_host(types, a, b, c),
-        }
-    }
-
-    /// [`Gemm::run_strided`] for f64 and f32 (stages 1-8).
-    pub(crate) fn run_strided_element<'a, 'b, 'c, T: Element>(
-        &self,
-        a: Strided<MatRef<'a, T>>,
-        b: Strided<MatRef<'b, T>>,
-        mut c: Strided<MatMut<'c, T>>,
-    ) -> Result<(), Error> {
-        self.check_options(T::PRECISION, true)?;
+        let kernels = self.kernels::<T, C>(true, None)?;
         let (dims, count) = self.strided_problem(
             (a.first.dims(), a.count, a.stride, a.first.as_slice().len()),
             (b.first.dims(), b.count, b.stride, b.first.as_slice().len()),
@@ -398,8 +380,8 @@ impl Gemm {
             Some(d) => d.clone(),
             None => crate::device::default_device()?,
         };
+        let launch = self.launch_on(kernels, &device, &dims, count)?;
         let stream = self.stream_on(&device)?;
-        let elem = size_of::<T>();
         let extent = |d: &MatrixDims, stride: usize| batch_len(d, count, stride).unwrap_or(0);
         let (la, lb, lc) =
             (extent(&a.first.dims(), a.stride), extent(&b.first.dims(), b.stride), extent(&c.first.dims(), c.stride));
@@ -408,7 +390,7 @@ impl Gemm {
             Some(x) => x,
             None => cudarc::driver::result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
         };
-        if (la + lb + lc) * elem > budget {
+        if (la + lb) * size_of::<T>() + lc * size_of::<C>() > budget {
             // Product by product through the host path (tiles, out of core).
             for i in 0..count {
                 let ci = c.first.rb_at(i * c.stride);
@@ -416,40 +398,38 @@ impl Gemm {
             }
             return Ok(());
         }
+        // A and B go up when the product reads them; C's matrices'
+        // elements only, both ways (up only when beta reads them): the gaps
+        // between matrices and the padding are neither read nor written.
         let reads_ab = self.alpha != 0.0 && dims.k > 0;
-        let up = |span: &[T], needed: bool| -> Result<cudarc::driver::CudaSlice<T>, Error> {
-            // SAFETY: filled by the copy before any read.
-            let mut d = unsafe { crate::device::memory::alloc_uninit::<T>(&stream, span.len().max(1)) }?;
-            if needed && !span.is_empty() {
-                stream.memcpy_htod(span, &mut d).during("cuMemcpyHtoDAsync")?;
+        let up = |span: &[T]| -> Result<CudaSlice<T>, Error> {
+            // SAFETY: filled by the copy before any read; not read when the
+            // product does not read A and B.
+            let mut d = unsafe { alloc_uninit::<T>(&stream, span.len().max(1)) }?;
+            if reads_ab && !span.is_empty() {
+                memcpy_htod(&stream, span, &mut d.slice_mut(..))?;
             }
             Ok(d)
         };
-        let da = up(&a.first.as_slice()[..la], reads_ab)?;
-        let db = up(&b.first.as_slice()[..lb], reads_ab)?;
-        let cd = c.first.dims();
-        let c_span = &mut c.first.storage_mut()[..lc];
-        let mut dc = up(c_span, self.beta != 0.0)?;
-        self.enqueue(
-            &device,
-            &stream,
-            &dims,
-            (&da.slice(..), &db.slice(..), &mut dc.slice_mut(..)),
-            count,
-            [a.stride, b.stride, c.stride],
-        )?;
-        let mut host = vec![T::default(); lc];
-        stream.memcpy_dtoh(&dc.slice(..lc), &mut host).during("cuMemcpyDtoH")?;
-        stream.synchronize().during("cuStreamSynchronize")?;
-        // Copy the elements of each C_i back, not the padding around them.
-        let (outer, line) = cd.lines();
-        for i in 0..count {
-            for o in 0..outer {
-                let at = i * c.stride + o * cd.ld;
-                c_span[at..at + line].copy_from_slice(&host[at..at + line]);
-            }
+        let (da, db) = (up(&a.first.as_slice()[..la])?, up(&b.first.as_slice()[..lb])?);
+        let (c_dims, c_stride) = (c.first.dims(), c.stride);
+        let host = c.first.storage_mut()[..lc].as_mut_ptr();
+        // SAFETY: every element of each C is uploaded below when beta != 0,
+        // and otherwise written by the product before it is read back.
+        let mut dc = unsafe { alloc_uninit::<C>(&stream, lc) }?;
+        let dev = dc.device_ptr_mut(&stream).0;
+        if self.beta != 0.0 {
+            // SAFETY: the batch (validated shapes, `count` matrices `c_stride`
+            // apart) lies in C's storage; the device buffer has the same
+            // layout and length; synchronized before return.
+            unsafe { copy_elements(&stream, c_dims, (count, c_stride), host, dev, true) }?;
         }
-        Ok(())
+        let operands = (&da.slice(..), &db.slice(..), &mut dc.slice_mut(..));
+        let strides = [a.stride, b.stride, c.stride];
+        exec::enqueue(&launch, &device, &stream, (self.alpha, self.beta), operands, (count, strides))?;
+        // SAFETY: as above; C is exclusively borrowed until the synchronize.
+        unsafe { copy_elements(&stream, c_dims, (count, c_stride), host, dev, false) }?;
+        stream.synchronize().during("cuStreamSynchronize")
     }
 
     /// Enqueues the strided batch C_i <- alpha op(A_i) op(B_i) + beta C_i,
@@ -483,39 +463,15 @@ impl Gemm {
         &self,
         a: Strided<DeviceView<'a, T>>,
         b: Strided<DeviceView<'b, T>>,
-        c: Strided<DeviceViewMut<'c, C>>,
+        mut c: Strided<DeviceViewMut<'c, C>>,
     ) -> Result<(), Error> {
-        match T::TYPES {
-            Types::F64 => self.run_strided_device_element::<f64>(a.recast(), b.recast(), c.recast()),
-            Types::F32 => {
-                if self.uses_tf32(Some(c.first.device))? {
-                    self.run_mixed_strided_device(WgmmaTypes::Tf32, a, b, c)
-                } else {
-                    self.run_strided_device_element::<f32>(a.recast(), b.recast(), c.recast())
-                }
-            }
-            Types::Mixed(types) => self.run_mixed_strided_device(types, a, b, c),
-        }
-    }
-
-    /// [`Gemm::run_strided_device`] for f64 and f32 (stages 1-8).
-    pub(crate) fn run_strided_device_element<'a, 'b, 'c, T: Element>(
-        &self,
-        a: Strided<DeviceView<'a, T>>,
-        b: Strided<DeviceView<'b, T>>,
-        mut c: Strided<DeviceViewMut<'c, T>>,
-    ) -> Result<(), Error> {
-        self.check_options(T::PRECISION, true)?;
+        let kernels = self.kernels::<T, C>(true, Some(c.first.device))?;
         self.check_device_call()?;
         let Some((dims, count, device, stream)) = self.strided_device_problem(&a, &b, &c)? else { return Ok(()) };
-        self.enqueue(
-            &device,
-            &stream,
-            &dims,
-            (&a.first.data, &b.first.data, &mut c.first.data),
-            count,
-            [a.stride, b.stride, c.stride],
-        )
+        let launch = self.launch_on(kernels, &device, &dims, count)?;
+        let operands = (&a.first.data, &b.first.data, &mut c.first.data);
+        let strides = [a.stride, b.stride, c.stride];
+        exec::enqueue(&launch, &device, &stream, (self.alpha, self.beta), operands, (count, strides))
     }
 
     /// A strided batch of device matrices validated, in the order every
@@ -583,7 +539,10 @@ impl Gemm {
     }
 
     /// [`Gemm::run_batched_device`] (`same_shape`) and
-    /// [`Gemm::run_grouped_device`]: the kernels of `T::TYPES`.
+    /// [`Gemm::run_grouped_device`]: every problem validated first (shapes
+    /// and storage, devices, C apart from its A and B and from the other
+    /// problems' C; on the ladder, one layout combination for all), then the
+    /// list's launch on the call's stream.
     fn run_list<T: Product<C>, C: Scalar>(
         &self,
         a: &[DeviceView<'_, T>],
@@ -591,17 +550,39 @@ impl Gemm {
         c: &mut [DeviceViewMut<'_, C>],
         same_shape: bool,
     ) -> Result<(), Error> {
-        match T::TYPES {
-            Types::F64 => self.run_list_element::<f64>(a.recast(), b.recast(), c.recast(), same_shape),
-            Types::F32 => {
-                if self.uses_tf32(c.first().map(|c| c.device))? {
-                    self.run_mixed_list(WgmmaTypes::Tf32, a, b, c, same_shape)
-                } else {
-                    self.run_list_element::<f32>(a.recast(), b.recast(), c.recast(), same_shape)
+        let kernels = self.kernels::<T, C>(true, c.first().map(|c| c.device))?;
+        self.check_device_call()?;
+        if same_shape {
+            self.shape_varies(a, b, c)?;
+        }
+        // The ladder's one launch reads every problem in one layout combination.
+        let ladder = matches!(kernels, Kernels::Ladder(_));
+        let mut first: Option<GemmDims> = None;
+        let same_layouts = |i: usize, dims: &GemmDims| {
+            if let (true, Some(f)) = (ladder, first) {
+                if f.kernel_form().0.layouts() != dims.kernel_form().0.layouts() {
+                    return Err(Error::MixedLayouts {
+                        index: i,
+                        expected: layouts_name(&f),
+                        found: layouts_name(dims),
+                    });
                 }
             }
-            Types::Mixed(types) => self.run_mixed_list(types, a, b, c, same_shape),
+            if first.is_none() && !(dims.is_empty() || self.leaves_c_unchanged(dims)) {
+                first = Some(*dims);
+            }
+            Ok(())
+        };
+        let Some((device, todo)) = self.list_problems(a, b, c, same_layouts)? else { return Ok(()) };
+        let stream = self.stream_on(&device)?;
+        if todo.is_empty() {
+            return Ok(());
         }
+        let launch = self.list_launch(kernels, &device, &todo)?;
+        let av: Vec<&CudaView<'_, T>> = a.iter().map(|v| &v.data).collect();
+        let bv: Vec<&CudaView<'_, T>> = b.iter().map(|v| &v.data).collect();
+        let mut cv: Vec<&mut CudaViewMut<'_, C>> = c.iter_mut().map(|v| &mut v.data).collect();
+        exec::enqueue_list(&launch, &device, &stream, (self.alpha, self.beta), (&av, &bv, &mut cv))
     }
 
     /// The products of a pointer-array batch differ in shape: the first that does.
@@ -623,23 +604,6 @@ impl Gemm {
             }
         }
         Ok(())
-    }
-
-    /// [`Gemm::run_batched_device`] (`same_shape`) and
-    /// [`Gemm::run_grouped_device`] for f64 and f32: one launch.
-    pub(crate) fn run_list_element<T: Element>(
-        &self,
-        a: &[DeviceView<'_, T>],
-        b: &[DeviceView<'_, T>],
-        c: &mut [DeviceViewMut<'_, T>],
-        same_shape: bool,
-    ) -> Result<(), Error> {
-        self.check_options(T::PRECISION, true)?;
-        self.check_device_call()?;
-        if same_shape {
-            self.shape_varies(a, b, c)?;
-        }
-        self.run_grouped_element(a, b, c)
     }
 
     /// Enqueues a grouped batch: C_i <- alpha op(A_i) op(B_i) + beta C_i for
@@ -687,127 +651,6 @@ impl Gemm {
         c: &mut [DeviceViewMut<'_, C>],
     ) -> Result<(), Error> {
         self.run_list::<T, C>(a, b, c, false)
-    }
-
-    /// [`Gemm::run_grouped_device`] for f64 and f32: one launch over the
-    /// tiles of every problem.
-    pub(crate) fn run_grouped_element<T: Element>(
-        &self,
-        a: &[DeviceView<'_, T>],
-        b: &[DeviceView<'_, T>],
-        c: &mut [DeviceViewMut<'_, T>],
-    ) -> Result<(), Error> {
-        // The options were checked by `run_list_element`, its one caller.
-        // One launch reads every problem in one layout combination.
-        let mut first: Option<usize> = None;
-        let same_layouts = |i: usize, dims: &GemmDims| {
-            if let Some(f) = first {
-                let f_dims = self.problem_dims_of(&a[f], &b[f], &c[f]);
-                if f_dims.kernel_form().0.layouts() != dims.kernel_form().0.layouts() {
-                    return Err(Error::MixedLayouts {
-                        index: i,
-                        expected: layouts_name(&f_dims),
-                        found: layouts_name(dims),
-                    });
-                }
-            }
-            if first.is_none() && !(dims.is_empty() || self.leaves_c_unchanged(dims)) {
-                first = Some(i);
-            }
-            Ok(())
-        };
-        let Some((device, todo)) = self.list_problems(a, b, c, same_layouts)? else { return Ok(()) };
-        let problems: Vec<(usize, GemmDims, bool)> = todo
-            .into_iter()
-            .map(|(i, dims)| {
-                let (kdims, swapped) = dims.kernel_form();
-                let reads_ab = self.alpha != 0.0 && dims.k > 0;
-                (i, if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } }, swapped)
-            })
-            .collect();
-        let stream = self.stream_on(&device)?;
-        if problems.is_empty() {
-            return Ok(());
-        }
-        // One configuration for all: the largest problem's.
-        let largest = problems.iter().max_by_key(|(_, d, _)| (d.m * d.n, d.k)).map(|p| p.1).unwrap();
-        let config = self.batch_config(&device, T::PRECISION, &largest, problems.len())?;
-        let mut words: Vec<u64> = Vec::with_capacity(problems.len() * 8);
-        let mut blocks: u64 = 0;
-        for &(i, d, swapped) in &problems {
-            let g = product_geometry::<T>(&device, config, &d)
-                .map_err(|e| Error::Problem { index: i, source: Box::new(e) })?
-                .1;
-            // The stream waits for pending work on each buffer (cudarc's
-            // events; the guards record again after the launch, below).
-            let (pa, pb) = (a[i].data.device_ptr(&stream).0, b[i].data.device_ptr(&stream).0);
-            let pc = c[i].data.device_ptr_mut(&stream).0;
-            let (ka, kb) = if swapped { (pb, pa) } else { (pa, pb) };
-            let p = GroupProblem {
-                a: ka,
-                b: kb,
-                c: pc,
-                m: d.m as u32,
-                n: d.n as u32,
-                k: d.k as u32,
-                lda: d.lda as u32,
-                ldb: d.ldb as u32,
-                ldc: d.ldc as u32,
-                first_block: blocks.min(u32::MAX as u64) as u32,
-                grid_x: g.grid[0],
-                grid_y: g.grid[1],
-                pad: 0,
-            };
-            words.extend(problem_words(&p));
-            blocks += g.blocks();
-        }
-        let max_x = device.limits().max_grid_dim[0] as u64;
-        if blocks > max_x {
-            return Err(Error::DeviceLimit {
-                config,
-                device: device.name().to_string(),
-                source: gemm_core::LimitError::GridDim {
-                    axis: 'x',
-                    requested: blocks.min(u32::MAX as u64) as u32,
-                    limit: max_x as u32,
-                },
-            });
-        }
-        let table = stream.clone_htod(&words).during("cuMemcpyHtoDAsync")?;
-        // The kernel ignores the pointers passed for a grouped launch; pass
-        // the first problem's buffers (valid arguments of the right types).
-        let i0 = problems[0].0;
-        let (av, bv) = (a[i0].data.slice(..), b[i0].data.slice(..));
-        let mut cv = c[i0].data.slice_mut(..);
-        let result = launch(
-            &device,
-            &stream,
-            config,
-            &largest,
-            T::from_f64(self.alpha),
-            &av,
-            &bv,
-            T::from_f64(self.beta),
-            &mut cv,
-            Batch::Grouped { problems: &table, count: problems.len(), blocks: blocks as u32 },
-        );
-        let _ = cv;
-        // Each buffer records the launch, so work on other streams that uses
-        // it later waits for it (as a launch's own arguments do).
-        for &(i, _, _) in &problems {
-            drop((a[i].data.device_ptr(&stream), b[i].data.device_ptr(&stream)));
-            drop(c[i].data.device_ptr_mut(&stream));
-        }
-        result
-    }
-
-    fn problem_dims_of<T: Element>(
-        &self,
-        a: &DeviceView<'_, T>,
-        b: &DeviceView<'_, T>,
-        c: &DeviceViewMut<'_, T>,
-    ) -> GemmDims {
-        self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len())).expect("validated before")
     }
 
     /// The problems of a pointer-array or grouped batch, every one validated
@@ -882,48 +725,5 @@ impl Gemm {
     ) -> Result<gemm_core::KernelConfig, Error> {
         let dims = (kdims.m, kdims.n, kdims.k);
         Ok(self.plan_on(Some(device), precision, dims, kdims.layouts(), count)?.config)
-    }
-}
-
-/// The 8 words of a problem as the kernel reads them (`#[repr(C)]`, 64 bytes).
-fn problem_words(p: &GroupProblem) -> [u64; 8] {
-    let pair = |lo: u32, hi: u32| lo as u64 | (hi as u64) << 32;
-    [
-        p.a,
-        p.b,
-        p.c,
-        pair(p.m, p.n),
-        pair(p.k, p.lda),
-        pair(p.ldb, p.ldc),
-        pair(p.first_block, p.grid_x),
-        pair(p.grid_y, p.pad),
-    ]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn problem_words_follow_the_c_layout() {
-        let p = GroupProblem {
-            a: 1,
-            b: 2,
-            c: 3,
-            m: 4,
-            n: 5,
-            k: 6,
-            lda: 7,
-            ldb: 8,
-            ldc: 9,
-            first_block: 10,
-            grid_x: 11,
-            grid_y: 12,
-            pad: 0,
-        };
-        let w = problem_words(&p);
-        // SAFETY: GroupProblem is #[repr(C)], 64 bytes, no padding; little-endian target.
-        let raw: [u64; 8] = unsafe { core::mem::transmute(p) };
-        assert_eq!(w, raw);
     }
 }

@@ -1,23 +1,20 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
-use crate::device::memory::alloc_uninit;
 use crate::device::registry::{entry_point, WARPGROUP_KERNELS};
 use crate::device::{default_device, Device};
-use crate::element::{Element, Product, Recast, Scalar, Types};
+use crate::element::{product_name, Product, Scalar, Types};
 use crate::error::Error;
-use crate::exec::host_path::{host_product, HostCall, HostOperand, HostPolicy};
-use crate::exec::launch::{checked_geometry, launch, launch_pack, launch_reduce, Batch, SINGLE};
+use crate::exec;
+use crate::exec::host_path::{host_product, HostCall, HostOperand};
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
 use crate::plan::product_plan::{
-    mma_kernel, product_name, realign_wanted, warpgroup_plan, warpgroup_route, KernelFamily, ProductPlan,
+    mma_kernel, realign_wanted, warpgroup_plan, warpgroup_route, KernelFamily, ProductPlan,
 };
 use crate::plan::tuning_plan::{plan_split, stage_default};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
-use gemm_core::pack::{self, PackCopy};
 use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
-use gemm_core::split_k;
 use gemm_core::warpgroup::{WgmmaTypes, ROW_BYTES};
 use gemm_core::{
     BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, KernelLayouts, MatrixDims, Precision, ShapeError, Stage,
@@ -724,29 +721,8 @@ impl Gemm {
         b: impl Into<MatRef<'b, T>>,
         c: impl Into<MatMut<'c, C>>,
     ) -> Result<(), Error> {
-        let (a, b, c) = (a.into(), b.into(), c.into());
-        match T::TYPES {
-            Types::F64 => self.run_element::<f64>(a.recast(), b.recast(), c.recast()),
-            Types::F32 => {
-                if self.uses_tf32(None)? {
-                    self.run_mixed_host(WgmmaTypes::Tf32, a, b, c)
-                } else {
-                    self.run_element::<f32>(a.recast(), b.recast(), c.recast())
-                }
-            }
-            Types::Mixed(types) => self.run_mixed_host(types, a, b, c),
-        }
-    }
-
-    /// [`Gemm::run`] for f64 and f32.
-    pub(crate) fn run_element<T: Element>(
-        &self,
-        a: MatRef<'_, T>,
-        b: MatRef<'_, T>,
-        mut c: MatMut<'_, T>,
-    ) -> Result<(), Error> {
-        self.chosen_config(T::PRECISION)?; // a bad configuration fails before the shapes are looked at
-        self.check_options(T::PRECISION, false)?;
+        let (a, b, mut c) = (a.into(), b.into(), c.into());
+        let kernels = self.kernels::<T, C>(false, None)?;
         let c_len = c.dims().required_len().unwrap_or(0);
         let dims = self.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
         if dims.is_empty() || self.leaves_c_unchanged(&dims) {
@@ -757,34 +733,21 @@ impl Gemm {
             None => default_device()?,
         };
         // Fail on configuration and device limits before any copy.
-        let (kdims, _) = dims.kernel_form();
-        let plan = self.plan_on(Some(&device), T::PRECISION, (kdims.m, kdims.n, kdims.k), kdims.layouts(), 1)?;
-        let gdims = if plan.pack { pack::packed(&kdims, T::PRECISION).0 } else { kdims };
-        checked_geometry::<T>(&device, plan.config, &gdims, SINGLE)?;
-        let operand =
-            |base: *const T, d: gemm_core::MatrixDims, op: Op| HostOperand { base: base as *const u8, dims: d.op(op) };
-        let ha = operand(a.as_slice().as_ptr(), a.dims(), self.op_a);
-        let hb = operand(b.as_slice().as_ptr(), b.dims(), self.op_b);
-        let hc = operand(c.span_mut().as_mut_ptr(), c.dims(), Op::N);
-        // Every tile runs the whole product's plan (kernel, split, packing):
-        // a tile planned on its own shape could take another kernel or
-        // split, and the host path would then give other bits than the same
-        // product on device matrices. (A kernel chosen with the options is
-        // the same for every tile already, and splits and packs only when
-        // asked.)
-        let reads_ab = self.alpha != 0.0 && dims.k > 0;
-        let step = if reads_ab && self.chosen_config(T::PRECISION)?.is_none() {
-            self.clone().kernel(plan.config).split_k(plan.split_k).pack(plan.pack)
-        } else {
-            self.clone()
-        };
+        let whole = self.launch_on(kernels, &device, &dims, 1)?;
+        let step = self.tile_step(&whole, &device)?;
+        let operand = |base: *const u8, d: MatrixDims, op: Op| HostOperand { base, dims: d.op(op) };
+        let ha = operand(a.as_slice().as_ptr() as *const u8, a.dims(), self.op_a);
+        let hb = operand(b.as_slice().as_ptr() as *const u8, b.dims(), self.op_b);
+        let hc = operand(c.span_mut().as_mut_ptr() as *const u8, c.dims(), Op::N);
         let tile = |(alpha, beta): (f64, f64),
                     stream: &Arc<CudaStream>,
                     pd: &GemmDims,
-                    ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>)| {
-            step.clone().alpha(alpha).beta(beta).enqueue(&device, stream, pd, ops, 1, [0; 3])
+                    ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>)| {
+            let launch = step.clone().alpha(alpha).beta(beta).launch_on(kernels, &device, pd, 1)?;
+            exec::enqueue(&launch, &device, stream, (alpha, beta), ops, (1, [0; 3]))
         };
-        host_product(&self.host_call(), &device, &dims, (ha, hb, hc), &tile, HostPolicy::LADDER)
+        let policy = kernels.host_policy(size_of::<C>());
+        host_product(&self.host_call(), &device, &dims, (ha, hb, hc), &tile, policy)
     }
 
     /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` on matrices already on
@@ -818,32 +781,12 @@ impl Gemm {
         b: impl Into<DeviceView<'b, T>>,
         c: impl Into<DeviceViewMut<'c, C>>,
     ) -> Result<(), Error> {
-        let (a, b, c) = (a.into(), b.into(), c.into());
-        match T::TYPES {
-            Types::F64 => self.run_device_element::<f64>(a.recast(), b.recast(), c.recast()),
-            Types::F32 => {
-                if self.uses_tf32(Some(c.device))? {
-                    self.run_mixed_device(WgmmaTypes::Tf32, a, b, c)
-                } else {
-                    self.run_device_element::<f32>(a.recast(), b.recast(), c.recast())
-                }
-            }
-            Types::Mixed(types) => self.run_mixed_device(types, a, b, c),
-        }
-    }
-
-    /// [`Gemm::run_device`] for f64 and f32.
-    pub(crate) fn run_device_element<T: Element>(
-        &self,
-        a: DeviceView<'_, T>,
-        b: DeviceView<'_, T>,
-        mut c: DeviceViewMut<'_, T>,
-    ) -> Result<(), Error> {
-        self.chosen_config(T::PRECISION)?; // a bad configuration fails before the shapes are looked at
-        self.check_options(T::PRECISION, false)?;
+        let (a, b, mut c) = (a.into(), b.into(), c.into());
+        let kernels = self.kernels::<T, C>(false, Some(c.device))?;
         self.check_device_call()?;
         let Some((dims, device, stream)) = self.device_problem(&a, &b, &c)? else { return Ok(()) };
-        self.enqueue(&device, &stream, &dims, (&a.data, &b.data, &mut c.data), 1, [0; 3])
+        let launch = self.launch_on(kernels, &device, &dims, 1)?;
+        exec::enqueue(&launch, &device, &stream, (self.alpha, self.beta), (&a.data, &b.data, &mut c.data), (1, [0; 3]))
     }
 
     /// A product of device matrices validated, in the order every device
@@ -955,121 +898,6 @@ impl Gemm {
     pub(crate) fn device_option(&self) -> Option<&Arc<Device>> {
         self.device.as_ref()
     }
-
-    /// Enqueues `count` products of the validated problem `dims` (user form)
-    /// on `stream`: operand i of each at `i * strides` elements from the
-    /// given buffers' starts. Computes the kernel form (swapping A and B for
-    /// a column-major C), launches with k = 0 when A and B are not to be
-    /// read (alpha = 0 or k = 0), and picks the configuration.
-    pub(crate) fn enqueue<T: Element>(
-        &self,
-        device: &Arc<Device>,
-        stream: &Arc<CudaStream>,
-        dims: &GemmDims,
-        (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>),
-        count: usize,
-        strides: [usize; 3],
-    ) -> Result<(), Error> {
-        let (kdims, swapped) = dims.kernel_form();
-        let reads_ab = self.alpha != 0.0 && dims.k > 0;
-        let kdims = if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } };
-        let plan = self.plan_on(Some(device), T::PRECISION, (kdims.m, kdims.n, kdims.k), kdims.layouts(), count)?;
-        let (ka, kb, sa, sb) = if swapped { (b, a, strides[1], strides[0]) } else { (a, b, strides[0], strides[1]) };
-        if count == 1 && plan.pack {
-            let (pdims, copy_a, copy_b) = pack::packed(&kdims, T::PRECISION);
-            let pa = copy_a.map(|copy| enqueue_pack(device, stream, copy, ka)).transpose()?;
-            let pb = copy_b.map(|copy| enqueue_pack(device, stream, copy, kb)).transpose()?;
-            let pa_view = pa.as_ref().map(|w| w.slice(..));
-            let pb_view = pb.as_ref().map(|w| w.slice(..));
-            let (ka, kb) = (pa_view.as_ref().unwrap_or(ka), pb_view.as_ref().unwrap_or(kb));
-            return self.enqueue_product(device, stream, &plan, &pdims, (ka, kb, c));
-        }
-        if count == 1 {
-            return self.enqueue_product(device, stream, &plan, &kdims, (ka, kb, c));
-        }
-        let (alpha, beta) = (T::from_f64(self.alpha), T::from_f64(self.beta));
-        let batch = Batch::Strided { count, strides: [sa, sb, strides[2]] };
-        launch(device, stream, plan.config, &kdims, alpha, ka, kb, beta, c, batch)
-    }
-
-    /// Enqueues one product of `kdims` (kernel form, validated) as `plan`
-    /// says: split along k or whole.
-    fn enqueue_product<T: Element>(
-        &self,
-        device: &Device,
-        stream: &Arc<CudaStream>,
-        plan: &Plan,
-        kdims: &GemmDims,
-        (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>),
-    ) -> Result<(), Error> {
-        let (alpha, beta) = (T::from_f64(self.alpha), T::from_f64(self.beta));
-        let (k_slice, slices) = split_k::slices(kdims.k as u32, plan.split_k, plan.config.c_tile().bk);
-        if slices > 1 {
-            return enqueue_split_k(device, stream, plan.config, kdims, (alpha, beta), (a, b, c), (k_slice, slices));
-        }
-        launch(device, stream, plan.config, kdims, alpha, a, b, beta, c, SINGLE)
-    }
-}
-
-/// Enqueues the pack copy of one operand ([`gemm_core::pack`]): `copy`'s
-/// source in `src` (validated), transposed into a new workspace from the
-/// stream's memory pool, which it returns (freed when dropped, after the
-/// work queued on the stream).
-fn enqueue_pack<T: Element>(
-    device: &Device,
-    stream: &Arc<CudaStream>,
-    copy: PackCopy,
-    src: &CudaView<'_, T>,
-) -> Result<cudarc::driver::CudaSlice<T>, Error> {
-    let len = copy.len().filter(|l| l.checked_mul(size_of::<T>()).is_some_and(|b| b <= isize::MAX as usize));
-    let Some(len) = len else {
-        return Err(Error::Pack { why: "its workspace does not fit in memory addresses" });
-    };
-    // SAFETY: the product reads only elements of the packed copy that the
-    // copy writes (each of its `cols` lines' first `rows` elements).
-    let mut w = unsafe { alloc_uninit::<T>(stream, len) }?;
-    launch_pack(device, stream, copy, src, &mut w)?;
-    Ok(w)
-}
-
-/// Elements of a split-K workspace, `slices * m * n`, when its bytes fit in
-/// an `isize` (a larger one cannot be allocated: an error, not an overflow).
-fn workspace_len<T>(m: usize, n: usize, slices: usize) -> Option<usize> {
-    let len = m.checked_mul(n)?.checked_mul(slices)?;
-    (len.checked_mul(size_of::<T>())? <= isize::MAX as usize).then_some(len)
-}
-
-/// Enqueues a split-K product (`gemm_core::split_k`) of `kdims` (kernel
-/// form, validated): the `slices` partial products into a workspace from the
-/// stream's memory pool, then their sum in slice order into C.
-fn enqueue_split_k<T: Element>(
-    device: &Device,
-    stream: &Arc<CudaStream>,
-    config: KernelConfig,
-    kdims: &GemmDims,
-    (alpha, beta): (T, T),
-    (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>),
-    (k_slice, slices): (u32, u32),
-) -> Result<(), Error> {
-    let (m, n, slices) = (kdims.m, kdims.n, slices as usize);
-    // Elements from one slice's start to the next's: A(0, k_slice), B(k_slice, 0).
-    let ks = k_slice as usize;
-    let a_step = MatrixDims::new(m, kdims.k, kdims.a_layout, kdims.lda).offset(0, ks);
-    let b_step = MatrixDims::new(kdims.k, n, kdims.b_layout, kdims.ldb).offset(ks, 0);
-    let Some(len) = workspace_len::<T>(m, n, slices) else {
-        return Err(Error::SplitK {
-            slices: slices as u32,
-            why: "its workspace (slices x m x n elements) does not fit in memory addresses",
-        });
-    };
-    // SAFETY: every element of every partial is written by the partial
-    // products (beta = 0, each slice has k >= 1) before the reduction reads it.
-    let mut w = unsafe { alloc_uninit::<T>(stream, len) }?;
-    let wdims = GemmDims { ldc: n, c_layout: Layout::RowMajor, ..*kdims };
-    let batch = Batch::SplitK { slices, strides: [a_step, b_step, m * n], k_slice };
-    let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
-    launch(device, stream, config, &wdims, one, a, b, zero, &mut w.slice_mut(..), batch)?;
-    launch_reduce(device, stream, (m, n, kdims.ldc), slices, &w, alpha, beta, kdims.layouts(), c)
 }
 
 /// The SMs and compute capability planned for without a device: an H100
@@ -1322,17 +1150,5 @@ fn short(types: WgmmaTypes) -> &'static str {
         WgmmaTypes::S8 => "i8",
         WgmmaTypes::F16 | WgmmaTypes::F16F32 => "f16",
         WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => "bf16",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_workspace_overflow_is_caught() {
-        assert_eq!(workspace_len::<f64>(256, 256, 32), Some(256 * 256 * 32));
-        assert_eq!(workspace_len::<f64>(1 << 31, 1 << 31, 1 << 20), None);
-        assert_eq!(workspace_len::<f64>(1 << 30, 1 << 30, 8), None); // 2^63 bytes
     }
 }

@@ -8,6 +8,7 @@
 //!
 //! [`Device`]: crate::Device
 
+use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaSlice, CudaStream};
@@ -371,6 +372,39 @@ pub(crate) unsafe fn copy_2d(
     };
     // SAFETY: forwarded from the caller.
     unsafe { sys::cuMemcpy2DAsync_v2(&p, stream.cu_stream()) }.result().during("cuMemcpy2DAsync")
+}
+
+/// Copies the elements of `count` matrices of shape `dims`, `stride`
+/// elements apart, between the caller's host storage `host` (from the first
+/// matrix's element (0, 0)) and device memory at `dev` laid out alike, line
+/// by line (`cuMemcpy2DAsync`): the padding between lines and the gaps
+/// between matrices are neither read nor written. `up`: host to device.
+///
+/// # Safety
+/// Both ranges hold the `count` matrices and stay valid (the host range
+/// exclusively borrowed for a download) until `stream` is synchronized.
+pub(crate) unsafe fn copy_elements<C: Scalar>(
+    stream: &Arc<CudaStream>,
+    dims: MatrixDims,
+    (count, stride): (usize, usize),
+    host: *mut C,
+    dev: u64,
+    up: bool,
+) -> Result<(), Error> {
+    let (lines, line) = dims.lines();
+    if lines == 0 || line == 0 || count == 0 {
+        return Ok(());
+    }
+    let size = size_of::<C>();
+    let pitch = dims.ld * size;
+    // Matrices that follow each other line for line are one copy.
+    let (copies, height) = if count > 1 && stride == lines * dims.ld { (1, lines * count) } else { (count, lines) };
+    for i in 0..copies {
+        let (h, d) = (host.add(i * stride) as *mut u8, dev + (i * stride * size) as u64);
+        // SAFETY: forwarded from the caller.
+        unsafe { copy_2d(h, pitch, d, pitch, line * size, height, up, stream) }?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

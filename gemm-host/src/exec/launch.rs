@@ -45,6 +45,14 @@ pub(crate) enum Batch<'a> {
     },
 }
 
+/// A, B and C of one launch (C of a batch: its first matrix).
+pub(crate) type Operands<'x, 'a, 'b, 'c, T, C> = (&'x CudaView<'a, T>, &'x CudaView<'b, T>, &'x mut CudaViewMut<'c, C>);
+
+/// The lists of a pointer-array or grouped batch: A's, B's and C's
+/// buffers, problem i's at index i.
+pub(crate) type ListViews<'s, 'x, 'a, 'b, 'c, T, C> =
+    (&'s [&'x CudaView<'a, T>], &'s [&'x CudaView<'b, T>], &'s mut [&'x mut CudaViewMut<'c, C>]);
+
 /// One product.
 pub(crate) const SINGLE: Batch<'static> = Batch::Strided { count: 1, strides: [0; 3] };
 

@@ -6,6 +6,8 @@
 //! realigned copies).
 
 use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
+use crate::exec::mma_sync::MmaLaunch;
+use crate::exec::warpgroup::{WarpgroupLaunch, WarpgroupRoute};
 use crate::plan::tuning_plan::Plan;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{GemmDims, Layout};
@@ -118,19 +120,6 @@ pub fn mma_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32, max_smem
     }
 }
 
-/// The product's name in errors: "f16 x f16 -> f32".
-pub(crate) fn product_name(types: WgmmaTypes) -> String {
-    let (i, o) = match types {
-        WgmmaTypes::F16 => ("f16", "f16"),
-        WgmmaTypes::F16F32 => ("f16", "f32"),
-        WgmmaTypes::Bf16 => ("bf16", "bf16"),
-        WgmmaTypes::Bf16F32 => ("bf16", "f32"),
-        WgmmaTypes::Tf32 => ("f32 (TF32)", "f32"),
-        WgmmaTypes::S8 => ("i8", "i32"),
-    };
-    format!("{i} x {i} -> {o}")
-}
-
 /// What stage 9 runs for one launch: the kernel family and split-K.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WarpgroupPlan {
@@ -235,15 +224,6 @@ pub(crate) fn realign_wanted(types: WgmmaTypes, kd: &GemmDims, tile: WgmmaTile) 
     rereads.map(|r| types.input_bytes() == 2 && big && r >= 8)
 }
 
-/// How stage 9 computes a product in kernel form `kd` (C row-major).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct WarpgroupRoute {
-    /// The kernel form the kernel runs: `kd`, or its transpose.
-    pub dims: GemmDims,
-    /// Whether it runs the transposed product and stores C transposed.
-    pub transposed_c: bool,
-}
-
 /// wgmma reads an MN-major tf32 A through registers, but B only K-major: a
 /// K-major A with an MN-major B (both row-major, the library's default)
 /// runs as the transposed product C^T = op(B)^T op(A)^T, whose A is then
@@ -268,8 +248,72 @@ pub(crate) fn warpgroup_form(types: WgmmaTypes, dims: &GemmDims, alpha: f64) -> 
     (route, swapped ^ route.transposed_c, reads_ab)
 }
 
+/// The stage-9 launch of a validated product in user form `dims` with this
+/// alpha, `count` of them (a strided batch): its route ([`warpgroup_form`]),
+/// the kernel [`warpgroup_plan`] picks for its kernel form, the split of k
+/// (`forced`, else the planner's; a batch is not split) and the operands
+/// worth realigning ([`realign_wanted`]).
+pub(crate) fn warpgroup_launch(
+    types: WgmmaTypes,
+    dims: &GemmDims,
+    alpha: f64,
+    count: usize,
+    sm_count: u32,
+    forced: Option<(u32, u32)>,
+) -> WarpgroupLaunch {
+    let (route, swapped, reads_ab) = warpgroup_form(types, dims, alpha);
+    let kd = route.dims;
+    let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, count, sm_count);
+    let realign = realign_wanted(types, &kd, plan.kernel.tile);
+    WarpgroupLaunch {
+        types,
+        route,
+        swapped,
+        reads_ab,
+        kernel: plan.kernel,
+        split: forced.unwrap_or(plan.split),
+        realign,
+    }
+}
+
+/// The stage-9 launches of a list batch's problems `todo` (index, validated
+/// dims in user form): one kernel for all, the planner's choice for the
+/// average product of the batch (its rows averaged, the largest n and k),
+/// and no split along k: each problem gives the bits of a single run of it
+/// that takes no split (the planner splits only products with few block
+/// tiles and at least 8 k-tiles).
+pub(crate) fn warpgroup_list(
+    types: WgmmaTypes,
+    todo: &[(usize, GemmDims)],
+    alpha: f64,
+    sm_count: u32,
+) -> Vec<(usize, WarpgroupLaunch)> {
+    let forms: Vec<_> = todo.iter().map(|(i, dims)| (*i, warpgroup_form(types, dims, alpha))).collect();
+    let count = forms.len().max(1);
+    let rows: usize = forms.iter().map(|f| f.1 .0.dims.m).sum();
+    let n = forms.iter().map(|f| f.1 .0.dims.n).max().unwrap_or(0);
+    let k = forms.iter().filter(|f| f.1 .2).map(|f| f.1 .0.dims.k).max().unwrap_or(0);
+    let kernel = warpgroup_plan(types, rows.div_ceil(count), n, k, count, sm_count).kernel;
+    forms
+        .into_iter()
+        .map(|(i, (route, swapped, reads_ab))| {
+            let realign = realign_wanted(types, &route.dims, kernel.tile);
+            (i, WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split: (1, 0), realign })
+        })
+        .collect()
+}
+
+/// The stage-8 launch of a validated product in user form `dims` on a
+/// device of `sm_count` SMs whose blocks may have `max_smem` bytes of
+/// shared memory ([`mma_kernel`] for its kernel form).
+pub(crate) fn mma_launch(types: WgmmaTypes, dims: &GemmDims, sm_count: u32, max_smem: u32) -> MmaLaunch {
+    let (kd, swapped) = dims.kernel_form();
+    MmaLaunch { types, kd, swapped, kernel: mma_kernel(types, kd.m, kd.n, sm_count, max_smem) }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::tuning::Stage;
     use crate::{Error, Gemm, Op};
     use half::{bf16, f16};
@@ -354,5 +398,41 @@ mod tests {
         let e = Gemm::new().allow_tf32(true).run(&a, &a, &mut c).unwrap_err();
         assert!(matches!(e, Error::Unsupported { .. }), "{e}");
         assert!(c.as_slice().iter().all(|&v| v == 7.0));
+    }
+
+    #[test]
+    fn kernel_choice_fills_the_gpu() {
+        let tile = |t, m, n, k| {
+            let p = warpgroup_plan(t, m, n, k, 1, 132);
+            (p.kernel.tile.bm, p.kernel.tile.bn, p.split.0)
+        };
+        assert_eq!(tile(WgmmaTypes::F16, 8192, 8192, 8192), (128, 256, 1));
+        assert_eq!(tile(WgmmaTypes::F16, 4096, 4096, 4096), (128, 256, 1));
+        // Skinny C: the narrow tiles.
+        assert_eq!(tile(WgmmaTypes::F16, 65536, 32, 1024), (128, 64, 1));
+        assert_eq!(tile(WgmmaTypes::F16, 16, 8192, 8192).0, 64);
+        assert_eq!(tile(WgmmaTypes::F16, 8192, 16, 8192).1, 64);
+        // Few tiles, long k: split.
+        assert!(tile(WgmmaTypes::F16, 256, 256, 16384).2 > 1);
+        // A batch is never split.
+        assert_eq!(warpgroup_plan(WgmmaTypes::F16, 32, 32, 65536, 10, 132).split, (1, 0));
+        for t in [
+            WgmmaTypes::F16,
+            WgmmaTypes::F16F32,
+            WgmmaTypes::Bf16,
+            WgmmaTypes::Bf16F32,
+            WgmmaTypes::Tf32,
+            WgmmaTypes::S8,
+        ] {
+            let k = warpgroup_plan(t, 1, 1, 1, 1, 132).kernel;
+            assert_eq!(k.types, t);
+            // Every kernel has the K-major entry point; the others only when
+            // the types transpose, or `tt` (A MN-major) when A may come
+            // from registers.
+            assert!(k.names[1].is_some());
+            let layouts = if t.transposes() { 4 } else { 1 + t.register_a() as usize };
+            assert_eq!(k.names.iter().filter(|n| n.is_some()).count(), layouts);
+            assert_eq!(k.names[3].is_some(), t.transposes() || t.register_a());
+        }
     }
 }

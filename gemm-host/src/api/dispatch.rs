@@ -1,0 +1,173 @@
+//! One dispatch for every type pair: a call's options and types decide its
+//! kernels before the device is opened ([`Kernels`]); on the device each
+//! validated product is planned into a [`Launch`] of its kernel family (the
+//! f64/f32 ladder, stage 8's `mma.sync`, stage 9's warpgroup MMA), which
+//! the execution layer runs ([`crate::exec::enqueue`]). Every door - host
+//! matrices (through the host path), device matrices, strided, pointer-array
+//! and grouped batches - goes this one way.
+
+use crate::api::gemm::Gemm;
+use crate::device::Device;
+use crate::element::{Product, Scalar, Types};
+use crate::error::Error;
+use crate::exec::host_path::HostPolicy;
+use crate::exec::ladder::LadderLaunch;
+use crate::exec::launch::{checked_geometry, SINGLE};
+use crate::exec::{Launch, ListLaunch, TensorCoreStage};
+use crate::plan::product_plan::{mma_launch, warpgroup_launch, warpgroup_list};
+use gemm_core::pack;
+use gemm_core::warpgroup::WgmmaTypes;
+use gemm_core::{GemmDims, Precision};
+use std::sync::Arc;
+
+/// The kernels a call runs on, from its types and options (no device yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernels {
+    /// The f64/f32 ladder (stages 1-8).
+    Ladder(Precision),
+    /// The tensor-core kernels of these types: stage 9 on compute capability
+    /// 9.0, stage 8's `mma.sync` on 8.x or when `.stage(Stage::TensorCore)`
+    /// asked for it (true).
+    TensorCores(WgmmaTypes, bool),
+}
+
+impl Kernels {
+    /// How the host path streams a product of these kernels with a C of
+    /// `c_bytes` bytes an element.
+    pub(crate) fn host_policy(self, c_bytes: usize) -> HostPolicy {
+        match self {
+            Kernels::Ladder(_) => HostPolicy::LADDER,
+            Kernels::TensorCores(..) => HostPolicy::tensor_cores(c_bytes),
+        }
+    }
+}
+
+impl Gemm {
+    /// The kernels of a call with `T` operands into a `C` (a batch when
+    /// `batch`), its options checked first: an option that cannot apply is
+    /// a typed error here, before the device is opened. `device` is the
+    /// operands' device where they have one (it decides whether f32 may run
+    /// on TF32 tensor cores).
+    pub(crate) fn kernels<T: Product<C>, C: Scalar>(
+        &self,
+        batch: bool,
+        device: Option<&Arc<Device>>,
+    ) -> Result<Kernels, Error> {
+        let ladder = |precision: Precision| -> Result<Kernels, Error> {
+            self.chosen_config(precision)?; // a bad configuration fails before the shapes are looked at
+            self.check_options(precision, batch)?;
+            Ok(Kernels::Ladder(precision))
+        };
+        match T::TYPES {
+            Types::F64 => ladder(Precision::F64),
+            Types::F32 if self.uses_tf32(device)? => {
+                Ok(Kernels::TensorCores(WgmmaTypes::Tf32, self.mixed_options(WgmmaTypes::Tf32)?))
+            }
+            Types::F32 => ladder(Precision::F32),
+            Types::Mixed(types) => Ok(Kernels::TensorCores(types, self.mixed_options(types)?)),
+        }
+    }
+
+    /// The launch of `count` products shaped as the validated `dims` (user
+    /// form) on `device`: the ladder's configuration, split and packing
+    /// ([`Gemm::plan_on`] for the kernel form), or the tensor-core stage of
+    /// the device and its kernel, route and split.
+    pub(crate) fn launch_on(
+        &self,
+        kernels: Kernels,
+        device: &Arc<Device>,
+        dims: &GemmDims,
+        count: usize,
+    ) -> Result<Launch, Error> {
+        match kernels {
+            Kernels::Ladder(precision) => {
+                let (kdims, swapped) = dims.kernel_form();
+                let reads_ab = self.alpha != 0.0 && dims.k > 0;
+                let kd = if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } };
+                let plan = self.plan_on(Some(device), precision, (kd.m, kd.n, kd.k), kd.layouts(), count)?;
+                let (config, split_k, pack) = (plan.config, plan.split_k, plan.pack);
+                Ok(Launch::Ladder(LadderLaunch { precision, config, split_k, pack, kd, swapped }))
+            }
+            Kernels::TensorCores(types, mma_sync) => match Self::mixed_stage(types, device, mma_sync)? {
+                TensorCoreStage::Warpgroup => {
+                    let sm = device.sm_count();
+                    Ok(Launch::Warpgroup(warpgroup_launch(types, dims, self.alpha, count, sm, self.warpgroup_split)))
+                }
+                TensorCoreStage::MmaSync => {
+                    let (sm, smem) = (device.sm_count(), device.limits().max_smem_per_block);
+                    Ok(Launch::MmaSync(mma_launch(types, dims, sm, smem)))
+                }
+            },
+        }
+    }
+
+    /// The launch of a list batch's problems `todo` (index, validated dims
+    /// in user form) on `device`: the ladder's one grouped launch of the
+    /// configuration planned for the largest problem, stage 9's grouped
+    /// launches of one kernel, or stage 8's launch per problem.
+    pub(crate) fn list_launch(
+        &self,
+        kernels: Kernels,
+        device: &Arc<Device>,
+        todo: &[(usize, GemmDims)],
+    ) -> Result<ListLaunch, Error> {
+        match kernels {
+            Kernels::Ladder(precision) => {
+                let problems: Vec<(usize, GemmDims, bool)> = todo
+                    .iter()
+                    .map(|&(i, dims)| {
+                        let (kdims, swapped) = dims.kernel_form();
+                        let reads_ab = self.alpha != 0.0 && dims.k > 0;
+                        (i, if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } }, swapped)
+                    })
+                    .collect();
+                // One configuration for all: the largest problem's.
+                let Some(largest) = problems.iter().map(|p| p.1).max_by_key(|d| (d.m * d.n, d.k)) else {
+                    return Ok(ListLaunch::EachAlone(Vec::new()));
+                };
+                let config = self.batch_config(device, precision, &largest, problems.len())?;
+                Ok(ListLaunch::Ladder { precision, config, problems })
+            }
+            Kernels::TensorCores(types, mma_sync) => match Self::mixed_stage(types, device, mma_sync)? {
+                TensorCoreStage::Warpgroup => {
+                    Ok(ListLaunch::Warpgroup(warpgroup_list(types, todo, self.alpha, device.sm_count())))
+                }
+                TensorCoreStage::MmaSync => Ok(ListLaunch::EachAlone(
+                    todo.iter()
+                        .map(|(i, dims)| {
+                            let (sm, smem) = (device.sm_count(), device.limits().max_smem_per_block);
+                            (*i, Launch::MmaSync(mma_launch(types, dims, sm, smem)))
+                        })
+                        .collect(),
+                )),
+            },
+        }
+    }
+
+    /// The builder the host path's tiles run with, given the whole
+    /// product's launch `whole`: every tile takes the whole product's
+    /// kernel, split and packing on the ladder (unless the options chose
+    /// the kernel, which is then the same for every tile already) and its
+    /// split of k on stage 9. A tile planned on its own shape could take
+    /// another kernel or split and give other bits than the same product on
+    /// device matrices. Checks the ladder's launch against the device's
+    /// limits first (before any copy).
+    pub(crate) fn tile_step(&self, whole: &Launch, device: &Device) -> Result<Gemm, Error> {
+        let mut step = self.clone();
+        match whole {
+            Launch::Ladder(l) => {
+                let gdims = if l.pack { pack::packed(&l.kd, l.precision).0 } else { l.kd };
+                match l.precision {
+                    Precision::F64 => checked_geometry::<f64>(device, l.config, &gdims, SINGLE)?,
+                    Precision::F32 => checked_geometry::<f32>(device, l.config, &gdims, SINGLE)?,
+                };
+                if l.kd.k > 0 && self.chosen_config(l.precision)?.is_none() {
+                    step = step.kernel(l.config).split_k(l.split_k).pack(l.pack);
+                }
+            }
+            Launch::Warpgroup(l) if l.reads_ab => step.warpgroup_split = Some(l.split),
+            _ => {}
+        }
+        Ok(step)
+    }
+}

@@ -1,0 +1,253 @@
+//! What stage 8's and stage 9's launches share for the tensor-core types
+//! (f16, bf16, TF32, i8): alpha and beta in the accumulation's type, and
+//! each operand brought to what the kernels read (an aligned copy of one
+//! whose lines do not start on 16 bytes, a K-major copy of an MN-major
+//! TF32 or i8 operand).
+
+use crate::device::memory::alloc_uninit;
+use crate::device::Device;
+use crate::element::Scalar;
+use crate::error::{DriverContext, Error};
+use cudarc::driver::sys as cu;
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use gemm_core::warpgroup::WgmmaTypes;
+use gemm_core::KernelLayouts;
+use std::sync::Arc;
+
+/// The tensor-core kernels of the f16, bf16, TF32 and i8 products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TensorCoreStage {
+    /// Stage 9: warpgroup MMA and TMA (the `sm_90a` module).
+    Warpgroup,
+    /// Stage 8's `mma.sync` kernels (the layout modules).
+    MmaSync,
+}
+
+/// alpha and beta in the accumulation's type, as their bits: i32 (checked
+/// integers) for the i8 product, f32 otherwise; 4 bytes either way.
+pub(crate) fn scalars(types: WgmmaTypes, alpha: f64, beta: f64) -> (u32, u32) {
+    if types == WgmmaTypes::S8 {
+        (alpha as i32 as u32, beta as i32 as u32)
+    } else {
+        ((alpha as f32).to_bits(), (beta as f32).to_bits())
+    }
+}
+
+/// One operand as TMA reads it: `lines` lines of `line` elements of
+/// `elem` bytes, `ld` elements apart, `count` matrices `stride` elements
+/// apart (one when `stride == 0`: a broadcast operand).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TmaOperand {
+    pub(crate) elem: usize,
+    pub(crate) line: usize,
+    pub(crate) lines: usize,
+    pub(crate) ld: usize,
+    pub(crate) count: usize,
+    pub(crate) stride: usize,
+}
+
+impl TmaOperand {
+    /// Elements in 16 bytes: TMA's alignment unit.
+    fn align(&self) -> usize {
+        16 / self.elem
+    }
+
+    /// Whether TMA can read it in place: 16-byte aligned start, line and
+    /// matrix strides multiples of 16 bytes, matrices that do not overlap
+    /// (else a packed copy is read).
+    fn aligned(&self, address: u64) -> bool {
+        let a = self.align();
+        address % 16 == 0
+            && self.ld % a == 0
+            && (self.count == 1 || (self.stride % a == 0 && self.stride >= self.lines * self.ld))
+    }
+
+    /// The layout of a copy whose lines are padded to a multiple of `bytes`
+    /// (16, or 128 for [`TmaOperand::lines_on_128`]).
+    fn padded_to(&self, bytes: usize) -> TmaOperand {
+        let a = bytes / self.elem;
+        let ld = self.line.div_ceil(a) * a;
+        TmaOperand { ld, stride: ld * self.lines, ..*self }
+    }
+
+    /// Whether every line starts on 128 bytes (TMA's 128-byte box rows then
+    /// each fill one L2 line rather than straddling two).
+    fn lines_on_128(&self, address: u64) -> bool {
+        address % 128 == 0
+            && (self.ld * self.elem) % 128 == 0
+            && (self.count == 1 || (self.stride * self.elem) % 128 == 0)
+    }
+
+    /// The same matrix with lines and columns exchanged (what the transposed
+    /// copy holds), its lines padded to 128 bytes (free in a fresh copy).
+    fn transposed(&self) -> TmaOperand {
+        let t = TmaOperand { line: self.lines, lines: self.line, ..*self };
+        t.padded_to(128)
+    }
+
+    /// Elements of a buffer laid out so, its last line whole (`ld`
+    /// elements): a 16-byte chunk that starts inside a line then ends inside
+    /// the buffer, so stage 8's partial cp.async copies (which read only the
+    /// bytes inside the matrix) never name bytes past it.
+    fn len(&self) -> usize {
+        (self.count - 1) * self.stride + self.lines * self.ld
+    }
+
+    /// Whether each line's length is a whole number of 16-byte chunks.
+    fn whole_chunks(&self) -> bool {
+        self.line % self.align() == 0
+    }
+}
+
+/// Copies `op` at `src` into a new buffer laid out as `op.padded_to(bytes)`
+/// (cuMemcpy2DAsync per matrix, on `stream`).
+fn aligned_copy<T: Scalar>(
+    stream: &Arc<CudaStream>,
+    op: TmaOperand,
+    src: &CudaView<'_, T>,
+    bytes: usize,
+) -> Result<(CudaSlice<T>, TmaOperand), Error> {
+    let dst_op = op.padded_to(bytes);
+    // SAFETY: every element TMA reads inside the matrix is written below; the
+    // pad elements (past `line` in each line) are never read: TMA's boxes
+    // stop at the tensor's dimensions.
+    let mut dst = unsafe { alloc_uninit::<T>(stream, dst_op.len()) }?;
+    let size = size_of::<T>();
+    let (src_ptr, _r) = src.device_ptr(stream);
+    let (dst_ptr, _w) = dst.device_ptr_mut(stream);
+    for i in 0..op.count {
+        let copy = cu::CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: cu::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: core::ptr::null(),
+            srcDevice: src_ptr + (i * op.stride * size) as u64,
+            srcArray: core::ptr::null_mut(),
+            srcPitch: op.ld * size,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: cu::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: core::ptr::null_mut(),
+            dstDevice: dst_ptr + (i * dst_op.stride * size) as u64,
+            dstArray: core::ptr::null_mut(),
+            dstPitch: dst_op.ld * size,
+            WidthInBytes: op.line * size,
+            Height: op.lines,
+        };
+        // SAFETY: both regions lie in their buffers (validated shapes; the
+        // destination was sized by `len`); the copy is ordered on `stream`.
+        unsafe { cu::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().during("cuMemcpy2DAsync")?;
+    }
+    drop((_r, _w));
+    Ok((dst, dst_op))
+}
+
+/// Copies `op` at `src` into a new buffer holding its transpose
+/// (`op.transposed()`): the K-major copy of an MN-major tf32 or i8 operand,
+/// which neither wgmma nor ldmatrix reads transposed (`transpose_b32`, `_b8`: the
+/// tiled transpose of packing, on `stream`).
+fn transposed_copy<T: Scalar>(
+    device: &Device,
+    stream: &Arc<CudaStream>,
+    stage: TensorCoreStage,
+    op: TmaOperand,
+    src: &CudaView<'_, T>,
+) -> Result<(CudaSlice<T>, TmaOperand), Error> {
+    use gemm_core::pack::{pack_grid, pack_tile_bytes, PACK_BLOCK};
+    let dst_op = op.transposed();
+    // SAFETY: the transpose writes every element inside each copied matrix;
+    // the pad past each line's end is never read (TMA's boxes stop at the
+    // tensor's dimensions).
+    let mut dst = unsafe { alloc_uninit::<T>(stream, dst_op.len()) }?;
+    let name = if op.elem == 4 { "transpose_b32" } else { "transpose_b8" };
+    let func = match stage {
+        TensorCoreStage::Warpgroup => device.warpgroup_function(name)?,
+        TensorCoreStage::MmaSync => device.function(name, KernelLayouts::NN)?,
+    };
+    let grid = pack_grid(op.lines as u32, op.line as u32);
+    let cfg = LaunchConfig {
+        grid_dim: (grid[0], grid[1], grid[2]),
+        block_dim: (PACK_BLOCK[0], PACK_BLOCK[1], 1),
+        shared_mem_bytes: pack_tile_bytes(op.elem as u32),
+    };
+    let (rows, cols, ld, ld_dst) = (op.lines as u32, op.line as u32, op.ld as u32, dst_op.ld as u32);
+    for i in 0..op.count {
+        let from = src.slice(i * op.stride..);
+        let mut to = dst.slice_mut(i * dst_op.stride..);
+        let mut builder = stream.launch_builder(&func);
+        builder.arg(&rows).arg(&cols).arg(&from).arg(&ld).arg(&mut to).arg(&ld_dst);
+        // SAFETY: the source holds `rows` lines of `cols` elements `ld` apart
+        // (a validated operand), the destination `cols` lines of `rows`
+        // elements `ld_dst` apart (sized by `len`); they do not overlap; the
+        // geometry is packing's.
+        unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    }
+    Ok((dst, dst_op))
+}
+
+/// One operand brought to what the kernels read (`k_major`: its storage
+/// runs along k): an MN-major tf32 or i8 operand is transposed to a K-major
+/// copy (returned flag true), one whose lines do not start on 16 bytes (or,
+/// for stage 8, do not end on them) is
+/// copied to padded lines, and so is, for stage 9, one that `realign` says
+/// to bring to lines on 128 bytes; the copies are pushed to `copies` (freed
+/// after the launch, stream-ordered). Returns the address the kernel reads
+/// and its layout.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare_operand<T: Scalar>(
+    device: &Device,
+    stream: &Arc<CudaStream>,
+    stage: TensorCoreStage,
+    types: WgmmaTypes,
+    op: TmaOperand,
+    (k_major, realign): (bool, bool),
+    src: &CudaView<'_, T>,
+    copies: &mut Vec<CudaSlice<T>>,
+) -> Result<(u64, TmaOperand, bool), Error> {
+    let (address, _sync) = src.device_ptr(stream);
+    let realign = realign && stage == TensorCoreStage::Warpgroup && !op.lines_on_128(address);
+    if !k_major && !types.transposes() {
+        let (copy, t) = transposed_copy(device, stream, stage, op, src)?;
+        let address = copy.device_ptr(stream).0;
+        copies.push(copy);
+        Ok((address, t, true))
+    } else if op.aligned(address) && (stage == TensorCoreStage::Warpgroup || op.whole_chunks()) && !realign {
+        // Stage 8 reads a line's last chunk with cp.async's source size (the
+        // bytes inside the matrix), but compute-sanitizer's memcheck checks
+        // all 16 bytes: lines of whole chunks are read in place, others
+        // from a copy whose last line is whole (`TmaOperand::len`).
+        Ok((address, op, false))
+    } else {
+        let (copy, padded) = aligned_copy(stream, op, src, if realign { 128 } else { 16 })?;
+        let address = copy.device_ptr(stream).0;
+        copies.push(copy);
+        Ok((address, padded, false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_copies_are_tma_aligned() {
+        let op = TmaOperand { elem: 2, line: 1001, lines: 7, ld: 1003, count: 1, stride: 0 };
+        assert!(!op.aligned(0));
+        let p = op.padded_to(16);
+        assert_eq!((p.ld, p.line, p.lines), (1008, 1001, 7));
+        assert!(p.aligned(256));
+        assert!(!p.aligned(8));
+        assert_eq!(op.len(), 7 * 1003);
+        assert!(!op.whole_chunks() && TmaOperand { line: 1000, ..op }.whole_chunks());
+        let bytes = TmaOperand { elem: 1, line: 33, lines: 5, ld: 40, count: 1, stride: 0 };
+        assert!(!bytes.aligned(0));
+        assert_eq!(bytes.padded_to(16).ld, 48);
+        assert_eq!(bytes.padded_to(128).ld, 128);
+        let f16 = TmaOperand { elem: 2, line: 3000, lines: 3000, ld: 3000, count: 1, stride: 0 };
+        assert!(f16.aligned(256) && !f16.lines_on_128(256));
+        assert!(f16.padded_to(128).lines_on_128(256) && f16.padded_to(128).ld == 3008);
+        let t = TmaOperand { elem: 4, ..bytes }.transposed();
+        assert_eq!((t.line, t.lines, t.ld), (5, 33, 32));
+        assert!(t.aligned(0));
+    }
+}

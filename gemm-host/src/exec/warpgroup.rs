@@ -1,0 +1,487 @@
+//! Stage 9's launches (Hopper's warpgroup MMA fed by TMA, compute
+//! capability 9.0) for the tensor-core types (f16, bf16, TF32, i8): the
+//! TMA tensor maps of A, B and C (`cuTensorMapEncodeTiled`); an aligned copy
+//! of an operand TMA cannot read in place, a K-major copy of an MN-major i8
+//! operand (or TF32 B beside an MN-major A); one product or a strided batch
+//! in one launch, split-K into a workspace and its reduction, and list
+//! batches as grouped launches. What to launch (kernel, tile, split, route)
+//! comes planned ([`WarpgroupLaunch`]); the operation mirrors CUTLASS 3's
+//! kernel layer beneath its device adapter.
+
+use crate::device::memory::alloc_uninit;
+use crate::device::registry::{WarpgroupKernel, WARPGROUP_KERNELS};
+use crate::device::Device;
+use crate::element::{product_name, Scalar};
+use crate::error::{DriverContext, Error};
+use crate::exec::launch::{ListViews, Operands};
+use crate::exec::tensor_core::{prepare_operand, scalars, TensorCoreStage, TmaOperand};
+use cudarc::driver::sys as cu;
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, LaunchConfig, PushKernelArg};
+use gemm_core::shape::Layout;
+use gemm_core::warpgroup::{
+    GroupProblem, WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, ROW_BYTES,
+    WARPGROUP_M,
+};
+use gemm_core::GemmDims;
+use gemm_core::KernelLayouts;
+use std::sync::Arc;
+
+/// How stage 9 computes a product in kernel form (C row-major).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WarpgroupRoute {
+    /// The kernel form the kernel runs: the product's, or its transpose.
+    pub dims: GemmDims,
+    /// Whether it runs the transposed product and stores C transposed.
+    pub transposed_c: bool,
+}
+
+/// One planned stage-9 product (or strided batch of it): everything its
+/// launch needs beside the operands and alpha, beta.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WarpgroupLaunch {
+    /// Operand and C types.
+    pub types: WgmmaTypes,
+    /// The kernel form the kernel runs and whether C is stored transposed.
+    pub route: WarpgroupRoute,
+    /// Whether the user's A and B trade places in that form.
+    pub swapped: bool,
+    /// Whether A and B are read (alpha != 0 and k > 0).
+    pub reads_ab: bool,
+    /// The kernel family (types, tile, pipeline depth).
+    pub kernel: &'static WarpgroupKernel,
+    /// Slices of k (1: not split) and k-tiles per slice.
+    pub split: (u32, u32),
+    /// Whether A and B are worth copying to lines on 128 bytes.
+    pub realign: [bool; 2],
+}
+
+/// The tensor map of one operand (or of C) at device address `address`, as
+/// the 128 bytes the kernel reads: dimensions (line, lines, count), box
+/// (128 bytes, `box_lines`, 1), 128-byte swizzle, zeros outside.
+fn tensor_map(
+    data_type: cu::CUtensorMapDataType,
+    address: u64,
+    op: TmaOperand,
+    box_lines: u32,
+) -> Result<[u8; 128], Error> {
+    let elem = op.elem as u64;
+    let dims = [op.line as u64, op.lines as u64, op.count as u64];
+    let line_stride = op.ld as u64 * elem;
+    let matrix_stride =
+        if op.count > 1 { op.stride as u64 * elem } else { (line_stride * op.lines as u64).div_ceil(16) * 16 };
+    let strides = [line_stride, matrix_stride];
+    let boxes = [ROW_BYTES / elem as u32, box_lines, 1];
+    let element_strides = [1u32; 3];
+    let mut map = core::mem::MaybeUninit::<cu::CUtensorMap>::uninit();
+    // SAFETY: the arrays have the rank's lengths (strides: rank - 1); the
+    // address is the operand's device memory; the driver only encodes.
+    unsafe {
+        cu::cuTensorMapEncodeTiled(
+            map.as_mut_ptr(),
+            data_type,
+            3,
+            address as *mut core::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .during("cuTensorMapEncodeTiled")?;
+    // SAFETY: initialized by the successful call; a CUtensorMap is 128
+    // bytes of plain data.
+    Ok(unsafe { core::mem::transmute::<cu::CUtensorMap, [u8; 128]>(map.assume_init()) })
+}
+/// Enqueues `batch` products (count, element strides of A, B and C; a
+/// stride of 0 is one matrix for all) of the planned `launch` on `stream`:
+/// the operands made ready ([`ready_warpgroup`]), then one launch, or for a
+/// split product the slices into a workspace and their reduction into C.
+pub(crate) fn enqueue<T: Scalar, C: Scalar>(
+    launch: &WarpgroupLaunch,
+    device: &Arc<Device>,
+    stream: &Arc<CudaStream>,
+    (alpha, beta): (f64, f64),
+    (a, b, c): Operands<'_, '_, '_, '_, T, C>,
+    (batch, [stride_a, stride_b, stride_c]): (usize, [usize; 3]),
+) -> Result<(), Error> {
+    let WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign } = *launch;
+    let (kd, transposed_c) = (route.dims, route.transposed_c);
+    let (ka, kb) = if swapped { (b, a) } else { (a, b) };
+    let (sa, sb) = if swapped { (stride_b, stride_a) } else { (stride_a, stride_b) };
+    // An operand with stride 0 is one matrix for every product.
+    let batch_of = |stride: usize| if stride == 0 { (1, 0) } else { (batch, stride) };
+    let tile = kernel.tile;
+    // Split-K where the block tiles leave most SMs idle: slices of k into
+    // a workspace (the family with f32 or i32 C), then a reduction.
+    let (slices, k_slice) = split;
+    let kernel = if slices > 1 {
+        WARPGROUP_KERNELS
+            .iter()
+            .find(|f| f.types == types.accumulating() && f.tile == tile)
+            .expect("every tile has an f32 (i32) C family")
+    } else {
+        kernel
+    };
+    let count = if slices > 1 { slices } else { batch as u32 };
+    if tile.tiles(kd.m as u32, kd.n as u32, count) > u32::MAX as u64 {
+        return Err(Error::Unsupported {
+            product: product_name(types),
+            why: format!("{}x{} needs more than 2^32 block tiles", kd.m, kd.n),
+        });
+    }
+    let grid = tile.grid(kd.m as u32, kd.n as u32, count, device.sm_count());
+    let mut copies = Vec::new();
+    let c_address = c.device_ptr(stream).0;
+    let operands = ((ka, batch_of(sa)), (kb, batch_of(sb)));
+    let ready = ready_warpgroup::<T, C>(
+        device,
+        stream,
+        types,
+        tile,
+        (&route, reads_ab, realign),
+        operands,
+        (c_address, count as usize, stride_c, slices),
+        &mut copies,
+    )?;
+    let (maps, c_store) = (ready.maps, ready.c_store);
+    let [batch_a, batch_b] = ready.batch;
+    let (mut a_layout, mut b_layout) = (ready.layouts.a, ready.layouts.b);
+    let maps = stream.clone_htod(&maps[..]).during("cuMemcpyHtoDAsync")?;
+    if !reads_ab && !types.transposes() {
+        // With alpha = 0 or k = 0 the maps are not read: any layout's kernel.
+        (a_layout, b_layout) = (Layout::RowMajor, Layout::ColMajor);
+    }
+    let name = kernel.names[KernelLayouts { a: a_layout, b: b_layout }.index()]
+        .expect("a kernel for every layout the operands are brought to");
+    let func = device.warpgroup_function(name)?;
+    let cfg = LaunchConfig {
+        grid_dim: (grid[0], grid[1], grid[2]),
+        block_dim: (tile.threads_per_block(), 1, 1),
+        shared_mem_bytes: tile.smem_bytes(),
+    };
+    let (m, n, k) = (kd.m as u32, kd.n as u32, if reads_ab { kd.k as u32 } else { 0 });
+    // alpha and beta in the accumulation's type: i32 (checked integers)
+    // for the i8 product, f32 otherwise; 4 bytes either way.
+    let (alpha, beta) = scalars(types, alpha, beta);
+    if slices == 1 {
+        let (ldc, stride_c) = (kd.ldc as u32, stride_c as u64);
+        let mut builder = stream.launch_builder(&func);
+        builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
+        builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count).arg(&c_store).arg(&k_slice).arg(&NOT_GROUPED);
+        // SAFETY: the arguments match the entry point's signature
+        // (gemm-kernels/src/warpgroup_entry_points.rs); the tensor maps
+        // describe buffers that live until the work queued on `stream`
+        // is done (the copies are freed stream-ordered); C (m x n, ldc,
+        // row-major in kernel form; n x m with `C_STORE_TRANSPOSED`)
+        // was validated against its buffer; the geometry is the tile's.
+        unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+        drop(copies);
+        return Ok(());
+    }
+    // Split-K: slice z of k into workspace matrix z (m x n, ld n; alpha
+    // 1, beta 0; transposed: n x m, ld m), then C <- alpha * sum + beta
+    // * C over C's rows and columns ((n, m) when transposed).
+    let mn = kd.m * kd.n;
+    // SAFETY: every element of each slice's m x n is written by the
+    // product before the reduction reads it (stream order).
+    let mut w = unsafe { alloc_uninit::<f32>(stream, slices as usize * mn) }?;
+    let one = if types == WgmmaTypes::S8 { 1i32.to_ne_bytes() } else { 1f32.to_ne_bytes() };
+    let (one, zero) = (u32::from_ne_bytes(one), 0u32);
+    let (ldw, stride_w) = (if transposed_c { m } else { n }, mn as u64);
+    let mut builder = stream.launch_builder(&func);
+    builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(&maps).arg(&mut w).arg(&ldw);
+    builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&count).arg(&c_store).arg(&k_slice).arg(&NOT_GROUPED);
+    // SAFETY: as above, with the workspace as C: `slices` m x n matrices
+    // of 4-byte elements, ld n, m n apart (its length).
+    unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    let reduce = device.warpgroup_function(match types {
+        WgmmaTypes::F16 => "warpgroup_reduce_f16",
+        WgmmaTypes::Bf16 => "warpgroup_reduce_bf16",
+        WgmmaTypes::S8 => "warpgroup_reduce_i32",
+        _ => "warpgroup_reduce_f32",
+    })?;
+    const REDUCE_THREADS: u32 = 256;
+    let blocks = mn.div_ceil(REDUCE_THREADS as usize).min(device.sm_count() as usize * 8) as u32;
+    let rcfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
+    let ldc = kd.ldc as u32;
+    let (rows, cols) = if transposed_c { (n, m) } else { (m, n) };
+    let mut builder = stream.launch_builder(&reduce);
+    builder.arg(&rows).arg(&cols).arg(&slices).arg(&w).arg(&alpha).arg(&beta).arg(c).arg(&ldc);
+    // SAFETY: `warpgroup_reduce_*(m, n, slices, w, alpha, beta, c,
+    // ldc)`: the workspace holds `slices` m x n results, C (validated)
+    // m x n with ldc; they do not overlap (a fresh allocation).
+    unsafe { builder.launch(rcfg) }.during("cuLaunchKernel")?;
+    drop((copies, w));
+    Ok(())
+}
+
+/// Enqueues the list batch `problems` (each its index in the lists and
+/// its planned launch, all of one kernel and none split) on `stream` as
+/// grouped launches: each problem's operands made ready as for a single
+/// product, the problems whose operands the kernel reads in the same
+/// layouts in one launch whose persistent blocks walk the problems' block
+/// tiles one after the other. Problem i reads `a[i]`, `b[i]` and writes
+/// `c[i]`.
+pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
+    problems: &[(usize, WarpgroupLaunch)],
+    device: &Arc<Device>,
+    stream: &Arc<CudaStream>,
+    (alpha, beta): (f64, f64),
+    (a, b, c): ListViews<'_, '_, '_, '_, '_, T, C>,
+) -> Result<(), Error> {
+    let Some(&(_, first)) = problems.first() else { return Ok(()) };
+    let (types, kernel) = (first.types, first.kernel);
+    let tile = kernel.tile;
+    let mut copies = Vec::new();
+    // Per layout index of the kernel: the problems' table and maps.
+    let mut launches: Vec<(usize, Vec<GroupProblem>, Vec<u8>)> = Vec::new();
+    let mut any_layout = Vec::new();
+    for &(i, launch) in problems {
+        let WarpgroupLaunch { route, swapped, reads_ab, realign, .. } = launch;
+        debug_assert!(launch.kernel == kernel && launch.split.0 == 1);
+        let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
+        let (ka, kb) = if swapped { (b[i], a[i]) } else { (a[i], b[i]) };
+        let c_address = c[i].device_ptr(stream).0;
+        let operands = ((ka, (1, 0)), (kb, (1, 0)));
+        let ready = ready_warpgroup::<T, C>(
+            device,
+            stream,
+            types,
+            tile,
+            (&route, reads_ab, realign),
+            operands,
+            (c_address, 1, 0, 1),
+            &mut copies,
+        )
+        .map_err(wrap)?;
+        let kd = route.dims;
+        let problem = GroupProblem {
+            m: kd.m as u32,
+            n: kd.n as u32,
+            k: if reads_ab { kd.k as u32 } else { 0 },
+            first_job: 0,
+            ldc: kd.ldc as u32,
+            c_store: ready.c_store,
+            c: c_address,
+        };
+        if !reads_ab && !types.transposes() {
+            // A and B not read: any layout's kernel.
+            any_layout.push((problem, ready.maps));
+            continue;
+        }
+        let index = ready.layouts.index();
+        let at = match launches.iter().position(|l| l.0 == index) {
+            Some(at) => at,
+            None => {
+                launches.push((index, Vec::new(), Vec::new()));
+                launches.len() - 1
+            }
+        };
+        launches[at].1.push(problem);
+        launches[at].2.extend_from_slice(&ready.maps);
+    }
+    if !any_layout.is_empty() {
+        if launches.is_empty() {
+            let nt = KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor }.index();
+            launches.push((nt, Vec::new(), Vec::new()));
+        }
+        for (problem, maps) in any_layout {
+            launches[0].1.push(problem);
+            launches[0].2.extend_from_slice(&maps);
+        }
+    }
+    let (alpha, beta) = scalars(types, alpha, beta);
+    for (index, mut problems, maps) in launches {
+        // The block tiles of each problem, one after the other.
+        let mut jobs = 0u64;
+        for p in problems.iter_mut() {
+            p.first_job = jobs as u32;
+            jobs += tile.tiles(p.m, p.n, 1);
+            if jobs > u32::MAX as u64 {
+                return Err(Error::Unsupported {
+                    product: product_name(types),
+                    why: format!("a batch of more than 2^32 - 1 block tiles of {}x{}", tile.bm, tile.bn),
+                });
+            }
+        }
+        let problem_count = problems.len() as u32;
+        problems.push(GroupProblem { first_job: jobs as u32, ..GroupProblem::default() });
+        let table: Vec<u32> = problems.iter().flat_map(group_words).collect();
+        let table = stream.clone_htod(&table).during("cuMemcpyHtoDAsync")?;
+        let maps = stream.clone_htod(&maps).during("cuMemcpyHtoDAsync")?;
+        let name = kernel.names[index].expect("a kernel for every layout the operands are brought to");
+        let func = device.warpgroup_function(name)?;
+        // Persistent blocks, as for one product of `jobs` block tiles.
+        let [blocks, _, _] = tile.grid(tile.bm, tile.bn, jobs as u32, device.sm_count());
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (tile.threads_per_block(), 1, 1),
+            shared_mem_bytes: tile.smem_bytes(),
+        };
+        let (zero, wide_zero) = (0u32, 0u64);
+        let mut builder = stream.launch_builder(&func);
+        builder.arg(&zero).arg(&zero).arg(&zero).arg(&alpha).arg(&beta).arg(&maps).arg(&wide_zero).arg(&zero);
+        builder.arg(&wide_zero).arg(&zero).arg(&zero).arg(&problem_count).arg(&zero).arg(&zero).arg(&table);
+        // SAFETY: the arguments match the entry point's signature
+        // (gemm-kernels/src/warpgroup_entry_points.rs) for a grouped
+        // launch: `problem_count` products in the table (plus its end
+        // marker), each with its three tensor maps at 384 bytes apart in
+        // `maps`, made for this kernel's tile and layouts by
+        // `ready_warpgroup` from validated operands that live (and the
+        // copies, freed stream-ordered) until the work queued on
+        // `stream` is done; each C (m x n, ldc; n x m when transposed)
+        // validated against its buffer and apart from the others.
+        unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    }
+    drop(copies);
+    Ok(())
+}
+
+/// The `group` argument of a launch that is not grouped (a null table).
+const NOT_GROUPED: u64 = 0;
+
+/// A grouped launch's table entry as the kernel reads it: 8 words in
+/// [`GroupProblem`]'s `repr(C)` order (C's address low word first, little
+/// endian as the GPU).
+fn group_words(p: &GroupProblem) -> [u32; 8] {
+    [p.m, p.n, p.k, p.first_job, p.ldc, p.c_store, p.c as u32, (p.c >> 32) as u32]
+}
+
+/// One product of stage 9 made ready for a launch of `tile`: its tensor maps
+/// (A's, B's and, for TMA stores, C's), the layouts the kernel reads (the
+/// operands' own, or K-major copies), whether A and B have a matrix per
+/// product, and how the epilogue stores C.
+struct ReadyProduct {
+    maps: [u8; GROUP_MAPS_BYTES],
+    layouts: KernelLayouts,
+    batch: [u32; 2],
+    c_store: u32,
+}
+
+/// Makes one product of the validated kernel form `route` ready for a
+/// launch of `tile` (see [`ReadyProduct`]): A and B (each with its batch
+/// count and element stride), realigned or transposed into `copies` where
+/// TMA or wgmma cannot read them in place, and C at `c_address` (`count`
+/// matrices `stride_c` apart; `slices` > 1: split-K's workspace, stored by
+/// the threads).
+#[allow(clippy::too_many_arguments)]
+fn ready_warpgroup<T: Scalar, C: Scalar>(
+    device: &Device,
+    stream: &Arc<CudaStream>,
+    types: WgmmaTypes,
+    tile: WgmmaTile,
+    (route, reads_ab, realign_wanted): (&WarpgroupRoute, bool, [bool; 2]),
+    ((ka, (ca, sa)), (kb, (cb, sb))): OperandPair<'_, '_, T>,
+    (c_address, count, stride_c, slices): (u64, usize, usize, u32),
+    copies: &mut Vec<CudaSlice<T>>,
+) -> Result<ReadyProduct, Error> {
+    let (kd, transposed_c) = (route.dims, route.transposed_c);
+    if [kd.m, kd.n, kd.k].iter().any(|&d| d > i32::MAX as usize) {
+        return Err(Error::Unsupported {
+            product: product_name(types),
+            why: format!("{}x{}x{}: TMA coordinates are i32, so m, n and k must be below 2^31", kd.m, kd.n, kd.k),
+        });
+    }
+    let data_type = match types {
+        WgmmaTypes::F16 | WgmmaTypes::F16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        // The bits as they are: wgmma reads the TF32 part of each f32.
+        WgmmaTypes::Tf32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        WgmmaTypes::S8 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+    };
+    let elem = types.input_bytes() as usize;
+    // The maps: A (k, m) K-major or (m, k) M-major; B (k, n) or (n, k).
+    let mut maps = [0u8; GROUP_MAPS_BYTES];
+    let (mut batch_a, mut batch_b) = (0u32, 0u32);
+    // The layouts the kernel reads: the operands' own, or K-major copies
+    // where wgmma cannot transpose (tf32, i8).
+    let (mut a_layout, mut b_layout) = (kd.a_layout, kd.b_layout);
+    if reads_ab {
+        let a_k_major = kd.a_layout == Layout::RowMajor;
+        let b_k_major = kd.b_layout == Layout::ColMajor;
+        let a_op = if a_k_major {
+            TmaOperand { elem, line: kd.k, lines: kd.m, ld: kd.lda, count: ca, stride: sa }
+        } else {
+            TmaOperand { elem, line: kd.m, lines: kd.k, ld: kd.lda, count: ca, stride: sa }
+        };
+        let b_op = if b_k_major {
+            TmaOperand { elem, line: kd.k, lines: kd.n, ld: kd.ldb, count: cb, stride: sb }
+        } else {
+            TmaOperand { elem, line: kd.n, lines: kd.k, ld: kd.ldb, count: cb, stride: sb }
+        };
+        (batch_a, batch_b) = ((ca > 1) as u32, (cb > 1) as u32);
+        let k_major = [a_k_major, b_k_major];
+        let rows = [tile.bm, tile.bn];
+        for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
+            let realign = realign_wanted[i];
+            // An MN-major tf32 A is read in place, through registers.
+            let in_place = k_major[i] || (i == 0 && types.register_a());
+            let (address, op, transpose) = prepare_operand(
+                device,
+                stream,
+                TensorCoreStage::Warpgroup,
+                types,
+                op,
+                (in_place, realign),
+                src,
+                copies,
+            )?;
+            // K-major boxes: BK (128 bytes) by BM or BN rows; MN-major:
+            // BK x BK (128 bytes along m or n by BK rows along k).
+            let bk = ROW_BYTES as usize / elem;
+            let box_lines = if k_major[i] || transpose { rows[i] } else { bk as u32 };
+            if transpose {
+                if i == 0 {
+                    a_layout = Layout::RowMajor;
+                } else {
+                    b_layout = Layout::ColMajor;
+                }
+            }
+            maps[128 * i..128 * (i + 1)].copy_from_slice(&tensor_map(data_type, address, op, box_lines)?);
+        }
+    }
+    // C's map, for the epilogue's TMA stores: when C's rows and
+    // matrices start on 16 bytes (TMA's alignment) and its rows end on
+    // 16 bytes; else, and for split-K's workspace, each thread stores
+    // its own elements. A TMA store writes whole 16-byte chunks: a row
+    // whose bytes (n elements) are not a multiple of 16 would have the
+    // rest of its last chunk overwritten, which is the padding between
+    // C's rows (the caller's data; seen on an H100 with a column-major
+    // f32 C of 129 rows and ld 132: elements 129..131 of each column
+    // changed).
+    let c_elem = size_of::<C>();
+    let tma_c = slices == 1
+        && !transposed_c
+        && kd.m > 0
+        && kd.n > 0
+        && c_address % 16 == 0
+        && (kd.ldc * c_elem) % 16 == 0
+        && (kd.n * c_elem) % 16 == 0
+        && (count == 1 || ((stride_c * c_elem) % 16 == 0 && stride_c >= kd.m * kd.ldc));
+    if tma_c {
+        let c_type = match types.output_bytes() {
+            2 => data_type,
+            _ if types == WgmmaTypes::S8 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT32,
+            _ => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        };
+        let c_op = TmaOperand { elem: c_elem, line: kd.n, lines: kd.m, ld: kd.ldc, count, stride: stride_c };
+        maps[256..].copy_from_slice(&tensor_map(c_type, c_address, c_op, WARPGROUP_M)?);
+    }
+    let c_store = if transposed_c {
+        C_STORE_TRANSPOSED
+    } else if tma_c {
+        C_STORE_TMA
+    } else {
+        C_STORE_THREADS
+    };
+    Ok(ReadyProduct { maps, layouts: KernelLayouts { a: a_layout, b: b_layout }, batch: [batch_a, batch_b], c_store })
+}
+
+/// A and B of one product as [`ready_warpgroup`] takes them: each view with
+/// its batch count and element stride.
+type OperandPair<'a, 'b, T> = ((&'a CudaView<'b, T>, (usize, usize)), (&'a CudaView<'b, T>, (usize, usize)));
