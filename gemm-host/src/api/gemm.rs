@@ -1,6 +1,6 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
-use crate::device::registry::{entry_point, WARPGROUP_KERNELS};
+use crate::device::registry::entry_point;
 use crate::device::{default_device, Device};
 use crate::element::{product_name, Product, Scalar, Types};
 use crate::error::Error;
@@ -8,9 +8,7 @@ use crate::exec;
 use crate::exec::host_path::{host_product, HostCall, HostOperand};
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
-use crate::plan::product_plan::{
-    mma_kernel, realign_wanted, warpgroup_plan, warpgroup_route, KernelFamily, ProductPlan,
-};
+use crate::plan::product_plan::{mma_launch, warpgroup_launch, KernelFamily, ProductPlan};
 use crate::plan::tuning_plan::{plan_split, stage_default};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
@@ -1036,9 +1034,20 @@ impl Gemm {
         let reads_ab = self.alpha != 0.0 && k > 0;
         let product = product_name(types);
         let mut copies = Vec::new();
+        let row_major_c = GemmDims {
+            m,
+            n,
+            k,
+            lda: if a_layout == Layout::RowMajor { k } else { m },
+            ldb: if b_layout == Layout::RowMajor { n } else { k },
+            ldc: n,
+            a_layout,
+            b_layout,
+            c_layout: Layout::RowMajor,
+        };
         if cc != (9, 0) || mma_sync {
             let max_smem = device.as_ref().map_or(232_448, |d| d.limits().max_smem_per_block);
-            let kernel = mma_kernel(types, m, n, sm_count, max_smem);
+            let kernel = mma_launch(types, &row_major_c, sm_count, max_smem).kernel;
             // Stage 8 reads f16/bf16 in any layout (ldmatrix .trans); tf32
             // and i8 only K-major: others are transposed first.
             if !types.transposes() && reads_ab {
@@ -1064,29 +1073,11 @@ impl Gemm {
                 device: where_,
             });
         }
-        let kd = GemmDims {
-            m,
-            n,
-            k,
-            lda: if a_layout == Layout::RowMajor { k } else { m },
-            ldb: if b_layout == Layout::RowMajor { n } else { k },
-            ldc: n,
-            a_layout,
-            b_layout,
-            c_layout: Layout::RowMajor,
-        };
-        let route = warpgroup_route(types, &kd, reads_ab);
+        // The launch a call of this product would run (C row-major: the
+        // user's form is the kernel form).
+        let launch = warpgroup_launch(types, &row_major_c, self.alpha, count, sm_count, None);
+        let (route, family, (slices, _)) = (launch.route, launch.kernel, launch.split);
         let kd = route.dims;
-        let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, count, sm_count);
-        let (slices, _) = plan.split;
-        let family = if slices > 1 {
-            WARPGROUP_KERNELS
-                .iter()
-                .find(|f| f.types == types.accumulating() && f.tile == plan.kernel.tile)
-                .expect("every tile has an f32 (i32) C family")
-        } else {
-            plan.kernel
-        };
         let mut parts = Vec::new();
         if route.transposed_c {
             parts
@@ -1096,7 +1087,7 @@ impl Gemm {
         let (mut read_a, mut read_b) = (kd.a_layout, kd.b_layout);
         if reads_ab {
             let elem = types.input_bytes() as usize;
-            let realign = realign_wanted(types, &kd, family.tile);
+            let realign = launch.realign;
             for (i, (name, k_major, ld)) in [("A", a_k_major, kd.lda), ("B", b_k_major, kd.ldb)].into_iter().enumerate()
             {
                 let in_place = k_major || (i == 0 && types.register_a());

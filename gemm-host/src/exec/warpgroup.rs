@@ -9,7 +9,7 @@
 //! kernel layer beneath its device adapter.
 
 use crate::device::memory::alloc_uninit;
-use crate::device::registry::{WarpgroupKernel, WARPGROUP_KERNELS};
+use crate::device::registry::WarpgroupKernel;
 use crate::device::Device;
 use crate::element::{product_name, Scalar};
 use crate::error::{DriverContext, Error};
@@ -47,7 +47,8 @@ pub(crate) struct WarpgroupLaunch {
     pub swapped: bool,
     /// Whether A and B are read (alpha != 0 and k > 0).
     pub reads_ab: bool,
-    /// The kernel family (types, tile, pipeline depth).
+    /// The kernel family (types, tile, pipeline depth); for a split
+    /// product, the tile's family with an f32 (i32) C.
     pub kernel: &'static WarpgroupKernel,
     /// Slices of k (1: not split) and k-tiles per slice.
     pub split: (u32, u32),
@@ -119,14 +120,6 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     // Split-K where the block tiles leave most SMs idle: slices of k into
     // a workspace (the family with f32 or i32 C), then a reduction.
     let (slices, k_slice) = split;
-    let kernel = if slices > 1 {
-        WARPGROUP_KERNELS
-            .iter()
-            .find(|f| f.types == types.accumulating() && f.tile == tile)
-            .expect("every tile has an f32 (i32) C family")
-    } else {
-        kernel
-    };
     let count = if slices > 1 { slices } else { batch as u32 };
     if tile.tiles(kd.m as u32, kd.n as u32, count) > u32::MAX as u64 {
         return Err(Error::Unsupported {

@@ -251,8 +251,9 @@ pub(crate) fn warpgroup_form(types: WgmmaTypes, dims: &GemmDims, alpha: f64) -> 
 /// The stage-9 launch of a validated product in user form `dims` with this
 /// alpha, `count` of them (a strided batch): its route ([`warpgroup_form`]),
 /// the kernel [`warpgroup_plan`] picks for its kernel form, the split of k
-/// (`forced`, else the planner's; a batch is not split) and the operands
-/// worth realigning ([`realign_wanted`]).
+/// (`forced`, else the planner's; a batch is not split; a split product
+/// runs the tile's family with an f32 or i32 C) and the operands worth
+/// realigning ([`realign_wanted`]).
 pub(crate) fn warpgroup_launch(
     types: WgmmaTypes,
     dims: &GemmDims,
@@ -265,15 +266,18 @@ pub(crate) fn warpgroup_launch(
     let kd = route.dims;
     let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, count, sm_count);
     let realign = realign_wanted(types, &kd, plan.kernel.tile);
-    WarpgroupLaunch {
-        types,
-        route,
-        swapped,
-        reads_ab,
-        kernel: plan.kernel,
-        split: forced.unwrap_or(plan.split),
-        realign,
-    }
+    let split = forced.unwrap_or(plan.split);
+    // A split product's slices go to a workspace: the family of the tile
+    // with an f32 (i32) C.
+    let kernel = if split.0 > 1 {
+        WARPGROUP_KERNELS
+            .iter()
+            .find(|f| f.types == types.accumulating() && f.tile == plan.kernel.tile)
+            .expect("every tile has an f32 (i32) C family")
+    } else {
+        plan.kernel
+    };
+    WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign }
 }
 
 /// The stage-9 launches of a list batch's problems `todo` (index, validated
