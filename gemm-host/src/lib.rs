@@ -48,6 +48,7 @@ pub mod bench;
 pub mod check;
 #[cfg(feature = "bench")]
 pub mod cublas;
+mod describe;
 mod device;
 mod element;
 mod error;
@@ -70,7 +71,6 @@ pub use cudarc;
 /// half-precision element types ([`hgemm`], [`Product`]).
 pub use half;
 
-pub use api::batch::{BatchView, IntoBatchView, Strided};
 pub use api::gemm::{dgemm, sgemm, Gemm};
 pub use api::warpgroup::{hgemm, igemm};
 pub use device::{default_device, Device};
@@ -79,6 +79,7 @@ pub use error::Error;
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
 pub use operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 pub use operands::matrix::{MatMut, MatRef, Matrix};
+pub use operands::strided::{BatchView, IntoBatchView, Strided};
 pub use plan::product_plan::{KernelFamily, ProductPlan};
 
 /// The teaching and tuning surface: the stages of the ladder, their kernel

@@ -82,7 +82,7 @@ impl Gemm {
         match kernels {
             Kernels::Ladder(precision) => {
                 let (kdims, swapped) = dims.kernel_form();
-                let reads_ab = self.alpha != 0.0 && dims.k > 0;
+                let reads_ab = self.desc.alpha != 0.0 && dims.k > 0;
                 let kd = if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } };
                 let plan = self.plan_on(Some(device), precision, (kd.m, kd.n, kd.k), kd.layouts(), count)?;
                 let (config, split_k, pack) = (plan.config, plan.split_k, plan.pack);
@@ -91,7 +91,14 @@ impl Gemm {
             Kernels::TensorCores(types, mma_sync) => match Self::mixed_stage(types, device, mma_sync)? {
                 TensorCoreStage::Warpgroup => {
                     let sm = device.sm_count();
-                    Ok(Launch::Warpgroup(warpgroup_launch(types, dims, self.alpha, count, sm, self.warpgroup_split)))
+                    Ok(Launch::Warpgroup(warpgroup_launch(
+                        types,
+                        dims,
+                        self.desc.alpha,
+                        count,
+                        sm,
+                        self.warpgroup_split,
+                    )))
                 }
                 TensorCoreStage::MmaSync => {
                     let (sm, smem) = (device.sm_count(), device.limits().max_smem_per_block);
@@ -117,7 +124,7 @@ impl Gemm {
                     .iter()
                     .map(|&(i, dims)| {
                         let (kdims, swapped) = dims.kernel_form();
-                        let reads_ab = self.alpha != 0.0 && dims.k > 0;
+                        let reads_ab = self.desc.alpha != 0.0 && dims.k > 0;
                         (i, if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } }, swapped)
                     })
                     .collect();
@@ -130,7 +137,7 @@ impl Gemm {
             }
             Kernels::TensorCores(types, mma_sync) => match Self::mixed_stage(types, device, mma_sync)? {
                 TensorCoreStage::Warpgroup => {
-                    Ok(ListLaunch::Warpgroup(warpgroup_list(types, todo, self.alpha, device.sm_count())))
+                    Ok(ListLaunch::Warpgroup(warpgroup_list(types, todo, self.desc.alpha, device.sm_count())))
                 }
                 TensorCoreStage::MmaSync => Ok(ListLaunch::EachAlone(
                     todo.iter()

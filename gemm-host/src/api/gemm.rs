@@ -1,5 +1,6 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
+use crate::describe::{ProductDesc, Target};
 use crate::device::registry::entry_point;
 use crate::device::{default_device, Device};
 use crate::element::{product_name, Product, Scalar, Types};
@@ -12,11 +13,11 @@ use crate::plan::product_plan::{mma_launch, warpgroup_launch, KernelFamily, Prod
 use crate::plan::tuning_plan::{plan_split, stage_default};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
-use gemm_core::shape::{spans_overlap, Layout, Op, Operand};
+use gemm_core::shape::{Layout, Op};
 use gemm_core::warpgroup::{WgmmaTypes, ROW_BYTES};
 use gemm_core::{
-    BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, KernelLayouts, MatrixDims, Precision, ShapeError, Stage,
-    ThreadTile, WarpTile,
+    BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, KernelLayouts, MatrixDims, Precision, Stage, ThreadTile,
+    WarpTile,
 };
 use std::sync::Arc;
 
@@ -150,10 +151,8 @@ pub struct Gemm {
     pipeline_depth: Option<u32>,
     split_k: Option<u32>,
     pack: Option<bool>,
-    pub(crate) op_a: Op,
-    pub(crate) op_b: Op,
-    pub(crate) alpha: f64,
-    pub(crate) beta: f64,
+    /// op(A), op(B), alpha, beta: what the product is.
+    pub(crate) desc: ProductDesc,
     device: Option<Arc<Device>>,
     stream: Option<Arc<CudaStream>>,
     pub(crate) host_streams: Option<usize>,
@@ -186,10 +185,7 @@ impl Gemm {
             pipeline_depth: None,
             split_k: None,
             pack: None,
-            op_a: Op::N,
-            op_b: Op::N,
-            alpha: 1.0,
-            beta: 0.0,
+            desc: ProductDesc::default(),
             device: None,
             stream: None,
             host_streams: None,
@@ -202,27 +198,27 @@ impl Gemm {
     /// op(A): [`Op::T`] multiplies by the transpose of the A passed (which is
     /// then k x m), as BLAS's `TRANSA`. The same as passing `a.t()`.
     pub fn op_a(mut self, op: Op) -> Self {
-        self.op_a = op;
+        self.desc.op_a = op;
         self
     }
 
     /// op(B): [`Op::T`] multiplies by the transpose of the B passed (n x k),
     /// as BLAS's `TRANSB`.
     pub fn op_b(mut self, op: Op) -> Self {
-        self.op_b = op;
+        self.desc.op_b = op;
         self
     }
 
     /// Scale of op(A) * op(B) (default 1). For f32 it is rounded to f32.
     /// With alpha = 0, A and B are not read.
     pub fn alpha(mut self, alpha: f64) -> Self {
-        self.alpha = alpha;
+        self.desc.alpha = alpha;
         self
     }
 
     /// Scale of C's old value (default 0: C is then not read, so it may hold NaN).
     pub fn beta(mut self, beta: f64) -> Self {
-        self.beta = beta;
+        self.desc.beta = beta;
         self
     }
 
@@ -604,7 +600,7 @@ impl Gemm {
     pub fn plan(&self, precision: Precision, m: usize, n: usize, k: usize) -> Result<Plan, Error> {
         // Row-major operands: op = T makes the kernel read that operand column-major.
         let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
-        self.plan_for_layouts(precision, m, n, k, KernelLayouts { a: of(self.op_a), b: of(self.op_b) })
+        self.plan_for_layouts(precision, m, n, k, KernelLayouts { a: of(self.desc.op_a), b: of(self.desc.op_b) })
     }
 
     /// [`Gemm::plan`] for a kernel that reads A and B in `layouts` (C
@@ -670,31 +666,14 @@ impl Gemm {
         Ok(plan)
     }
 
-    /// The validated problem: shapes of op(A), op(B), C with their storage.
-    pub(crate) fn problem(
-        &self,
-        a: (gemm_core::MatrixDims, usize),
-        b: (gemm_core::MatrixDims, usize),
-        c: (gemm_core::MatrixDims, usize),
-    ) -> Result<GemmDims, Error> {
-        Ok(GemmDims::from_operands(a.0.op(self.op_a), a.1, b.0.op(self.op_b), b.1, c.0, c.1)?)
-    }
-
-    /// The reference BLAS's quick return: (alpha = 0 or k = 0) and beta = 1
-    /// leave C as it is.
-    pub(crate) fn leaves_c_unchanged(&self, dims: &GemmDims) -> bool {
-        (self.alpha == 0.0 || dims.k == 0) && self.beta == 1.0
-    }
-
     /// The stream of a call on `device`: the builder's, else the device's.
     pub(crate) fn stream_on(&self, device: &Device) -> Result<Arc<CudaStream>, Error> {
-        match &self.stream {
-            Some(s) if **s.context() != **device.context() => {
-                Err(Error::ContextMismatch { what: "the stream", device: device.name().to_string() })
-            }
-            Some(s) => Ok(s.clone()),
-            None => Ok(device.stream().clone()),
-        }
+        device.stream_or(self.stream.as_ref())
+    }
+
+    /// Where this call runs, as the builder says (its device and stream).
+    pub(crate) fn target(&self) -> Target<'_> {
+        Target { device: self.device.as_ref(), stream: self.stream.as_ref() }
     }
 
     /// Runs `C <- alpha * op(A) * op(B) + beta * C` on host matrices or
@@ -722,8 +701,8 @@ impl Gemm {
         let (a, b, mut c) = (a.into(), b.into(), c.into());
         let kernels = self.kernels::<T, C>(false, None)?;
         let c_len = c.dims().required_len().unwrap_or(0);
-        let dims = self.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
-        if dims.is_empty() || self.leaves_c_unchanged(&dims) {
+        let dims = self.desc.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
+        if dims.is_empty() || self.desc.leaves_c_unchanged(&dims) {
             return Ok(()); // BLAS quick return: nothing to do, not even on the GPU
         }
         let device = match &self.device {
@@ -734,8 +713,8 @@ impl Gemm {
         let whole = self.launch_on(kernels, &device, &dims, 1)?;
         let step = self.tile_step(&whole, &device)?;
         let operand = |base: *const u8, d: MatrixDims, op: Op| HostOperand { base, dims: d.op(op) };
-        let ha = operand(a.as_slice().as_ptr() as *const u8, a.dims(), self.op_a);
-        let hb = operand(b.as_slice().as_ptr() as *const u8, b.dims(), self.op_b);
+        let ha = operand(a.as_slice().as_ptr() as *const u8, a.dims(), self.desc.op_a);
+        let hb = operand(b.as_slice().as_ptr() as *const u8, b.dims(), self.desc.op_b);
         let hc = operand(c.span_mut().as_mut_ptr() as *const u8, c.dims(), Op::N);
         let tile = |(alpha, beta): (f64, f64),
                     stream: &Arc<CudaStream>,
@@ -772,7 +751,7 @@ impl Gemm {
     /// As [`Gemm::run`], plus [`Error::DeviceMismatch`] when the operands live
     /// on different devices (or not on the device set with [`Gemm::device`]),
     /// [`Error::ContextMismatch`] for a stream of another context, and
-    /// [`ShapeError::Overlap`] when C shares memory with A or B.
+    /// [`ShapeError::Overlap`](crate::ShapeError::Overlap) when C shares memory with A or B.
     pub fn run_device<'a, 'b, 'c, T: Product<C>, C: Scalar>(
         &self,
         a: impl Into<DeviceView<'a, T>>,
@@ -782,41 +761,16 @@ impl Gemm {
         let (a, b, mut c) = (a.into(), b.into(), c.into());
         let kernels = self.kernels::<T, C>(false, Some(c.device))?;
         self.check_device_call()?;
-        let Some((dims, device, stream)) = self.device_problem(&a, &b, &c)? else { return Ok(()) };
+        let Some((dims, device, stream)) = self.desc.device_problem(&a, &b, &c, self.target())? else { return Ok(()) };
         let launch = self.launch_on(kernels, &device, &dims, 1)?;
-        exec::enqueue(&launch, &device, &stream, (self.alpha, self.beta), (&a.data, &b.data, &mut c.data), (1, [0; 3]))
-    }
-
-    /// A product of device matrices validated, in the order every device
-    /// door checks: shapes and storage, the operands' device (and the
-    /// builder's), the stream's context, then the BLAS quick return (None:
-    /// nothing to do), then C apart from A and B. Returns the problem (user
-    /// form), C's device and the stream to enqueue on.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn device_problem<T: Scalar, C: Scalar>(
-        &self,
-        a: &DeviceView<'_, T>,
-        b: &DeviceView<'_, T>,
-        c: &DeviceViewMut<'_, C>,
-    ) -> Result<Option<(GemmDims, Arc<Device>, Arc<CudaStream>)>, Error> {
-        let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
-        let device = c.device.clone();
-        for other in [a.device, b.device].into_iter().chain(self.device.as_ref()) {
-            if !other.same_context(&device) {
-                return Err(Error::DeviceMismatch(other.name().to_string(), device.name().to_string()));
-            }
-        }
-        let stream = self.stream_on(&device)?;
-        if dims.is_empty() || self.leaves_c_unchanged(&dims) {
-            return Ok(None); // BLAS quick return
-        }
-        let (c_start, c_bytes) = c.byte_span();
-        for (operand, (start, bytes)) in [(Operand::A, a.byte_span()), (Operand::B, b.byte_span())] {
-            if spans_overlap(c_start, c_bytes, start, bytes) {
-                return Err(ShapeError::Overlap { operand }.into());
-            }
-        }
-        Ok(Some((dims, device, stream)))
+        exec::enqueue(
+            &launch,
+            &device,
+            &stream,
+            (self.desc.alpha, self.desc.beta),
+            (&a.data, &b.data, &mut c.data),
+            (1, [0; 3]),
+        )
     }
 
     /// The options a call of `precision` (a batch when `batch`) cannot take,
@@ -842,7 +796,12 @@ impl Gemm {
 
     /// What the host path takes of this call.
     pub(crate) fn host_call(&self) -> HostCall {
-        HostCall { alpha: self.alpha, beta: self.beta, streams: self.host_streams, budget: self.memory_budget }
+        HostCall {
+            alpha: self.desc.alpha,
+            beta: self.desc.beta,
+            streams: self.host_streams,
+            budget: self.memory_budget,
+        }
     }
 
     /// The host path's options ([`Gemm::host_streams`],
@@ -993,7 +952,7 @@ impl Gemm {
         count: usize,
     ) -> Result<ProductPlan, Error> {
         let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
-        let layouts = KernelLayouts { a: of(self.op_a), b: of(self.op_b) };
+        let layouts = KernelLayouts { a: of(self.desc.op_a), b: of(self.desc.op_b) };
         let plan = self.plan_on(self.plan_device().as_deref(), precision, (m, n, k), layouts, count)?;
         let name = precision.name();
         let device = self.plan_device().map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string());
@@ -1030,8 +989,8 @@ impl Gemm {
             });
         }
         let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
-        let (a_layout, b_layout) = (of(self.op_a), of(self.op_b));
-        let reads_ab = self.alpha != 0.0 && k > 0;
+        let (a_layout, b_layout) = (of(self.desc.op_a), of(self.desc.op_b));
+        let reads_ab = self.desc.alpha != 0.0 && k > 0;
         let product = product_name(types);
         let mut copies = Vec::new();
         let row_major_c = GemmDims {
@@ -1075,7 +1034,7 @@ impl Gemm {
         }
         // The launch a call of this product would run (C row-major: the
         // user's form is the kernel form).
-        let launch = warpgroup_launch(types, &row_major_c, self.alpha, count, sm_count, None);
+        let launch = warpgroup_launch(types, &row_major_c, self.desc.alpha, count, sm_count, None);
         let (route, family, (slices, _)) = (launch.route, launch.kernel, launch.split);
         let kd = route.dims;
         let mut parts = Vec::new();

@@ -37,7 +37,7 @@ impl Gemm {
             });
         }
         if types == WgmmaTypes::S8 {
-            for (name, v) in [("alpha", self.alpha), ("beta", self.beta)] {
+            for (name, v) in [("alpha", self.desc.alpha), ("beta", self.desc.beta)] {
                 if v.fract() != 0.0 || !(i32::MIN as f64..=i32::MAX as f64).contains(&v) {
                     return Err(Error::Unsupported {
                         product: product_name(types),

@@ -305,6 +305,18 @@ impl Device {
         &self.stream
     }
 
+    /// The stream of a call on this device: `stream` (a caller's, which
+    /// must belong to this device's context), else the device's own.
+    pub(crate) fn stream_or(&self, stream: Option<&Arc<CudaStream>>) -> Result<Arc<CudaStream>, Error> {
+        match stream {
+            Some(s) if **s.context() != **self.context() => {
+                Err(Error::ContextMismatch { what: "the stream", device: self.name().to_string() })
+            }
+            Some(s) => Ok(s.clone()),
+            None => Ok(self.stream.clone()),
+        }
+    }
+
     /// Waits for all of the library's work on this device to finish.
     ///
     /// # Errors
