@@ -10,7 +10,6 @@ use crate::stage::Stage;
 use crate::tiling::{
     s05_layout, s06_layout, s07_layout, s08_layout, BlockTile, ThreadTile, WarpTile, S08_STASH_BYTES, WARP_SIZE,
 };
-use thiserror::Error;
 
 /// Element precision of a kernel: `f64` (DGEMM) or `f32` (SGEMM).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,11 +83,10 @@ impl core::fmt::Display for BlockDim {
 }
 
 /// A configuration that cannot run; the message names the numbers and the menu.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// A block dimension is zero.
-    #[error("block {x}x{y} has no threads")]
     EmptyBlock {
         /// Threads along x.
         x: u32,
@@ -96,7 +94,6 @@ pub enum ConfigError {
         y: u32,
     },
     /// More threads per block than any GPU allows.
-    #[error("block {x}x{y} has {threads} threads; at most {max} are allowed per block")]
     BlockTooLarge {
         /// Threads along x.
         x: u32,
@@ -108,7 +105,6 @@ pub enum ConfigError {
         max: u32,
     },
     /// The stage has no compiled kernel with this tile size.
-    #[error("{stage} has no tile size {tile}; compiled tile sizes: {menu:?}")]
     TileSize {
         /// The stage asked for.
         stage: Stage,
@@ -118,7 +114,6 @@ pub enum ConfigError {
         menu: &'static [u32],
     },
     /// Stage 4 has no compiled kernel with this many outputs per thread.
-    #[error("{stage} has no kernel computing {outputs} outputs per thread; compiled: {menu:?}")]
     OutputsPerThread {
         /// The stage asked for.
         stage: Stage,
@@ -128,7 +123,6 @@ pub enum ConfigError {
         menu: &'static [u32],
     },
     /// A tile dimension that must divide another does not (stages 5-8).
-    #[error("{stage}: {what} = {value} is not a multiple of {by_what} = {by}")]
     Indivisible {
         /// The stage asked for.
         stage: Stage,
@@ -142,7 +136,6 @@ pub enum ConfigError {
         by: u32,
     },
     /// The tiles give a thread count no block can have (stages 5-8).
-    #[error("{stage}: the tiles need {threads} threads per block; {reason}")]
     Threads {
         /// The stage asked for.
         stage: Stage,
@@ -152,7 +145,6 @@ pub enum ConfigError {
         reason: &'static str,
     },
     /// A pipeline with fewer than 2 shared-memory buffers (stages 7, 8).
-    #[error("{stage}: a pipeline needs a depth of at least 2 (shared-memory buffers), got {depth}")]
     PipelineDepth {
         /// The stage asked for.
         stage: Stage,
@@ -161,10 +153,8 @@ pub enum ConfigError {
     },
     /// A well-formed configuration of stages 5-8 that is not compiled; the
     /// compiled ones are listed by [`compiled_configs`].
-    #[error("{} is not among the compiled configurations of {}; compiled: {}", .0, .0.stage(), MenuList(.0.stage()))]
     NotCompiled(KernelConfig),
     /// An option was given that the chosen stage does not take.
-    #[error("option `{option}` does not apply to {stage}")]
     OptionNotForStage {
         /// The builder option.
         option: &'static str,
@@ -172,6 +162,44 @@ pub enum ConfigError {
         stage: Stage,
     },
 }
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ConfigError::EmptyBlock { x, y } => write!(f, "block {x}x{y} has no threads"),
+            ConfigError::BlockTooLarge { x, y, threads, max } => {
+                write!(f, "block {x}x{y} has {threads} threads; at most {max} are allowed per block")
+            }
+            ConfigError::TileSize { stage, tile, menu } => {
+                write!(f, "{stage} has no tile size {tile}; compiled tile sizes: {menu:?}")
+            }
+            ConfigError::OutputsPerThread { stage, outputs, menu } => {
+                write!(f, "{stage} has no kernel computing {outputs} outputs per thread; compiled: {menu:?}")
+            }
+            ConfigError::Indivisible { stage, what, value, by_what, by } => {
+                write!(f, "{stage}: {what} = {value} is not a multiple of {by_what} = {by}")
+            }
+            ConfigError::Threads { stage, threads, reason } => {
+                write!(f, "{stage}: the tiles need {threads} threads per block; {reason}")
+            }
+            ConfigError::PipelineDepth { stage, depth } => {
+                write!(f, "{stage}: a pipeline needs a depth of at least 2 (shared-memory buffers), got {depth}")
+            }
+            ConfigError::NotCompiled(config) => write!(
+                f,
+                "{} is not among the compiled configurations of {}; compiled: {}",
+                config,
+                config.stage(),
+                MenuList(config.stage())
+            ),
+            ConfigError::OptionNotForStage { option, stage } => {
+                write!(f, "option `{option}` does not apply to {stage}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for ConfigError {}
 
 /// One kernel configuration: a stage and its tile constants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,7 +1,5 @@
 //! Launch geometry (grid, block, shared memory) and the device limits it must fit.
 
-use thiserror::Error;
-
 /// `ceil(a / b)` for `b > 0`.
 #[inline(always)]
 pub const fn ceil_div(a: u32, b: u32) -> u32 {
@@ -33,11 +31,10 @@ pub struct DeviceLimits {
 }
 
 /// A launch that does not fit the device; the message names the numbers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LimitError {
     /// Too many threads per block.
-    #[error("{requested} threads per block; this device allows {limit}")]
     Threads {
         /// Threads asked for.
         requested: u64,
@@ -45,7 +42,6 @@ pub enum LimitError {
         limit: u32,
     },
     /// A block dimension exceeds the device's limit along that axis.
-    #[error("block dimension {axis} is {requested}; this device allows {limit}")]
     BlockDim {
         /// 'x', 'y' or 'z'.
         axis: char,
@@ -56,7 +52,6 @@ pub enum LimitError {
     },
     /// The grid needs more blocks along an axis than the device allows
     /// (a matrix too large for this configuration; pick larger blocks).
-    #[error("grid dimension {axis} needs {requested} blocks; this device allows {limit} (use a larger block or tile)")]
     GridDim {
         /// 'x', 'y' or 'z'.
         axis: char,
@@ -66,7 +61,6 @@ pub enum LimitError {
         limit: u32,
     },
     /// Too much shared memory per block.
-    #[error("{requested} bytes of shared memory per block; this device allows {limit}")]
     SharedMemory {
         /// Bytes asked for.
         requested: u32,
@@ -74,6 +68,28 @@ pub enum LimitError {
         limit: u32,
     },
 }
+
+impl core::fmt::Display for LimitError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            LimitError::Threads { requested, limit } => {
+                write!(f, "{requested} threads per block; this device allows {limit}")
+            }
+            LimitError::BlockDim { axis, requested, limit } => {
+                write!(f, "block dimension {axis} is {requested}; this device allows {limit}")
+            }
+            LimitError::GridDim { axis, requested, limit } => write!(
+                f,
+                "grid dimension {axis} needs {requested} blocks; this device allows {limit} (use a larger block or tile)"
+            ),
+            LimitError::SharedMemory { requested, limit } => {
+                write!(f, "{requested} bytes of shared memory per block; this device allows {limit}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for LimitError {}
 
 const AXES: [char; 3] = ['x', 'y', 'z'];
 

@@ -13,8 +13,6 @@
 //! column-major C is the row-major C^T = op(B)^T op(A)^T
 //! ([`GemmDims::kernel_form`]), so kernels only ever write a row-major C.
 
-use thiserror::Error;
-
 /// The largest dimension or leading dimension accepted (as in BLAS, which uses `int`).
 pub const MAX_DIM: usize = i32::MAX as usize;
 
@@ -101,11 +99,10 @@ impl core::fmt::Display for Operand {
 }
 
 /// A shape error: the message names the operands and the numbers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ShapeError {
     /// op(A)'s columns and op(B)'s rows differ.
-    #[error("shape mismatch: A is {a_rows}x{a_cols} but B is {b_rows}x{b_cols} (A's columns must equal B's rows)")]
     InnerDimension {
         /// Rows of op(A) (m).
         a_rows: usize,
@@ -117,7 +114,6 @@ pub enum ShapeError {
         b_cols: usize,
     },
     /// C is not m x n.
-    #[error("shape mismatch: A*B is {m}x{n} but C is {c_rows}x{c_cols}")]
     Output {
         /// Rows of op(A).
         m: usize,
@@ -129,7 +125,6 @@ pub enum ShapeError {
         c_cols: usize,
     },
     /// A leading dimension is smaller than the contiguous lines it separates.
-    #[error("leading dimension of {operand} is {ld}, but it is {layout} with {min} elements per {line} (need ld >= max(1, {min}))", line = if matches!(layout, Layout::RowMajor) { "row" } else { "column" })]
     LeadingDimension {
         /// The operand.
         operand: Operand,
@@ -142,7 +137,6 @@ pub enum ShapeError {
         min: usize,
     },
     /// The storage is shorter than the shape needs.
-    #[error("{operand} is {rows}x{cols} ({layout}) with leading dimension {ld}, which needs {needed} elements, but its storage holds {len}")]
     Storage {
         /// The operand.
         operand: Operand,
@@ -160,7 +154,6 @@ pub enum ShapeError {
         len: usize,
     },
     /// A dimension exceeds [`MAX_DIM`].
-    #[error("{operand}: dimension {value} exceeds the largest supported, {max}")]
     TooLarge {
         /// The operand.
         operand: Operand,
@@ -170,7 +163,6 @@ pub enum ShapeError {
         max: usize,
     },
     /// A sub-matrix view reaches outside its parent.
-    #[error("view of {rows}x{cols} at ({row}, {col}) does not fit in a {parent_rows}x{parent_cols} matrix")]
     View {
         /// First row of the view.
         row: usize,
@@ -186,12 +178,46 @@ pub enum ShapeError {
         parent_cols: usize,
     },
     /// The output shares storage with an input.
-    #[error("C overlaps {operand} in memory: the output must not share storage with an input")]
     Overlap {
         /// The input it overlaps (A or B).
         operand: Operand,
     },
 }
+
+impl core::fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ShapeError::InnerDimension { a_rows, a_cols, b_rows, b_cols } => write!(
+                f,
+                "shape mismatch: A is {a_rows}x{a_cols} but B is {b_rows}x{b_cols} (A's columns must equal B's rows)"
+            ),
+            ShapeError::Output { m, n, c_rows, c_cols } => {
+                write!(f, "shape mismatch: A*B is {m}x{n} but C is {c_rows}x{c_cols}")
+            }
+            ShapeError::LeadingDimension { operand, ld, layout, min } => write!(
+                f,
+                "leading dimension of {operand} is {ld}, but it is {layout} with {min} elements per {line} (need ld >= max(1, {min}))",
+                line = if matches!(layout, Layout::RowMajor) { "row" } else { "column" }
+            ),
+            ShapeError::Storage { operand, rows, cols, layout, ld, needed, len } => write!(
+                f,
+                "{operand} is {rows}x{cols} ({layout}) with leading dimension {ld}, which needs {needed} elements, but its storage holds {len}"
+            ),
+            ShapeError::TooLarge { operand, value, max } => {
+                write!(f, "{operand}: dimension {value} exceeds the largest supported, {max}")
+            }
+            ShapeError::View { row, col, rows, cols, parent_rows, parent_cols } => write!(
+                f,
+                "view of {rows}x{cols} at ({row}, {col}) does not fit in a {parent_rows}x{parent_cols} matrix"
+            ),
+            ShapeError::Overlap { operand } => {
+                write!(f, "C overlaps {operand} in memory: the output must not share storage with an input")
+            }
+        }
+    }
+}
+
+impl core::error::Error for ShapeError {}
 
 /// The shape and storage of one matrix: `rows x cols`, stored in `layout`
 /// with leading dimension `ld` (elements between the starts of consecutive
