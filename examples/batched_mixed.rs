@@ -122,21 +122,26 @@ const POOL_SHIFT: usize = 1031;
 /// The CSV's header.
 const CSV_HEAD: &str = "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct_fma_peak,\
 cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path,split_k,pack";
-const USAGE: &str = "usage: batched_mixed [--quick | --full] [--out DIR] [--budget-ms MS]";
+const USAGE: &str =
+    "usage: batched_mixed [--quick | --full] [--out DIR] [--budget-ms MS] [--host-time] [--no-event-tracking]";
 
 struct Options {
     full: bool,
     out: Option<PathBuf>,
     budget_ms: f64,
+    host_time: bool,
+    no_event_tracking: bool,
 }
 
 fn options() -> Options {
-    let mut o = Options { full: false, out: None, budget_ms: 25.0 };
+    let mut o = Options { full: false, out: None, budget_ms: 25.0, host_time: false, no_event_tracking: false };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--quick" => o.full = false,
             "--full" => o.full = true,
+            "--host-time" => o.host_time = true,
+            "--no-event-tracking" => o.no_event_tracking = true,
             "--out" => o.out = Some(it.next().map(PathBuf::from).unwrap_or_else(|| usage())),
             "--budget-ms" => {
                 o.budget_ms =
@@ -163,6 +168,7 @@ struct Ctx {
     cublas: Cublas,
     budget_ms: f64,
     passes: usize,
+    host_time: bool,
     rows: Vec<Row>,
     wrong: bool,
     failed: bool,
@@ -550,6 +556,32 @@ fn run_job<T: Product<C>, C: Scalar>(
         }
     }
     let (ms, blas_ms) = (median(t_ours), median(t_cublas));
+    if ctx.host_time {
+        // What the host spends in one call (until it returns; the work it
+        // queued is then waited for outside the timed part), median of 21.
+        let host_us = |f: &mut dyn FnMut() -> Result<(), Error>| -> Result<f64, Error> {
+            let mut v = Vec::new();
+            for _ in 0..21 {
+                let t = std::time::Instant::now();
+                f()?;
+                v.push(t.elapsed().as_secs_f64() * 1e6);
+                device.synchronize()?;
+            }
+            Ok(median(v))
+        };
+        let (av, bv) = (views(a)?, views(b)?);
+        let mut cv: Vec<DeviceViewMut<'_, C>> = c.iter_mut().map(DeviceMatrix::as_view_mut).collect();
+        let ours_us = host_us(&mut || ours(&gemm, spec.kind, &av, &bv, &mut cv))?;
+        let blas_us = match &reference {
+            Reference::Batched => {
+                let mut rv: Vec<DeviceViewMut<'_, C>> = r.iter_mut().map(DeviceMatrix::as_view_mut).collect();
+                host_us(&mut || cublas_batched(&ctx.cublas, spec.kind, &av, &bv, &mut rv))?
+            }
+            Reference::PerProblem(_) => host_us(&mut || cublas_each(&ctx.cublas, a, b, &mut r))?,
+            Reference::Refused(_) => f64::NAN,
+        };
+        println!("  host time of one call: ours {ours_us:.1} us, cuBLAS {blas_us:.1} us");
+    }
 
     // What ours ran for the largest problem (each problem runs its own plan).
     let plan_gemm = if b[0].host.layout() == Layout::ColMajor { Gemm::new().op_b(Op::T) } else { Gemm::new() };
@@ -829,6 +861,15 @@ fn csv(device: &Device, rows: &[Row]) -> String {
 fn main() -> Result<(), Error> {
     let o = options();
     let device = gemm::default_device()?;
+    if o.no_event_tracking {
+        // A diagnosis: cudarc orders every use of a buffer across streams
+        // with events (a driver call or two per buffer and call) unless
+        // this is off; both sides then run without them.
+        // SAFETY: this program uses one stream and synchronizes each call's
+        // results before it reads them; no buffer is used on two streams.
+        unsafe { device.context().disable_event_tracking() };
+        println!("cudarc's event tracking off");
+    }
     let cublas = Cublas::new(&device)?;
     let (major, minor) = device.compute_capability();
     println!(
@@ -849,6 +890,7 @@ fn main() -> Result<(), Error> {
         cublas,
         budget_ms: o.budget_ms,
         passes: if o.full { 5 } else { 3 },
+        host_time: o.host_time,
         rows: Vec::new(),
         wrong: false,
         failed: false,

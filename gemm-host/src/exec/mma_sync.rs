@@ -7,7 +7,7 @@ use crate::device::Device;
 use crate::element::{product_name, Scalar};
 use crate::error::{DriverContext, Error};
 use crate::exec::launch::Operands;
-use crate::exec::tensor_core::{prepare_operand, scalars, TensorCoreStage, TmaOperand};
+use crate::exec::tensor_core::{prepare_operand, scalars, Keep, TensorCoreStage, TmaOperand};
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use gemm_core::shape::Layout;
 use gemm_core::warpgroup::WgmmaTypes;
@@ -63,7 +63,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         });
     }
     let elem = types.input_bytes() as usize;
-    let mut copies = Vec::new();
+    let mut keep = Keep::new();
     // What the kernel reads: the operands' own layouts, or K-major
     // copies where ldmatrix cannot transpose (tf32, i8).
     let (mut layouts, mut ptrs, mut lds) = (KernelLayouts { a: kd.a_layout, b: kd.b_layout }, [0u64; 2], [0u32; 2]);
@@ -77,16 +77,8 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         let a_op = TmaOperand { elem, line: la, lines: na, ld: kd.lda, count: ca, stride: sa };
         let b_op = TmaOperand { elem, line: lb, lines: nb, ld: kd.ldb, count: cb, stride: sb };
         for (i, (op, src, k_major)) in [(a_op, ka, a_k_major), (b_op, kb, b_k_major)].into_iter().enumerate() {
-            let (address, op, transposed) = prepare_operand(
-                device,
-                stream,
-                TensorCoreStage::MmaSync,
-                types,
-                op,
-                (k_major, false),
-                src,
-                &mut copies,
-            )?;
+            let (address, op, transposed) =
+                prepare_operand(device, stream, TensorCoreStage::MmaSync, types, op, (k_major, false), src, &mut keep)?;
             if transposed {
                 if i == 0 {
                     layouts.a = Layout::RowMajor;
@@ -130,6 +122,6 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     // not read; C (m x n, ldc, row-major in kernel form) was validated
     // against its buffer; the geometry is the tile's.
     unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
-    drop(copies);
+    drop(keep);
     Ok(())
 }

@@ -9,7 +9,9 @@ use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use cudarc::driver::sys as cu;
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, SyncOnDrop,
+};
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::KernelLayouts;
 use std::sync::Arc;
@@ -194,34 +196,60 @@ fn transposed_copy<T: Scalar>(
 /// after the launch, stream-ordered). Returns the address the kernel reads
 /// and its layout.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn prepare_operand<T: Scalar>(
+pub(crate) fn prepare_operand<'g, T: Scalar>(
     device: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &'g Arc<CudaStream>,
     stage: TensorCoreStage,
     types: WgmmaTypes,
     op: TmaOperand,
     (k_major, realign): (bool, bool),
-    src: &CudaView<'_, T>,
-    copies: &mut Vec<CudaSlice<T>>,
+    src: &'g CudaView<'_, T>,
+    keep: &mut Keep<'g, T>,
 ) -> Result<(u64, TmaOperand, bool), Error> {
-    let (address, _sync) = src.device_ptr(stream);
+    // The stream waits for the last write of `src` (on any stream); the
+    // guard records this use when dropped: after the copy below, or for an
+    // operand read in place, after the launch (`keep`).
+    let (address, used) = src.device_ptr(stream);
     let realign = realign && stage == TensorCoreStage::Warpgroup && !op.lines_on_128(address);
     if !k_major && !types.transposes() {
         let (copy, t) = transposed_copy(device, stream, stage, op, src)?;
+        drop(used);
         let address = copy.device_ptr(stream).0;
-        copies.push(copy);
+        keep.copies.push(copy);
         Ok((address, t, true))
     } else if op.aligned(address) && (stage == TensorCoreStage::Warpgroup || op.whole_chunks()) && !realign {
         // Stage 8 reads a line's last chunk with cp.async's source size (the
         // bytes inside the matrix), but compute-sanitizer's memcheck checks
         // all 16 bytes: lines of whole chunks are read in place, others
         // from a copy whose last line is whole (`TmaOperand::len`).
+        keep.guards.push(used);
         Ok((address, op, false))
     } else {
         let (copy, padded) = aligned_copy(stream, op, src, if realign { 128 } else { 16 })?;
+        drop(used);
         let address = copy.device_ptr(stream).0;
-        copies.push(copy);
+        keep.copies.push(copy);
         Ok((address, padded, false))
+    }
+}
+
+/// What enqueueing a launch keeps until the launch is queued: the operands'
+/// copies (then freed stream-ordered, after the launch has read them) and
+/// the guards of the caller's buffers the launch uses in place. Dropped
+/// after the launch, each guard records that use on the stream (cudarc's
+/// event tracking), so work on another stream that later writes the buffer
+/// (or reads a C) waits for the launch, not only for what came before it.
+pub(crate) struct Keep<'g, T> {
+    /// Copies of operands the kernel could not read in place.
+    pub(crate) copies: Vec<CudaSlice<T>>,
+    /// Uses of the caller's buffers, recorded when dropped.
+    pub(crate) guards: Vec<SyncOnDrop<'g>>,
+}
+
+impl<T> Keep<'_, T> {
+    /// Nothing kept yet.
+    pub(crate) fn new() -> Self {
+        Keep { copies: Vec::new(), guards: Vec::new() }
     }
 }
 

@@ -14,9 +14,9 @@ use crate::device::Device;
 use crate::element::{product_name, Scalar};
 use crate::error::{DriverContext, Error};
 use crate::exec::launch::{ListViews, Operands};
-use crate::exec::tensor_core::{prepare_operand, scalars, TensorCoreStage, TmaOperand};
+use crate::exec::tensor_core::{prepare_operand, scalars, Keep, TensorCoreStage, TmaOperand};
 use cudarc::driver::sys as cu;
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use gemm_core::shape::Layout;
 use gemm_core::warpgroup::{
     GroupProblem, WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, ROW_BYTES,
@@ -128,7 +128,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         });
     }
     let grid = tile.grid(kd.m as u32, kd.n as u32, count, device.sm_count());
-    let mut copies = Vec::new();
+    let mut keep = Keep::new();
     let c_address = c.device_ptr(stream).0;
     let operands = ((ka, batch_of(sa)), (kb, batch_of(sb)));
     let ready = ready_warpgroup::<T, C>(
@@ -139,7 +139,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         (&route, reads_ab, realign),
         operands,
         (c_address, count as usize, stride_c, slices),
-        &mut copies,
+        &mut keep,
     )?;
     let (maps, c_store) = (ready.maps, ready.c_store);
     let [batch_a, batch_b] = ready.batch;
@@ -173,7 +173,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         // row-major in kernel form; n x m with `C_STORE_TRANSPOSED`)
         // was validated against its buffer; the geometry is the tile's.
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
-        drop(copies);
+        drop(keep);
         return Ok(());
     }
     // Split-K: slice z of k into workspace matrix z (m x n, ld n; alpha
@@ -209,7 +209,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     // ldc)`: the workspace holds `slices` m x n results, C (validated)
     // m x n with ldc; they do not overlap (a fresh allocation).
     unsafe { builder.launch(rcfg) }.during("cuLaunchKernel")?;
-    drop((copies, w));
+    drop((keep, w));
     Ok(())
 }
 
@@ -230,7 +230,9 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     let Some(&(_, first)) = problems.first() else { return Ok(()) };
     let (types, kernel) = (first.types, first.kernel);
     let tile = kernel.tile;
-    let mut copies = Vec::new();
+    let mut keep = Keep::new();
+    // Each problem's C, taken once (its guard records the launch's write).
+    let mut c_once: Vec<Option<&mut CudaViewMut<'_, C>>> = c.iter_mut().map(|v| Some(&mut **v)).collect();
     // Per layout index of the kernel: the problems' table and maps.
     let mut launches: Vec<(usize, Vec<GroupProblem>, Vec<u8>)> = Vec::new();
     let mut any_layout = Vec::new();
@@ -239,7 +241,9 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         debug_assert!(launch.kernel == kernel && launch.split.0 == 1);
         let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
         let (ka, kb) = if swapped { (b[i], a[i]) } else { (a[i], b[i]) };
-        let c_address = c[i].device_ptr(stream).0;
+        let c_i = c_once[i].take().expect("each problem once in the list");
+        let (c_address, written) = c_i.device_ptr_mut(stream);
+        keep.guards.push(written);
         let operands = ((ka, (1, 0)), (kb, (1, 0)));
         let ready = ready_warpgroup::<T, C>(
             device,
@@ -249,7 +253,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
             (&route, reads_ab, realign),
             operands,
             (c_address, 1, 0, 1),
-            &mut copies,
+            &mut keep,
         )
         .map_err(wrap)?;
         let kd = route.dims;
@@ -304,9 +308,14 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         }
         let problem_count = problems.len() as u32;
         problems.push(GroupProblem { first_job: jobs as u32, ..GroupProblem::default() });
-        let table: Vec<u32> = problems.iter().flat_map(group_words).collect();
-        let table = stream.clone_htod(&table).during("cuMemcpyHtoDAsync")?;
-        let maps = stream.clone_htod(&maps).during("cuMemcpyHtoDAsync")?;
+        // One upload: the maps (384 bytes a problem, so the table after
+        // them starts on 128 bytes), then the table.
+        let mut bytes = maps;
+        let maps_len = bytes.len() as u64;
+        bytes.extend(problems.iter().flat_map(group_words).flat_map(u32::to_le_bytes));
+        let uploaded = stream.clone_htod(&bytes).during("cuMemcpyHtoDAsync")?;
+        let maps = uploaded.device_ptr(stream).0;
+        let table = maps + maps_len;
         let name = kernel.names[index].expect("a kernel for every layout the operands are brought to");
         let func = device.warpgroup_function(name)?;
         // Persistent blocks, as for one product of `jobs` block tiles.
@@ -323,15 +332,17 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         // SAFETY: the arguments match the entry point's signature
         // (gemm-kernels/src/warpgroup_entry_points.rs) for a grouped
         // launch: `problem_count` products in the table (plus its end
-        // marker), each with its three tensor maps at 384 bytes apart in
-        // `maps`, made for this kernel's tile and layouts by
+        // marker) at `table`, each with its three tensor maps 384 bytes
+        // apart from `maps` (both in `uploaded`, alive until the launch is
+        // done: freed stream-ordered), made for this kernel's tile and layouts by
         // `ready_warpgroup` from validated operands that live (and the
         // copies, freed stream-ordered) until the work queued on
         // `stream` is done; each C (m x n, ldc; n x m when transposed)
         // validated against its buffer and apart from the others.
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+        drop(uploaded); // freed stream-ordered, after the launch
     }
-    drop(copies);
+    drop(keep);
     Ok(())
 }
 
@@ -358,20 +369,20 @@ struct ReadyProduct {
 
 /// Makes one product of the validated kernel form `route` ready for a
 /// launch of `tile` (see [`ReadyProduct`]): A and B (each with its batch
-/// count and element stride), realigned or transposed into `copies` where
+/// count and element stride), realigned or transposed into `keep` where
 /// TMA or wgmma cannot read them in place, and C at `c_address` (`count`
 /// matrices `stride_c` apart; `slices` > 1: split-K's workspace, stored by
 /// the threads).
 #[allow(clippy::too_many_arguments)]
-fn ready_warpgroup<T: Scalar, C: Scalar>(
+fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
     device: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &'g Arc<CudaStream>,
     types: WgmmaTypes,
     tile: WgmmaTile,
     (route, reads_ab, realign_wanted): (&WarpgroupRoute, bool, [bool; 2]),
-    ((ka, (ca, sa)), (kb, (cb, sb))): OperandPair<'_, '_, T>,
+    ((ka, (ca, sa)), (kb, (cb, sb))): OperandPair<'g, '_, T>,
     (c_address, count, stride_c, slices): (u64, usize, usize, u32),
-    copies: &mut Vec<CudaSlice<T>>,
+    keep: &mut Keep<'g, T>,
 ) -> Result<ReadyProduct, Error> {
     let (kd, transposed_c) = (route.dims, route.transposed_c);
     if [kd.m, kd.n, kd.k].iter().any(|&d| d > i32::MAX as usize) {
@@ -414,16 +425,8 @@ fn ready_warpgroup<T: Scalar, C: Scalar>(
             let realign = realign_wanted[i];
             // An MN-major tf32 A is read in place, through registers.
             let in_place = k_major[i] || (i == 0 && types.register_a());
-            let (address, op, transpose) = prepare_operand(
-                device,
-                stream,
-                TensorCoreStage::Warpgroup,
-                types,
-                op,
-                (in_place, realign),
-                src,
-                copies,
-            )?;
+            let (address, op, transpose) =
+                prepare_operand(device, stream, TensorCoreStage::Warpgroup, types, op, (in_place, realign), src, keep)?;
             // K-major boxes: BK (128 bytes) by BM or BN rows; MN-major:
             // BK x BK (128 bytes along m or n by BK rows along k).
             let bk = ROW_BYTES as usize / elem;
