@@ -251,7 +251,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     let mut c_once: Vec<Option<&mut CudaViewMut<'_, C>>> = c.iter_mut().map(|v| Some(&mut **v)).collect();
     // Per layout index of the kernel: the problems' table and the maps to
     // encode (with each problem's index in the lists).
-    let mut launches: Vec<LayoutLaunch> = Vec::new();
+    let mut launches: Vec<(usize, Vec<GroupProblem>, Vec<(usize, ReadyProduct)>)> = Vec::new();
     let mut any_layout = Vec::new();
     for &(i, launch) in problems {
         let WarpgroupLaunch { route, swapped, reads_ab, realign, .. } = launch;
@@ -362,10 +362,6 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     drop(keep);
     Ok(())
 }
-
-/// One grouped launch: the kernel's layout index, the problems' table
-/// entries and their made-ready products (each with its index in the lists).
-type LayoutLaunch = (usize, Vec<GroupProblem>, Vec<(usize, ReadyProduct)>);
 
 /// The tensor maps of a grouped launch's problems (each with its index in
 /// the lists, which an error names), one after the other: encoded on
