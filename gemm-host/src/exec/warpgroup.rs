@@ -24,7 +24,6 @@ use gemm_core::warpgroup::{
 };
 use gemm_core::GemmDims;
 use gemm_core::KernelLayouts;
-use rayon::prelude::*;
 use std::sync::Arc;
 
 /// How stage 9 computes a product in kernel form (C row-major).
@@ -56,21 +55,6 @@ pub(crate) struct WarpgroupLaunch {
     /// Whether A and B are worth copying to lines on 128 bytes.
     pub realign: [bool; 2],
 }
-
-/// One tensor map to encode: the operand (or C) at device address
-/// `address`, read in boxes of 128 bytes by `box_lines` lines.
-#[derive(Clone, Copy)]
-struct MapSpec {
-    data_type: cu::CUtensorMapDataType,
-    address: u64,
-    op: TmaOperand,
-    box_lines: u32,
-}
-
-/// Problems of a grouped launch from which their tensor maps are encoded on
-/// several threads (`cuTensorMapEncodeTiled` is the host's work for each
-/// problem; below this, one thread).
-const PARALLEL_MAPS_FROM: usize = 32;
 
 /// The tensor map of one operand (or of C) at device address `address`, as
 /// the 128 bytes the kernel reads: dimensions (line, lines, count), box
@@ -157,7 +141,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         (c_address, count as usize, stride_c, slices),
         &mut keep,
     )?;
-    let (maps, c_store) = (ready.maps()?, ready.c_store);
+    let (maps, c_store) = (ready.maps, ready.c_store);
     let [batch_a, batch_b] = ready.batch;
     let (mut a_layout, mut b_layout) = (ready.layouts.a, ready.layouts.b);
     let maps = stream.clone_htod(&maps[..]).during("cuMemcpyHtoDAsync")?;
@@ -249,9 +233,8 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     let mut keep = Keep::new();
     // Each problem's C, taken once (its guard records the launch's write).
     let mut c_once: Vec<Option<&mut CudaViewMut<'_, C>>> = c.iter_mut().map(|v| Some(&mut **v)).collect();
-    // Per layout index of the kernel: the problems' table and the maps to
-    // encode (with each problem's index in the lists).
-    let mut launches: Vec<(usize, Vec<GroupProblem>, Vec<(usize, ReadyProduct)>)> = Vec::new();
+    // Per layout index of the kernel: the problems' table and maps.
+    let mut launches: Vec<(usize, Vec<GroupProblem>, Vec<u8>)> = Vec::new();
     let mut any_layout = Vec::new();
     for &(i, launch) in problems {
         let WarpgroupLaunch { route, swapped, reads_ab, realign, .. } = launch;
@@ -285,7 +268,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         };
         if !reads_ab && !types.transposes() {
             // A and B not read: any layout's kernel.
-            any_layout.push((problem, (i, ready)));
+            any_layout.push((problem, ready.maps));
             continue;
         }
         let index = ready.layouts.index();
@@ -297,20 +280,20 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
             }
         };
         launches[at].1.push(problem);
-        launches[at].2.push((i, ready));
+        launches[at].2.extend_from_slice(&ready.maps);
     }
     if !any_layout.is_empty() {
         if launches.is_empty() {
             let nt = KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor }.index();
             launches.push((nt, Vec::new(), Vec::new()));
         }
-        for (problem, ready) in any_layout {
+        for (problem, maps) in any_layout {
             launches[0].1.push(problem);
-            launches[0].2.push(ready);
+            launches[0].2.extend_from_slice(&maps);
         }
     }
     let (alpha, beta) = scalars(types, alpha, beta);
-    for (index, mut problems, readies) in launches {
+    for (index, mut problems, maps) in launches {
         // The block tiles of each problem, one after the other.
         let mut jobs = 0u64;
         for p in problems.iter_mut() {
@@ -327,7 +310,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         problems.push(GroupProblem { first_job: jobs as u32, ..GroupProblem::default() });
         // One upload: the maps (384 bytes a problem, so the table after
         // them starts on 128 bytes), then the table.
-        let mut bytes = encode_maps(device, &readies)?;
+        let mut bytes = maps;
         let maps_len = bytes.len() as u64;
         bytes.extend(problems.iter().flat_map(group_words).flat_map(u32::to_le_bytes));
         let uploaded = stream.clone_htod(&bytes).during("cuMemcpyHtoDAsync")?;
@@ -363,30 +346,6 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     Ok(())
 }
 
-/// The tensor maps of a grouped launch's problems (each with its index in
-/// the lists, which an error names), one after the other: encoded on
-/// several threads from [`PARALLEL_MAPS_FROM`] problems on (each binds the
-/// device's context first), else on this one.
-fn encode_maps(device: &Device, readies: &[(usize, ReadyProduct)]) -> Result<Vec<u8>, Error> {
-    let encode = |(i, ready): &(usize, ReadyProduct)| {
-        ready.maps().map_err(|e| Error::Problem { index: *i, source: Box::new(e) })
-    };
-    let maps: Vec<[u8; GROUP_MAPS_BYTES]> = if readies.len() >= PARALLEL_MAPS_FROM {
-        let ctx = device.context();
-        let chunks: Vec<Vec<[u8; GROUP_MAPS_BYTES]>> = readies
-            .par_chunks(8)
-            .map(|chunk| {
-                ctx.bind_to_thread().during("cuCtxSetCurrent")?;
-                chunk.iter().map(encode).collect()
-            })
-            .collect::<Result<_, Error>>()?;
-        chunks.concat()
-    } else {
-        readies.iter().map(encode).collect::<Result<_, Error>>()?
-    };
-    Ok(maps.concat())
-}
-
 /// The `group` argument of a launch that is not grouped (a null table).
 const NOT_GROUPED: u64 = 0;
 
@@ -398,28 +357,14 @@ fn group_words(p: &GroupProblem) -> [u32; 8] {
 }
 
 /// One product of stage 9 made ready for a launch of `tile`: its tensor maps
-/// to encode (A's, B's and, for TMA stores, C's; [`ReadyProduct::maps`]),
-/// the layouts the kernel reads (the operands' own, or K-major copies),
-/// whether A and B have a matrix per product, and how the epilogue stores C.
+/// (A's, B's and, for TMA stores, C's), the layouts the kernel reads (the
+/// operands' own, or K-major copies), whether A and B have a matrix per
+/// product, and how the epilogue stores C.
 struct ReadyProduct {
-    specs: [Option<MapSpec>; 3],
+    maps: [u8; GROUP_MAPS_BYTES],
     layouts: KernelLayouts,
     batch: [u32; 2],
     c_store: u32,
-}
-
-impl ReadyProduct {
-    /// The product's three tensor maps as the kernel reads them (384 bytes;
-    /// a map not needed is zeros).
-    fn maps(&self) -> Result<[u8; GROUP_MAPS_BYTES], Error> {
-        let mut maps = [0u8; GROUP_MAPS_BYTES];
-        for (i, spec) in self.specs.iter().enumerate() {
-            if let Some(m) = spec {
-                maps[128 * i..128 * (i + 1)].copy_from_slice(&tensor_map(m.data_type, m.address, m.op, m.box_lines)?);
-            }
-        }
-        Ok(maps)
-    }
 }
 
 /// Makes one product of the validated kernel form `route` ready for a
@@ -455,7 +400,7 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
     };
     let elem = types.input_bytes() as usize;
     // The maps: A (k, m) K-major or (m, k) M-major; B (k, n) or (n, k).
-    let mut specs = [None; 3];
+    let mut maps = [0u8; GROUP_MAPS_BYTES];
     let (mut batch_a, mut batch_b) = (0u32, 0u32);
     // The layouts the kernel reads: the operands' own, or K-major copies
     // where wgmma cannot transpose (tf32, i8).
@@ -493,7 +438,7 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
                     b_layout = Layout::ColMajor;
                 }
             }
-            specs[i] = Some(MapSpec { data_type, address, op, box_lines });
+            maps[128 * i..128 * (i + 1)].copy_from_slice(&tensor_map(data_type, address, op, box_lines)?);
         }
     }
     // C's map, for the epilogue's TMA stores: when C's rows and
@@ -521,7 +466,7 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
             _ => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
         };
         let c_op = TmaOperand { elem: c_elem, line: kd.n, lines: kd.m, ld: kd.ldc, count, stride: stride_c };
-        specs[2] = Some(MapSpec { data_type: c_type, address: c_address, op: c_op, box_lines: WARPGROUP_M });
+        maps[256..].copy_from_slice(&tensor_map(c_type, c_address, c_op, WARPGROUP_M)?);
     }
     let c_store = if transposed_c {
         C_STORE_TRANSPOSED
@@ -530,7 +475,7 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
     } else {
         C_STORE_THREADS
     };
-    Ok(ReadyProduct { specs, layouts: KernelLayouts { a: a_layout, b: b_layout }, batch: [batch_a, batch_b], c_store })
+    Ok(ReadyProduct { maps, layouts: KernelLayouts { a: a_layout, b: b_layout }, batch: [batch_a, batch_b], c_store })
 }
 
 /// A and B of one product as [`ready_warpgroup`] takes them: each view with
