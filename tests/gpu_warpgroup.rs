@@ -673,3 +673,47 @@ fn grouped_and_pointer_array_batches_of_every_type() {
         Gemm::new().run_grouped_device(&[x.as_view(), y.as_view()], &[x.as_view(), x.as_view()], &mut zv).unwrap_err();
     assert!(matches!(e, Error::Problem { index: 1, .. }), "{e}");
 }
+
+/// A grouped launch on one stream orders its use of the caller's buffers
+/// with work on other streams (cudarc's event tracking): right after the
+/// call, another stream zeroes every A (it must wait until the kernel has
+/// read them) and copies every C to the host (it must see the products).
+/// With the use recorded before the launch, as it once was, the copy read C
+/// unfinished and the zeroing raced the kernel. All-ones operands: every
+/// element of C is k, exactly; C starts as NaN.
+#[test]
+fn grouped_launch_is_ordered_with_other_streams() {
+    let dev = device();
+    let ctx = dev.context();
+    let (s1, s2) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
+    // 32 experts of 1024 x 4096 x 4096: about a millisecond of kernel.
+    let (experts, m, n, k) = (32, 1024, 4096, 4096);
+    let one = bf16::from_f32(1.0);
+    let mut a: Vec<_> =
+        (0..experts).map(|_| DeviceMatrix::from_host(&dev, &Matrix::filled(m, k, one)).unwrap()).collect();
+    let b = DeviceMatrix::from_host(&dev, &Matrix::filled(k, n, one)).unwrap();
+    let mut c: Vec<_> =
+        (0..experts).map(|_| DeviceMatrix::from_host(&dev, &Matrix::filled(m, n, f32::NAN)).unwrap()).collect();
+    dev.synchronize().unwrap();
+    {
+        let av: Vec<_> = a.iter().map(|x| x.as_view()).collect();
+        let bv: Vec<_> = (0..experts).map(|_| b.as_view()).collect();
+        let mut cv: Vec<_> = c.iter_mut().map(|x| x.as_view_mut()).collect();
+        Gemm::new().stream(&s1).run_grouped_device(&av, &bv, &mut cv).unwrap();
+    }
+    // Another stream, without waiting on the host.
+    for x in a.iter_mut() {
+        s2.memset_zeros(x.buffer_mut()).unwrap();
+    }
+    let got: Vec<Vec<f32>> = c.iter().map(|x| s2.clone_dtoh(x.buffer()).unwrap()).collect();
+    s2.synchronize().unwrap();
+    for (e, values) in got.iter().enumerate() {
+        let wrong = values.iter().position(|&v| v != k as f32);
+        assert!(wrong.is_none(), "expert {e}: C[{:?}] = {:?}, expected {k}", wrong, wrong.map(|i| values[i]));
+    }
+    // And C on its own stream: the same.
+    for (e, x) in c.iter().enumerate() {
+        let host = x.to_host().unwrap();
+        assert!(host.as_slice().iter().all(|&v| v == k as f32), "expert {e} read back on the device's stream");
+    }
+}
