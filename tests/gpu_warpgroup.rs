@@ -685,6 +685,7 @@ fn grouped_and_pointer_array_batches_of_every_type() {
 /// the two streams' work one after the other, so there it cannot show the
 /// race; it guards the order on GPUs that overlap the streams.
 #[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
 fn grouped_launch_is_ordered_with_other_streams() {
     let dev = device();
     let ctx = dev.context();
