@@ -133,7 +133,7 @@ impl Gemm {
                     return Ok(ListLaunch::EachAlone(Vec::new()));
                 };
                 let config = self.batch_config(device, precision, &largest, problems.len())?;
-                Ok(ListLaunch::Ladder { precision, config, problems })
+                Ok(ListLaunch::Ladder { precision, config, largest, problems })
             }
             Kernels::TensorCores(types, mma_sync) => match Self::mixed_stage(types, device, mma_sync)? {
                 TensorCoreStage::Warpgroup => {

@@ -144,19 +144,22 @@ fn enqueue_split_k<T: Element>(
     launch_reduce(device, stream, (m, n, kdims.ldc), slices, &w, alpha, beta, kdims.layouts(), c)
 }
 
-/// Enqueues a list batch as one grouped launch of `config`: `problems` are
+/// Enqueues a list batch as one grouped launch of `config` (planned for the
+/// `largest` problem, whose shape the launch is given): `problems` are
 /// each problem's index in the lists, its kernel form (k = 0 when A and B
 /// are not read) and whether A and B trade places in it. Problem i reads
 /// `a[i]`, `b[i]` and writes `c[i]`; one launch runs the block tiles of all.
 pub(crate) fn enqueue_grouped<T: Element>(
-    config: KernelConfig,
+    (config, largest): (KernelConfig, &GemmDims),
     problems: &[(usize, GemmDims, bool)],
     device: &Arc<Device>,
     stream: &Arc<CudaStream>,
     (alpha, beta): (f64, f64),
     (a, b, c): ListViews<'_, '_, '_, '_, '_, T, T>,
 ) -> Result<(), Error> {
-    let Some(&largest) = problems.iter().map(|(_, d, _)| d).max_by_key(|d| (d.m * d.n, d.k)) else { return Ok(()) };
+    if problems.is_empty() {
+        return Ok(());
+    }
     let (alpha, beta) = (T::from_f64(alpha), T::from_f64(beta));
     let mut words: Vec<u64> = Vec::with_capacity(problems.len() * 8);
     let mut blocks: u64 = 0;
@@ -208,7 +211,7 @@ pub(crate) fn enqueue_grouped<T: Element>(
         device,
         stream,
         config,
-        &largest,
+        largest,
         alpha,
         &av,
         &bv,

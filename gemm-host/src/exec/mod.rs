@@ -21,6 +21,7 @@ use crate::error::Error;
 use crate::exec::launch::{ListViews, Operands};
 pub(crate) use crate::exec::tensor_core::TensorCoreStage;
 use cudarc::driver::CudaStream;
+use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::{KernelConfig, Precision};
 use std::sync::Arc;
 
@@ -39,9 +40,15 @@ pub(crate) enum Launch {
 /// A planned pointer-array or grouped batch: each problem's index in the
 /// lists with its plan.
 pub(crate) enum ListLaunch {
-    /// The ladder: one grouped launch of one configuration; each problem in
-    /// kernel form (k = 0 when A and B are not read), A and B swapped or not.
-    Ladder { precision: Precision, config: KernelConfig, problems: Vec<(usize, gemm_core::GemmDims, bool)> },
+    /// The ladder: one grouped launch of one configuration, planned for the
+    /// `largest` problem; each problem in kernel form (k = 0 when A and B
+    /// are not read), A and B swapped or not.
+    Ladder {
+        precision: Precision,
+        config: KernelConfig,
+        largest: gemm_core::GemmDims,
+        problems: Vec<(usize, gemm_core::GemmDims, bool)>,
+    },
     /// Stage 9: grouped launches of one kernel (one per layout class).
     Warpgroup(Vec<(usize, warpgroup::WarpgroupLaunch)>),
     /// One launch per problem (stage 8).
@@ -60,31 +67,33 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     (a, b, c): Operands<'_, '_, '_, '_, T, C>,
     batch: (usize, [usize; 3]),
 ) -> Result<(), Error> {
-    if let Launch::Ladder(plan) = launch {
-        return match plan.precision {
+    // One launch of the tensor-core kernels takes a u32 batch count.
+    let fits = |types: WgmmaTypes| {
+        if batch.0 > u32::MAX as usize {
+            return Err(Error::Unsupported {
+                product: product_name(types),
+                why: format!("a batch of {} products: at most 2^32 - 1 in one launch", batch.0),
+            });
+        }
+        Ok(())
+    };
+    match launch {
+        Launch::Ladder(plan) => match plan.precision {
             Precision::F64 => {
                 ladder::enqueue::<f64>(plan, device, stream, scalars, (a.recast(), b.recast(), c.recast()), batch)
             }
             Precision::F32 => {
                 ladder::enqueue::<f32>(plan, device, stream, scalars, (a.recast(), b.recast(), c.recast()), batch)
             }
-        };
-    }
-    let types = match launch {
-        Launch::MmaSync(l) => l.types,
-        Launch::Warpgroup(l) => l.types,
-        Launch::Ladder(_) => unreachable!("returned above"),
-    };
-    if batch.0 > u32::MAX as usize {
-        return Err(Error::Unsupported {
-            product: product_name(types),
-            why: format!("a batch of {} products: at most 2^32 - 1 in one launch", batch.0),
-        });
-    }
-    match launch {
-        Launch::MmaSync(l) => mma_sync::enqueue(l, device, stream, scalars, (a, b, c), batch),
-        Launch::Warpgroup(l) => warpgroup::enqueue(l, device, stream, scalars, (a, b, c), batch),
-        Launch::Ladder(_) => unreachable!("returned above"),
+        },
+        Launch::MmaSync(l) => {
+            fits(l.types)?;
+            mma_sync::enqueue(l, device, stream, scalars, (a, b, c), batch)
+        }
+        Launch::Warpgroup(l) => {
+            fits(l.types)?;
+            warpgroup::enqueue(l, device, stream, scalars, (a, b, c), batch)
+        }
     }
 }
 
@@ -99,16 +108,16 @@ pub(crate) fn enqueue_list<T: Scalar, C: Scalar>(
     (a, b, c): ListViews<'_, '_, '_, '_, '_, T, C>,
 ) -> Result<(), Error> {
     match launch {
-        ListLaunch::Ladder { precision: Precision::F64, config, problems } => ladder::enqueue_grouped::<f64>(
-            *config,
+        ListLaunch::Ladder { precision: Precision::F64, config, largest, problems } => ladder::enqueue_grouped::<f64>(
+            (*config, largest),
             problems,
             device,
             stream,
             scalars,
             (a.recast(), b.recast(), c.recast()),
         ),
-        ListLaunch::Ladder { precision: Precision::F32, config, problems } => ladder::enqueue_grouped::<f32>(
-            *config,
+        ListLaunch::Ladder { precision: Precision::F32, config, largest, problems } => ladder::enqueue_grouped::<f32>(
+            (*config, largest),
             problems,
             device,
             stream,
