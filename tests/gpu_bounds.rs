@@ -1102,9 +1102,14 @@ enum BatchForm {
 /// interleaved; A with gaps; B with gaps or shared (stride 0); host and
 /// device.
 fn strided_table() -> Table {
-    let count = 3;
     let shapes: Vec<_> =
         if restricted() { vec![(17, 20, 24)] } else { vec![(129, 68, 64), (17, 36, 40), (40, 33, 20)] };
+    strided_cases(&shapes)
+}
+
+/// The strided batches of [`strided_table`] at `shapes`.
+fn strided_cases(shapes: &[Shape]) -> Table {
+    let count = 3;
     let mut problems = Vec::new();
     let mut cases = Vec::new();
     for (si, &(m, n, k)) in shapes.iter().enumerate() {
@@ -1160,6 +1165,39 @@ fn strided_table() -> Table {
         }
     }
     (thin(cases, 5), problems)
+}
+
+/// Token-sized products (`gemm_core::skinny`): C with 1 to 8 rows or
+/// columns (16 for f64 and f32), k short, odd and long enough for several
+/// chunks a lane, the large side not a multiple of the kernel's block.
+fn token_shapes() -> Vec<Shape> {
+    if restricted() {
+        vec![(3, 40, 70), (33, 1, 24)]
+    } else {
+        vec![(1, 333, 70), (3, 129, 255), (8, 200, 1031), (333, 5, 70), (129, 1, 255), (68, 8, 33), (16, 68, 40)]
+    }
+}
+
+/// Single products of [`token_shapes`] for every type pair, storage order
+/// of C, leading dimension and offset, host and device paths.
+fn token_table() -> Table {
+    let shapes = token_shapes();
+    let paths = [Path::HostSlice, Path::Device, Path::HostView, Path::Device];
+    let cases = single_cases(&Pair::ALL, &shapes, 0, |p| Some((p.base(), "default".into())), |i| paths[i % 4]);
+    (thin(cases, 7), problems_for(&shapes))
+}
+
+/// Asserts that the default plan of `pair` at `shape` is the token-sized
+/// kernel on `dev` (compute capability 9.0) when its small side fits it:
+/// the token-sized tables test that kernel, not another.
+fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (m, n, k): Shape) {
+    if dev.compute_capability() != (9, 0) {
+        return;
+    }
+    let rows = if pair == Pair::F64 || pair == Pair::F32 || pair == Pair::Tf32 { 16 } else { 8 };
+    let plan = pair.base().device(dev).plan_for::<T, C>(m, n, k).unwrap();
+    let token = matches!(plan.family, gemm::KernelFamily::Skinny { .. });
+    assert_eq!(token, m.min(n) <= rows, "{} {m}x{n}x{k}: {plan}", pair.name());
 }
 
 // ---------------------------------------------------------------------------
@@ -1260,4 +1298,29 @@ fn strided_batches_write_only_c() {
     let (cases, problems) = strided_table();
     assert_variety(&cases);
     run_all(&dev, "strided batches", &cases, &problems);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn token_sized_products_write_only_c() {
+    let dev = device();
+    for pair in Pair::ALL {
+        for shape in token_shapes() {
+            per_pair!(pair, assert_token_sized(&dev, pair, shape));
+        }
+    }
+    let (cases, problems) = token_table();
+    assert_variety(&cases);
+    run_all(&dev, "token-sized products", &cases, &problems);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn token_sized_strided_batches_write_only_c() {
+    let dev = device();
+    let shapes: Vec<Shape> =
+        if restricted() { vec![(3, 40, 24)] } else { vec![(4, 36, 40), (40, 3, 20), (1, 129, 77)] };
+    let (cases, problems) = strided_cases(&shapes);
+    assert_variety(&cases);
+    run_all(&dev, "token-sized strided batches", &cases, &problems);
 }

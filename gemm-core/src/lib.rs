@@ -18,6 +18,7 @@ pub mod geometry;
 pub mod mma_sync;
 pub mod pack;
 pub mod shape;
+pub mod skinny;
 pub mod split_k;
 pub mod stage;
 pub mod tiling;

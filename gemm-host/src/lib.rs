@@ -104,6 +104,7 @@ pub mod tuning {
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
     pub use gemm_core::mma_sync::MmaTile;
     pub use gemm_core::pack;
+    pub use gemm_core::skinny;
     pub use gemm_core::split_k;
     pub use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes};
     pub use gemm_core::{

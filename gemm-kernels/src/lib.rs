@@ -65,6 +65,8 @@ pub mod s08_tensor_core;
 pub mod s08_tensor_core_mixed;
 #[cfg(all(target_arch = "nvptx64", gemm_sm90a))]
 pub mod s09_warpgroup;
+#[cfg(all(target_arch = "nvptx64", gemm_sm90a))]
+pub mod skinny;
 #[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]
 pub mod split_k;
 #[cfg(target_arch = "nvptx64")]

@@ -13,9 +13,11 @@ use crate::error::Error;
 use crate::exec::host_path::HostPolicy;
 use crate::exec::ladder::LadderLaunch;
 use crate::exec::launch::{checked_geometry, SINGLE};
+use crate::exec::skinny::SkinnyLaunch;
 use crate::exec::{Launch, ListLaunch, TensorCoreStage};
-use crate::plan::product_plan::{mma_launch, warpgroup_launch, warpgroup_list};
+use crate::plan::product_plan::{mma_launch, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list};
 use gemm_core::pack;
+use gemm_core::skinny::SkinnyTypes;
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::{GemmDims, Precision};
 use std::sync::Arc;
@@ -68,10 +70,49 @@ impl Gemm {
         }
     }
 
+    /// The token-sized kernels' types for a call of `kernels` on a device
+    /// of compute capability `cc`, unless an option chose other kernels
+    /// (a stage, a configuration, a split or packing on the ladder; stage 8
+    /// on the tensor cores) or the host path's tile follows a whole product
+    /// that did not take them.
+    pub(crate) fn skinny_allowed(&self, kernels: Kernels, cc: (i32, i32)) -> Result<Option<SkinnyTypes>, Error> {
+        if self.skinny == Some(false) || cc != (9, 0) {
+            return Ok(None);
+        }
+        Ok(match kernels {
+            Kernels::Ladder(precision) => {
+                if self.chosen_config(precision)?.is_some() || self.ladder_options_set() {
+                    return Ok(None);
+                }
+                Some(if precision == Precision::F64 { SkinnyTypes::F64 } else { SkinnyTypes::F32 })
+            }
+            Kernels::TensorCores(_, true) => None,
+            Kernels::TensorCores(_, false) if self.warpgroup_split.is_some() => None,
+            Kernels::TensorCores(types, false) => Some(skinny_types(types)),
+        })
+    }
+
+    /// The token-sized launch of `count` products shaped as `dims` (user
+    /// form) on a device of `sm_count` SMs and compute capability `cc`,
+    /// where it applies ([`skinny_launch`]; a host path's tile that follows
+    /// a token-sized whole product takes it whatever its blocks).
+    pub(crate) fn skinny_on(
+        &self,
+        kernels: Kernels,
+        (cc, sm_count): ((i32, i32), u32),
+        dims: &GemmDims,
+        count: usize,
+    ) -> Result<Option<SkinnyLaunch>, Error> {
+        let Some(types) = self.skinny_allowed(kernels, cc)? else { return Ok(None) };
+        let sm_count = if self.skinny == Some(true) { 0 } else { sm_count };
+        Ok(skinny_launch(types, dims, self.desc.alpha, count, sm_count))
+    }
+
     /// The launch of `count` products shaped as the validated `dims` (user
-    /// form) on `device`: the ladder's configuration, split and packing
-    /// ([`Gemm::plan_on`] for the kernel form), or the tensor-core stage of
-    /// the device and its kernel, route and split.
+    /// form) on `device`: the token-sized kernels where they apply
+    /// ([`Gemm::skinny_on`]), else the ladder's configuration, split and
+    /// packing ([`Gemm::plan_on`] for the kernel form), or the tensor-core
+    /// stage of the device and its kernel, route and split.
     pub(crate) fn launch_on(
         &self,
         kernels: Kernels,
@@ -79,6 +120,9 @@ impl Gemm {
         dims: &GemmDims,
         count: usize,
     ) -> Result<Launch, Error> {
+        if let Some(l) = self.skinny_on(kernels, (device.compute_capability(), device.sm_count()), dims, count)? {
+            return Ok(Launch::Skinny(l));
+        }
         match kernels {
             Kernels::Ladder(precision) => {
                 let (kdims, swapped) = dims.kernel_form();
@@ -161,6 +205,7 @@ impl Gemm {
     /// limits first (before any copy).
     pub(crate) fn tile_step(&self, whole: &Launch, device: &Device) -> Result<Gemm, Error> {
         let mut step = self.clone();
+        step.skinny = Some(matches!(whole, Launch::Skinny(_)));
         match whole {
             Launch::Ladder(l) => {
                 let gdims = if l.pack { pack::packed(&l.kd, l.precision).0 } else { l.kd };

@@ -1,5 +1,6 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
+use crate::api::dispatch::Kernels;
 use crate::describe::{ProductDesc, Target};
 use crate::device::registry::entry_point;
 use crate::device::{default_device, Device};
@@ -9,7 +10,7 @@ use crate::exec;
 use crate::exec::host_path::{host_product, HostCall, HostOperand};
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
-use crate::plan::product_plan::{mma_launch, warpgroup_launch, KernelFamily, ProductPlan};
+use crate::plan::product_plan::{mma_launch, skinny_family, warpgroup_launch, KernelFamily, ProductPlan};
 use crate::plan::tuning_plan::{plan_split, stage_default};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
@@ -162,6 +163,10 @@ pub struct Gemm {
     /// product: the host path's tiles take the whole product's (not a user
     /// option).
     pub(crate) warpgroup_split: Option<(u32, u32)>,
+    /// Whether the token-sized kernels run where they apply (None: the
+    /// planner decides; the host path's tiles take the whole product's
+    /// answer; not a user option).
+    pub(crate) skinny: Option<bool>,
 }
 
 impl Default for Gemm {
@@ -171,6 +176,11 @@ impl Default for Gemm {
 }
 
 impl Gemm {
+    /// Whether a split of k or packing was asked of the ladder.
+    pub(crate) fn ladder_options_set(&self) -> bool {
+        self.split_k.is_some() || self.pack.is_some()
+    }
+
     /// The default GEMM: `C = A * B` with the default kernel on the default device.
     pub fn new() -> Self {
         Gemm {
@@ -192,6 +202,7 @@ impl Gemm {
             memory_budget: None,
             tf32: false,
             warpgroup_split: None,
+            skinny: None,
         }
     }
 
@@ -896,7 +907,9 @@ impl Gemm {
     /// launch (a pointer-array batch on stage 8's mixed-precision kernels:
     /// one launch per product); the kernel is planned for the whole batch,
     /// and a batch's products are not split along k. `count` 0 or 1 plans
-    /// one product.
+    /// one product. Where it answers with the token-sized kernels
+    /// ([`KernelFamily::Skinny`]), that is a strided batch's plan: a
+    /// pointer-array or grouped batch runs them on its other kernels.
     ///
     /// ```
     /// use gemm::half::f16;
@@ -916,6 +929,9 @@ impl Gemm {
         count: usize,
     ) -> Result<ProductPlan, Error> {
         let count = count.max(1);
+        if let Some(plan) = self.plan_skinny::<T, C>((m, n, k), count)? {
+            return Ok(plan);
+        }
         match T::TYPES {
             Types::F64 => self.plan_ladder(Precision::F64, (m, n, k), count),
             Types::F32 => self.plan_f32((m, n, k), count),
@@ -926,6 +942,53 @@ impl Gemm {
     /// The device a plan is made for: the builder's, else the default one.
     fn plan_device(&self) -> Option<std::sync::Arc<Device>> {
         self.device_option().cloned().or_else(|| default_device().ok())
+    }
+
+    /// [`Gemm::plan_for`] where a call would run the token-sized kernels
+    /// (C row-major; without a device: as on compute capability 9.0 with 132
+    /// SMs). None otherwise, and where the options are in error (the other
+    /// planners report those).
+    fn plan_skinny<T: Product<C>, C: Scalar>(
+        &self,
+        (m, n, k): (usize, usize, usize),
+        count: usize,
+    ) -> Result<Option<ProductPlan>, Error> {
+        let device = self.plan_device();
+        let Ok(kernels) = self.kernels::<T, C>(count > 1, device.as_ref()) else { return Ok(None) };
+        let (sm_count, cc, where_) = match &device {
+            Some(d) => (d.sm_count(), d.compute_capability(), d.name().to_string()),
+            None => (ASSUMED.0, ASSUMED.1, ASSUMED.2.to_string()),
+        };
+        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
+        let (a_layout, b_layout) = (of(self.desc.op_a), of(self.desc.op_b));
+        let dims = GemmDims {
+            m,
+            n,
+            k,
+            lda: if a_layout == Layout::RowMajor { k } else { m },
+            ldb: if b_layout == Layout::RowMajor { n } else { k },
+            ldc: n,
+            a_layout,
+            b_layout,
+            c_layout: Layout::RowMajor,
+        };
+        let Ok(Some(launch)) = self.skinny_on(kernels, (cc, sm_count), &dims, count) else { return Ok(None) };
+        let product = match kernels {
+            Kernels::Ladder(p) => format!("{0} x {0} -> {0}", p.name()),
+            Kernels::TensorCores(types, _) => product_name(types),
+        };
+        let (family, route) = skinny_family(&launch);
+        let plural = |x: usize, one: &str| if x == 1 { format!("1 {one}") } else { format!("{x} {one}s") };
+        let side = if launch.small_n { plural(n, "column") } else { plural(m, "row") };
+        Ok(Some(ProductPlan {
+            product,
+            family,
+            split_k: 1,
+            route,
+            copies: Vec::new(),
+            why: format!("C has {side}: the product is bound by reading the large operand once"),
+            device: where_,
+        }))
     }
 
     /// [`Gemm::plan_for`] for f32: on TF32 tensor cores when a call would

@@ -3,8 +3,9 @@
 //! strided batch, [`enqueue_list`] for pointer-array and grouped batches),
 //! fed a [`Launch`] from the plan: the f64/f32 ladder (stages 1-8,
 //! [`ladder`] over [`launch`]'s kernel launches, split-K and packing),
-//! stage 8's `mma.sync` kernels for the tensor-core types ([`mma_sync`])
-//! and stage 9's warpgroup MMA ([`warpgroup`]). The host path ([`host_path`])
+//! stage 8's `mma.sync` kernels for the tensor-core types ([`mma_sync`]),
+//! stage 9's warpgroup MMA ([`warpgroup`]) and the token-sized kernels of
+//! every type ([`skinny`]). The host path ([`host_path`])
 //! streams host matrices through the device on top of them. It imports the
 //! device layer and the base only.
 
@@ -12,6 +13,7 @@ pub(crate) mod host_path;
 pub(crate) mod ladder;
 pub(crate) mod launch;
 pub(crate) mod mma_sync;
+pub(crate) mod skinny;
 pub(crate) mod tensor_core;
 pub(crate) mod warpgroup;
 
@@ -35,6 +37,8 @@ pub(crate) enum Launch {
     MmaSync(mma_sync::MmaLaunch),
     /// Stage 9 of the tensor-core types.
     Warpgroup(warpgroup::WarpgroupLaunch),
+    /// The token-sized kernels (every type; compute capability 9.0).
+    Skinny(skinny::SkinnyLaunch),
 }
 
 /// A planned pointer-array or grouped batch: each problem's index in the
@@ -94,6 +98,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
             fits(l.types)?;
             warpgroup::enqueue(l, device, stream, scalars, (a, b, c), batch)
         }
+        Launch::Skinny(l) => skinny::enqueue(l, device, stream, scalars, (a, b, c), batch),
     }
 }
 

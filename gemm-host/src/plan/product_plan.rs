@@ -7,10 +7,12 @@
 
 use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
 use crate::exec::mma_sync::MmaLaunch;
+use crate::exec::skinny::SkinnyLaunch;
 use crate::exec::warpgroup::{WarpgroupLaunch, WarpgroupRoute};
 use crate::plan::tuning_plan::Plan;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{GemmDims, Layout};
+use gemm_core::skinny::{SkinnyTypes, WLayout};
 use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes};
 use std::fmt;
 
@@ -34,6 +36,18 @@ pub enum KernelFamily {
         kernel: &'static str,
         /// Block tile and pipeline depth.
         tile: MmaTile,
+    },
+    /// The token-sized kernels: C with at most 16 (f64, f32) or 8 (f16,
+    /// bf16, i8) rows or columns, the large operand read once (compute
+    /// capability 9.0; `gemm_core::skinny`).
+    Skinny {
+        /// The entry point.
+        kernel: &'static str,
+        /// The kernel's row count S (the small side, rounded up to a power
+        /// of two).
+        rows: u32,
+        /// Whether the small side is n (the kernel then computes C^T).
+        small_n: bool,
     },
 }
 
@@ -68,6 +82,7 @@ impl ProductPlan {
             KernelFamily::Ladder(p) => p.config.stage().to_string(),
             KernelFamily::Warpgroup { .. } => "stage 9 (warpgroup MMA)".to_string(),
             KernelFamily::MmaSync { .. } => "stage 8 (tensor cores, mma.sync)".to_string(),
+            KernelFamily::Skinny { .. } => "token-sized (the large operand read once)".to_string(),
         }
     }
 }
@@ -89,6 +104,7 @@ impl fmt::Display for ProductPlan {
             KernelFamily::MmaSync { kernel, tile } => {
                 write!(f, "{}, {kernel} (block {}x{}, pipeline depth {})", self.stage(), tile.bm, tile.bn, tile.depth)?
             }
+            KernelFamily::Skinny { kernel, rows, .. } => write!(f, "{}, {kernel} (S = {rows})", self.stage())?,
         }
         if !self.route.is_empty() {
             write!(f, "; {}", self.route)?;
@@ -118,6 +134,67 @@ pub fn mma_kernel(types: WgmmaTypes, m: usize, n: usize, sm_count: u32, max_smem
         // 128 x 128 at depth 6 (96 KiB).
         (None, _) => MMA_KERNELS.iter().find(|k| k.types == types).expect("a kernel for every WgmmaTypes"),
     }
+}
+
+/// The token-sized kernel's launch for `count` products shaped as `dims`
+/// (user form) of `types` on a device of `sm_count` SMs, where it applies:
+/// C's small side at most [`SkinnyTypes::max_rows`], and enough blocks to
+/// keep the SMs reading - or a k short enough that a few blocks finish
+/// early (a small C with a long k goes to stage 9's split-K instead). The
+/// same answer for any `count`.
+pub(crate) fn skinny_launch(
+    types: SkinnyTypes,
+    dims: &GemmDims,
+    alpha: f64,
+    count: usize,
+    sm_count: u32,
+) -> Option<SkinnyLaunch> {
+    let reads_ab = alpha != 0.0 && dims.k > 0;
+    let d = if reads_ab { *dims } else { GemmDims { k: 0, ..*dims } };
+    let launch = SkinnyLaunch::new(types, d)?;
+    // Per product, so that a batch's products take the kernel a single
+    // product of their shape takes (the same bits).
+    let _ = count;
+    let blocks = (launch.wide() as u64).div_ceil(gemm_core::skinny::cols_per_block(types, launch.layout) as u64);
+    if 2 * blocks < sm_count as u64 && d.k > SKINNY_SHORT_K {
+        return None;
+    }
+    Some(launch)
+}
+
+/// The longest k a token-sized product with fewer blocks than half the SMs
+/// still takes.
+const SKINNY_SHORT_K: usize = 8192;
+
+/// The token-sized kernels' types for a tensor-core product.
+pub(crate) fn skinny_types(types: WgmmaTypes) -> SkinnyTypes {
+    match types {
+        WgmmaTypes::F16 => SkinnyTypes::F16,
+        WgmmaTypes::F16F32 => SkinnyTypes::F16F32,
+        WgmmaTypes::Bf16 => SkinnyTypes::Bf16,
+        WgmmaTypes::Bf16F32 => SkinnyTypes::Bf16F32,
+        // f32 FMAs: at least TF32's accuracy.
+        WgmmaTypes::Tf32 => SkinnyTypes::F32,
+        WgmmaTypes::S8 => SkinnyTypes::S8,
+    }
+}
+
+/// What the plan says of a token-sized launch: its family and route.
+pub(crate) fn skinny_family(launch: &SkinnyLaunch) -> (KernelFamily, String) {
+    let family = KernelFamily::Skinny { kernel: launch.entry(), rows: launch.rows, small_n: launch.small_n };
+    let (x, w) = if launch.small_n { ("op(B)^T", "op(A)^T") } else { ("op(A)", "op(B)") };
+    let along = match launch.layout {
+        WLayout::KContiguous => "along k",
+        WLayout::NContiguous => "along its columns",
+    };
+    let s = if launch.small_n { launch.dims.n } else { launch.dims.m };
+    let route = format!(
+        "{x} ({s} row{}) in registers, {w} read once in 16-byte chunks {along}, k split over the block's warps and \
+         summed in a fixed order{}",
+        if s == 1 { "" } else { "s" },
+        if launch.small_n { ", C written transposed" } else { "" }
+    );
+    (family, route)
 }
 
 /// What stage 9 runs for one launch: the kernel family and split-K.

@@ -1,0 +1,261 @@
+//! Geometry of the token-sized kernels (`gemm-kernels/src/skinny.rs`): products
+//! where one side of C is small - the m = 1 to 16 rows of activations a
+//! language model multiplies by a weight while it generates tokens, or the
+//! same with n small. Such a product is bound by reading the large operand
+//! once: these kernels read it exactly once, 16 bytes a lane, and keep the
+//! small one in registers, with no tensor-core tile padding the small side
+//! to 64 or 128 rows.
+//!
+//! # The product the kernel sees
+//! `Y <- alpha * X W + beta * Y` with X s x k (the small operand, s <= S, the
+//! kernel's row count), W k x N (the large one) and Y s x N; every operand
+//! is addressed by strides in elements, so one kernel serves every op and
+//! layout: X(i, kk) at `x[i x_rs + kk x_ks]`, Y(i, j) at `y[i y_rs + j y_cs]`,
+//! W(kk, j) at `w[j ldw + kk]` when W's k is contiguous ([`WLayout::KContiguous`])
+//! or `w[kk ldw + j]` when its N is ([`WLayout::NContiguous`]). The host
+//! maps C = op(A) op(B) onto it: X = op(A) and W = op(B) when m is small, or
+//! X = op(B)^T, W = op(A)^T and Y = C^T when n is.
+//!
+//! # The block
+//! [`THREADS`] threads, [`WARPS`] warps; the block computes all s rows of Y
+//! for [`cols_per_block`] columns, its warps splitting k, each warp's lanes
+//! splitting it further ([`k_lanes`]). Each lane reads one 16-byte chunk
+//! (V = 16 / element bytes elements) of W at a time:
+//! - K-contiguous W: lane `l` reads columns `l / 4` and `l / 4 + 8` of the
+//!   block's 16 at k offset `(l % 4) V` of the warp's chunk of `4 V`: a warp
+//!   instruction reads 8 columns x 4 V contiguous elements.
+//! - N-contiguous W: lane `l` reads V columns `(l % 4) V ..` of the block's
+//!   `4 V` at k row `l / 4` of the warp's 8: a warp instruction reads 8 rows
+//!   x 64 contiguous bytes.
+//!
+//! The lanes' partial sums are added across the lanes of a warp that share
+//! outputs (butterfly shuffles), then across the warps in warp order through
+//! shared memory ([`smem_bytes`]): a fixed order, so the same bits every run.
+//!
+//! # Launch
+//! Grid (`ceil(N / cols_per_block)`, `min(count, 65535)`, 1): the block's y
+//! walks the batch in steps of gridDim.y.
+//!
+//! # Source
+//! The shape of the problem and its bound: NVIDIA, "Matrix Multiplication
+//! Background User's Guide" (arithmetic intensity, memory-bound products);
+//! the warp-per-row GEMV layout as in cuBLAS's `gemv` and the split-k
+//! reduction order as in CUTLASS's serial reduction.
+
+use crate::geometry::ceil_div;
+
+/// Threads in a block.
+pub const THREADS: u32 = 256;
+/// Warps in a block; they split k.
+pub const WARPS: u32 = THREADS / 32;
+/// Bytes each lane reads from W at a time.
+pub const CHUNK_BYTES: u32 = 16;
+/// Columns of W each lane reads for a K-contiguous W.
+pub const COLS_PER_LANE: u32 = 2;
+/// Grid y's limit: the batch is walked in steps of it.
+pub const MAX_GRID_Y: u32 = 65535;
+
+/// Which of W's dimensions is contiguous in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WLayout {
+    /// k contiguous: `W(kk, j)` at `w[j ldw + kk]`.
+    KContiguous,
+    /// N contiguous: `W(kk, j)` at `w[kk ldw + j]`.
+    NContiguous,
+}
+
+impl WLayout {
+    /// The entry point's suffix: `wk` or `wn`.
+    pub const fn suffix(self) -> &'static str {
+        match self {
+            WLayout::KContiguous => "wk",
+            WLayout::NContiguous => "wn",
+        }
+    }
+}
+
+/// The operand and output types of a token-sized kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SkinnyTypes {
+    /// f64 in, f64 out.
+    F64,
+    /// f32 in, f32 out (also a TF32 request: f32 arithmetic is at least as
+    /// accurate).
+    F32,
+    /// f16 in, f16 out (f32 accumulation).
+    F16,
+    /// f16 in, f32 out.
+    F16F32,
+    /// bf16 in, bf16 out (f32 accumulation).
+    Bf16,
+    /// bf16 in, f32 out.
+    Bf16F32,
+    /// i8 in, i32 out (i32 accumulation, wrapping).
+    S8,
+}
+
+impl SkinnyTypes {
+    /// Bytes of an operand element.
+    pub const fn input_bytes(self) -> u32 {
+        match self {
+            SkinnyTypes::F64 => 8,
+            SkinnyTypes::F32 => 4,
+            SkinnyTypes::F16 | SkinnyTypes::F16F32 | SkinnyTypes::Bf16 | SkinnyTypes::Bf16F32 => 2,
+            SkinnyTypes::S8 => 1,
+        }
+    }
+
+    /// Bytes of a partial sum (f64, f32 or i32).
+    pub const fn acc_bytes(self) -> u32 {
+        match self {
+            SkinnyTypes::F64 => 8,
+            _ => 4,
+        }
+    }
+
+    /// Elements in one 16-byte chunk.
+    pub const fn vector(self) -> u32 {
+        CHUNK_BYTES / self.input_bytes()
+    }
+
+    /// The largest row count s a kernel of these types takes: 16 for f64
+    /// and f32 (16 rows of CUDA-core FMAs still take less time than reading
+    /// W), 8 for the 16-bit and 8-bit types.
+    pub const fn max_rows(self) -> u32 {
+        match self {
+            SkinnyTypes::F64 | SkinnyTypes::F32 => 16,
+            _ => 8,
+        }
+    }
+
+    /// The name fragment of the entry points: `f64`, `f16_f32`, ...
+    pub const fn name(self) -> &'static str {
+        match self {
+            SkinnyTypes::F64 => "f64",
+            SkinnyTypes::F32 => "f32",
+            SkinnyTypes::F16 => "f16",
+            SkinnyTypes::F16F32 => "f16_f32",
+            SkinnyTypes::Bf16 => "bf16",
+            SkinnyTypes::Bf16F32 => "bf16_f32",
+            SkinnyTypes::S8 => "s8",
+        }
+    }
+}
+
+/// The kernel's row count S for `s` rows: the smallest of 1, 2, 4, 8, 16 at
+/// least s (None above `types.max_rows()` or for s = 0).
+pub const fn rows_for(types: SkinnyTypes, s: u32) -> Option<u32> {
+    if s == 0 || s > types.max_rows() {
+        return None;
+    }
+    Some(s.next_power_of_two())
+}
+
+/// Lanes of a warp that split k (and share their outputs): 4 for a
+/// K-contiguous W, 8 for an N-contiguous one.
+pub const fn k_lanes(layout: WLayout) -> u32 {
+    match layout {
+        WLayout::KContiguous => 4,
+        WLayout::NContiguous => 8,
+    }
+}
+
+/// Columns of Y (and of W) one block computes: 16 for a K-contiguous W,
+/// 4 chunks of V for an N-contiguous one.
+pub const fn cols_per_block(types: SkinnyTypes, layout: WLayout) -> u32 {
+    match layout {
+        WLayout::KContiguous => (32 / k_lanes(layout)) * COLS_PER_LANE,
+        WLayout::NContiguous => (32 / k_lanes(layout)) * types.vector(),
+    }
+}
+
+/// Dynamic shared memory of a launch: each warp's partial sums of the
+/// block's S x cols outputs.
+pub const fn smem_bytes(types: SkinnyTypes, layout: WLayout, rows: u32) -> u32 {
+    WARPS * rows * cols_per_block(types, layout) * types.acc_bytes()
+}
+
+/// The grid of `count` products with N columns of Y.
+pub const fn grid(types: SkinnyTypes, layout: WLayout, n: u32, count: u32) -> [u32; 3] {
+    let y = if count < MAX_GRID_Y { count } else { MAX_GRID_Y };
+    [ceil_div(n, cols_per_block(types, layout)), if y == 0 { 1 } else { y }, 1]
+}
+
+/// Every token-sized kernel, one line per (name, types, S); the kernels
+/// crate exports `<name>_wk` and `<name>_wn` for each.
+/// `gemm_core::skinny_menu!(my_macro)` expands to `my_macro! { (..) ... }`.
+#[macro_export]
+macro_rules! skinny_menu {
+    ($callback:ident) => {
+        $callback! {
+            (skinny_f64_s1, F64, 1) (skinny_f64_s2, F64, 2) (skinny_f64_s4, F64, 4)
+            (skinny_f64_s8, F64, 8) (skinny_f64_s16, F64, 16)
+            (skinny_f32_s1, F32, 1) (skinny_f32_s2, F32, 2) (skinny_f32_s4, F32, 4)
+            (skinny_f32_s8, F32, 8) (skinny_f32_s16, F32, 16)
+            (skinny_f16_s1, F16, 1) (skinny_f16_s2, F16, 2) (skinny_f16_s4, F16, 4) (skinny_f16_s8, F16, 8)
+            (skinny_f16_f32_s1, F16F32, 1) (skinny_f16_f32_s2, F16F32, 2) (skinny_f16_f32_s4, F16F32, 4)
+            (skinny_f16_f32_s8, F16F32, 8)
+            (skinny_bf16_s1, Bf16, 1) (skinny_bf16_s2, Bf16, 2) (skinny_bf16_s4, Bf16, 4) (skinny_bf16_s8, Bf16, 8)
+            (skinny_bf16_f32_s1, Bf16F32, 1) (skinny_bf16_f32_s2, Bf16F32, 2) (skinny_bf16_f32_s4, Bf16F32, 4)
+            (skinny_bf16_f32_s8, Bf16F32, 8)
+            (skinny_s8_s1, S8, 1) (skinny_s8_s2, S8, 2) (skinny_s8_s4, S8, 4) (skinny_s8_s8, S8, 8)
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [SkinnyTypes; 7] = [
+        SkinnyTypes::F64,
+        SkinnyTypes::F32,
+        SkinnyTypes::F16,
+        SkinnyTypes::F16F32,
+        SkinnyTypes::Bf16,
+        SkinnyTypes::Bf16F32,
+        SkinnyTypes::S8,
+    ];
+
+    #[test]
+    fn the_menu_has_every_row_count_of_every_type() {
+        let mut lines = 0;
+        macro_rules! count {
+            ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
+                let t = SkinnyTypes::$t;
+                assert!($s <= t.max_rows(), "{}", stringify!($name));
+                assert_eq!(rows_for(t, $s), Some($s));
+                lines += 1;
+            )*};
+        }
+        skinny_menu!(count);
+        // 1, 2, 4, 8 (and 16) for each type.
+        let expected: u32 = ALL.iter().map(|t| t.max_rows().trailing_zeros() + 1).sum();
+        assert_eq!(lines, expected);
+    }
+
+    #[test]
+    fn rows_round_up_to_a_power_of_two() {
+        assert_eq!(rows_for(SkinnyTypes::F16, 3), Some(4));
+        assert_eq!(rows_for(SkinnyTypes::F16, 8), Some(8));
+        assert_eq!(rows_for(SkinnyTypes::F16, 9), None);
+        assert_eq!(rows_for(SkinnyTypes::F64, 9), Some(16));
+        assert_eq!(rows_for(SkinnyTypes::F64, 0), None);
+    }
+
+    #[test]
+    fn geometry_fits_a_block() {
+        for t in ALL {
+            for layout in [WLayout::KContiguous, WLayout::NContiguous] {
+                // Every output of the block has a thread for the final sum
+                // within a few passes, and shared memory stays small.
+                assert!(smem_bytes(t, layout, t.max_rows()) <= 48 * 1024);
+                assert!(cols_per_block(t, layout) >= 8);
+                assert_eq!(grid(t, layout, 1, 0), [1, 1, 1]);
+                assert_eq!(grid(t, layout, 4096, 100_000)[1], MAX_GRID_Y);
+            }
+        }
+        assert_eq!(cols_per_block(SkinnyTypes::F16, WLayout::NContiguous), 32);
+        assert_eq!(cols_per_block(SkinnyTypes::F16, WLayout::KContiguous), 16);
+    }
+}

@@ -1,0 +1,188 @@
+//! The token-sized kernels' launches (`gemm_core::skinny`): a product with
+//! at most 16 (f64, f32) or 8 (f16, bf16, i8) rows or columns of C, read as
+//! `Y <- alpha X W + beta Y` with the small side as X, in one launch for one
+//! product or a strided batch, every op and layout (the kernel takes
+//! strides), the operands read in place.
+
+use crate::device::Device;
+use crate::element::Scalar;
+use crate::error::{DriverContext, Error};
+use crate::exec::launch::Operands;
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use gemm_core::skinny::{self, SkinnyTypes, WLayout};
+use gemm_core::{GemmDims, Layout};
+use std::sync::Arc;
+
+/// One planned token-sized product (or strided batch of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SkinnyLaunch {
+    /// Operand and C types.
+    pub types: SkinnyTypes,
+    /// The kernel's row count S (at least the small side).
+    pub rows: u32,
+    /// W's contiguous dimension.
+    pub layout: WLayout,
+    /// Whether the small side is n (X = op(B)^T, W = op(A)^T, Y = C^T)
+    /// rather than m.
+    pub small_n: bool,
+    /// The product as the user gave it (k = 0 when A and B are not read).
+    pub dims: GemmDims,
+}
+
+impl SkinnyLaunch {
+    /// The launch for `dims` (user form), its small side at most `types`'
+    /// [`SkinnyTypes::max_rows`]; None otherwise.
+    pub(crate) fn new(types: SkinnyTypes, dims: GemmDims) -> Option<SkinnyLaunch> {
+        let small_n = dims.n < dims.m;
+        let s = if small_n { dims.n } else { dims.m };
+        let rows = skinny::rows_for(types, u32::try_from(s).ok()?)?;
+        // W is op(B) (k x n) or op(A)^T (k x m): k contiguous when op(B) is
+        // column-major, or op(A) row-major.
+        let k_contiguous = if small_n { dims.a_layout == Layout::RowMajor } else { dims.b_layout == Layout::ColMajor };
+        let layout = if k_contiguous { WLayout::KContiguous } else { WLayout::NContiguous };
+        Some(SkinnyLaunch { types, rows, layout, small_n, dims })
+    }
+
+    /// Columns of Y (the large side of C).
+    pub(crate) fn wide(&self) -> usize {
+        if self.small_n {
+            self.dims.m
+        } else {
+            self.dims.n
+        }
+    }
+
+    /// The entry point.
+    pub(crate) fn entry(&self) -> &'static str {
+        entry(self.types, self.rows, self.layout)
+    }
+}
+
+/// The entry point `skinny_<types>_s<rows>_<wk|wn>`
+/// (`gemm_kernels::skinny::entry_points`).
+fn entry(types: SkinnyTypes, rows: u32, layout: WLayout) -> &'static str {
+    macro_rules! names {
+        ($( ($name:ident, $t:ident, $s:literal) )*) => {
+            match (types, rows, layout) {
+                $(
+                    (SkinnyTypes::$t, $s, WLayout::KContiguous) => concat!(stringify!($name), "_wk"),
+                    (SkinnyTypes::$t, $s, WLayout::NContiguous) => concat!(stringify!($name), "_wn"),
+                )*
+                // `SkinnyLaunch::new` takes its rows from `rows_for`, whose
+                // every answer the menu has (gemm-core's test).
+                _ => unreachable!("no token-sized kernel {types:?} s{rows} {layout:?}"),
+            }
+        };
+    }
+    gemm_core::skinny_menu!(names)
+}
+
+/// Strides (elements) of (row, column) of a matrix stored so.
+fn strides(layout: Layout, ld: usize) -> (u64, u64) {
+    match layout {
+        Layout::RowMajor => (ld as u64, 1),
+        Layout::ColMajor => (1, ld as u64),
+    }
+}
+
+/// Enqueues `count` products (element strides of A, B and C; 0: one matrix
+/// for all) of the planned `launch` on `stream`.
+pub(crate) fn enqueue<T: Scalar, C: Scalar>(
+    launch: &SkinnyLaunch,
+    device: &Arc<Device>,
+    stream: &Arc<CudaStream>,
+    (alpha, beta): (f64, f64),
+    (a, b, c): Operands<'_, '_, '_, '_, T, C>,
+    (count, [stride_a, stride_b, stride_c]): (usize, [usize; 3]),
+) -> Result<(), Error> {
+    let SkinnyLaunch { types, rows, layout, small_n, dims: d } = *launch;
+    let wide = launch.wide();
+    if wide > i32::MAX as usize || d.k > i32::MAX as usize || count > u32::MAX as usize {
+        return Err(Error::Unsupported {
+            product: format!("{} x {} -> {}", T::NAME, T::NAME, C::NAME),
+            why: format!(
+                "{}x{}x{} in a batch of {count}: the token-sized kernel's sizes are 32-bit (below 2^31)",
+                d.m, d.n, d.k
+            ),
+        });
+    }
+    let (a_r, a_c) = strides(d.a_layout, d.lda);
+    let (b_r, b_c) = strides(d.b_layout, d.ldb);
+    let (c_r, c_c) = strides(d.c_layout, d.ldc);
+    // X(i, kk), W(kk, j), Y(i, j).
+    let (x, x_rs, x_ks, w, ldw, y_rs, y_cs, s, sx, sw) = if small_n {
+        (b, b_c, b_r, a, d.lda, c_c, c_r, d.n, stride_b, stride_a)
+    } else {
+        (a, a_r, a_c, b, d.ldb, c_r, c_c, d.m, stride_a, stride_b)
+    };
+    let func = device.warpgroup_function(entry(types, rows, layout))?;
+    let grid = skinny::grid(types, layout, wide as u32, count as u32);
+    let cfg = LaunchConfig {
+        grid_dim: (grid[0], grid[1], grid[2]),
+        block_dim: (skinny::THREADS, 1, 1),
+        shared_mem_bytes: skinny::smem_bytes(types, layout, rows),
+    };
+    let (s, n, k, ldw, count) = (s as u32, wide as u32, d.k as u32, ldw as u64, count as u32);
+    let (sx, sw, sy) = (sx as u64, sw as u64, stride_c as u64);
+    let (a64, b64) = (alpha, beta);
+    let (a32, b32) = (alpha as f32, beta as f32);
+    let (ai, bi) = (alpha as i32, beta as i32);
+    let mut builder = stream.launch_builder(&func);
+    builder.arg(&s).arg(&n).arg(&k);
+    match types {
+        SkinnyTypes::F64 => builder.arg(&a64).arg(&b64),
+        SkinnyTypes::S8 => builder.arg(&ai).arg(&bi),
+        _ => builder.arg(&a32).arg(&b32),
+    };
+    builder.arg(x).arg(&x_rs).arg(&x_ks).arg(w).arg(&ldw);
+    builder.arg(c).arg(&y_rs).arg(&y_cs).arg(&count).arg(&sx).arg(&sw).arg(&sy);
+    // SAFETY: the arguments match the entry point's signature
+    // (gemm_kernels::skinny::entry_points): scalars in the types' partial
+    // sums, X and W read through the validated shapes and strides of A and
+    // B (not read when k = 0), Y = C (or C^T) validated against its buffer
+    // and not overlapping them; s <= rows; the geometry is gemm_core's.
+    unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims(m: usize, n: usize, k: usize, a: Layout, b: Layout) -> GemmDims {
+        let ld = |l: Layout, rows: usize, cols: usize| if l == Layout::RowMajor { cols } else { rows };
+        GemmDims {
+            m,
+            n,
+            k,
+            lda: ld(a, m, k),
+            ldb: ld(b, k, n),
+            ldc: n,
+            a_layout: a,
+            b_layout: b,
+            c_layout: Layout::RowMajor,
+        }
+    }
+
+    #[test]
+    fn the_small_side_is_x_and_w_keeps_its_contiguous_dimension() {
+        use Layout::{ColMajor as C, RowMajor as R};
+        // m small, a language model's weight as B column-major: k contiguous.
+        let l = SkinnyLaunch::new(SkinnyTypes::Bf16, dims(4, 4096, 4096, R, C)).unwrap();
+        assert_eq!((l.rows, l.layout, l.small_n, l.wide()), (4, WLayout::KContiguous, false, 4096));
+        assert_eq!(l.entry(), "skinny_bf16_s4_wk");
+        // B row-major: n contiguous.
+        let l = SkinnyLaunch::new(SkinnyTypes::F16F32, dims(3, 4096, 4096, R, R)).unwrap();
+        assert_eq!((l.rows, l.layout), (4, WLayout::NContiguous));
+        assert_eq!(l.entry(), "skinny_f16_f32_s4_wn");
+        // n small: W = op(A)^T, k contiguous when A is row-major.
+        let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(4096, 16, 4096, R, R)).unwrap();
+        assert_eq!((l.rows, l.layout, l.small_n, l.wide()), (16, WLayout::KContiguous, true, 4096));
+        let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(4096, 1, 4096, C, R)).unwrap();
+        assert_eq!((l.rows, l.layout, l.small_n), (1, WLayout::NContiguous, true));
+        // Too many rows for the type.
+        assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(9, 4096, 4096, R, C)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(17, 4096, 4096, R, C)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(0, 4096, 4096, R, C)).is_none());
+    }
+}

@@ -1,0 +1,713 @@
+//! The token-sized kernels: `Y <- alpha * X W + beta * Y` with X s x k small
+//! (s <= S rows), W k x N large, read once at 16 bytes a lane, and the
+//! partial sums added in a fixed order. Geometry, the mapping of a product
+//! onto X, W and Y, and the lanes' layout: `gemm_core::skinny`.
+//!
+//! Every operand is addressed by strides (elements), so one kernel serves
+//! every op and layout; only W's contiguous dimension is compiled in
+//! ([`skinny_wk`]: k contiguous, [`skinny_wn`]: N contiguous). A chunk of W
+//! is read with one 16-byte `ld.global.nc` where W's start, leading
+//! dimension and batch stride allow it and the chunk lies inside W, else
+//! element by element (zeros past the edge). Arithmetic: f64 FMAs for f64,
+//! f32 FMAs for f32 (and a TF32 request), f16 and bf16 converted exactly to
+//! f32, i8 by `dp4a` (K-contiguous W) or i32 multiply-adds, wrapping, as
+//! cuBLAS's `CUBLAS_COMPUTE_32I`. The epilogue is [`crate::mixed::Output`]'s:
+//! `beta == 0` never reads Y.
+//!
+//! # Order of the sums (the same bits every run)
+//! Lane partial sums run over its k in increasing order; the lanes that
+//! share an output are added by butterfly shuffles (xor 1 then 2 for a
+//! K-contiguous W, xor 4, 8, 16 for an N-contiguous one); then the warps'
+//! sums in warp order 0..WARPS.
+//!
+//! # Source
+//! NVIDIA, "Matrix Multiplication Background User's Guide" (memory-bound
+//! products); PTX ISA, "Data Movement: shfl.sync", "Integer Arithmetic:
+//! dp4a".
+
+use crate::mixed::{Bf16, Bh, Output, F16, H, S8};
+use crate::thread::{block_idx, grid_dim, smem_base, sync_threads, thread_idx};
+use core::arch::asm;
+use gemm_core::skinny::{cols_per_block, SkinnyTypes, WLayout, WARPS};
+
+/// A partial sum's arithmetic: f64, f32 or i32 (wrapping).
+pub trait Acc: Copy {
+    /// Zero.
+    const ZERO: Self;
+    /// Bytes in shared memory.
+    const BYTES: u32;
+    /// `a + b`.
+    fn add(a: Self, b: Self) -> Self;
+    /// The value of the lane `lane ^ mask` (`shfl.sync.bfly`, whole warp).
+    ///
+    /// # Safety
+    /// Every lane of the warp executes it.
+    unsafe fn shfl_xor(v: Self, mask: u32) -> Self;
+    /// `st.shared` at a 32-bit shared address.
+    ///
+    /// # Safety
+    /// The address lies in the launch's dynamic shared memory, aligned.
+    unsafe fn st_shared(addr: u32, v: Self);
+    /// `ld.shared` at a 32-bit shared address.
+    ///
+    /// # Safety
+    /// As `st_shared`.
+    unsafe fn ld_shared(addr: u32) -> Self;
+}
+
+#[inline(always)]
+unsafe fn shfl_b32(v: u32, mask: u32) -> u32 {
+    let r: u32;
+    asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 0x1f, 0xffffffff;", r = out(reg32) r, v = in(reg32) v,
+         m = in(reg32) mask, options(nomem, nostack));
+    r
+}
+
+impl Acc for f32 {
+    const ZERO: f32 = 0.0;
+    const BYTES: u32 = 4;
+    #[inline(always)]
+    fn add(a: f32, b: f32) -> f32 {
+        a + b
+    }
+    #[inline(always)]
+    unsafe fn shfl_xor(v: f32, mask: u32) -> f32 {
+        f32::from_bits(shfl_b32(v.to_bits(), mask))
+    }
+    #[inline(always)]
+    unsafe fn st_shared(addr: u32, v: f32) {
+        asm!("st.shared.b32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v.to_bits(), options(nostack));
+    }
+    #[inline(always)]
+    unsafe fn ld_shared(addr: u32) -> f32 {
+        let v: u32;
+        asm!("ld.shared.b32 {v}, [{a}];", v = out(reg32) v, a = in(reg32) addr, options(readonly, nostack));
+        f32::from_bits(v)
+    }
+}
+
+impl Acc for i32 {
+    const ZERO: i32 = 0;
+    const BYTES: u32 = 4;
+    #[inline(always)]
+    fn add(a: i32, b: i32) -> i32 {
+        a.wrapping_add(b)
+    }
+    #[inline(always)]
+    unsafe fn shfl_xor(v: i32, mask: u32) -> i32 {
+        shfl_b32(v as u32, mask) as i32
+    }
+    #[inline(always)]
+    unsafe fn st_shared(addr: u32, v: i32) {
+        asm!("st.shared.b32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v as u32, options(nostack));
+    }
+    #[inline(always)]
+    unsafe fn ld_shared(addr: u32) -> i32 {
+        let v: u32;
+        asm!("ld.shared.b32 {v}, [{a}];", v = out(reg32) v, a = in(reg32) addr, options(readonly, nostack));
+        v as i32
+    }
+}
+
+impl Acc for f64 {
+    const ZERO: f64 = 0.0;
+    const BYTES: u32 = 8;
+    #[inline(always)]
+    fn add(a: f64, b: f64) -> f64 {
+        a + b
+    }
+    #[inline(always)]
+    unsafe fn shfl_xor(v: f64, mask: u32) -> f64 {
+        let bits = v.to_bits();
+        let lo = shfl_b32(bits as u32, mask) as u64;
+        let hi = shfl_b32((bits >> 32) as u32, mask) as u64;
+        f64::from_bits(hi << 32 | lo)
+    }
+    #[inline(always)]
+    unsafe fn st_shared(addr: u32, v: f64) {
+        asm!("st.shared.b64 [{a}], {v};", a = in(reg32) addr, v = in(reg64) v.to_bits(), options(nostack));
+    }
+    #[inline(always)]
+    unsafe fn ld_shared(addr: u32) -> f64 {
+        let v: u64;
+        asm!("ld.shared.b64 {v}, [{a}];", v = out(reg64) v, a = in(reg32) addr, options(readonly, nostack));
+        f64::from_bits(v)
+    }
+}
+
+/// C's f64 type for the token-sized f64 kernels: f64 arithmetic.
+impl Output for f64 {
+    type Value = f64;
+    type Pair = [f64; 2];
+    #[inline(always)]
+    fn acc(x: f32) -> f64 {
+        x as f64
+    }
+    #[inline(always)]
+    fn is_zero(v: f64) -> bool {
+        v == 0.0
+    }
+    #[inline(always)]
+    fn mul(a: f64, x: f64) -> f64 {
+        a * x
+    }
+    #[inline(always)]
+    fn add(a: f64, b: f64) -> f64 {
+        a + b
+    }
+    #[inline(always)]
+    fn mul_add(a: f64, x: f64, y: f64) -> f64 {
+        core::intrinsics::fmaf64(a, x, y)
+    }
+    #[inline(always)]
+    fn from_value(x: f64) -> Self {
+        x
+    }
+    #[inline(always)]
+    fn to_value(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn pair(a: f64, b: f64) -> [f64; 2] {
+        [a, b]
+    }
+    #[inline(always)]
+    fn unpair(p: [f64; 2]) -> (f64, f64) {
+        (p[0], p[1])
+    }
+}
+
+/// An operand type: its storage, its partial sums, and a 16-byte chunk's
+/// arithmetic. A chunk is 4 words of raw bits ([`Input::unpack`] gives its
+/// V elements as partial-sum values, in memory order, in `[..V]`).
+pub trait Input {
+    /// One element's storage.
+    type Raw: Copy;
+    /// Partial sums (and alpha, beta).
+    type Acc: Acc;
+    /// Elements in 16 bytes.
+    const V: u32;
+    /// The chunk's elements, exactly, in `[..V]`.
+    fn unpack(c: [u32; 4]) -> [Self::Acc; 16];
+    /// `acc + sum over v < V of x[v] w[v]`, v in increasing order (raw
+    /// chunks and their unpacked values both given).
+    fn dot(acc: Self::Acc, x: ([u32; 4], &[Self::Acc; 16]), w: ([u32; 4], &[Self::Acc; 16])) -> Self::Acc;
+    /// `acc[v] += x w[v]` for v < V.
+    fn axpy(acc: &mut [Self::Acc; 16], x: Self::Acc, w: &[Self::Acc; 16]);
+    /// One element at `p`, as a partial-sum value.
+    ///
+    /// # Safety
+    /// `p` points to a readable element of global memory.
+    unsafe fn load_one(p: *const Self::Raw) -> Self::Acc;
+    /// A chunk of `count <= V` elements `stride` apart from `p` (zeros
+    /// after them).
+    ///
+    /// # Safety
+    /// The `count` elements are readable global memory.
+    unsafe fn gather(p: *const Self::Raw, stride: u64, count: u32) -> [u32; 4];
+}
+
+/// 16 bytes at `p`, read-only path.
+///
+/// # Safety
+/// `p` is 16-byte aligned, readable global memory not written during the
+/// kernel.
+#[inline(always)]
+unsafe fn ld_v4(p: *const u8) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    asm!("ld.global.nc.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+         c = out(reg32) c, d = out(reg32) d, p = in(reg64) p, options(readonly, nostack));
+    [a, b, c, d]
+}
+
+macro_rules! ld_one {
+    ($p:expr, $ty:literal, $reg:ident, $t:ty) => {{
+        let v: $t;
+        asm!(concat!("ld.global.nc.", $ty, " {v}, [{p}];"), v = out($reg) v, p = in(reg64) $p,
+             options(readonly, nostack));
+        v
+    }};
+}
+
+/// Floating-point FMAs of a chunk, v in order.
+macro_rules! float_dot {
+    ($t:ty, $fma:path) => {
+        #[inline(always)]
+        fn dot(acc: $t, x: ([u32; 4], &[$t; 16]), w: ([u32; 4], &[$t; 16])) -> $t {
+            let mut a = acc;
+            for v in 0..Self::V as usize {
+                a = $fma(x.1[v], w.1[v], a);
+            }
+            a
+        }
+        #[inline(always)]
+        fn axpy(acc: &mut [$t; 16], x: $t, w: &[$t; 16]) {
+            for v in 0..Self::V as usize {
+                acc[v] = $fma(x, w[v], acc[v]);
+            }
+        }
+    };
+}
+
+impl Input for f64 {
+    type Raw = f64;
+    type Acc = f64;
+    const V: u32 = 2;
+    #[inline(always)]
+    fn unpack(c: [u32; 4]) -> [f64; 16] {
+        let mut o = [0.0; 16];
+        o[0] = f64::from_bits((c[1] as u64) << 32 | c[0] as u64);
+        o[1] = f64::from_bits((c[3] as u64) << 32 | c[2] as u64);
+        o
+    }
+    float_dot!(f64, core::intrinsics::fmaf64);
+    #[inline(always)]
+    unsafe fn load_one(p: *const f64) -> f64 {
+        f64::from_bits(ld_one!(p, "b64", reg64, u64))
+    }
+    #[inline(always)]
+    unsafe fn gather(p: *const f64, stride: u64, count: u32) -> [u32; 4] {
+        let mut c = [0u32; 4];
+        for v in 0..2 {
+            if v as u32 >= count {
+                break;
+            }
+            let b = ld_one!(p.add(v * stride as usize), "b64", reg64, u64);
+            (c[2 * v], c[2 * v + 1]) = (b as u32, (b >> 32) as u32);
+        }
+        c
+    }
+}
+
+impl Input for f32 {
+    type Raw = f32;
+    type Acc = f32;
+    const V: u32 = 4;
+    #[inline(always)]
+    fn unpack(c: [u32; 4]) -> [f32; 16] {
+        let mut o = [0.0; 16];
+        for v in 0..4 {
+            o[v] = f32::from_bits(c[v]);
+        }
+        o
+    }
+    float_dot!(f32, core::intrinsics::fmaf32);
+    #[inline(always)]
+    unsafe fn load_one(p: *const f32) -> f32 {
+        f32::from_bits(ld_one!(p, "b32", reg32, u32))
+    }
+    #[inline(always)]
+    unsafe fn gather(p: *const f32, stride: u64, count: u32) -> [u32; 4] {
+        let mut c = [0u32; 4];
+        for (v, w) in c.iter_mut().enumerate() {
+            if v as u32 >= count {
+                break;
+            }
+            *w = ld_one!(p.add(v * stride as usize), "b32", reg32, u32);
+        }
+        c
+    }
+}
+
+/// f16 or bf16: 8 elements a chunk, two a word (low half first), each
+/// converted exactly to f32 by `$to`.
+macro_rules! half_input {
+    ($marker:ident, $out:ident) => {
+        impl Input for $marker {
+            type Raw = u16;
+            type Acc = f32;
+            const V: u32 = 8;
+            #[inline(always)]
+            fn unpack(c: [u32; 4]) -> [f32; 16] {
+                let mut o = [0.0; 16];
+                for w in 0..4 {
+                    o[2 * w] = $out(c[w] as u16).to_value();
+                    o[2 * w + 1] = $out((c[w] >> 16) as u16).to_value();
+                }
+                o
+            }
+            float_dot!(f32, core::intrinsics::fmaf32);
+            #[inline(always)]
+            unsafe fn load_one(p: *const u16) -> f32 {
+                $out(ld_one!(p, "b16", reg16, u16)).to_value()
+            }
+            #[inline(always)]
+            unsafe fn gather(p: *const u16, stride: u64, count: u32) -> [u32; 4] {
+                let mut c = [0u32; 4];
+                for v in 0..8 {
+                    if v as u32 >= count {
+                        break;
+                    }
+                    let h = ld_one!(p.add(v * stride as usize), "b16", reg16, u16) as u32;
+                    c[v / 2] |= h << (16 * (v % 2));
+                }
+                c
+            }
+        }
+    };
+}
+
+half_input!(F16, H);
+half_input!(Bf16, Bh);
+
+/// `acc + dot of the four signed bytes of x and y` (`dp4a.s32.s32`).
+#[inline(always)]
+fn dp4a(acc: i32, x: u32, y: u32) -> i32 {
+    let r: i32;
+    // SAFETY: arithmetic on registers.
+    unsafe {
+        asm!("dp4a.s32.s32 {r}, {x}, {y}, {c};", r = out(reg32) r, x = in(reg32) x, y = in(reg32) y,
+             c = in(reg32) acc, options(pure, nomem, nostack))
+    };
+    r
+}
+
+impl Input for S8 {
+    type Raw = i8;
+    type Acc = i32;
+    const V: u32 = 16;
+    #[inline(always)]
+    fn unpack(c: [u32; 4]) -> [i32; 16] {
+        let mut o = [0; 16];
+        for v in 0..16 {
+            o[v] = (c[v / 4] >> (8 * (v % 4))) as u8 as i8 as i32;
+        }
+        o
+    }
+    #[inline(always)]
+    fn dot(acc: i32, x: ([u32; 4], &[i32; 16]), w: ([u32; 4], &[i32; 16])) -> i32 {
+        let mut a = acc;
+        for q in 0..4 {
+            a = dp4a(a, x.0[q], w.0[q]);
+        }
+        a
+    }
+    #[inline(always)]
+    fn axpy(acc: &mut [i32; 16], x: i32, w: &[i32; 16]) {
+        for v in 0..16 {
+            acc[v] = acc[v].wrapping_add(x.wrapping_mul(w[v]));
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_one(p: *const i8) -> i32 {
+        ld_one!(p, "s8", reg16, i16) as i32
+    }
+    #[inline(always)]
+    unsafe fn gather(p: *const i8, stride: u64, count: u32) -> [u32; 4] {
+        let mut c = [0u32; 4];
+        for v in 0..16 {
+            if v as u32 >= count {
+                break;
+            }
+            let b = ld_one!(p.add(v * stride as usize), "s8", reg16, i16) as u8 as u32;
+            c[v / 4] |= b << (8 * (v % 4));
+        }
+        c
+    }
+}
+
+/// One launch's arguments (see `gemm_core::skinny` for the product).
+#[derive(Clone, Copy)]
+pub struct Params<R, O: Output> {
+    /// Rows of X and Y (at most the kernel's S).
+    pub s: u32,
+    /// Columns of W and Y.
+    pub n: u32,
+    /// The inner dimension.
+    pub k: u32,
+    /// Scalars in the partial sums' type.
+    pub alpha: O::Value,
+    /// `beta == 0`: Y is not read.
+    pub beta: O::Value,
+    /// X(i, kk) at `x[i x_rs + kk x_ks]`.
+    pub x: *const R,
+    /// X's row stride (elements).
+    pub x_rs: u64,
+    /// X's k stride.
+    pub x_ks: u64,
+    /// W, with leading dimension `ldw` (elements).
+    pub w: *const R,
+    /// W's leading dimension.
+    pub ldw: u64,
+    /// Y(i, j) at `y[i y_rs + j y_cs]`.
+    pub y: *mut O,
+    /// Y's row stride.
+    pub y_rs: u64,
+    /// Y's column stride.
+    pub y_cs: u64,
+    /// Products in the batch.
+    pub count: u32,
+    /// Elements between the batch's X, W and Y matrices.
+    pub strides: [u64; 3],
+}
+
+/// Loop unrolling: chunks (K-contiguous W) or rows (N-contiguous W) each
+/// lane has in flight.
+const UNROLL_K: usize = 2;
+const UNROLL_N: usize = 4;
+
+/// Adds the warps' partial sums (in shared memory, `[warp][row][col]`) in
+/// warp order and stores the block's outputs of Y.
+///
+/// # Safety
+/// All threads of the block call it; shared memory holds the sums.
+#[inline(always)]
+unsafe fn finish<I: Input, O: Output<Value = I::Acc>, const S: usize>(
+    p: &Params<I::Raw, O>,
+    y: *mut O,
+    j0: u32,
+    cols: u32,
+) {
+    let smem = smem_base();
+    let t = thread_idx()[0];
+    let outputs = S as u32 * cols;
+    let mut o = t;
+    while o < outputs {
+        let (i, jj) = (o / cols, o % cols);
+        let mut sum = I::Acc::ld_shared(smem + (i * cols + jj) * I::Acc::BYTES);
+        for w in 1..WARPS {
+            sum = I::Acc::add(sum, I::Acc::ld_shared(smem + ((w * S as u32 + i) * cols + jj) * I::Acc::BYTES));
+        }
+        let j = j0 + jj;
+        if i < p.s && j < p.n {
+            let q = y.add((i as u64 * p.y_rs + j as u64 * p.y_cs) as usize);
+            let v = O::mul(p.alpha, sum);
+            *q = O::from_value(if O::is_zero(p.beta) { v } else { O::mul_add(p.beta, (*q).to_value(), v) });
+        }
+        o += crate::thread::block_dim()[0];
+    }
+    // Shared memory is reused by the next product of the batch.
+    sync_threads();
+}
+
+/// The kernel for a K-contiguous W (see the module docs).
+///
+/// # Safety
+/// Launched with `gemm_core::skinny`'s geometry for `WLayout::KContiguous`
+/// and these types and S; the operands hold the shapes and strides of `p`;
+/// Y overlaps neither X nor W; `p.s <= S`.
+#[inline(always)]
+pub unsafe fn skinny_wk<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: Params<I::Raw, O>, types: SkinnyTypes) {
+    const CL: usize = gemm_core::skinny::COLS_PER_LANE as usize;
+    let t = thread_idx()[0];
+    let (lane, warp) = (t % 32, t / 32);
+    let (c, q) = (lane / 4, lane % 4);
+    let v = I::V;
+    let cols = cols_per_block(types, WLayout::KContiguous);
+    let j0 = block_idx()[0] * cols;
+    let step = WARPS * 4 * v;
+    let v64 = v as u64;
+    let x_vec = p.x_ks == 1 && (p.x as usize) % 16 == 0 && p.x_rs % v64 == 0 && p.strides[0] % v64 == 0;
+    let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v64 == 0 && p.strides[1] % v64 == 0;
+    let smem = smem_base();
+    let mut b = block_idx()[1];
+    while b < p.count {
+        let x = p.x.add((b as u64 * p.strides[0]) as usize);
+        let w = p.w.add((b as u64 * p.strides[1]) as usize);
+        let y = p.y.add((b as u64 * p.strides[2]) as usize);
+        let mut acc = [[I::Acc::ZERO; CL]; S];
+        let mut kk = (warp * 4 + q) * v;
+        while kk < p.k {
+            let mut wc = [[[0u32; 4]; CL]; UNROLL_K];
+            let mut xc = [[[0u32; 4]; S]; UNROLL_K];
+            for u in 0..UNROLL_K {
+                let ku = kk + u as u32 * step;
+                if ku >= p.k {
+                    break;
+                }
+                let full = ku + v <= p.k;
+                let len = if full { v } else { p.k - ku };
+                for (ci, chunk) in wc[u].iter_mut().enumerate() {
+                    let j = j0 + c + 8 * ci as u32;
+                    if j < p.n {
+                        let at = w.add((j as u64 * p.ldw + ku as u64) as usize);
+                        *chunk = if w_vec && full { ld_v4(at as *const u8) } else { I::gather(at, 1, len) };
+                    }
+                }
+                for (i, chunk) in xc[u].iter_mut().enumerate() {
+                    if (i as u32) < p.s {
+                        let at = x.add((i as u64 * p.x_rs + ku as u64 * p.x_ks) as usize);
+                        *chunk = if x_vec && full { ld_v4(at as *const u8) } else { I::gather(at, p.x_ks, len) };
+                    }
+                }
+            }
+            for u in 0..UNROLL_K {
+                let wu = wc[u].map(I::unpack);
+                for i in 0..S {
+                    let xu = I::unpack(xc[u][i]);
+                    for ci in 0..CL {
+                        acc[i][ci] = I::dot(acc[i][ci], (xc[u][i], &xu), (wc[u][ci], &wu[ci]));
+                    }
+                }
+            }
+            kk += UNROLL_K as u32 * step;
+        }
+        // The 4 lanes of a column, then the warps.
+        for (i, row) in acc.iter().enumerate() {
+            for (ci, &a) in row.iter().enumerate() {
+                let a = I::Acc::add(a, I::Acc::shfl_xor(a, 1));
+                let a = I::Acc::add(a, I::Acc::shfl_xor(a, 2));
+                if q == 0 {
+                    let col = c + 8 * ci as u32;
+                    I::Acc::st_shared(smem + ((warp * S as u32 + i as u32) * cols + col) * I::Acc::BYTES, a);
+                }
+            }
+        }
+        sync_threads();
+        finish::<I, O, S>(&p, y, j0, cols);
+        b += grid_dim()[1];
+    }
+}
+
+/// The kernel for an N-contiguous W (see the module docs).
+///
+/// # Safety
+/// As [`skinny_wk`], with `WLayout::NContiguous`'s geometry.
+#[inline(always)]
+pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: Params<I::Raw, O>, types: SkinnyTypes) {
+    let t = thread_idx()[0];
+    let (lane, warp) = (t % 32, t / 32);
+    let (c, q) = (lane % 4, lane / 4);
+    let v = I::V;
+    let cols = cols_per_block(types, WLayout::NContiguous);
+    let j0 = block_idx()[0] * cols;
+    let j = j0 + c * v;
+    let step = WARPS * 8;
+    let v64 = v as u64;
+    let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v64 == 0 && p.strides[1] % v64 == 0;
+    let smem = smem_base();
+    let mut b = block_idx()[1];
+    while b < p.count {
+        let x = p.x.add((b as u64 * p.strides[0]) as usize);
+        let w = p.w.add((b as u64 * p.strides[1]) as usize);
+        let y = p.y.add((b as u64 * p.strides[2]) as usize);
+        let mut acc = [[I::Acc::ZERO; 16]; S];
+        let mut kk = warp * 8 + q;
+        while kk < p.k {
+            let mut wc = [[0u32; 4]; UNROLL_N];
+            let mut xs = [[I::Acc::ZERO; S]; UNROLL_N];
+            for u in 0..UNROLL_N {
+                let ku = kk + u as u32 * step;
+                if ku >= p.k {
+                    break;
+                }
+                if j < p.n {
+                    let at = w.add((ku as u64 * p.ldw + j as u64) as usize);
+                    wc[u] = if w_vec && j + v <= p.n { ld_v4(at as *const u8) } else { I::gather(at, 1, p.n - j) };
+                }
+                for (i, xv) in xs[u].iter_mut().enumerate() {
+                    if (i as u32) < p.s {
+                        *xv = I::load_one(x.add((i as u64 * p.x_rs + ku as u64 * p.x_ks) as usize));
+                    }
+                }
+            }
+            for u in 0..UNROLL_N {
+                let wu = I::unpack(wc[u]);
+                for i in 0..S {
+                    I::axpy(&mut acc[i], xs[u][i], &wu);
+                }
+            }
+            kk += UNROLL_N as u32 * step;
+        }
+        // The 8 lanes of a chunk of columns, then the warps.
+        for (i, row) in acc.iter().enumerate() {
+            for (vv, &a) in row.iter().enumerate().take(v as usize) {
+                let a = I::Acc::add(a, I::Acc::shfl_xor(a, 4));
+                let a = I::Acc::add(a, I::Acc::shfl_xor(a, 8));
+                let a = I::Acc::add(a, I::Acc::shfl_xor(a, 16));
+                if q == 0 {
+                    let col = c * v + vv as u32;
+                    I::Acc::st_shared(smem + ((warp * S as u32 + i as u32) * cols + col) * I::Acc::BYTES, a);
+                }
+            }
+        }
+        sync_threads();
+        finish::<I, O, S>(&p, y, j0, cols);
+        b += grid_dim()[1];
+    }
+}
+
+/// The exported entry points: for each line `(name, types, S)` of
+/// [`gemm_core::skinny_menu!`], `<name>_wk` and `<name>_wn`. Parameters, in
+/// this order: `s, n, k: u32`, `alpha, beta` (f64 for f64, i32 for i8, f32
+/// otherwise), `x: *const`, `x_rs, x_ks: u64`, `w: *const`, `ldw: u64`,
+/// `y: *mut`, `y_rs, y_cs: u64`, `count: u32`, `stride_x, stride_w,
+/// stride_y: u64` (see [`Params`]).
+pub mod entry_points {
+    use super::*;
+
+    macro_rules! skinny_entry {
+        ($name:ident, $suffix:ident, $kernel:ident, $i:ty, $o:ty, $types:ident, $s:literal) => {
+            #[doc = concat!("Entry point `", stringify!($name), "_", stringify!($suffix), "`.")]
+            ///
+            /// # Safety
+            /// As the kernel's (`skinny_wk` / `skinny_wn`).
+            #[export_name = concat!(stringify!($name), "_", stringify!($suffix))]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn $suffix(
+                s: u32,
+                n: u32,
+                k: u32,
+                alpha: <$o as Output>::Value,
+                beta: <$o as Output>::Value,
+                x: *const <$i as Input>::Raw,
+                x_rs: u64,
+                x_ks: u64,
+                w: *const <$i as Input>::Raw,
+                ldw: u64,
+                y: *mut $o,
+                y_rs: u64,
+                y_cs: u64,
+                count: u32,
+                stride_x: u64,
+                stride_w: u64,
+                stride_y: u64,
+            ) {
+                let p = Params {
+                    s,
+                    n,
+                    k,
+                    alpha,
+                    beta,
+                    x,
+                    x_rs,
+                    x_ks,
+                    w,
+                    ldw,
+                    y,
+                    y_rs,
+                    y_cs,
+                    count,
+                    strides: [stride_x, stride_w, stride_y],
+                };
+                crate::skinny::$kernel::<$i, $o, $s>(p, SkinnyTypes::$types)
+            }
+        };
+    }
+
+    macro_rules! skinny_types {
+        ($name:ident, F64, $s:literal) => { skinny_types!(@go $name, f64, f64, F64, $s); };
+        ($name:ident, F32, $s:literal) => { skinny_types!(@go $name, f32, f32, F32, $s); };
+        ($name:ident, F16, $s:literal) => { skinny_types!(@go $name, F16, H, F16, $s); };
+        ($name:ident, F16F32, $s:literal) => { skinny_types!(@go $name, F16, f32, F16F32, $s); };
+        ($name:ident, Bf16, $s:literal) => { skinny_types!(@go $name, Bf16, Bh, Bf16, $s); };
+        ($name:ident, Bf16F32, $s:literal) => { skinny_types!(@go $name, Bf16, f32, Bf16F32, $s); };
+        ($name:ident, S8, $s:literal) => { skinny_types!(@go $name, S8, i32, S8, $s); };
+        (@go $name:ident, $i:ty, $o:ty, $types:ident, $s:literal) => {
+            #[doc = concat!("Entry points `", stringify!($name), "_{wk,wn}`.")]
+            pub mod $name {
+                use super::*;
+                skinny_entry!($name, wk, skinny_wk, $i, $o, $types, $s);
+                skinny_entry!($name, wn, skinny_wn, $i, $o, $types, $s);
+            }
+        };
+    }
+
+    macro_rules! export_skinny {
+        ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
+            skinny_types!($name, $t, $s);
+        )*};
+    }
+
+    gemm_core::skinny_menu!(export_skinny);
+}
