@@ -44,16 +44,33 @@
 //!    should take well under a minute (about 6 s of it drawing the random
 //!    inputs on the host).
 //!
-//! 5. The public shape suite (`ladder_steps/suite.rs`): squares 256-8192 (with
-//!    1000, 1023, 2047, 3000, 4095), small k (4096x4096x64, x256), long k
-//!    (256x256x16384, 128x128x65536, 1024x1024x32768) and skinny products
-//!    (8192x16x8192, 16x8192x8192, 65536x32x1024, 32x32x262144): cuBLAS and
-//!    the default path, checked, timed in five interleaved passes (median kept); BENCHMARKS.md
-//!    gives the geometric mean of the ratios (`--no-suite` skips it).
-//!    `--suite-sweep` is a run of its own: every configuration of the default
-//!    stage at every suite shape, with k whole and split around the wave
-//!    model's split, into `suite_sweep.csv`, from which `cargo xtask tuning`
-//!    takes the default choice (kernel and split) at those shapes.
+//! 5. The public shape suite (`ladder_steps/suite.rs`), for every product
+//!    type (`--suite-types f64,f32,tf32,f16,f16f32,bf16,bf16f32,i8`, default
+//!    all, or the one `--precision` given; `f16` is f16 -> f16, `f16f32` f16
+//!    -> f32, likewise bf16; tf32 is f32 with `Gemm::allow_tf32`): 191
+//!    entries, one list for every type: squares 256-16384 (with 1000, 1023,
+//!    1536, 2047, 2056, 4095, 6144 and every 500 from 2500 to 6000), small k
+//!    (4096x4096x64, x256), long k (256x256x16384, 128x128x65536,
+//!    1024x1024x32768), skinny (8192x16x8192, 16x8192x8192,
+//!    65536x32x1024, 32x32x262144), and token-sized products, m in 1, 2, 4,
+//!    ..., 128 times (n, k) in (4096, 4096), (11008, 4096), (4096, 11008),
+//!    (14336, 4096), (4096, 14336), and their transposed forms (n small),
+//!    each with B row-major (ops `NN`) and B column-major (ops `NT`: a
+//!    model's weight). At each, cuBLAS (`?gemm`, or `cublasGemmEx` with the
+//!    same types) and the default path, checked against cuBLAS, timed in
+//!    five interleaved passes of at most 10 runs (median pass kept); rows
+//!    with m or n at most 128 get a memory bound (`bound_ms`) from the
+//!    device's copy bandwidth measured in the same run. BENCHMARKS.md gives
+//!    one table per type with the geometric mean of the ratios, the lowest,
+//!    and the token-sized rows' bound_ms / ms (`--no-suite` skips the step;
+//!    `--suite-only all|LIST` runs it alone; the module docs of
+//!    `ladder_steps/suite.rs` estimate the runtime: 4-7.5 minutes for all
+//!    eight types). `--suite-sweep` is a run of its own: every
+//!    configuration of the default stage at the 20 shapes the default
+//!    table was tuned at (`SWEEP_SHAPES`, f64 and f32), with k whole and
+//!    split around the wave model's split, into `suite_sweep.csv`, from
+//!    which `cargo xtask tuning` takes the default choice (kernel and split)
+//!    at those shapes.
 //!
 //! Times are CUDA-event medians of kernel time only (`gemm::bench::time_kernel`),
 //! random inputs in [-1, 1), rotated between sets when they would fit in L2.
@@ -62,8 +79,17 @@
 //! of step 3, then step 4's rows; the columns `ops` and `layout` tell step
 //! 3's apart: the ladder's rows are `NN,row`; `batch` tells step 4's apart),
 //! `sweep.csv` (every timing of steps 1-2), `stage4.csv` (seed 000's
-//! outputs-per-thread table at N = 4096), `device.csv` (peaks), and
-//! `BENCHMARKS.md`. A `--batched-only` run writes `latest.csv` (step 4's rows
+//! outputs-per-thread table at N = 4096), `device.csv` (peaks),
+//! `shapes.csv` (step 5's rows of every type: `latest.csv`'s columns plus
+//! `bound_ms`, empty but where m or n is at most 128, and `copy_gbs`, the
+//! copy bandwidth it was computed from; per entry cuBLAS's row, where
+//! cuBLAS ran it, then the default path's; the tensor-core types'
+//! `precision` is the operands' type, `tf32` for TF32, and their
+//! configuration ends with C's type, as in `warpgroup.csv`), and
+//! `BENCHMARKS.md`. `latest.csv` holds step 5's f64 and f32 rows with ops
+//! `NN` only (path `suite`; a `--suite-only` run of other types alone
+//! writes no `latest.csv`). Calls split by `--suite-types` each write their
+//! own `shapes.csv`: concatenate them (one header). A `--batched-only` run writes `latest.csv` (step 4's rows
 //! only), `device.csv` and `BENCHMARKS.md`. Commit the CSVs of a whole run
 //! under `benches/results/` and BENCHMARKS.md at the top, first moving the
 //! `latest.csv` it replaces to `benches/results/runs/<its commit>.csv` (the
@@ -111,11 +137,11 @@
 //! path's row repeats one), into the table with its `batch`.
 //!
 //! `cargo bench --bench ladder -- [--out DIR] [--shapes 1024,4096,4096x4096x256] [--combo-shapes 1024,4096|none]
-//! [--precision f64|f32] [--batched-only | --no-batched]` (`--help` prints the usage).
+//! [--precision f64|f32] [--batched-only | --no-batched] [--no-suite | --suite-only all|LIST | --suite-sweep]
+//! [--suite-types LIST]` (`--help` prints the usage). The shape suite alone, per type:
+//! `bench-ladder --out DIR --suite-only all --suite-types f64,f32,tf32`.
 
-use gemm::bench::{
-    commit, gemm_for, gflops, measure, measure_cublas, measure_with, time_kernel, today_utc, Measurement, Problem,
-};
+use gemm::bench::{commit, gemm_for, gflops, measure, measure_cublas, measure_with, time_kernel, today_utc, Problem};
 use gemm::check::{random_matrix, Comparison, Reference};
 use gemm::cublas::Cublas;
 use gemm::tuning::registry::{entry_point, stage_configs};
@@ -124,11 +150,12 @@ use gemm::tuning::{
 };
 use gemm::{
     Device, DeviceMatrix, DeviceView, DeviceViewMut, Element, Error, Gemm, Layout, MatRef, Matrix, Op, Precision,
-    Strided,
+    Scalar, Strided,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -165,10 +192,14 @@ struct Options {
     suite: bool,
     /// Run only step 5's sweep (`--suite-sweep`).
     suite_sweep: bool,
+    /// Step 5's product types (`--suite-types`; default all, or the
+    /// `--precision` given).
+    suite_types: Vec<suite::SuiteType>,
 }
 
 const USAGE: &str = "usage: cargo bench --bench ladder -- [--out DIR] [--shapes 1024,4096,4096x4096x256] \
-[--combo-shapes 1024,4096|none] [--precision f64|f32] [--batched-only | --no-batched] [--no-suite | --suite-only LIST | --suite-sweep]
+[--combo-shapes 1024,4096|none] [--precision f64|f32] [--batched-only | --no-batched] \
+[--no-suite | --suite-only all|LIST | --suite-sweep] [--suite-types LIST]
 
   --out DIR          where the results go (default bench-out/)
   --shapes LIST      step 2's shapes, N or MxNxK, comma-separated
@@ -177,9 +208,14 @@ const USAGE: &str = "usage: cargo bench --bench ladder -- [--out DIR] [--shapes 
   --batched-only     step 4 only (the batched jobs): writes latest.csv, device.csv and BENCHMARKS.md
   --no-batched       skip step 4
   --no-suite         skip step 5 (the public shape suite's default path)
-  --suite-only LIST  only step 5's default path, at these shapes (N or MxNxK, comma-separated)
-  --suite-sweep      only step 5's sweep (every candidate kernel and split at the suite's shapes):
-                     writes suite_sweep.csv and device.csv";
+  --suite-only all|LIST
+                     only step 5's default path, at every entry of the suite (all) or at these
+                     (N, MxNxK, or MxNxK:NT for B column-major; comma-separated): writes shapes.csv,
+                     latest.csv (f64, f32), device.csv and BENCHMARKS.md
+  --suite-types LIST step 5's product types, comma-separated, of f64,f32,tf32,f16,f16f32,bf16,bf16f32,i8
+                     (f16: f16 -> f16, f16f32: f16 -> f32, likewise bf16; default all, or --precision's)
+  --suite-sweep      only step 5's sweep (every candidate kernel and split at the 20 shapes the default
+                     table was tuned at, f64 and f32): writes suite_sweep.csv and device.csv";
 
 fn parse_shape(s: &str) -> Shape {
     let p: Vec<usize> = s.split('x').map(|x| x.parse().expect("shape: N or MxNxK")).collect();
@@ -203,7 +239,9 @@ fn options() -> Options {
         batched: true,
         suite: true,
         suite_sweep: false,
+        suite_types: suite::SuiteType::ALL.to_vec(),
     };
+    let mut types_given = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -220,13 +258,23 @@ fn options() -> Options {
                     _ => panic!("--precision f64|f32"),
                 }
             }
-            "--batched-only" => o.single = false,
+            "--batched-only" => (o.single, o.suite) = (false, false),
             "--no-batched" => o.batched = false,
             "--no-suite" => o.suite = false,
             "--suite-only" => {
-                let shapes = it.next().expect("--suite-only N,MxNxK").split(',').map(parse_shape).collect();
-                suite::only(shapes);
+                let list = it.next().expect("--suite-only all|N,MxNxK,MxNxK:NT");
+                if list != "all" {
+                    suite::only(list.split(',').map(suite::parse_entry).collect());
+                }
                 (o.single, o.batched, o.suite, o.suite_sweep) = (false, false, true, false);
+            }
+            "--suite-types" => {
+                let list = it.next().expect("--suite-types f64,f32,tf32,f16,f16f32,bf16,bf16f32,i8");
+                o.suite_types = suite::parse_types(&list).unwrap_or_else(|e| {
+                    eprintln!("ladder: {e}\n{USAGE}");
+                    std::process::exit(2)
+                });
+                types_given = true;
             }
             "--suite-sweep" => {
                 (o.single, o.batched, o.suite, o.suite_sweep) = (false, false, false, true);
@@ -237,6 +285,11 @@ fn options() -> Options {
             }
             _ => {} // cargo bench passes --bench
         }
+    }
+    if !types_given && o.precisions.len() == 1 {
+        // `--precision f64` alone: the suite of that type only.
+        let p = o.precisions[0];
+        o.suite_types.retain(|t| t.ladder_precision() == Some(p));
     }
     if !(o.single || o.batched || o.suite || o.suite_sweep) {
         eprintln!("ladder: --batched-only and --no-batched leave nothing to run\n{USAGE}");
@@ -345,9 +398,14 @@ struct Results {
     /// Step 4: the batched jobs, per job cuBLAS's row first, then (strided)
     /// every configuration of the default stage, then the default path.
     batched: Vec<LadderRow>,
-    /// Step 5: the public shape suite (per shape cuBLAS's row, then the
-    /// default path's; a `--suite-sweep` run: cuBLAS's, then every candidate).
+    /// Step 5: the public shape suite's rows for `latest.csv` (f64 and f32,
+    /// op flags NN: per shape cuBLAS's row, then the default path's; a
+    /// `--suite-sweep` run: cuBLAS's, then every candidate).
     suite: Vec<LadderRow>,
+    /// Step 5: every type's rows, for `shapes.csv` and BENCHMARKS.md.
+    shapes: Vec<suite::ShapeRow>,
+    /// Step 5: the device's copy bandwidth measured in this run, GB/s.
+    copy_gbs: Option<f64>,
     sweep: Vec<SweepRow>,
     failed: bool,
 }
@@ -679,11 +737,10 @@ fn poison<T: Element>(c: &mut DeviceMatrix<T>, picks: &[usize], len: usize) -> R
     Ok(())
 }
 
-/// A host matrix's elements in absolute value.
-fn abs<T: Element>(mut m: Matrix<T>) -> Matrix<T> {
-    for v in m.as_mut_slice() {
-        *v = T::from_f64(v.as_f64().abs());
-    }
+/// A host matrix's elements in absolute value (in parallel: the shape
+/// suite's operands reach 2^28 elements).
+fn abs<T: Scalar>(mut m: Matrix<T>) -> Matrix<T> {
+    m.as_mut_slice().par_iter_mut().for_each(|v| *v = T::from_f64(v.as_f64().abs()));
     m
 }
 
@@ -982,11 +1039,11 @@ fn main() {
             let single = sweep + ladder + o.combo_shapes.len() * OPS.len() * LAYOUTS.len() * 2;
             let strided = STRIDED_JOBS.len() * (SWEEP_PASSES * stage_configs(batch_stage(p), p).len() + 2);
             let batched = strided + 2;
-            let suite =
-                usize::from(o.suite) * suite::shapes().len() + usize::from(o.suite_sweep) * suite::sweep_count(p);
-            usize::from(o.single) * single + usize::from(o.batched) * batched + suite
+            let sweep = usize::from(o.suite_sweep) * suite::sweep_count(p);
+            usize::from(o.single) * single + usize::from(o.batched) * batched + sweep
         })
-        .sum();
+        .sum::<usize>()
+        + usize::from(o.suite) * o.suite_types.len() * suite::entries().len();
     let bar = ProgressBar::new(total as u64);
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
@@ -999,6 +1056,8 @@ fn main() {
         layout_sweep: Vec::new(),
         batched: Vec::new(),
         suite: Vec::new(),
+        shapes: Vec::new(),
+        copy_gbs: None,
         sweep: Vec::new(),
         failed: false,
     };
@@ -1022,15 +1081,20 @@ fn main() {
                 _ => bench_batched::<f32>(&device, &cublas, &bar, &mut results),
             }
         }
-        let r = match (o.suite, o.suite_sweep, p) {
-            (true, _, Precision::F64) => suite::default_path::<f64>(&device, &cublas, &bar, &mut results),
-            (true, _, _) => suite::default_path::<f32>(&device, &cublas, &bar, &mut results),
-            (_, true, Precision::F64) => suite::sweep::<f64>(&device, &cublas, &bar, &mut results),
-            (_, true, _) => suite::sweep::<f32>(&device, &cublas, &bar, &mut results),
+        let r = match (o.suite_sweep, p) {
+            (true, Precision::F64) => suite::sweep::<f64>(&device, &cublas, &bar, &mut results),
+            (true, _) => suite::sweep::<f32>(&device, &cublas, &bar, &mut results),
             _ => Ok(()),
         };
         if let Err(e) = r {
-            eprintln!("ladder: step 5 (the shape suite): {e}");
+            eprintln!("ladder: step 5 (the shape suite's sweep): {e}");
+            results.failed = true;
+        }
+    }
+    // Step 5, every type of `--suite-types` (after steps 1-4 of every precision).
+    if o.suite {
+        if let Err(e) = suite::run(&device, &cublas, &o.suite_types, &bar, &mut results) {
+            bar.println(format!("ladder: step 5 (the shape suite): {e}"));
             results.failed = true;
         }
     }
@@ -1045,48 +1109,64 @@ fn main() {
     }
 }
 
+/// `latest.csv`'s header (`shapes.csv` adds `bound_ms` and `copy_gbs`).
+const CSV_HEADER: &str = "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct_fma_peak,\
+cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path,split_k,pack";
+
+/// The columns of `latest.csv` from `precision` to `pack` of one row,
+/// comma-separated as written (`shapes.csv` shares them).
+fn csv_fields(row: &LadderRow, device: &Device) -> String {
+    let (m, n, k) = row.shape;
+    let peak = device.peak_gflops(row.precision, row.stage.unwrap_or(Stage::Naive));
+    let kernel = row.config.and_then(|c| entry_point(row.precision, c).ok()).map_or("cublas", |e| e.name);
+    format!(
+        "{},{},{},{},{m},{n},{k},{:.4},{:.1},{:.1},{:.1},{:.4},{},{},{kernel},{}{},{},{},{},{},{},{}",
+        row.precision.name(),
+        row.stage.map_or(0, |s| s.number()),
+        row.stage.map_or("cublas", |s| s.name()),
+        row.config.map_or("cublas".to_string(), |c| c.to_string()).replace(',', ";"),
+        row.ms,
+        row.gflops,
+        100.0 * row.gflops / peak,
+        row.cublas_gflops,
+        row.gflops / row.cublas_gflops,
+        row.check.replace(',', ";"),
+        row.config.map_or(String::new(), |c| format!("{:.3}", c.modeled_intensity(row.precision))),
+        row.ops.0.as_char(),
+        row.ops.1.as_char(),
+        row.layout.short_name(),
+        row.batch,
+        row.kind.name(),
+        row.path.name(),
+        row.split_k,
+        u8::from(row.pack),
+    )
+}
+
 fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Results) {
     let dev = device.name().replace(',', " ");
     let write = |name: &str, text: &str| std::fs::write(o.out.join(name), text).expect("write results");
-    let mut csv = String::from(
-        "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct_fma_peak,\
-         cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path,split_k,pack\n",
-    );
+    let mut csv = format!("{CSV_HEADER}\n");
     // The ladder's rows first, then step 3's, then step 4's, then step 5's
     // (see the module docs); a `--suite-sweep` run has step 5's only.
-    for row in r.ladder.iter().chain(&r.combos).chain(&r.layout_sweep).chain(&r.batched).chain(&r.suite) {
-        let (m, n, k) = row.shape;
-        let peak = device.peak_gflops(row.precision, row.stage.unwrap_or(Stage::Naive));
-        let kernel = row.config.and_then(|c| entry_point(row.precision, c).ok()).map_or("cublas", |e| e.name);
-        writeln!(
-            csv,
-            "{dev},{date},{commit},{},{},{},{},{m},{n},{k},{:.4},{:.1},{:.1},{:.1},{:.4},{},{},{kernel},{}{},{},{},{},{},{},{}",
-            row.precision.name(),
-            row.stage.map_or(0, |s| s.number()),
-            row.stage.map_or("cublas", |s| s.name()),
-            row.config.map_or("cublas".to_string(), |c| c.to_string()).replace(',', ";"),
-            row.ms,
-            row.gflops,
-            100.0 * row.gflops / peak,
-            row.cublas_gflops,
-            row.gflops / row.cublas_gflops,
-            row.check.replace(',', ";"),
-            row.config.map_or(String::new(), |c| format!("{:.3}", c.modeled_intensity(row.precision))),
-            row.ops.0.as_char(),
-            row.ops.1.as_char(),
-            row.layout.short_name(),
-            row.batch,
-            row.kind.name(),
-            row.path.name(),
-            row.split_k,
-            u8::from(row.pack),
-        )
-        .unwrap();
+    let rows: Vec<&LadderRow> =
+        r.ladder.iter().chain(&r.combos).chain(&r.layout_sweep).chain(&r.batched).chain(&r.suite).collect();
+    for row in &rows {
+        writeln!(csv, "{dev},{date},{commit},{}", csv_fields(row, device)).unwrap();
     }
     if o.suite_sweep {
         write("suite_sweep.csv", &csv);
-    } else {
+    } else if !rows.is_empty() {
+        // (A `--suite-only` run of the tensor-core types alone has none.)
         write("latest.csv", &csv);
+    }
+    // Step 5's rows of every type, with the memory bound.
+    if let Some(copy_gbs) = r.copy_gbs {
+        let mut shapes = format!("{CSV_HEADER},bound_ms,copy_gbs\n");
+        for row in &r.shapes {
+            writeln!(shapes, "{}", row.csv_line(&format!("{dev},{date},{commit}"), copy_gbs)).unwrap();
+        }
+        write("shapes.csv", &shapes);
     }
 
     // Steps 1-3's files (not written by a `--batched-only` run).
@@ -1146,7 +1226,7 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     if o.suite_sweep {
         // No BENCHMARKS.md: the sweep only feeds the table. Print each shape's fastest candidate.
         for p in &o.precisions {
-            for shape in suite::SUITE {
+            for shape in suite::SWEEP_SHAPES {
                 let rows = r.suite.iter().filter(|x| x.precision == *p && x.shape == shape);
                 let best = rows.filter(|x| x.path == RowPath::Config).max_by(|a, b| a.gflops.total_cmp(&b.gflops));
                 if let Some(b) = best {
@@ -1264,7 +1344,7 @@ fn benchmarks_md(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     if !r.batched.is_empty() {
         batched_md(w, &r.batched);
     }
-    suite::markdown(w, &r.suite);
+    suite::markdown(w, &r.shapes, r.copy_gbs);
     md
 }
 

@@ -16,11 +16,12 @@
 //! `+ 2` covers the alpha/beta epilogue. Any NaN or infinity fails.
 
 use crate::cublas::Cublas;
-use crate::element::{Element, Scalar};
+use crate::element::{Element, Product, Recast, Scalar, Types};
 use crate::error::Error;
-use crate::operands::device_matrix::DeviceMatrix;
+use crate::operands::device_matrix::{DeviceMatrix, DeviceView};
 use crate::operands::matrix::{MatRef, Matrix};
 use gemm_core::shape::{Layout, Op};
+use gemm_core::warpgroup::WgmmaTypes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -250,6 +251,82 @@ impl Reference {
         Ok(Reference { m, n, value, bound })
     }
 
+    /// The reference for any product the library computes
+    /// ([`crate::Product`]: f64, f32, TF32 with `tf32`, f16 and bf16 into
+    /// their own type or f32, i8 into i32) computed by cuBLAS on the GPU
+    /// with the same types ([`Cublas::gemm_product`]), alpha = 1, beta = 0,
+    /// C in `c_layout`: values from cuBLAS's product of op(A) and op(B),
+    /// bounds from cuBLAS's product of `a_abs` and `b_abs` (the elementwise
+    /// absolute values of A and B, as the caller holds them; not read for
+    /// the exact i8 product, so any matrices of A's and B's shapes do) in
+    /// f64 for f64 operands, else in f32 (a 16-bit C could overflow with
+    /// |A||B|). Each element's bound ([`ProductBound`]) covers both results'
+    /// errors from the exact product of the (already rounded) inputs:
+    ///
+    /// ```text
+    /// f64, f32:     (k + 2) * eps * (|A||B|)                      (as Reference::from_cublas)
+    /// f16, bf16:    2 * (2k + 4) * 2^-24 * (|A||B|) + eps_C * |C_ref|
+    /// TF32:         2 * ((2k + 4) * 2^-24 + 2^-9 + 2^-20) * (|A||B|) + 2^-23 * |C_ref|
+    /// i8 -> i32:    0 (exact)
+    /// ```
+    ///
+    /// the f32 accumulation and input terms of [`Reference::new_mixed`] and
+    /// [`Reference::new_tf32`] once for each side, and each side's rounding
+    /// to C's type (`eps_C`: 2^-10 f16, 2^-7 bf16, 2^-23 f32). A call cuBLAS
+    /// refuses (INT8 at leading dimensions that are not multiples of 4) is
+    /// an [`Error::Cublas`]; [`Reference::new_mixed`] on the CPU is the
+    /// fallback there.
+    ///
+    /// # Errors
+    /// cuBLAS or driver failures, mismatched shapes.
+    pub fn from_cublas_product<T: Product<C>, C: Scalar>(
+        cublas: &Cublas,
+        (op_a, a, a_abs): (Op, &DeviceMatrix<T>, &DeviceMatrix<T>),
+        (op_b, b, b_abs): (Op, &DeviceMatrix<T>, &DeviceMatrix<T>),
+        c_layout: Layout,
+        tf32: bool,
+    ) -> Result<Self, Error> {
+        let (m, k) = (a.dims().op(op_a).rows, a.dims().op(op_a).cols);
+        let n = b.dims().op(op_b).cols;
+        let device = a.device();
+        let value = {
+            let mut c = DeviceMatrix::<C>::zeros_in(device, m, n, c_layout)?;
+            cublas.gemm_product(op_a, op_b, 1.0, a, b, 0.0, &mut c, tf32)?;
+            to_f64_packed(c.to_host()?.as_ref(), false)
+        };
+        let rule = ProductBound::of::<T, C>(tf32);
+        // |A||B| in f64 for f64, else in f32 (f32 or TF32 as the product).
+        fn abs_product<S: Element>(
+            cublas: &Cublas,
+            (op_a, a): (Op, DeviceView<'_, S>),
+            (op_b, b): (Op, DeviceView<'_, S>),
+            (m, n, c_layout): (usize, usize, Layout),
+        ) -> Result<Vec<f64>, Error> {
+            let mut s = DeviceMatrix::<S>::zeros_in(a.device(), m, n, c_layout)?;
+            cublas.gemm_op(op_a, op_b, 1.0, a, b, 0.0, &mut s)?;
+            Ok(to_f64_packed(s.to_host()?.as_ref(), false))
+        }
+        let c_shape = (m, n, c_layout);
+        let mut bound = match (rule, T::TYPES) {
+            (ProductBound::Exact, _) => vec![0.0; m * n],
+            (_, Types::F64) => {
+                abs_product::<f64>(cublas, (op_a, a_abs.as_view().recast()), (op_b, b_abs.as_view().recast()), c_shape)?
+            }
+            (_, Types::F32) if !tf32 => {
+                abs_product::<f32>(cublas, (op_a, a_abs.as_view().recast()), (op_b, b_abs.as_view().recast()), c_shape)?
+            }
+            _ => {
+                let mut s = DeviceMatrix::<f32>::zeros_in(device, m, n, c_layout)?;
+                cublas.gemm_ex(op_a, op_b, 1.0, a_abs, b_abs, 0.0, &mut s)?;
+                to_f64_packed(s.to_host()?.as_ref(), false)
+            }
+        };
+        for (x, &v) in bound.iter_mut().zip(&value) {
+            *x = rule.bound(k, *x, v);
+        }
+        Ok(Reference { m, n, value, bound })
+    }
+
     /// Compares a GPU result (any matrix or view) with the reference.
     pub fn compare<'a, T: Scalar>(&self, got: impl Into<MatRef<'a, T>>) -> Comparison {
         let got = got.into();
@@ -276,6 +353,62 @@ impl Reference {
             }
         }
         cmp
+    }
+}
+
+/// How [`Reference::from_cublas_product`] bounds the difference between
+/// two results of one product (ours and cuBLAS's), each computed from the
+/// same rounded inputs: per element, from k, the element of |A||B| and
+/// cuBLAS's value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ProductBound {
+    /// Operands and C of one type of machine epsilon `eps`, accumulated in
+    /// it (f64, f32): `(k + 2) * eps * (|A||B|)`, as
+    /// [`Reference::from_cublas`].
+    Same {
+        /// The type's machine epsilon.
+        eps: f64,
+    },
+    /// f32 accumulation (f16, bf16 and TF32 operands): each side within
+    /// `((2k + 4) * 2^-24 + input) * (|A||B|)` of the exact product and its
+    /// rounding to C, so `2 * ((2k + 4) * 2^-24 + input) * (|A||B|) +
+    /// eps_c * |C_ref|` between them.
+    F32Accumulation {
+        /// The relative error of each product from the inputs' reduction
+        /// (TF32: `2^-9 + 2^-20`; 0 for inputs used as given).
+        input: f64,
+        /// C's machine epsilon.
+        eps_c: f64,
+    },
+    /// i8 operands, i32 C: exact on both sides, bound 0.
+    Exact,
+}
+
+impl ProductBound {
+    /// The bound of a product of `T` operands into a `C` (`tf32`: f32 on
+    /// TF32 tensor cores).
+    pub fn of<T: Product<C>, C: Scalar>(tf32: bool) -> Self {
+        match T::TYPES {
+            Types::F64 => ProductBound::Same { eps: T::EPSILON },
+            Types::F32 if !tf32 => ProductBound::Same { eps: T::EPSILON },
+            Types::F32 | Types::Mixed(WgmmaTypes::Tf32) => {
+                ProductBound::F32Accumulation { input: 2f64.powi(-9) + 2f64.powi(-20), eps_c: C::EPSILON }
+            }
+            Types::Mixed(WgmmaTypes::S8) => ProductBound::Exact,
+            Types::Mixed(_) => ProductBound::F32Accumulation { input: 0.0, eps_c: C::EPSILON },
+        }
+    }
+
+    /// The bound of one element: `k`, the element of |A||B| (`abs_ab`) and
+    /// cuBLAS's value (`value`).
+    pub fn bound(self, k: usize, abs_ab: f64, value: f64) -> f64 {
+        match self {
+            ProductBound::Same { eps } => (k as f64 + 2.0) * eps * abs_ab,
+            ProductBound::F32Accumulation { input, eps_c } => {
+                2.0 * ((2.0 * k as f64 + 4.0) * 2f64.powi(-24) + input) * abs_ab + eps_c * value.abs()
+            }
+            ProductBound::Exact => 0.0,
+        }
     }
 }
 
@@ -322,5 +455,51 @@ impl core::fmt::Display for Comparison {
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::{bf16, f16};
+
+    /// The bounds of [`Reference::from_cublas_product`] per type pair.
+    #[test]
+    fn product_bounds_by_type() {
+        assert_eq!(ProductBound::of::<f64, f64>(false), ProductBound::Same { eps: f64::EPSILON });
+        assert_eq!(ProductBound::of::<f32, f32>(false), ProductBound::Same { eps: f32::EPSILON as f64 });
+        let tf32 = 2f64.powi(-9) + 2f64.powi(-20);
+        assert_eq!(
+            ProductBound::of::<f32, f32>(true),
+            ProductBound::F32Accumulation { input: tf32, eps_c: 2f64.powi(-23) }
+        );
+        assert_eq!(
+            ProductBound::of::<f16, f16>(false),
+            ProductBound::F32Accumulation { input: 0.0, eps_c: 2f64.powi(-10) }
+        );
+        assert_eq!(
+            ProductBound::of::<f16, f32>(false),
+            ProductBound::F32Accumulation { input: 0.0, eps_c: 2f64.powi(-23) }
+        );
+        assert_eq!(
+            ProductBound::of::<bf16, bf16>(true),
+            ProductBound::F32Accumulation { input: 0.0, eps_c: 2f64.powi(-7) }
+        );
+        assert_eq!(
+            ProductBound::of::<bf16, f32>(false),
+            ProductBound::F32Accumulation { input: 0.0, eps_c: 2f64.powi(-23) }
+        );
+        assert_eq!(ProductBound::of::<i8, i32>(false), ProductBound::Exact);
+    }
+
+    /// Each bound's formula at one element.
+    #[test]
+    fn product_bound_formulas() {
+        assert_eq!(ProductBound::Same { eps: f64::EPSILON }.bound(10, 3.0, -1.0), 12.0 * f64::EPSILON * 3.0);
+        let f16 = ProductBound::F32Accumulation { input: 0.0, eps_c: 2f64.powi(-10) };
+        assert_eq!(f16.bound(16, 4.0, -2.0), 2.0 * 36.0 * 2f64.powi(-24) * 4.0 + 2f64.powi(-10) * 2.0);
+        let tf32 = ProductBound::F32Accumulation { input: 2f64.powi(-9), eps_c: 2f64.powi(-23) };
+        assert_eq!(tf32.bound(0, 1.0, 0.0), 2.0 * (4.0 * 2f64.powi(-24) + 2f64.powi(-9)));
+        assert_eq!(ProductBound::Exact.bound(1 << 20, 1e9, 1e9), 0.0);
     }
 }

@@ -1,7 +1,7 @@
 //! cuBLAS, the reference every stage is measured against in the same run.
 
 use crate::device::Device;
-use crate::element::Element;
+use crate::element::{Element, Product, Recast, Scalar, Types};
 use crate::error::{DriverContext, Error};
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use cudarc::cublas::sys::{self, cublasOperation_t};
@@ -206,6 +206,43 @@ impl Cublas {
             .result()
         }
         .map_err(|source| Error::Cublas { call: "cublasGemmEx", source })
+    }
+}
+
+impl Cublas {
+    /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` for any product the
+    /// library computes ([`crate::Product`]), as cuBLAS computes it: the
+    /// reference beside [`crate::Gemm::run_device`] with
+    /// [`crate::Gemm::allow_tf32`] set to `tf32`. f64, and f32 without
+    /// `tf32`: `?gemm` ([`Cublas::gemm_op`]); f32 with `tf32` (compute type
+    /// `CUBLAS_COMPUTE_32F_FAST_TF32`), f16 and bf16 (`_32F`; C of the
+    /// operands' type or f32) and i8 (C i32, `_32I`, alpha and beta rounded
+    /// to i32): `cublasGemmEx` with the same types ([`Cublas::gemm_ex`]).
+    /// `tf32` is not read for the other types. Operands of any layout, as
+    /// [`Cublas::gemm_op`].
+    ///
+    /// # Errors
+    /// As [`Cublas::gemm_op`] and [`Cublas::gemm_ex`]: [`Error::Cublas`]
+    /// where cuBLAS refuses the shape (INT8 with leading dimensions that are
+    /// not multiples of 4).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_product<'a, 'b, 'c, T: Product<C>, C: Scalar>(
+        &self,
+        op_a: Op,
+        op_b: Op,
+        alpha: f64,
+        a: impl Into<DeviceView<'a, T>>,
+        b: impl Into<DeviceView<'b, T>>,
+        beta: f64,
+        c: impl Into<DeviceViewMut<'c, C>>,
+        tf32: bool,
+    ) -> Result<(), Error> {
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        match T::TYPES {
+            Types::F64 => self.gemm_op::<f64>(op_a, op_b, alpha, a.recast(), b.recast(), beta, c.recast()),
+            Types::F32 if !tf32 => self.gemm_op::<f32>(op_a, op_b, alpha, a.recast(), b.recast(), beta, c.recast()),
+            _ => self.gemm_ex(op_a, op_b, alpha as f32, a, b, beta as f32, c),
+        }
     }
 }
 

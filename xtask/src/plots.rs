@@ -19,7 +19,10 @@
 //! op flags NN and row-major operands (columns `ops` = `NN`, `layout` = `row`;
 //! a file without these columns has no others), and of those the first of
 //! each precision, stage and shape (the default path's own NN row-major row,
-//! which the ladder writes after its own rows, repeats a stage).
+//! which the ladder writes after its own rows, repeats a stage); in a file
+//! with the `path` column, only at shapes with a `stage-best` row and
+//! never the shape suite's `suite` rows (step 5 runs shapes the ladder
+//! does not, e.g. 16384³).
 //!
 //! Titles name the device and date of the first data row of the file plotted.
 //!
@@ -262,9 +265,22 @@ struct LadderRow {
 impl LadderRow {
     /// The ladder's rows (see the module docs).
     fn read(table: &Table) -> Result<Vec<LadderRow>> {
+        // Where the file has the `path` column: only shapes the ladder ran
+        // (a `stage-best` row), so that the shape suite's rows (step 5:
+        // cuBLAS and the default path, at shapes such as 16384³ the ladder
+        // does not run) draw no points of their own.
+        let has_path = table.columns.iter().any(|c| c == "path");
+        let mut ladder_shapes: Vec<(&str, &str, &str, &str)> = Vec::new();
+        for r in table.rows().filter(|r| r.str_or("path", "") == Ok("stage-best")) {
+            ladder_shapes.push((r.str("precision")?, r.str("m")?, r.str("n")?, r.str("k")?));
+        }
         let mut rows: Vec<LadderRow> = Vec::new();
         for r in table.rows() {
             if r.str_or("ops", "NN")? != "NN" || r.str_or("layout", "row")? != "row" || r.str_or("batch", "1")? != "1" {
+                continue;
+            }
+            let shape = (r.str("precision")?, r.str("m")?, r.str("n")?, r.str("k")?);
+            if has_path && (r.str("path")? == "suite" || !ladder_shapes.contains(&shape)) {
                 continue;
             }
             let row = LadderRow {
@@ -1024,7 +1040,21 @@ mod tests {
             row(8, 7.0),
             row(8, 99.0)
         );
-        for text in [old, new, batched] {
+        // The shape suite's rows (step 5): at a shape of the ladder they
+        // come after its rows; at another shape they are not drawn.
+        let other =
+            |stage: u32, gflops: f64| format!("GPU,2026-01-01,abc,f64,{stage},s,c,16384,16384,16384,{gflops},1.0");
+        let suite = format!(
+            "{head},ops,layout,batch,batch_kind,path\n{},NN,row,1,single,cublas\n{},NN,row,1,single,stage-best\n\
+             {},NN,row,1,single,cublas\n{},NN,row,1,single,suite\n{},NN,row,1,single,cublas\n{},NN,row,1,single,suite\n",
+            row(0, 10.0),
+            row(8, 5.0),
+            row(0, 99.0),
+            row(8, 99.0),
+            other(0, 99.0),
+            other(8, 99.0)
+        );
+        for text in [old, new, batched, suite] {
             fs::write(dir.join("latest.csv"), text).unwrap();
             let rows = LadderRow::read(&Table::read(&dir, "latest.csv").unwrap()).unwrap();
             let got: Vec<(u32, f64)> = rows.iter().map(|r| (r.stage, r.gflops)).collect();
