@@ -604,7 +604,7 @@ fn run_job<T: Product<C>, C: Scalar>(
             (p.config.stage().number(), p.config.stage().name().to_string(), p.config.to_string(), p.to_string())
         }
         KernelFamily::Skinny { kernel, rows, .. } => {
-            (0, "token-sized".to_string(), kernel.to_string(), format!("S = {rows}"))
+            (10, "token-sized".to_string(), kernel.to_string(), format!("S = {rows}"))
         }
     };
     let split = if plan.split_k > 1 { format!("; split-K {}", plan.split_k) } else { String::new() };

@@ -842,6 +842,8 @@ fn run_entry<T: Product<C>, C: Scalar>(
                 KernelFamily::Ladder(p) => {
                     (p.config.stage().number(), p.config.stage().name(), "", p.config.to_string())
                 }
+                // Not a stage of the ladder: stage column 10.
+                KernelFamily::Skinny { kernel, rows, .. } => (10, "token-sized", *kernel, format!("S = {rows}")),
             };
             let split = if plan.split_k > 1 { format!("; split-K {}", plan.split_k) } else { String::new() };
             let (in_size, out_size) = ty.element_bytes();
