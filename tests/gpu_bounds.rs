@@ -1194,7 +1194,7 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
     if dev.compute_capability() != (9, 0) {
         return;
     }
-    let rows = if pair == Pair::F64 || pair == Pair::F32 || pair == Pair::Tf32 { 16 } else { 8 };
+    let rows = if pair == Pair::I8 { 8 } else { 16 };
     let plan = pair.base().device(dev).plan_for::<T, C>(m, n, k).unwrap();
     let token = matches!(plan.family, gemm::KernelFamily::Skinny { .. });
     assert_eq!(token, m.min(n) <= rows, "{} {m}x{n}x{k}: {plan}", pair.name());

@@ -118,13 +118,12 @@ impl SkinnyTypes {
         CHUNK_BYTES / self.input_bytes()
     }
 
-    /// The largest row count s a kernel of these types takes: 16 for f64
-    /// and f32 (16 rows of CUDA-core FMAs still take less time than reading
-    /// W), 8 for the 16-bit and 8-bit types.
+    /// The largest row count s a kernel of these types takes: 16, 8 for i8
+    /// (an N-contiguous W would need 16 x 16 i32 sums a lane).
     pub const fn max_rows(self) -> u32 {
         match self {
-            SkinnyTypes::F64 | SkinnyTypes::F32 => 16,
-            _ => 8,
+            SkinnyTypes::S8 => 8,
+            _ => 16,
         }
     }
 
@@ -175,6 +174,23 @@ pub const fn smem_bytes(types: SkinnyTypes, layout: WLayout, rows: u32) -> u32 {
     WARPS * rows * cols_per_block(types, layout) * types.acc_bytes()
 }
 
+/// Blocks per SM the kernel is compiled for (`.minnctapersm`, which caps
+/// its registers at 65536 / (THREADS x blocks)): 2, so that two blocks'
+/// loads are in flight on each SM, except where the partial sums alone
+/// need more than half the registers (S = 16, and i8 with an N-contiguous
+/// W and S = 8: 16 i32 sums a row per lane), where ptxas would spill.
+pub const fn min_blocks_per_sm(types: SkinnyTypes, layout: WLayout, rows: u32) -> u32 {
+    let sums_per_lane = match layout {
+        WLayout::KContiguous => rows * COLS_PER_LANE * types.acc_bytes() / 4,
+        WLayout::NContiguous => rows * types.vector() * types.acc_bytes() / 4,
+    };
+    if rows >= 16 || sums_per_lane > 64 {
+        1
+    } else {
+        2
+    }
+}
+
 /// The grid of `count` products with N columns of Y.
 pub const fn grid(types: SkinnyTypes, layout: WLayout, n: u32, count: u32) -> [u32; 3] {
     let y = if count < MAX_GRID_Y { count } else { MAX_GRID_Y };
@@ -193,11 +209,13 @@ macro_rules! skinny_menu {
             (skinny_f32_s1, F32, 1) (skinny_f32_s2, F32, 2) (skinny_f32_s4, F32, 4)
             (skinny_f32_s8, F32, 8) (skinny_f32_s16, F32, 16)
             (skinny_f16_s1, F16, 1) (skinny_f16_s2, F16, 2) (skinny_f16_s4, F16, 4) (skinny_f16_s8, F16, 8)
+            (skinny_f16_s16, F16, 16)
             (skinny_f16_f32_s1, F16F32, 1) (skinny_f16_f32_s2, F16F32, 2) (skinny_f16_f32_s4, F16F32, 4)
-            (skinny_f16_f32_s8, F16F32, 8)
+            (skinny_f16_f32_s8, F16F32, 8) (skinny_f16_f32_s16, F16F32, 16)
             (skinny_bf16_s1, Bf16, 1) (skinny_bf16_s2, Bf16, 2) (skinny_bf16_s4, Bf16, 4) (skinny_bf16_s8, Bf16, 8)
+            (skinny_bf16_s16, Bf16, 16)
             (skinny_bf16_f32_s1, Bf16F32, 1) (skinny_bf16_f32_s2, Bf16F32, 2) (skinny_bf16_f32_s4, Bf16F32, 4)
-            (skinny_bf16_f32_s8, Bf16F32, 8)
+            (skinny_bf16_f32_s8, Bf16F32, 8) (skinny_bf16_f32_s16, Bf16F32, 16)
             (skinny_s8_s1, S8, 1) (skinny_s8_s2, S8, 2) (skinny_s8_s4, S8, 4) (skinny_s8_s8, S8, 8)
         }
     };
@@ -238,7 +256,8 @@ mod tests {
     fn rows_round_up_to_a_power_of_two() {
         assert_eq!(rows_for(SkinnyTypes::F16, 3), Some(4));
         assert_eq!(rows_for(SkinnyTypes::F16, 8), Some(8));
-        assert_eq!(rows_for(SkinnyTypes::F16, 9), None);
+        assert_eq!(rows_for(SkinnyTypes::F16, 9), Some(16));
+        assert_eq!(rows_for(SkinnyTypes::S8, 9), None);
         assert_eq!(rows_for(SkinnyTypes::F64, 9), Some(16));
         assert_eq!(rows_for(SkinnyTypes::F64, 0), None);
     }

@@ -199,6 +199,11 @@ pub trait Input {
     /// # Safety
     /// `p` points to a readable element of global memory.
     unsafe fn load_one(p: *const Self::Raw) -> Self::Acc;
+    /// One element at shared address `addr`, as a partial-sum value.
+    ///
+    /// # Safety
+    /// `addr` lies in the launch's shared memory, aligned to the element.
+    unsafe fn ld_shared_one(addr: u32) -> Self::Acc;
     /// A chunk of `count <= V` elements `stride` apart from `p` (zeros
     /// after them).
     ///
@@ -266,14 +271,17 @@ impl Input for f64 {
         f64::from_bits(ld_one!(p, "b64", reg64, u64))
     }
     #[inline(always)]
+    unsafe fn ld_shared_one(addr: u32) -> f64 {
+        f64::ld_shared(addr)
+    }
+    #[inline(always)]
     unsafe fn gather(p: *const f64, stride: u64, count: u32) -> [u32; 4] {
         let mut c = [0u32; 4];
         for v in 0..2 {
-            if v as u32 >= count {
-                break;
+            if (v as u32) < count {
+                let b = ld_one!(p.add(v * stride as usize), "b64", reg64, u64);
+                (c[2 * v], c[2 * v + 1]) = (b as u32, (b >> 32) as u32);
             }
-            let b = ld_one!(p.add(v * stride as usize), "b64", reg64, u64);
-            (c[2 * v], c[2 * v + 1]) = (b as u32, (b >> 32) as u32);
         }
         c
     }
@@ -297,13 +305,16 @@ impl Input for f32 {
         f32::from_bits(ld_one!(p, "b32", reg32, u32))
     }
     #[inline(always)]
+    unsafe fn ld_shared_one(addr: u32) -> f32 {
+        f32::ld_shared(addr)
+    }
+    #[inline(always)]
     unsafe fn gather(p: *const f32, stride: u64, count: u32) -> [u32; 4] {
         let mut c = [0u32; 4];
         for (v, w) in c.iter_mut().enumerate() {
-            if v as u32 >= count {
-                break;
+            if (v as u32) < count {
+                *w = ld_one!(p.add(v * stride as usize), "b32", reg32, u32);
             }
-            *w = ld_one!(p.add(v * stride as usize), "b32", reg32, u32);
         }
         c
     }
@@ -332,14 +343,19 @@ macro_rules! half_input {
                 $out(ld_one!(p, "b16", reg16, u16)).to_value()
             }
             #[inline(always)]
+            unsafe fn ld_shared_one(addr: u32) -> f32 {
+                let h: u16;
+                asm!("ld.shared.b16 {h}, [{a}];", h = out(reg16) h, a = in(reg32) addr, options(readonly, nostack));
+                $out(h).to_value()
+            }
+            #[inline(always)]
             unsafe fn gather(p: *const u16, stride: u64, count: u32) -> [u32; 4] {
                 let mut c = [0u32; 4];
                 for v in 0..8 {
-                    if v as u32 >= count {
-                        break;
+                    if (v as u32) < count {
+                        let h = ld_one!(p.add(v * stride as usize), "b16", reg16, u16) as u32;
+                        c[v / 2] |= h << (16 * (v % 2));
                     }
-                    let h = ld_one!(p.add(v * stride as usize), "b16", reg16, u16) as u32;
-                    c[v / 2] |= h << (16 * (v % 2));
                 }
                 c
             }
@@ -393,14 +409,19 @@ impl Input for S8 {
         ld_one!(p, "s8", reg16, i16) as i32
     }
     #[inline(always)]
+    unsafe fn ld_shared_one(addr: u32) -> i32 {
+        let b: i16;
+        asm!("ld.shared.s8 {b}, [{a}];", b = out(reg16) b, a = in(reg32) addr, options(readonly, nostack));
+        b as i32
+    }
+    #[inline(always)]
     unsafe fn gather(p: *const i8, stride: u64, count: u32) -> [u32; 4] {
         let mut c = [0u32; 4];
         for v in 0..16 {
-            if v as u32 >= count {
-                break;
+            if (v as u32) < count {
+                let b = ld_one!(p.add(v * stride as usize), "s8", reg16, i16) as u8 as u32;
+                c[v / 4] |= b << (8 * (v % 4));
             }
-            let b = ld_one!(p.add(v * stride as usize), "s8", reg16, i16) as u8 as u32;
-            c[v / 4] |= b << (8 * (v % 4));
         }
         c
     }
@@ -441,13 +462,118 @@ pub struct Params<R, O: Output> {
     pub strides: [u64; 3],
 }
 
-/// Loop unrolling: chunks (K-contiguous W) or rows (N-contiguous W) each
-/// lane has in flight.
-const UNROLL_K: usize = 2;
-const UNROLL_N: usize = 4;
+/// Chunks (K-contiguous W) or rows (N-contiguous W) of W each lane reads
+/// per tile of k, all issued before any is used.
+const U: usize = 4;
+/// Bytes of one row of X's tile along k for a K-contiguous W: the block's
+/// warps read `U` chunks of `4 V` elements each per tile (`8 * 4 * 16 * U`).
+const KT_BYTES_WK: u32 = WARPS * 4 * 16 * U as u32;
+/// Rows of k in a tile for an N-contiguous W: `U` rows per lane, 8 lanes
+/// per warp.
+const KT_ROWS_WN: u32 = WARPS * 8 * U as u32;
 
-/// Adds the warps' partial sums (in shared memory, `[warp][row][col]`) in
-/// warp order and stores the block's outputs of Y.
+/// 16 bytes of shared memory at `addr`.
+///
+/// # Safety
+/// `addr` is 16-byte aligned inside the launch's shared memory.
+#[inline(always)]
+unsafe fn ld_shared_v4(addr: u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    asm!("ld.shared.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+         c = out(reg32) c, d = out(reg32) d, p = in(reg32) addr, options(readonly, nostack));
+    [a, b, c, d]
+}
+
+/// Copies one element of `bytes` bytes from global `src` to shared `dst`
+/// (zero when `src` is None).
+///
+/// # Safety
+/// `src` is readable global memory; `dst` aligned shared memory.
+#[inline(always)]
+unsafe fn copy_element(dst: u32, src: Option<*const u8>, bytes: u32) {
+    match bytes {
+        8 => {
+            let v: u64 = match src {
+                Some(p) => ld_one!(p, "b64", reg64, u64),
+                None => 0,
+            };
+            asm!("st.shared.b64 [{a}], {v};", a = in(reg32) dst, v = in(reg64) v, options(nostack));
+        }
+        4 => {
+            let v: u32 = match src {
+                Some(p) => ld_one!(p, "b32", reg32, u32),
+                None => 0,
+            };
+            asm!("st.shared.b32 [{a}], {v};", a = in(reg32) dst, v = in(reg32) v, options(nostack));
+        }
+        2 => {
+            let v: u16 = match src {
+                Some(p) => ld_one!(p, "b16", reg16, u16),
+                None => 0,
+            };
+            asm!("st.shared.b16 [{a}], {v};", a = in(reg32) dst, v = in(reg16) v, options(nostack));
+        }
+        _ => {
+            let v: u16 = match src {
+                Some(p) => ld_one!(p, "b8", reg16, u16),
+                None => 0,
+            };
+            asm!("st.shared.b8 [{a}], {v};", a = in(reg32) dst, v = in(reg16) v, options(nostack));
+        }
+    }
+}
+
+/// Brings X's tile `[kt, kt + kt_len)` (rows `< S`; zeros past k and in
+/// rows `>= s`) into shared memory at `buf`, row i at `buf + i kt_len
+/// bytes`: 16-byte `cp.async` copies when X's k is contiguous and its rows
+/// start on 16 bytes (`x_vec`; committed by the caller), else element by
+/// element.
+///
+/// # Safety
+/// All threads of the block call it; `buf` holds `S * kt_len` elements.
+#[inline(always)]
+unsafe fn load_x_tile<I: Input, O: Output, const S: usize>(
+    p: &Params<I::Raw, O>,
+    x: *const I::Raw,
+    (kt, kt_len): (u32, u32),
+    buf: u32,
+    x_vec: bool,
+) {
+    let bytes = 16 / I::V;
+    let t = thread_idx()[0];
+    let threads = gemm_core::skinny::THREADS;
+    if x_vec {
+        let per_row = kt_len / I::V;
+        let mut c = t;
+        while c < S as u32 * per_row {
+            let (i, kc) = (c / per_row, c % per_row);
+            let kk = kt + kc * I::V;
+            let dst = buf + (i * kt_len + kc * I::V) * bytes;
+            let (src, valid) = if i < p.s && kk < p.k {
+                (x.add((i as u64 * p.x_rs + kk as u64) as usize), (p.k - kk).min(I::V) * bytes)
+            } else {
+                (x, 0)
+            };
+            crate::thread::cp_async_16_zfill(dst, src as *const u8, valid);
+            c += threads;
+        }
+    } else {
+        let mut e = t;
+        while e < S as u32 * kt_len {
+            let (i, kk) = (e / kt_len, kt + e % kt_len);
+            let src = if i < p.s && kk < p.k {
+                Some(x.add((i as u64 * p.x_rs + kk as u64 * p.x_ks) as usize) as *const u8)
+            } else {
+                None
+            };
+            copy_element(buf + e * bytes, src, bytes);
+            e += threads;
+        }
+    }
+}
+
+/// Adds the warps' partial sums (in shared memory at `red`,
+/// `[warp][row][col]`) in warp order and stores the block's outputs of Y.
 ///
 /// # Safety
 /// All threads of the block call it; shared memory holds the sums.
@@ -455,18 +581,17 @@ const UNROLL_N: usize = 4;
 unsafe fn finish<I: Input, O: Output<Value = I::Acc>, const S: usize>(
     p: &Params<I::Raw, O>,
     y: *mut O,
-    j0: u32,
-    cols: u32,
+    (j0, cols): (u32, u32),
+    red: u32,
 ) {
-    let smem = smem_base();
     let t = thread_idx()[0];
     let outputs = S as u32 * cols;
     let mut o = t;
     while o < outputs {
         let (i, jj) = (o / cols, o % cols);
-        let mut sum = I::Acc::ld_shared(smem + (i * cols + jj) * I::Acc::BYTES);
+        let mut sum = I::Acc::ld_shared(red + (i * cols + jj) * I::Acc::BYTES);
         for w in 1..WARPS {
-            sum = I::Acc::add(sum, I::Acc::ld_shared(smem + ((w * S as u32 + i) * cols + jj) * I::Acc::BYTES));
+            sum = I::Acc::add(sum, I::Acc::ld_shared(red + ((w * S as u32 + i) * cols + jj) * I::Acc::BYTES));
         }
         let j = j0 + jj;
         if i < p.s && j < p.n {
@@ -474,13 +599,25 @@ unsafe fn finish<I: Input, O: Output<Value = I::Acc>, const S: usize>(
             let v = O::mul(p.alpha, sum);
             *q = O::from_value(if O::is_zero(p.beta) { v } else { O::mul_add(p.beta, (*q).to_value(), v) });
         }
-        o += crate::thread::block_dim()[0];
+        o += gemm_core::skinny::THREADS;
     }
     // Shared memory is reused by the next product of the batch.
     sync_threads();
 }
 
-/// The kernel for a K-contiguous W (see the module docs).
+/// Whether X's tiles can be copied 16 bytes at a time: k contiguous, every
+/// row and matrix starting on 16 bytes.
+#[inline(always)]
+fn x_vectors<R, O: Output>(p: &Params<R, O>, v: u32) -> bool {
+    let v64 = v as u64;
+    p.x_ks == 1 && (p.x as usize) % 16 == 0 && p.x_rs % v64 == 0 && p.strides[0] % v64 == 0
+}
+
+/// The kernel for a K-contiguous W (see the module docs). k runs in tiles
+/// of `KT_BYTES_WK` bytes: X's tile is copied into shared memory (double
+/// buffered, the next tile's copy in flight during this one's products)
+/// and each lane reads its `U x COLS_PER_LANE` chunks of W for the next
+/// tile before it multiplies this one's.
 ///
 /// # Safety
 /// Launched with `gemm_core::skinny`'s geometry for `WLayout::KContiguous`
@@ -493,55 +630,76 @@ pub unsafe fn skinny_wk<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
     let (lane, warp) = (t % 32, t / 32);
     let (c, q) = (lane / 4, lane % 4);
     let v = I::V;
+    let bytes = 16 / v;
+    let kt_len = KT_BYTES_WK / bytes;
     let cols = cols_per_block(types, WLayout::KContiguous);
     let j0 = block_idx()[0] * cols;
-    let step = WARPS * 4 * v;
-    let v64 = v as u64;
-    let x_vec = p.x_ks == 1 && (p.x as usize) % 16 == 0 && p.x_rs % v64 == 0 && p.strides[0] % v64 == 0;
-    let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v64 == 0 && p.strides[1] % v64 == 0;
-    let smem = smem_base();
-    let mut b = block_idx()[1];
-    while b < p.count {
-        let x = p.x.add((b as u64 * p.strides[0]) as usize);
-        let w = p.w.add((b as u64 * p.strides[1]) as usize);
-        let y = p.y.add((b as u64 * p.strides[2]) as usize);
-        let mut acc = [[I::Acc::ZERO; CL]; S];
-        let mut kk = (warp * 4 + q) * v;
-        while kk < p.k {
-            let mut wc = [[[0u32; 4]; CL]; UNROLL_K];
-            let mut xc = [[[0u32; 4]; S]; UNROLL_K];
-            for u in 0..UNROLL_K {
-                let ku = kk + u as u32 * step;
+    let x_vec = x_vectors(&p, v);
+    let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v as u64 == 0 && p.strides[1] % v as u64 == 0;
+    let base = smem_base();
+    let tile_bytes = S as u32 * KT_BYTES_WK;
+    let red = base + 2 * tile_bytes;
+    let tiles = p.k.div_ceil(kt_len);
+    // This lane's offset in a tile's k: warp w's chunks of 4 V, lane q's V.
+    let lane_k = (warp * 4 + q) * v;
+    let load_w = |w: *const I::Raw, tile: u32| {
+        let mut wc = [[[0u32; 4]; CL]; U];
+        if tile < tiles {
+            for (u, row) in wc.iter_mut().enumerate() {
+                let ku = tile * kt_len + u as u32 * WARPS * 4 * v + lane_k;
                 if ku >= p.k {
                     break;
                 }
                 let full = ku + v <= p.k;
                 let len = if full { v } else { p.k - ku };
-                for (ci, chunk) in wc[u].iter_mut().enumerate() {
+                for (ci, chunk) in row.iter_mut().enumerate() {
                     let j = j0 + c + 8 * ci as u32;
                     if j < p.n {
                         let at = w.add((j as u64 * p.ldw + ku as u64) as usize);
                         *chunk = if w_vec && full { ld_v4(at as *const u8) } else { I::gather(at, 1, len) };
                     }
                 }
-                for (i, chunk) in xc[u].iter_mut().enumerate() {
-                    if (i as u32) < p.s {
-                        let at = x.add((i as u64 * p.x_rs + ku as u64 * p.x_ks) as usize);
-                        *chunk = if x_vec && full { ld_v4(at as *const u8) } else { I::gather(at, p.x_ks, len) };
-                    }
-                }
             }
-            for u in 0..UNROLL_K {
-                let wu = wc[u].map(I::unpack);
-                for i in 0..S {
-                    let xu = I::unpack(xc[u][i]);
-                    for ci in 0..CL {
-                        acc[i][ci] = I::dot(acc[i][ci], (xc[u][i], &xu), (wc[u][ci], &wu[ci]));
-                    }
-                }
-            }
-            kk += UNROLL_K as u32 * step;
         }
+        wc
+    };
+    let mut b = block_idx()[1];
+    while b < p.count {
+        let x = p.x.add((b as u64 * p.strides[0]) as usize);
+        let w = p.w.add((b as u64 * p.strides[1]) as usize);
+        let y = p.y.add((b as u64 * p.strides[2]) as usize);
+        let mut acc = [[I::Acc::ZERO; CL]; S];
+        if tiles > 0 {
+            load_x_tile::<I, O, S>(&p, x, (0, kt_len), base, x_vec);
+        }
+        crate::thread::cp_async_commit();
+        let mut wcur = load_w(w, 0);
+        for tile in 0..tiles {
+            if tile + 1 < tiles {
+                let next = base + ((tile + 1) % 2) * tile_bytes;
+                load_x_tile::<I, O, S>(&p, x, ((tile + 1) * kt_len, kt_len), next, x_vec);
+            }
+            crate::thread::cp_async_commit();
+            let wnext = load_w(w, tile + 1);
+            crate::thread::cp_async_wait(1);
+            sync_threads();
+            let buf = base + (tile % 2) * tile_bytes;
+            for (u, row) in wcur.iter().enumerate() {
+                let wu = row.map(I::unpack);
+                let off = u as u32 * WARPS * 4 * v + lane_k;
+                for (i, acc_row) in acc.iter_mut().enumerate() {
+                    let xc = ld_shared_v4(buf + (i as u32 * kt_len + off) * bytes);
+                    let xu = I::unpack(xc);
+                    for ci in 0..CL {
+                        acc_row[ci] = I::dot(acc_row[ci], (xc, &xu), (row[ci], &wu[ci]));
+                    }
+                }
+            }
+            // The buffer is refilled two tiles on.
+            sync_threads();
+            wcur = wnext;
+        }
+        crate::thread::cp_async_wait(0);
         // The 4 lanes of a column, then the warps.
         for (i, row) in acc.iter().enumerate() {
             for (ci, &a) in row.iter().enumerate() {
@@ -549,17 +707,19 @@ pub unsafe fn skinny_wk<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
                 let a = I::Acc::add(a, I::Acc::shfl_xor(a, 2));
                 if q == 0 {
                     let col = c + 8 * ci as u32;
-                    I::Acc::st_shared(smem + ((warp * S as u32 + i as u32) * cols + col) * I::Acc::BYTES, a);
+                    I::Acc::st_shared(red + ((warp * S as u32 + i as u32) * cols + col) * I::Acc::BYTES, a);
                 }
             }
         }
         sync_threads();
-        finish::<I, O, S>(&p, y, j0, cols);
+        finish::<I, O, S>(&p, y, (j0, cols), red);
         b += grid_dim()[1];
     }
 }
 
-/// The kernel for an N-contiguous W (see the module docs).
+/// The kernel for an N-contiguous W (see the module docs): as
+/// [`skinny_wk`], in tiles of `KT_ROWS_WN` rows of k, each lane reading `U`
+/// rows of one 16-byte chunk of columns per tile.
 ///
 /// # Safety
 /// As [`skinny_wk`], with `WLayout::NContiguous`'s geometry.
@@ -569,46 +729,65 @@ pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
     let (lane, warp) = (t % 32, t / 32);
     let (c, q) = (lane % 4, lane / 4);
     let v = I::V;
+    let bytes = 16 / v;
+    let kt_len = KT_ROWS_WN;
     let cols = cols_per_block(types, WLayout::NContiguous);
     let j0 = block_idx()[0] * cols;
     let j = j0 + c * v;
-    let step = WARPS * 8;
-    let v64 = v as u64;
-    let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v64 == 0 && p.strides[1] % v64 == 0;
-    let smem = smem_base();
+    let x_vec = x_vectors(&p, v);
+    let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v as u64 == 0 && p.strides[1] % v as u64 == 0;
+    let base = smem_base();
+    let tile_bytes = S as u32 * kt_len * bytes;
+    let red = base + 2 * tile_bytes;
+    let tiles = p.k.div_ceil(kt_len);
+    let lane_k = warp * 8 + q;
+    let load_w = |w: *const I::Raw, tile: u32| {
+        let mut wc = [[0u32; 4]; U];
+        if tile < tiles && j < p.n {
+            for (u, chunk) in wc.iter_mut().enumerate() {
+                let ku = tile * kt_len + u as u32 * WARPS * 8 + lane_k;
+                if ku >= p.k {
+                    break;
+                }
+                let at = w.add((ku as u64 * p.ldw + j as u64) as usize);
+                *chunk = if w_vec && j + v <= p.n { ld_v4(at as *const u8) } else { I::gather(at, 1, p.n - j) };
+            }
+        }
+        wc
+    };
     let mut b = block_idx()[1];
     while b < p.count {
         let x = p.x.add((b as u64 * p.strides[0]) as usize);
         let w = p.w.add((b as u64 * p.strides[1]) as usize);
         let y = p.y.add((b as u64 * p.strides[2]) as usize);
         let mut acc = [[I::Acc::ZERO; 16]; S];
-        let mut kk = warp * 8 + q;
-        while kk < p.k {
-            let mut wc = [[0u32; 4]; UNROLL_N];
-            let mut xs = [[I::Acc::ZERO; S]; UNROLL_N];
-            for u in 0..UNROLL_N {
-                let ku = kk + u as u32 * step;
-                if ku >= p.k {
-                    break;
-                }
-                if j < p.n {
-                    let at = w.add((ku as u64 * p.ldw + j as u64) as usize);
-                    wc[u] = if w_vec && j + v <= p.n { ld_v4(at as *const u8) } else { I::gather(at, 1, p.n - j) };
-                }
-                for (i, xv) in xs[u].iter_mut().enumerate() {
-                    if (i as u32) < p.s {
-                        *xv = I::load_one(x.add((i as u64 * p.x_rs + ku as u64 * p.x_ks) as usize));
-                    }
-                }
-            }
-            for u in 0..UNROLL_N {
-                let wu = I::unpack(wc[u]);
-                for i in 0..S {
-                    I::axpy(&mut acc[i], xs[u][i], &wu);
-                }
-            }
-            kk += UNROLL_N as u32 * step;
+        if tiles > 0 {
+            load_x_tile::<I, O, S>(&p, x, (0, kt_len), base, x_vec);
         }
+        crate::thread::cp_async_commit();
+        let mut wcur = load_w(w, 0);
+        for tile in 0..tiles {
+            if tile + 1 < tiles {
+                let next = base + ((tile + 1) % 2) * tile_bytes;
+                load_x_tile::<I, O, S>(&p, x, ((tile + 1) * kt_len, kt_len), next, x_vec);
+            }
+            crate::thread::cp_async_commit();
+            let wnext = load_w(w, tile + 1);
+            crate::thread::cp_async_wait(1);
+            sync_threads();
+            let buf = base + (tile % 2) * tile_bytes;
+            for (u, chunk) in wcur.iter().enumerate() {
+                let wu = I::unpack(*chunk);
+                let r = u as u32 * WARPS * 8 + lane_k;
+                for (i, acc_row) in acc.iter_mut().enumerate() {
+                    let xv = I::ld_shared_one(buf + (i as u32 * kt_len + r) * bytes);
+                    I::axpy(acc_row, xv, &wu);
+                }
+            }
+            sync_threads();
+            wcur = wnext;
+        }
+        crate::thread::cp_async_wait(0);
         // The 8 lanes of a chunk of columns, then the warps.
         for (i, row) in acc.iter().enumerate() {
             for (vv, &a) in row.iter().enumerate().take(v as usize) {
@@ -617,12 +796,12 @@ pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
                 let a = I::Acc::add(a, I::Acc::shfl_xor(a, 16));
                 if q == 0 {
                     let col = c * v + vv as u32;
-                    I::Acc::st_shared(smem + ((warp * S as u32 + i as u32) * cols + col) * I::Acc::BYTES, a);
+                    I::Acc::st_shared(red + ((warp * S as u32 + i as u32) * cols + col) * I::Acc::BYTES, a);
                 }
             }
         }
         sync_threads();
-        finish::<I, O, S>(&p, y, j0, cols);
+        finish::<I, O, S>(&p, y, (j0, cols), red);
         b += grid_dim()[1];
     }
 }

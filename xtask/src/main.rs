@@ -469,36 +469,61 @@ fn build_ptx(module: Module, compiler: &Compiler) -> Result<String> {
 /// the kernels' `setmaxnreg` moves registers in: from the producer
 /// warpgroup to the consumers (PTX ISA, "Performance-Tuning Directives",
 /// "setmaxnreg"). Every kernel of `gemm_core::warpgroup_menu!` must be
-/// found.
+/// found. The token-sized kernels (`gemm_core::skinny_menu!`) get their
+/// block size and `gemm_core::skinny::min_blocks_per_sm` blocks per SM
+/// (registers capped at 65536 / (256 x blocks)).
 fn launch_bounds(ptx: &str) -> Result<String> {
+    use gemm_core::skinny::{min_blocks_per_sm, SkinnyTypes, WLayout, THREADS};
     use gemm_core::warpgroup::WgmmaTile;
-    let mut threads = std::collections::HashMap::new();
+    let mut bounds = std::collections::HashMap::new();
     macro_rules! entries {
         ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {$(
             let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d };
             for ab in ["nn", "nt", "tn", "tt"] {
-                threads.insert(format!("{}_{ab}", stringify!($name)), tile.threads_per_block());
+                bounds.insert(format!("{}_{ab}", stringify!($name)), (tile.threads_per_block(), 1));
             }
         )*};
     }
     gemm_core::warpgroup_menu!(entries);
-    let mut out = String::with_capacity(ptx.len() + 64 * threads.len());
-    let (mut pending, mut found) = (None, 0);
+    let warpgroup_lines = bounds.len() / 4;
+    let mut skinny = 0;
+    macro_rules! skinny_entries {
+        ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
+            for layout in [WLayout::KContiguous, WLayout::NContiguous] {
+                let blocks = min_blocks_per_sm(SkinnyTypes::$t, layout, $s);
+                bounds.insert(format!("{}_{}", stringify!($name), layout.suffix()), (THREADS, blocks));
+                skinny += 1;
+            }
+        )*};
+    }
+    gemm_core::skinny_menu!(skinny_entries);
+    let mut out = String::with_capacity(ptx.len() + 64 * bounds.len());
+    let (mut pending, mut found, mut found_skinny) = (None, 0, 0);
     for line in ptx.split_inclusive('\n') {
         if let Some(rest) = line.trim().strip_prefix(".visible .entry ") {
-            pending = threads.get(rest.trim_end_matches('(')).copied();
+            let name = rest.trim_end_matches('(');
+            pending = bounds.get(name).copied().map(|b| (b, name.starts_with("skinny_")));
         }
         out.push_str(line);
-        if let (Some(t), ")") = (pending, line.trim()) {
-            out.push_str(&format!(".maxntid {t}, 1, 1\n.minnctapersm 1\n"));
-            (pending, found) = (None, found + 1);
+        if let (Some(((t, blocks), is_skinny)), ")") = (pending, line.trim()) {
+            out.push_str(&format!(".maxntid {t}, 1, 1\n.minnctapersm {blocks}\n"));
+            if is_skinny {
+                found_skinny += 1;
+            } else {
+                found += 1;
+            }
+            pending = None;
         }
     }
     // s8 kernels exist only as `_nt`, tf32 as `_nt` and `_tt`: at least one
     // layout per line.
-    let lines = threads.len() / 4;
-    if found < lines {
-        return Err(format!("launch bounds: {found} stage-9 entry points found, the menu has {lines} lines or more"));
+    if found < warpgroup_lines {
+        return Err(format!(
+            "launch bounds: {found} stage-9 entry points found, the menu has {warpgroup_lines} lines or more"
+        ));
+    }
+    if found_skinny != skinny {
+        return Err(format!("launch bounds: {found_skinny} token-sized entry points found, the menu has {skinny}"));
     }
     Ok(out)
 }

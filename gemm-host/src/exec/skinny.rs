@@ -181,7 +181,7 @@ mod tests {
         let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(4096, 1, 4096, C, R)).unwrap();
         assert_eq!((l.rows, l.layout, l.small_n), (1, WLayout::NContiguous, true));
         // Too many rows for the type.
-        assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(9, 4096, 4096, R, C)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(9, 4096, 4096, R, C)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(17, 4096, 4096, R, C)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(0, 4096, 4096, R, C)).is_none());
     }
