@@ -1167,14 +1167,26 @@ fn strided_cases(shapes: &[Shape]) -> Table {
     (thin(cases, 5), problems)
 }
 
-/// Token-sized products (`gemm_core::skinny`): C with 1 to 8 rows or
-/// columns (16 for f64 and f32), k short, odd and long enough for several
-/// chunks a lane, the large side not a multiple of the kernel's block.
+/// Token-sized products (`gemm_core::skinny`): C with 1 to 64 rows or
+/// columns (the CUDA-core kernels and, where the large operand's k is
+/// contiguous, the tensor-core form), k short, odd and long enough for
+/// several tiles of k, the large side not a multiple of the kernel's block.
 fn token_shapes() -> Vec<Shape> {
     if restricted() {
-        vec![(3, 40, 70), (33, 1, 24)]
+        vec![(3, 40, 70), (33, 1, 24), (20, 40, 33)]
     } else {
-        vec![(1, 333, 70), (3, 129, 255), (8, 200, 1031), (333, 5, 70), (129, 1, 255), (68, 8, 33), (16, 68, 40)]
+        vec![
+            (1, 333, 70),
+            (3, 129, 255),
+            (8, 200, 1031),
+            (333, 5, 70),
+            (129, 1, 255),
+            (68, 8, 33),
+            (16, 68, 40),
+            (24, 129, 100),
+            (150, 40, 2100),
+            (64, 72, 64),
+        ]
     }
 }
 
@@ -1194,7 +1206,14 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
     if dev.compute_capability() != (9, 0) {
         return;
     }
-    let rows = if pair == Pair::I8 { 8 } else { 16 };
+    // Row-major A and B: m small reads B along n (the CUDA-core kernels,
+    // 16 rows; 8 for i8), n small reads A along k (the tensor-core form up
+    // to 64 rows, f32's CUDA-core kernels up to 16).
+    let rows = match (m <= n, pair) {
+        (true, Pair::I8) => 8,
+        (true, _) | (false, Pair::F32 | Pair::Tf32) => 16,
+        (false, _) => 64,
+    };
     let plan = pair.base().device(dev).plan_for::<T, C>(m, n, k).unwrap();
     let token = matches!(plan.family, gemm::KernelFamily::Skinny { .. });
     assert_eq!(token, m.min(n) <= rows, "{} {m}x{n}x{k}: {plan}", pair.name());

@@ -54,6 +54,20 @@ pub const CHUNK_BYTES: u32 = 16;
 pub const COLS_PER_LANE: u32 = 2;
 /// Grid y's limit: the batch is walked in steps of it.
 pub const MAX_GRID_Y: u32 = 65535;
+/// Chunks (K-contiguous W) or rows of k (N-contiguous W) each lane reads
+/// from W per tile of k, all issued before any is used.
+pub const UNROLL: u32 = 4;
+/// Bytes of one row of X's tile of k for a K-contiguous W: the block's
+/// warps read `UNROLL` chunks of 4 lanes each per tile.
+pub const TILE_ROW_BYTES_WK: u32 = WARPS * 4 * CHUNK_BYTES * UNROLL;
+/// Rows of k in a tile for an N-contiguous W: `UNROLL` rows a lane, 8
+/// lanes a warp along k.
+pub const TILE_ROWS_WN: u32 = WARPS * 8 * UNROLL;
+/// The largest row count of the tensor-core form.
+pub const MAX_MMA_ROWS: u32 = 64;
+/// [`UNROLL`] of the tensor-core form: half, so that two buffers of 64 rows
+/// of X's tile fit in shared memory.
+pub const MMA_UNROLL: u32 = 2;
 
 /// Which of W's dimensions is contiguous in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -168,10 +182,51 @@ pub const fn cols_per_block(types: SkinnyTypes, layout: WLayout) -> u32 {
     }
 }
 
-/// Dynamic shared memory of a launch: each warp's partial sums of the
-/// block's S x cols outputs.
-pub const fn smem_bytes(types: SkinnyTypes, layout: WLayout, rows: u32) -> u32 {
-    WARPS * rows * cols_per_block(types, layout) * types.acc_bytes()
+/// Bytes between rows of X's tile in shared memory: a tile row (the
+/// tensor-core form's, `mma`, is [`MMA_UNROLL`] chunks a lane long) and,
+/// for the tensor-core form, whose lanes read 8 rows at once, 16 bytes
+/// more: with the pad the rows fall on different banks.
+pub const fn tile_pitch(types: SkinnyTypes, layout: WLayout, mma: bool) -> u32 {
+    match layout {
+        WLayout::KContiguous if mma => TILE_ROW_BYTES_WK / UNROLL * MMA_UNROLL + CHUNK_BYTES,
+        WLayout::KContiguous => TILE_ROW_BYTES_WK,
+        WLayout::NContiguous => TILE_ROWS_WN * types.input_bytes(),
+    }
+}
+
+/// Dynamic shared memory of a launch: two buffers of X's tile (S rows of
+/// [`tile_pitch`]), then each warp's partial sums of the block's S x cols
+/// outputs.
+pub const fn smem_bytes(types: SkinnyTypes, layout: WLayout, rows: u32, mma: bool) -> u32 {
+    2 * rows * tile_pitch(types, layout, mma) + WARPS * rows * cols_per_block(types, layout) * types.acc_bytes()
+}
+
+/// The most rows a CUDA-core kernel takes for W so stored: 16 for f64 and
+/// f32 (16 rows of FMAs still take less time than reading W) and for
+/// 16-bit types with an N-contiguous W (which has no tensor-core form);
+/// 8 otherwise (beyond, the tensor-core form, [`mma_rows_for`]).
+pub const fn cuda_core_rows(types: SkinnyTypes, layout: WLayout) -> u32 {
+    match (types, layout) {
+        (SkinnyTypes::F64 | SkinnyTypes::F32, _) => 16,
+        (SkinnyTypes::S8, _) | (_, WLayout::KContiguous) => 8,
+        (_, WLayout::NContiguous) => 16,
+    }
+}
+
+/// The tensor-core form's row count for `s` rows (K-contiguous W only):
+/// 16, 32 or 64 for f16, bf16 and i8, 32 or 64 for f64 (its CUDA-core
+/// kernels take up to 16); None for f32 (its tensor cores are TF32) and
+/// above [`MAX_MMA_ROWS`].
+pub const fn mma_rows_for(types: SkinnyTypes, s: u32) -> Option<u32> {
+    if s == 0 || s > MAX_MMA_ROWS {
+        return None;
+    }
+    let r = s.next_power_of_two();
+    match types {
+        SkinnyTypes::F32 => None,
+        SkinnyTypes::F64 => Some(if r < 32 { 32 } else { r }),
+        _ => Some(if r < 16 { 16 } else { r }),
+    }
 }
 
 /// Blocks per SM the kernel is compiled for (`.minnctapersm`, which caps
@@ -191,32 +246,66 @@ pub const fn min_blocks_per_sm(types: SkinnyTypes, layout: WLayout, rows: u32) -
     }
 }
 
+/// [`min_blocks_per_sm`] of the tensor-core form: 2 up to 32 rows (a lane
+/// holds S / 2 sums, S for f64), 1 at 64.
+pub const fn mma_min_blocks_per_sm(rows: u32) -> u32 {
+    if rows >= 64 {
+        1
+    } else {
+        2
+    }
+}
+
 /// The grid of `count` products with N columns of Y.
 pub const fn grid(types: SkinnyTypes, layout: WLayout, n: u32, count: u32) -> [u32; 3] {
     let y = if count < MAX_GRID_Y { count } else { MAX_GRID_Y };
     [ceil_div(n, cols_per_block(types, layout)), if y == 0 { 1 } else { y }, 1]
 }
 
-/// Every token-sized kernel, one line per (name, types, S); the kernels
-/// crate exports `<name>_wk` and `<name>_wn` for each.
+/// Every CUDA-core token-sized kernel, one line per (name, types, S, W's
+/// layouts); the kernels crate exports `<name>_wk` and `<name>_wn` as the
+/// line lists them (16 rows of a 16-bit type with a K-contiguous W take
+/// the tensor-core form instead).
 /// `gemm_core::skinny_menu!(my_macro)` expands to `my_macro! { (..) ... }`.
 #[macro_export]
 macro_rules! skinny_menu {
     ($callback:ident) => {
         $callback! {
-            (skinny_f64_s1, F64, 1) (skinny_f64_s2, F64, 2) (skinny_f64_s4, F64, 4)
-            (skinny_f64_s8, F64, 8) (skinny_f64_s16, F64, 16)
-            (skinny_f32_s1, F32, 1) (skinny_f32_s2, F32, 2) (skinny_f32_s4, F32, 4)
-            (skinny_f32_s8, F32, 8) (skinny_f32_s16, F32, 16)
-            (skinny_f16_s1, F16, 1) (skinny_f16_s2, F16, 2) (skinny_f16_s4, F16, 4) (skinny_f16_s8, F16, 8)
-            (skinny_f16_s16, F16, 16)
-            (skinny_f16_f32_s1, F16F32, 1) (skinny_f16_f32_s2, F16F32, 2) (skinny_f16_f32_s4, F16F32, 4)
-            (skinny_f16_f32_s8, F16F32, 8) (skinny_f16_f32_s16, F16F32, 16)
-            (skinny_bf16_s1, Bf16, 1) (skinny_bf16_s2, Bf16, 2) (skinny_bf16_s4, Bf16, 4) (skinny_bf16_s8, Bf16, 8)
-            (skinny_bf16_s16, Bf16, 16)
-            (skinny_bf16_f32_s1, Bf16F32, 1) (skinny_bf16_f32_s2, Bf16F32, 2) (skinny_bf16_f32_s4, Bf16F32, 4)
-            (skinny_bf16_f32_s8, Bf16F32, 8) (skinny_bf16_f32_s16, Bf16F32, 16)
-            (skinny_s8_s1, S8, 1) (skinny_s8_s2, S8, 2) (skinny_s8_s4, S8, 4) (skinny_s8_s8, S8, 8)
+            (skinny_f64_s1, F64, 1, [wk, wn]) (skinny_f64_s2, F64, 2, [wk, wn]) (skinny_f64_s4, F64, 4, [wk, wn])
+            (skinny_f64_s8, F64, 8, [wk, wn]) (skinny_f64_s16, F64, 16, [wk, wn])
+            (skinny_f32_s1, F32, 1, [wk, wn]) (skinny_f32_s2, F32, 2, [wk, wn]) (skinny_f32_s4, F32, 4, [wk, wn])
+            (skinny_f32_s8, F32, 8, [wk, wn]) (skinny_f32_s16, F32, 16, [wk, wn])
+            (skinny_f16_s1, F16, 1, [wk, wn]) (skinny_f16_s2, F16, 2, [wk, wn]) (skinny_f16_s4, F16, 4, [wk, wn])
+            (skinny_f16_s8, F16, 8, [wk, wn]) (skinny_f16_s16, F16, 16, [wn])
+            (skinny_f16_f32_s1, F16F32, 1, [wk, wn]) (skinny_f16_f32_s2, F16F32, 2, [wk, wn])
+            (skinny_f16_f32_s4, F16F32, 4, [wk, wn]) (skinny_f16_f32_s8, F16F32, 8, [wk, wn])
+            (skinny_f16_f32_s16, F16F32, 16, [wn])
+            (skinny_bf16_s1, Bf16, 1, [wk, wn]) (skinny_bf16_s2, Bf16, 2, [wk, wn]) (skinny_bf16_s4, Bf16, 4, [wk, wn])
+            (skinny_bf16_s8, Bf16, 8, [wk, wn]) (skinny_bf16_s16, Bf16, 16, [wn])
+            (skinny_bf16_f32_s1, Bf16F32, 1, [wk, wn]) (skinny_bf16_f32_s2, Bf16F32, 2, [wk, wn])
+            (skinny_bf16_f32_s4, Bf16F32, 4, [wk, wn]) (skinny_bf16_f32_s8, Bf16F32, 8, [wk, wn])
+            (skinny_bf16_f32_s16, Bf16F32, 16, [wn])
+            (skinny_s8_s1, S8, 1, [wk, wn]) (skinny_s8_s2, S8, 2, [wk, wn]) (skinny_s8_s4, S8, 4, [wk, wn])
+            (skinny_s8_s8, S8, 8, [wk, wn])
+        }
+    };
+}
+
+/// Every tensor-core token-sized kernel (K-contiguous W), one line per
+/// (name, types, S); the kernels crate exports `<name>`.
+/// `gemm_core::skinny_mma_menu!(my_macro)` expands to `my_macro! { (..) ... }`.
+#[macro_export]
+macro_rules! skinny_mma_menu {
+    ($callback:ident) => {
+        $callback! {
+            (skinny_f16_s16_mma, F16, 16) (skinny_f16_s32_mma, F16, 32) (skinny_f16_s64_mma, F16, 64)
+            (skinny_f16_f32_s16_mma, F16F32, 16) (skinny_f16_f32_s32_mma, F16F32, 32)
+            (skinny_f16_f32_s64_mma, F16F32, 64)
+            (skinny_bf16_s16_mma, Bf16, 16) (skinny_bf16_s32_mma, Bf16, 32) (skinny_bf16_s64_mma, Bf16, 64)
+            (skinny_bf16_f32_s16_mma, Bf16F32, 16) (skinny_bf16_f32_s32_mma, Bf16F32, 32)
+            (skinny_bf16_f32_s64_mma, Bf16F32, 64)
+            (skinny_s8_s16_mma, S8, 16) (skinny_s8_s32_mma, S8, 32) (skinny_s8_s64_mma, S8, 64)
+            (skinny_f64_s32_mma, F64, 32) (skinny_f64_s64_mma, F64, 64)
         }
     };
 }
@@ -237,19 +326,37 @@ mod tests {
 
     #[test]
     fn the_menu_has_every_row_count_of_every_type() {
-        let mut lines = 0;
+        // Every (types, layout, S) the planner can ask for is on a menu.
+        let mut cuda_core = [[[false; 2]; 17]; 7];
+        let at = |t: SkinnyTypes| ALL.iter().position(|&x| x == t).unwrap();
         macro_rules! count {
-            ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
+            ($( ($name:ident, $t:ident, $s:literal, [$($l:ident),*]) )*) => {$(
                 let t = SkinnyTypes::$t;
                 assert!($s <= t.max_rows(), "{}", stringify!($name));
                 assert_eq!(rows_for(t, $s), Some($s));
-                lines += 1;
+                $( cuda_core[at(t)][$s][(stringify!($l) == "wn") as usize] = true; )*
             )*};
         }
         skinny_menu!(count);
-        // 1, 2, 4, 8 (and 16) for each type.
-        let expected: u32 = ALL.iter().map(|t| t.max_rows().trailing_zeros() + 1).sum();
-        assert_eq!(lines, expected);
+        let mut mma = [[false; 65]; 7];
+        macro_rules! count_mma {
+            ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
+                mma[at(SkinnyTypes::$t)][$s] = true;
+            )*};
+        }
+        skinny_mma_menu!(count_mma);
+        for t in ALL {
+            for (li, layout) in [WLayout::KContiguous, WLayout::NContiguous].into_iter().enumerate() {
+                for s in 1..=MAX_MMA_ROWS {
+                    if s <= cuda_core_rows(t, layout) {
+                        let r = rows_for(t, s).unwrap();
+                        assert!(cuda_core[at(t)][r as usize][li], "{t:?} {layout:?} s {s}");
+                    } else if let (WLayout::KContiguous, Some(r)) = (layout, mma_rows_for(t, s)) {
+                        assert!(mma[at(t)][r as usize], "{t:?} mma s {s}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
@@ -268,7 +375,10 @@ mod tests {
             for layout in [WLayout::KContiguous, WLayout::NContiguous] {
                 // Every output of the block has a thread for the final sum
                 // within a few passes, and shared memory stays small.
-                assert!(smem_bytes(t, layout, t.max_rows()) <= 48 * 1024);
+                assert!(smem_bytes(t, layout, t.max_rows(), false) <= 100 * 1024);
+                if layout == WLayout::KContiguous {
+                    assert!(smem_bytes(t, layout, MAX_MMA_ROWS, true) <= 227 * 1024);
+                }
                 assert!(cols_per_block(t, layout) >= 8);
                 assert_eq!(grid(t, layout, 1, 0), [1, 1, 1]);
                 assert_eq!(grid(t, layout, 4096, 100_000)[1], MAX_GRID_Y);

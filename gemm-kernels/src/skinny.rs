@@ -463,14 +463,12 @@ pub struct Params<R, O: Output> {
 }
 
 /// Chunks (K-contiguous W) or rows (N-contiguous W) of W each lane reads
-/// per tile of k, all issued before any is used.
-const U: usize = 4;
-/// Bytes of one row of X's tile along k for a K-contiguous W: the block's
-/// warps read `U` chunks of `4 V` elements each per tile (`8 * 4 * 16 * U`).
-const KT_BYTES_WK: u32 = WARPS * 4 * 16 * U as u32;
-/// Rows of k in a tile for an N-contiguous W: `U` rows per lane, 8 lanes
-/// per warp.
-const KT_ROWS_WN: u32 = WARPS * 8 * U as u32;
+/// per tile of k, all issued before any is used (`gemm_core::skinny`).
+const U: usize = gemm_core::skinny::UNROLL as usize;
+/// The tensor-core form's.
+const UM: usize = gemm_core::skinny::MMA_UNROLL as usize;
+const KT_BYTES_WK: u32 = gemm_core::skinny::TILE_ROW_BYTES_WK;
+const KT_ROWS_WN: u32 = gemm_core::skinny::TILE_ROWS_WN;
 
 /// 16 bytes of shared memory at `addr`.
 ///
@@ -524,8 +522,7 @@ unsafe fn copy_element(dst: u32, src: Option<*const u8>, bytes: u32) {
 }
 
 /// Brings X's tile `[kt, kt + kt_len)` (rows `< S`; zeros past k and in
-/// rows `>= s`) into shared memory at `buf`, row i at `buf + i kt_len
-/// bytes`: 16-byte `cp.async` copies when X's k is contiguous and its rows
+/// rows `>= s`) into shared memory at `buf`, row i at `buf + i pitch`: 16-byte `cp.async` copies when X's k is contiguous and its rows
 /// start on 16 bytes (`x_vec`; committed by the caller), else element by
 /// element.
 ///
@@ -536,7 +533,7 @@ unsafe fn load_x_tile<I: Input, O: Output, const S: usize>(
     p: &Params<I::Raw, O>,
     x: *const I::Raw,
     (kt, kt_len): (u32, u32),
-    buf: u32,
+    (buf, pitch): (u32, u32),
     x_vec: bool,
 ) {
     let bytes = 16 / I::V;
@@ -548,7 +545,7 @@ unsafe fn load_x_tile<I: Input, O: Output, const S: usize>(
         while c < S as u32 * per_row {
             let (i, kc) = (c / per_row, c % per_row);
             let kk = kt + kc * I::V;
-            let dst = buf + (i * kt_len + kc * I::V) * bytes;
+            let dst = buf + i * pitch + kc * I::V * bytes;
             let (src, valid) = if i < p.s && kk < p.k {
                 (x.add((i as u64 * p.x_rs + kk as u64) as usize), (p.k - kk).min(I::V) * bytes)
             } else {
@@ -566,7 +563,7 @@ unsafe fn load_x_tile<I: Input, O: Output, const S: usize>(
             } else {
                 None
             };
-            copy_element(buf + e * bytes, src, bytes);
+            copy_element(buf + i * pitch + (e % kt_len) * bytes, src, bytes);
             e += threads;
         }
     }
@@ -637,7 +634,8 @@ pub unsafe fn skinny_wk<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
     let x_vec = x_vectors(&p, v);
     let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v as u64 == 0 && p.strides[1] % v as u64 == 0;
     let base = smem_base();
-    let tile_bytes = S as u32 * KT_BYTES_WK;
+    let pitch = KT_BYTES_WK;
+    let tile_bytes = S as u32 * pitch;
     let red = base + 2 * tile_bytes;
     let tiles = p.k.div_ceil(kt_len);
     // This lane's offset in a tile's k: warp w's chunks of 4 V, lane q's V.
@@ -670,14 +668,14 @@ pub unsafe fn skinny_wk<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
         let y = p.y.add((b as u64 * p.strides[2]) as usize);
         let mut acc = [[I::Acc::ZERO; CL]; S];
         if tiles > 0 {
-            load_x_tile::<I, O, S>(&p, x, (0, kt_len), base, x_vec);
+            load_x_tile::<I, O, S>(&p, x, (0, kt_len), (base, pitch), x_vec);
         }
         crate::thread::cp_async_commit();
         let mut wcur = load_w(w, 0);
         for tile in 0..tiles {
             if tile + 1 < tiles {
                 let next = base + ((tile + 1) % 2) * tile_bytes;
-                load_x_tile::<I, O, S>(&p, x, ((tile + 1) * kt_len, kt_len), next, x_vec);
+                load_x_tile::<I, O, S>(&p, x, ((tile + 1) * kt_len, kt_len), (next, pitch), x_vec);
             }
             crate::thread::cp_async_commit();
             let wnext = load_w(w, tile + 1);
@@ -688,7 +686,7 @@ pub unsafe fn skinny_wk<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
                 let wu = row.map(I::unpack);
                 let off = u as u32 * WARPS * 4 * v + lane_k;
                 for (i, acc_row) in acc.iter_mut().enumerate() {
-                    let xc = ld_shared_v4(buf + (i as u32 * kt_len + off) * bytes);
+                    let xc = ld_shared_v4(buf + i as u32 * pitch + off * bytes);
                     let xu = I::unpack(xc);
                     for ci in 0..CL {
                         acc_row[ci] = I::dot(acc_row[ci], (xc, &xu), (row[ci], &wu[ci]));
@@ -737,7 +735,8 @@ pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
     let x_vec = x_vectors(&p, v);
     let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v as u64 == 0 && p.strides[1] % v as u64 == 0;
     let base = smem_base();
-    let tile_bytes = S as u32 * kt_len * bytes;
+    let pitch = kt_len * bytes;
+    let tile_bytes = S as u32 * pitch;
     let red = base + 2 * tile_bytes;
     let tiles = p.k.div_ceil(kt_len);
     let lane_k = warp * 8 + q;
@@ -762,14 +761,14 @@ pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
         let y = p.y.add((b as u64 * p.strides[2]) as usize);
         let mut acc = [[I::Acc::ZERO; 16]; S];
         if tiles > 0 {
-            load_x_tile::<I, O, S>(&p, x, (0, kt_len), base, x_vec);
+            load_x_tile::<I, O, S>(&p, x, (0, kt_len), (base, pitch), x_vec);
         }
         crate::thread::cp_async_commit();
         let mut wcur = load_w(w, 0);
         for tile in 0..tiles {
             if tile + 1 < tiles {
                 let next = base + ((tile + 1) % 2) * tile_bytes;
-                load_x_tile::<I, O, S>(&p, x, ((tile + 1) * kt_len, kt_len), next, x_vec);
+                load_x_tile::<I, O, S>(&p, x, ((tile + 1) * kt_len, kt_len), (next, pitch), x_vec);
             }
             crate::thread::cp_async_commit();
             let wnext = load_w(w, tile + 1);
@@ -780,7 +779,7 @@ pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
                 let wu = I::unpack(*chunk);
                 let r = u as u32 * WARPS * 8 + lane_k;
                 for (i, acc_row) in acc.iter_mut().enumerate() {
-                    let xv = I::ld_shared_one(buf + (i as u32 * kt_len + r) * bytes);
+                    let xv = I::ld_shared_one(buf + i as u32 * pitch + r * bytes);
                     I::axpy(acc_row, xv, &wu);
                 }
             }
@@ -806,8 +805,234 @@ pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
     }
 }
 
-/// The exported entry points: for each line `(name, types, S)` of
-/// [`gemm_core::skinny_menu!`], `<name>_wk` and `<name>_wn`. Parameters, in
+/// Operand types the tensor-core form of [`skinny_wk`] takes
+/// ([`skinny_mma_wk`]): `mma.sync` with the small side as A (16 rows a tile;
+/// 8 for f64's m8n8k4) and W as B (8 columns a tile).
+///
+/// A lane's 16-byte chunk of W (column `lane / 4`, k offset `(lane % 4) V`
+/// of the warp's `4 V`) is two k-steps of B's fragment for a permuted k:
+/// the warp's `4 V` elements of k are multiplied in an order other than
+/// memory's, the same for A (X) and B (W), so the products are those of
+/// the unpermuted sum (PTX ISA, "Matrix Fragments for mma.m16n8k16",
+/// "mma.m16n8k32", "mma.m8n8k4"): for 16-bit and 8-bit operands words 0
+/// and 1 of the chunk are the first step's `b0, b1` (A's row r: `a0, a2`;
+/// row r + 8: `a1, a3`), words 2 and 3 the second's; for f64 element 0 is
+/// the first step's, element 1 the second's.
+pub trait MmaInput: Input {
+    /// Rows of one A tile (16; 8 for f64).
+    const TILE_M: u32;
+    /// Partial sums of one m x 8 tile a lane holds (4; 2 for f64).
+    type Frag: Copy;
+    /// A tile's zero sums.
+    const FRAG_ZERO: Self::Frag;
+    /// Two k-steps: `acc += X(rows r, r + 8; chunk) W(chunk; column)`, `x`
+    /// the lane's chunk of row r and `x8` of row r + 8 (unused for f64).
+    fn mma2(acc: Self::Frag, x: [u32; 4], x8: [u32; 4], w: [u32; 4]) -> Self::Frag;
+    /// The sums for C(r, 2q), C(r, 2q + 1), C(r + 8, 2q), C(r + 8, 2q + 1)
+    /// (f64: the first two).
+    fn sums(f: Self::Frag) -> [Self::Acc; 4];
+}
+
+/// `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32`, twice.
+macro_rules! mma_half {
+    ($marker:ident, $ty:literal) => {
+        impl MmaInput for $marker {
+            const TILE_M: u32 = 16;
+            type Frag = [f32; 4];
+            const FRAG_ZERO: [f32; 4] = [0.0; 4];
+            #[inline(always)]
+            fn mma2(acc: [f32; 4], x: [u32; 4], x8: [u32; 4], w: [u32; 4]) -> [f32; 4] {
+                let mut d = acc;
+                for step in 0..2 {
+                    let (a0, a1, a2, a3) = (x[2 * step], x8[2 * step], x[2 * step + 1], x8[2 * step + 1]);
+                    let (b0, b1) = (w[2 * step], w[2 * step + 1]);
+                    // SAFETY: register-only tensor-core arithmetic; every lane
+                    // of the warp executes it (sm_80 and newer).
+                    unsafe {
+                        asm!(concat!("mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32 ",
+                                     "{{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, ",
+                                     "{{{d0}, {d1}, {d2}, {d3}}};"),
+                             d0 = inout(reg32) d[0], d1 = inout(reg32) d[1], d2 = inout(reg32) d[2],
+                             d3 = inout(reg32) d[3], a0 = in(reg32) a0, a1 = in(reg32) a1, a2 = in(reg32) a2,
+                             a3 = in(reg32) a3, b0 = in(reg32) b0, b1 = in(reg32) b1,
+                             options(pure, nomem, nostack));
+                    }
+                }
+                d
+            }
+            #[inline(always)]
+            fn sums(f: [f32; 4]) -> [f32; 4] {
+                f
+            }
+        }
+    };
+}
+
+mma_half!(F16, "f16");
+mma_half!(Bf16, "bf16");
+
+impl MmaInput for S8 {
+    const TILE_M: u32 = 16;
+    type Frag = [i32; 4];
+    const FRAG_ZERO: [i32; 4] = [0; 4];
+    #[inline(always)]
+    fn mma2(acc: [i32; 4], x: [u32; 4], x8: [u32; 4], w: [u32; 4]) -> [i32; 4] {
+        let mut d = acc;
+        for step in 0..2 {
+            let (a0, a1, a2, a3) = (x[2 * step], x8[2 * step], x[2 * step + 1], x8[2 * step + 1]);
+            let (b0, b1) = (w[2 * step], w[2 * step + 1]);
+            // SAFETY: as for the 16-bit types (wrapping i32 sums).
+            unsafe {
+                asm!("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {{{d0}, {d1}, {d2}, {d3}}}, \
+                      {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{d0}, {d1}, {d2}, {d3}}};",
+                     d0 = inout(reg32) d[0], d1 = inout(reg32) d[1], d2 = inout(reg32) d[2],
+                     d3 = inout(reg32) d[3], a0 = in(reg32) a0, a1 = in(reg32) a1, a2 = in(reg32) a2,
+                     a3 = in(reg32) a3, b0 = in(reg32) b0, b1 = in(reg32) b1,
+                     options(pure, nomem, nostack));
+            }
+        }
+        d
+    }
+    #[inline(always)]
+    fn sums(f: [i32; 4]) -> [i32; 4] {
+        f
+    }
+}
+
+impl MmaInput for f64 {
+    const TILE_M: u32 = 8;
+    type Frag = [f64; 2];
+    const FRAG_ZERO: [f64; 2] = [0.0; 2];
+    #[inline(always)]
+    fn mma2(acc: [f64; 2], x: [u32; 4], _x8: [u32; 4], w: [u32; 4]) -> [f64; 2] {
+        let mut d = acc;
+        for step in 0..2 {
+            let a = (x[2 * step + 1] as u64) << 32 | x[2 * step] as u64;
+            let b = (w[2 * step + 1] as u64) << 32 | w[2 * step] as u64;
+            // SAFETY: register-only FP64 tensor-core arithmetic, whole warp.
+            unsafe {
+                asm!("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {{{d0}, {d1}}}, {{{a}}}, {{{b}}}, {{{d0}, {d1}}};",
+                     d0 = inout(reg64) d[0], d1 = inout(reg64) d[1], a = in(reg64) a, b = in(reg64) b,
+                     options(pure, nomem, nostack));
+            }
+        }
+        d
+    }
+    #[inline(always)]
+    fn sums(f: [f64; 2]) -> [f64; 4] {
+        [f[0], f[1], 0.0, 0.0]
+    }
+}
+
+/// The tensor-core form of [`skinny_wk`] for S = 16 to 64 rows: the same
+/// lanes, tiles of k and loads (X's tile in shared memory, W's chunks in
+/// registers one tile ahead), each lane's chunks fed to `mma.sync` as B
+/// fragments ([`MmaInput`]); the warps' sums added in warp order as there.
+///
+/// # Safety
+/// As [`skinny_wk`].
+#[inline(always)]
+pub unsafe fn skinny_mma_wk<I: MmaInput, O: Output<Value = I::Acc>, const S: usize, const TILES: usize>(
+    p: Params<I::Raw, O>,
+    types: SkinnyTypes,
+) {
+    const CL: usize = gemm_core::skinny::COLS_PER_LANE as usize;
+    let t = thread_idx()[0];
+    let (lane, warp) = (t % 32, t / 32);
+    let (c, q) = (lane / 4, lane % 4);
+    let v = I::V;
+    let bytes = 16 / v;
+    let kt_len = KT_BYTES_WK / U as u32 * UM as u32 / bytes;
+    let cols = cols_per_block(types, WLayout::KContiguous);
+    let j0 = block_idx()[0] * cols;
+    let x_vec = x_vectors(&p, v);
+    let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v as u64 == 0 && p.strides[1] % v as u64 == 0;
+    let base = smem_base();
+    let pitch = gemm_core::skinny::tile_pitch(types, WLayout::KContiguous, true);
+    let tile_bytes = S as u32 * pitch;
+    let red = base + 2 * tile_bytes;
+    let tiles = p.k.div_ceil(kt_len);
+    let lane_k = (warp * 4 + q) * v;
+    let load_w = |w: *const I::Raw, tile: u32| {
+        let mut wc = [[[0u32; 4]; CL]; UM];
+        if tile < tiles {
+            for (u, row) in wc.iter_mut().enumerate() {
+                let ku = tile * kt_len + u as u32 * WARPS * 4 * v + lane_k;
+                if ku >= p.k {
+                    break;
+                }
+                let full = ku + v <= p.k;
+                let len = if full { v } else { p.k - ku };
+                for (ci, chunk) in row.iter_mut().enumerate() {
+                    let j = j0 + c + 8 * ci as u32;
+                    if j < p.n {
+                        let at = w.add((j as u64 * p.ldw + ku as u64) as usize);
+                        *chunk = if w_vec && full { ld_v4(at as *const u8) } else { I::gather(at, 1, len) };
+                    }
+                }
+            }
+        }
+        wc
+    };
+    let tm = I::TILE_M;
+    let mut b = block_idx()[1];
+    while b < p.count {
+        let x = p.x.add((b as u64 * p.strides[0]) as usize);
+        let w = p.w.add((b as u64 * p.strides[1]) as usize);
+        let y = p.y.add((b as u64 * p.strides[2]) as usize);
+        let mut acc = [[I::FRAG_ZERO; CL]; TILES];
+        if tiles > 0 {
+            load_x_tile::<I, O, S>(&p, x, (0, kt_len), (base, pitch), x_vec);
+        }
+        crate::thread::cp_async_commit();
+        let mut wcur = load_w(w, 0);
+        for tile in 0..tiles {
+            if tile + 1 < tiles {
+                let next = base + ((tile + 1) % 2) * tile_bytes;
+                load_x_tile::<I, O, S>(&p, x, ((tile + 1) * kt_len, kt_len), (next, pitch), x_vec);
+            }
+            crate::thread::cp_async_commit();
+            let wnext = load_w(w, tile + 1);
+            crate::thread::cp_async_wait(1);
+            sync_threads();
+            let buf = base + (tile % 2) * tile_bytes;
+            for (u, row) in wcur.iter().enumerate() {
+                let off = u as u32 * WARPS * 4 * v + lane_k;
+                for (mt, acc_m) in acc.iter_mut().enumerate() {
+                    let r = mt as u32 * tm + c;
+                    let xr = ld_shared_v4(buf + r * pitch + off * bytes);
+                    let xr8 = if tm == 16 { ld_shared_v4(buf + (r + 8) * pitch + off * bytes) } else { [0; 4] };
+                    for ci in 0..CL {
+                        acc_m[ci] = I::mma2(acc_m[ci], xr, xr8, row[ci]);
+                    }
+                }
+            }
+            sync_threads();
+            wcur = wnext;
+        }
+        crate::thread::cp_async_wait(0);
+        // Each lane's sums: rows r (and r + 8), columns 2q, 2q + 1 of each
+        // 8-column tile; then the warps.
+        for (mt, acc_m) in acc.iter().enumerate() {
+            for (ci, &f) in acc_m.iter().enumerate() {
+                let s4 = I::sums(f);
+                for (e, &sum) in s4.iter().enumerate().take(if tm == 16 { 4 } else { 2 }) {
+                    let row = mt as u32 * tm + c + 8 * (e as u32 / 2);
+                    let col = 8 * ci as u32 + 2 * q + e as u32 % 2;
+                    I::Acc::st_shared(red + ((warp * S as u32 + row) * cols + col) * I::Acc::BYTES, sum);
+                }
+            }
+        }
+        sync_threads();
+        finish::<I, O, S>(&p, y, (j0, cols), red);
+        b += grid_dim()[1];
+    }
+}
+
+/// The exported entry points: for each line `(name, types, S, layouts)` of
+/// [`gemm_core::skinny_menu!`], `<name>_wk` and `<name>_wn` as it lists
+/// them; for each line `(name, types, S)` of
+/// [`gemm_core::skinny_mma_menu!`], `<name>` (the tensor-core form). Parameters, in
 /// this order: `s, n, k: u32`, `alpha, beta` (f64 for f64, i32 for i8, f32
 /// otherwise), `x: *const`, `x_rs, x_ks: u64`, `w: *const`, `ldw: u64`,
 /// `y: *mut`, `y_rs, y_cs: u64`, `count: u32`, `stride_x, stride_w,
@@ -865,28 +1090,115 @@ pub mod entry_points {
     }
 
     macro_rules! skinny_types {
-        ($name:ident, F64, $s:literal) => { skinny_types!(@go $name, f64, f64, F64, $s); };
-        ($name:ident, F32, $s:literal) => { skinny_types!(@go $name, f32, f32, F32, $s); };
-        ($name:ident, F16, $s:literal) => { skinny_types!(@go $name, F16, H, F16, $s); };
-        ($name:ident, F16F32, $s:literal) => { skinny_types!(@go $name, F16, f32, F16F32, $s); };
-        ($name:ident, Bf16, $s:literal) => { skinny_types!(@go $name, Bf16, Bh, Bf16, $s); };
-        ($name:ident, Bf16F32, $s:literal) => { skinny_types!(@go $name, Bf16, f32, Bf16F32, $s); };
-        ($name:ident, S8, $s:literal) => { skinny_types!(@go $name, S8, i32, S8, $s); };
-        (@go $name:ident, $i:ty, $o:ty, $types:ident, $s:literal) => {
+        ($name:ident, F64, $s:literal, $l:tt) => { skinny_types!(@go $name, f64, f64, F64, $s, $l); };
+        ($name:ident, F32, $s:literal, $l:tt) => { skinny_types!(@go $name, f32, f32, F32, $s, $l); };
+        ($name:ident, F16, $s:literal, $l:tt) => { skinny_types!(@go $name, F16, H, F16, $s, $l); };
+        ($name:ident, F16F32, $s:literal, $l:tt) => { skinny_types!(@go $name, F16, f32, F16F32, $s, $l); };
+        ($name:ident, Bf16, $s:literal, $l:tt) => { skinny_types!(@go $name, Bf16, Bh, Bf16, $s, $l); };
+        ($name:ident, Bf16F32, $s:literal, $l:tt) => { skinny_types!(@go $name, Bf16, f32, Bf16F32, $s, $l); };
+        ($name:ident, S8, $s:literal, $l:tt) => { skinny_types!(@go $name, S8, i32, S8, $s, $l); };
+        (@go $name:ident, $i:ty, $o:ty, $types:ident, $s:literal, [$($l:ident),*]) => {
             #[doc = concat!("Entry points `", stringify!($name), "_{wk,wn}`.")]
             pub mod $name {
                 use super::*;
-                skinny_entry!($name, wk, skinny_wk, $i, $o, $types, $s);
-                skinny_entry!($name, wn, skinny_wn, $i, $o, $types, $s);
+                $( skinny_types!(@layout $l, $name, $i, $o, $types, $s); )*
             }
+        };
+        (@layout wk, $name:ident, $i:ty, $o:ty, $types:ident, $s:literal) => {
+            skinny_entry!($name, wk, skinny_wk, $i, $o, $types, $s);
+        };
+        (@layout wn, $name:ident, $i:ty, $o:ty, $types:ident, $s:literal) => {
+            skinny_entry!($name, wn, skinny_wn, $i, $o, $types, $s);
         };
     }
 
     macro_rules! export_skinny {
-        ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
-            skinny_types!($name, $t, $s);
+        ($( ($name:ident, $t:ident, $s:literal, $l:tt) )*) => {$(
+            skinny_types!($name, $t, $s, $l);
         )*};
     }
+
+    /// The tensor-core form's entry point `$name`.
+    macro_rules! mma_entry {
+        ($name:ident, $i:ty, $o:ty, $types:ident, $s:literal) => {
+            #[doc = concat!("Entry point `", stringify!($name), "`.")]
+            ///
+            /// # Safety
+            /// As the kernel's (`skinny_mma_wk`).
+            #[no_mangle]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe extern "ptx-kernel" fn $name(
+                s: u32,
+                n: u32,
+                k: u32,
+                alpha: <$o as Output>::Value,
+                beta: <$o as Output>::Value,
+                x: *const <$i as Input>::Raw,
+                x_rs: u64,
+                x_ks: u64,
+                w: *const <$i as Input>::Raw,
+                ldw: u64,
+                y: *mut $o,
+                y_rs: u64,
+                y_cs: u64,
+                count: u32,
+                stride_x: u64,
+                stride_w: u64,
+                stride_y: u64,
+            ) {
+                let p = Params {
+                    s,
+                    n,
+                    k,
+                    alpha,
+                    beta,
+                    x,
+                    x_rs,
+                    x_ks,
+                    w,
+                    ldw,
+                    y,
+                    y_rs,
+                    y_cs,
+                    count,
+                    strides: [stride_x, stride_w, stride_y],
+                };
+                crate::skinny::skinny_mma_wk::<$i, $o, $s, { $s / <$i as MmaInput>::TILE_M as usize }>(
+                    p,
+                    SkinnyTypes::$types,
+                )
+            }
+        };
+    }
+
+    macro_rules! mma_types {
+        ($name:ident, F64, $s:literal) => {
+            mma_entry!($name, f64, f64, F64, $s);
+        };
+        ($name:ident, F16, $s:literal) => {
+            mma_entry!($name, F16, H, F16, $s);
+        };
+        ($name:ident, F16F32, $s:literal) => {
+            mma_entry!($name, F16, f32, F16F32, $s);
+        };
+        ($name:ident, Bf16, $s:literal) => {
+            mma_entry!($name, Bf16, Bh, Bf16, $s);
+        };
+        ($name:ident, Bf16F32, $s:literal) => {
+            mma_entry!($name, Bf16, f32, Bf16F32, $s);
+        };
+        ($name:ident, S8, $s:literal) => {
+            mma_entry!($name, S8, i32, S8, $s);
+        };
+    }
+
+    macro_rules! export_mma {
+        ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
+            mma_types!($name, $t, $s);
+        )*};
+    }
+
+    gemm_core::skinny_mma_menu!(export_mma);
 
     gemm_core::skinny_menu!(export_skinny);
 }

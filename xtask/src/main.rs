@@ -469,11 +469,12 @@ fn build_ptx(module: Module, compiler: &Compiler) -> Result<String> {
 /// the kernels' `setmaxnreg` moves registers in: from the producer
 /// warpgroup to the consumers (PTX ISA, "Performance-Tuning Directives",
 /// "setmaxnreg"). Every kernel of `gemm_core::warpgroup_menu!` must be
-/// found. The token-sized kernels (`gemm_core::skinny_menu!`) get their
-/// block size and `gemm_core::skinny::min_blocks_per_sm` blocks per SM
-/// (registers capped at 65536 / (256 x blocks)).
+/// found. The token-sized kernels (`gemm_core::skinny_menu!`,
+/// `skinny_mma_menu!`) get their block size and
+/// `gemm_core::skinny::min_blocks_per_sm` (`mma_min_blocks_per_sm`) blocks
+/// per SM (registers capped at 65536 / (256 x blocks)).
 fn launch_bounds(ptx: &str) -> Result<String> {
-    use gemm_core::skinny::{min_blocks_per_sm, SkinnyTypes, WLayout, THREADS};
+    use gemm_core::skinny::{min_blocks_per_sm, mma_min_blocks_per_sm, SkinnyTypes, WLayout, THREADS};
     use gemm_core::warpgroup::WgmmaTile;
     let mut bounds = std::collections::HashMap::new();
     macro_rules! entries {
@@ -488,15 +489,21 @@ fn launch_bounds(ptx: &str) -> Result<String> {
     let warpgroup_lines = bounds.len() / 4;
     let mut skinny = 0;
     macro_rules! skinny_entries {
-        ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
-            for layout in [WLayout::KContiguous, WLayout::NContiguous] {
-                let blocks = min_blocks_per_sm(SkinnyTypes::$t, layout, $s);
-                bounds.insert(format!("{}_{}", stringify!($name), layout.suffix()), (THREADS, blocks));
-                skinny += 1;
-            }
-        )*};
+        ($( ($name:ident, $t:ident, $s:literal, [$($l:ident),*]) )*) => {$($(
+            let layout = if stringify!($l) == "wk" { WLayout::KContiguous } else { WLayout::NContiguous };
+            let blocks = min_blocks_per_sm(SkinnyTypes::$t, layout, $s);
+            bounds.insert(format!("{}_{}", stringify!($name), stringify!($l)), (THREADS, blocks));
+            skinny += 1;
+        )*)*};
     }
     gemm_core::skinny_menu!(skinny_entries);
+    macro_rules! skinny_mma_entries {
+        ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
+            bounds.insert(stringify!($name).to_string(), (THREADS, mma_min_blocks_per_sm($s)));
+            skinny += 1;
+        )*};
+    }
+    gemm_core::skinny_mma_menu!(skinny_mma_entries);
     let mut out = String::with_capacity(ptx.len() + 64 * bounds.len());
     let (mut pending, mut found, mut found_skinny) = (None, 0, 0);
     for line in ptx.split_inclusive('\n') {

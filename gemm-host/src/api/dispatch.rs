@@ -76,7 +76,7 @@ impl Gemm {
     /// on the tensor cores) or the host path's tile follows a whole product
     /// that did not take them.
     pub(crate) fn skinny_allowed(&self, kernels: Kernels, cc: (i32, i32)) -> Result<Option<SkinnyTypes>, Error> {
-        if self.skinny == Some(false) || cc != (9, 0) {
+        if self.skinny == Some(None) || cc != (9, 0) {
             return Ok(None);
         }
         Ok(match kernels {
@@ -95,7 +95,8 @@ impl Gemm {
     /// The token-sized launch of `count` products shaped as `dims` (user
     /// form) on a device of `sm_count` SMs and compute capability `cc`,
     /// where it applies ([`skinny_launch`]; a host path's tile that follows
-    /// a token-sized whole product takes it whatever its blocks).
+    /// a token-sized whole product takes it whatever its blocks, with the
+    /// whole product's side and form: [`SkinnyLaunch::like`]).
     pub(crate) fn skinny_on(
         &self,
         kernels: Kernels,
@@ -104,7 +105,11 @@ impl Gemm {
         count: usize,
     ) -> Result<Option<SkinnyLaunch>, Error> {
         let Some(types) = self.skinny_allowed(kernels, cc)? else { return Ok(None) };
-        let sm_count = if self.skinny == Some(true) { 0 } else { sm_count };
+        if let Some(Some(whole)) = &self.skinny {
+            let reads_ab = self.desc.alpha != 0.0 && dims.k > 0;
+            let d = if reads_ab { *dims } else { GemmDims { k: 0, ..*dims } };
+            return Ok(SkinnyLaunch::like(types, d, Some(whole)));
+        }
         Ok(skinny_launch(types, dims, self.desc.alpha, count, sm_count))
     }
 
@@ -205,7 +210,10 @@ impl Gemm {
     /// limits first (before any copy).
     pub(crate) fn tile_step(&self, whole: &Launch, device: &Device) -> Result<Gemm, Error> {
         let mut step = self.clone();
-        step.skinny = Some(matches!(whole, Launch::Skinny(_)));
+        step.skinny = Some(match whole {
+            Launch::Skinny(l) => Some(*l),
+            _ => None,
+        });
         match whole {
             Launch::Ladder(l) => {
                 let gdims = if l.pack { pack::packed(&l.kd, l.precision).0 } else { l.kd };

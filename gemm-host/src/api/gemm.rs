@@ -164,9 +164,10 @@ pub struct Gemm {
     /// option).
     pub(crate) warpgroup_split: Option<(u32, u32)>,
     /// Whether the token-sized kernels run where they apply (None: the
-    /// planner decides; the host path's tiles take the whole product's
-    /// answer; not a user option).
-    pub(crate) skinny: Option<bool>,
+    /// planner decides); the host path's tiles take the whole product's
+    /// answer: `Some(None)` not, `Some(Some(launch))` as `launch` (not a
+    /// user option).
+    pub(crate) skinny: Option<Option<crate::exec::skinny::SkinnyLaunch>>,
 }
 
 impl Default for Gemm {

@@ -1,8 +1,9 @@
 //! The token-sized kernels' launches (`gemm_core::skinny`): a product with
-//! at most 16 (f64, f32) or 8 (f16, bf16, i8) rows or columns of C, read as
-//! `Y <- alpha X W + beta Y` with the small side as X, in one launch for one
-//! product or a strided batch, every op and layout (the kernel takes
-//! strides), the operands read in place.
+//! few rows or columns of C (up to 8 or 16 on the CUDA cores, up to 64 on
+//! the tensor cores where W's k is contiguous), read as `Y <- alpha X W +
+//! beta Y` with the small side as X, in one launch for one product or a
+//! strided batch, every op and layout (the kernel takes strides), the
+//! operands read in place.
 
 use crate::device::Device;
 use crate::element::Scalar;
@@ -22,6 +23,9 @@ pub(crate) struct SkinnyLaunch {
     pub rows: u32,
     /// W's contiguous dimension.
     pub layout: WLayout,
+    /// Whether the kernel is the tensor-core form (`mma.sync`; K-contiguous
+    /// W, 16 to 64 rows).
+    pub mma: bool,
     /// Whether the small side is n (X = op(B)^T, W = op(A)^T, Y = C^T)
     /// rather than m.
     pub small_n: bool,
@@ -30,17 +34,34 @@ pub(crate) struct SkinnyLaunch {
 }
 
 impl SkinnyLaunch {
-    /// The launch for `dims` (user form), its small side at most `types`'
-    /// [`SkinnyTypes::max_rows`]; None otherwise.
+    /// The launch for `dims` (user form) whose small side a token-sized
+    /// kernel of `types` takes (`gemm_core::skinny::cuda_core_rows`, else
+    /// the tensor-core form's `mma_rows_for` with a K-contiguous W); None
+    /// otherwise.
     pub(crate) fn new(types: SkinnyTypes, dims: GemmDims) -> Option<SkinnyLaunch> {
-        let small_n = dims.n < dims.m;
-        let s = if small_n { dims.n } else { dims.m };
-        let rows = skinny::rows_for(types, u32::try_from(s).ok()?)?;
+        Self::like(types, dims, None)
+    }
+
+    /// [`SkinnyLaunch::new`], or, with `whole`, the launch of a part of
+    /// that product (a host-path tile of its C): the same side as X and the
+    /// same form (CUDA cores or tensor cores), so that each element of C
+    /// is summed in the same order as in the whole product (the same bits).
+    pub(crate) fn like(types: SkinnyTypes, dims: GemmDims, whole: Option<&SkinnyLaunch>) -> Option<SkinnyLaunch> {
+        let small_n = whole.map_or(dims.n < dims.m, |w| w.small_n);
+        let s = u32::try_from(if small_n { dims.n } else { dims.m }).ok()?;
         // W is op(B) (k x n) or op(A)^T (k x m): k contiguous when op(B) is
         // column-major, or op(A) row-major.
         let k_contiguous = if small_n { dims.a_layout == Layout::RowMajor } else { dims.b_layout == Layout::ColMajor };
         let layout = if k_contiguous { WLayout::KContiguous } else { WLayout::NContiguous };
-        Some(SkinnyLaunch { types, rows, layout, small_n, dims })
+        let cuda_cores = whole.map_or(s <= skinny::cuda_core_rows(types, layout), |w| !w.mma);
+        let (rows, mma) = if cuda_cores {
+            (skinny::rows_for(types, s)?, false)
+        } else if layout == WLayout::KContiguous {
+            (skinny::mma_rows_for(types, s)?, true)
+        } else {
+            return None;
+        };
+        Some(SkinnyLaunch { types, rows, layout, mma, small_n, dims })
     }
 
     /// Columns of Y (the large side of C).
@@ -54,7 +75,11 @@ impl SkinnyLaunch {
 
     /// The entry point.
     pub(crate) fn entry(&self) -> &'static str {
-        entry(self.types, self.rows, self.layout)
+        if self.mma {
+            mma_entry(self.types, self.rows)
+        } else {
+            entry(self.types, self.rows, self.layout)
+        }
     }
 }
 
@@ -62,19 +87,31 @@ impl SkinnyLaunch {
 /// (`gemm_kernels::skinny::entry_points`).
 fn entry(types: SkinnyTypes, rows: u32, layout: WLayout) -> &'static str {
     macro_rules! names {
-        ($( ($name:ident, $t:ident, $s:literal) )*) => {
-            match (types, rows, layout) {
-                $(
-                    (SkinnyTypes::$t, $s, WLayout::KContiguous) => concat!(stringify!($name), "_wk"),
-                    (SkinnyTypes::$t, $s, WLayout::NContiguous) => concat!(stringify!($name), "_wn"),
-                )*
-                // `SkinnyLaunch::new` takes its rows from `rows_for`, whose
-                // every answer the menu has (gemm-core's test).
+        ($( ($name:ident, $t:ident, $s:literal, [$($l:ident),*]) )*) => {
+            match (types, rows, layout.suffix()) {
+                $($(
+                    (SkinnyTypes::$t, $s, stringify!($l)) => concat!(stringify!($name), "_", stringify!($l)),
+                )*)*
+                // `SkinnyLaunch::new` asks only for what the menu has
+                // (gemm-core's test).
                 _ => unreachable!("no token-sized kernel {types:?} s{rows} {layout:?}"),
             }
         };
     }
     gemm_core::skinny_menu!(names)
+}
+
+/// The tensor-core form's entry point `skinny_<types>_s<rows>_mma`.
+fn mma_entry(types: SkinnyTypes, rows: u32) -> &'static str {
+    macro_rules! names {
+        ($( ($name:ident, $t:ident, $s:literal) )*) => {
+            match (types, rows) {
+                $( (SkinnyTypes::$t, $s) => stringify!($name), )*
+                _ => unreachable!("no token-sized tensor-core kernel {types:?} s{rows}"),
+            }
+        };
+    }
+    gemm_core::skinny_mma_menu!(names)
 }
 
 /// Strides (elements) of (row, column) of a matrix stored so.
@@ -95,7 +132,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     (a, b, c): Operands<'_, '_, '_, '_, T, C>,
     (count, [stride_a, stride_b, stride_c]): (usize, [usize; 3]),
 ) -> Result<(), Error> {
-    let SkinnyLaunch { types, rows, layout, small_n, dims: d } = *launch;
+    let SkinnyLaunch { types, rows, layout, mma, small_n, dims: d } = *launch;
     let wide = launch.wide();
     if wide > i32::MAX as usize || d.k > i32::MAX as usize || count > u32::MAX as usize {
         return Err(Error::Unsupported {
@@ -115,12 +152,12 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     } else {
         (a, a_r, a_c, b, d.ldb, c_r, c_c, d.m, stride_a, stride_b)
     };
-    let func = device.warpgroup_function(entry(types, rows, layout))?;
+    let func = device.warpgroup_function(launch.entry())?;
     let grid = skinny::grid(types, layout, wide as u32, count as u32);
     let cfg = LaunchConfig {
         grid_dim: (grid[0], grid[1], grid[2]),
         block_dim: (skinny::THREADS, 1, 1),
-        shared_mem_bytes: skinny::smem_bytes(types, layout, rows),
+        shared_mem_bytes: skinny::smem_bytes(types, layout, rows, mma),
     };
     let (s, n, k, ldw, count) = (s as u32, wide as u32, d.k as u32, ldw as u64, count as u32);
     let (sx, sw, sy) = (sx as u64, sw as u64, stride_c as u64);
@@ -180,9 +217,34 @@ mod tests {
         assert_eq!((l.rows, l.layout, l.small_n, l.wide()), (16, WLayout::KContiguous, true, 4096));
         let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(4096, 1, 4096, C, R)).unwrap();
         assert_eq!((l.rows, l.layout, l.small_n), (1, WLayout::NContiguous, true));
-        // Too many rows for the type.
-        assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(9, 4096, 4096, R, C)).is_none());
+        // 9 to 64 rows with k contiguous: the tensor-core form.
+        let l = SkinnyLaunch::new(SkinnyTypes::F16, dims(9, 4096, 4096, R, C)).unwrap();
+        assert_eq!((l.rows, l.mma, l.entry()), (16, true, "skinny_f16_s16_mma"));
+        let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(4096, 20, 4096, R, R)).unwrap();
+        assert_eq!((l.rows, l.mma, l.entry()), (32, true, "skinny_f64_s32_mma"));
+        let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(64, 4096, 4096, R, C)).unwrap();
+        assert_eq!((l.rows, l.mma), (64, true));
+        // 16-bit with n contiguous: up to 16 on the CUDA cores.
+        let l = SkinnyLaunch::new(SkinnyTypes::Bf16, dims(16, 4096, 4096, R, R)).unwrap();
+        assert_eq!((l.rows, l.mma, l.entry()), (16, false, "skinny_bf16_s16_wn"));
+        // Too many rows for the type and layout.
+        assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(9, 4096, 4096, R, R)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(17, 4096, 4096, R, R)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(17, 4096, 4096, R, C)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(65, 4096, 4096, R, C)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(0, 4096, 4096, R, C)).is_none());
+    }
+
+    #[test]
+    fn a_part_of_a_product_keeps_its_side_and_form() {
+        use Layout::{ColMajor as C, RowMajor as R};
+        let whole = SkinnyLaunch::new(SkinnyTypes::F16, dims(20, 4096, 4096, R, C)).unwrap();
+        assert!(whole.mma && !whole.small_n);
+        // A tile of 20 x 12 columns: n is now the smaller side, and 12 rows
+        // alone would take the CUDA-core kernels.
+        let part = SkinnyLaunch::like(SkinnyTypes::F16, dims(20, 12, 4096, R, C), Some(&whole)).unwrap();
+        assert_eq!((part.small_n, part.mma, part.rows), (false, true, 32));
+        let part = SkinnyLaunch::like(SkinnyTypes::F16, dims(5, 300, 4096, R, C), Some(&whole)).unwrap();
+        assert_eq!((part.mma, part.rows), (true, 16));
     }
 }

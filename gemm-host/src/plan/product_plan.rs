@@ -37,8 +37,9 @@ pub enum KernelFamily {
         /// Block tile and pipeline depth.
         tile: MmaTile,
     },
-    /// The token-sized kernels: C with at most 16 (f64, f32) or 8 (f16,
-    /// bf16, i8) rows or columns, the large operand read once (compute
+    /// The token-sized kernels: C with few rows or columns (up to 8 or 16
+    /// on the CUDA cores; up to 64 on the tensor cores when the large
+    /// operand's k is contiguous), the large operand read once (compute
     /// capability 9.0; `gemm_core::skinny`).
     Skinny {
         /// The entry point.
@@ -188,9 +189,10 @@ pub(crate) fn skinny_family(launch: &SkinnyLaunch) -> (KernelFamily, String) {
         WLayout::NContiguous => "along its columns",
     };
     let s = if launch.small_n { launch.dims.n } else { launch.dims.m };
+    let on = if launch.mma { "tensor cores (mma.sync)" } else { "CUDA cores" };
     let route = format!(
-        "{x} ({s} row{}) in registers, {w} read once in 16-byte chunks {along}, k split over the block's warps and \
-         summed in a fixed order{}",
+        "{x} ({s} row{}) in shared memory, {w} read once in 16-byte chunks {along} on the {on}, k split over the \
+         block's warps and summed in a fixed order{}",
         if s == 1 { "" } else { "s" },
         if launch.small_n { ", C written transposed" } else { "" }
     );
