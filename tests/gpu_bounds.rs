@@ -1168,9 +1168,10 @@ fn strided_cases(shapes: &[Shape]) -> Table {
 }
 
 /// Token-sized products (`gemm_core::skinny`): C with 1 to 64 rows or
-/// columns (the CUDA-core kernels and, where the large operand's k is
-/// contiguous, the tensor-core form), k short, odd and long enough for
-/// several tiles of k, the large side not a multiple of the kernel's block.
+/// columns (the CUDA-core kernels, the tensor-core form where the large
+/// operand's k is contiguous, and the other kernels past their limits), k
+/// short, odd and long enough for several tiles of k, the large side not a
+/// multiple of the kernel's block.
 fn token_shapes() -> Vec<Shape> {
     if restricted() {
         vec![(3, 40, 70), (33, 1, 24), (20, 40, 33)]
@@ -1206,13 +1207,13 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
     if dev.compute_capability() != (9, 0) {
         return;
     }
-    // Row-major A and B: m small reads B along n (the CUDA-core kernels,
-    // 16 rows; 8 for i8), n small reads A along k (the tensor-core form up
-    // to 64 rows, f32's CUDA-core kernels up to 16).
+    // Row-major A and B: m small reads B along n (the CUDA-core kernels: 8
+    // rows, f32 16), n small reads A along k (also the tensor-core form up
+    // to 32 rows for f16, bf16 and i8). f32 with TF32 allowed: 8.
     let rows = match (m <= n, pair) {
-        (true, Pair::I8) => 8,
-        (true, _) | (false, Pair::F32 | Pair::Tf32) => 16,
-        (false, _) => 64,
+        (_, Pair::F32) => 16,
+        (_, Pair::F64 | Pair::Tf32) | (true, _) => 8,
+        (false, _) => 32,
     };
     let plan = pair.base().device(dev).plan_for::<T, C>(m, n, k).unwrap();
     let token = matches!(plan.family, gemm::KernelFamily::Skinny { .. });

@@ -64,7 +64,7 @@ pub const TILE_ROW_BYTES_WK: u32 = WARPS * 4 * CHUNK_BYTES * UNROLL;
 /// lanes a warp along k.
 pub const TILE_ROWS_WN: u32 = WARPS * 8 * UNROLL;
 /// The largest row count of the tensor-core form.
-pub const MAX_MMA_ROWS: u32 = 64;
+pub const MAX_MMA_ROWS: u32 = 32;
 /// [`UNROLL`] of the tensor-core form: half, so that two buffers of 64 rows
 /// of X's tile fit in shared memory.
 pub const MMA_UNROLL: u32 = 2;
@@ -132,13 +132,10 @@ impl SkinnyTypes {
         CHUNK_BYTES / self.input_bytes()
     }
 
-    /// The largest row count s a kernel of these types takes: 16, 8 for i8
-    /// (an N-contiguous W would need 16 x 16 i32 sums a lane).
+    /// The largest row count s a CUDA-core kernel of these types takes
+    /// (see [`cuda_core_rows`]).
     pub const fn max_rows(self) -> u32 {
-        match self {
-            SkinnyTypes::S8 => 8,
-            _ => 16,
-        }
+        cuda_core_rows(self, WLayout::KContiguous)
     }
 
     /// The name fragment of the entry points: `f64`, `f16_f32`, ...
@@ -183,15 +180,17 @@ pub const fn cols_per_block(types: SkinnyTypes, layout: WLayout) -> u32 {
 }
 
 /// Bytes between rows of X's tile in shared memory: a tile row (the
-/// tensor-core form's, `mma`, is [`MMA_UNROLL`] chunks a lane long) and,
-/// for the tensor-core form, whose lanes read 8 rows at once, 16 bytes
-/// more: with the pad the rows fall on different banks.
+/// tensor-core form's, `mma`, is [`MMA_UNROLL`] chunks a lane long) and 16
+/// bytes more, so that the rows fall on different banks (the tensor-core
+/// form's lanes read 8 rows at once; a transposed X is written a column
+/// of rows at a time).
 pub const fn tile_pitch(types: SkinnyTypes, layout: WLayout, mma: bool) -> u32 {
-    match layout {
-        WLayout::KContiguous if mma => TILE_ROW_BYTES_WK / UNROLL * MMA_UNROLL + CHUNK_BYTES,
-        WLayout::KContiguous => TILE_ROW_BYTES_WK,
-        WLayout::NContiguous => TILE_ROWS_WN * types.input_bytes(),
-    }
+    CHUNK_BYTES
+        + match layout {
+            WLayout::KContiguous if mma => TILE_ROW_BYTES_WK / UNROLL * MMA_UNROLL,
+            WLayout::KContiguous => TILE_ROW_BYTES_WK,
+            WLayout::NContiguous => TILE_ROWS_WN * types.input_bytes(),
+        }
 }
 
 /// Dynamic shared memory of a launch: two buffers of X's tile (S rows of
@@ -201,30 +200,31 @@ pub const fn smem_bytes(types: SkinnyTypes, layout: WLayout, rows: u32, mma: boo
     2 * rows * tile_pitch(types, layout, mma) + WARPS * rows * cols_per_block(types, layout) * types.acc_bytes()
 }
 
-/// The most rows a CUDA-core kernel takes for W so stored: 16 for f64 and
-/// f32 (16 rows of FMAs still take less time than reading W) and for
-/// 16-bit types with an N-contiguous W (which has no tensor-core form);
-/// 8 otherwise (beyond, the tensor-core form, [`mma_rows_for`]).
-pub const fn cuda_core_rows(types: SkinnyTypes, layout: WLayout) -> u32 {
-    match (types, layout) {
-        (SkinnyTypes::F64 | SkinnyTypes::F32, _) => 16,
-        (SkinnyTypes::S8, _) | (_, WLayout::KContiguous) => 8,
-        (_, WLayout::NContiguous) => 16,
+/// The most rows a CUDA-core kernel takes for W so stored: 16 for f32, 8
+/// for the others (beyond, the tensor-core form, [`mma_rows_for`], or the
+/// other kernels). Measured (NVIDIA H200, 2026-11-26, m x 4096 x 4096
+/// beside cuBLAS): f32 at 16 rows 1.07-1.09x; f64 at 16 rows 0.56-0.63x
+/// (the ladder's stage 8 runs such products at 0.9x and more); f16 and
+/// bf16 with n contiguous at 16 rows 0.36-0.41x (stage 9: 0.73x).
+pub const fn cuda_core_rows(types: SkinnyTypes, _layout: WLayout) -> u32 {
+    match types {
+        SkinnyTypes::F32 => 16,
+        _ => 8,
     }
 }
 
 /// The tensor-core form's row count for `s` rows (K-contiguous W only):
-/// 16, 32 or 64 for f16, bf16 and i8, 32 or 64 for f64 (its CUDA-core
-/// kernels take up to 16); None for f32 (its tensor cores are TF32) and
-/// above [`MAX_MMA_ROWS`].
+/// 16 or 32 for f16, bf16 and i8; None for f32 (its tensor cores are
+/// TF32), for f64 (m8n8k4 ran 0.38-0.56x cuBLAS at 32 and 64 rows, the
+/// ladder 0.7-0.9x) and above [`MAX_MMA_ROWS`] (at 64 rows the form ran
+/// 0.47-0.51x, stage 9 0.7x; NVIDIA H200, 2026-11-26).
 pub const fn mma_rows_for(types: SkinnyTypes, s: u32) -> Option<u32> {
     if s == 0 || s > MAX_MMA_ROWS {
         return None;
     }
     let r = s.next_power_of_two();
     match types {
-        SkinnyTypes::F32 => None,
-        SkinnyTypes::F64 => Some(if r < 32 { 32 } else { r }),
+        SkinnyTypes::F32 | SkinnyTypes::F64 => None,
         _ => Some(if r < 16 { 16 } else { r }),
     }
 }
@@ -264,27 +264,24 @@ pub const fn grid(types: SkinnyTypes, layout: WLayout, n: u32, count: u32) -> [u
 
 /// Every CUDA-core token-sized kernel, one line per (name, types, S, W's
 /// layouts); the kernels crate exports `<name>_wk` and `<name>_wn` as the
-/// line lists them (16 rows of a 16-bit type with a K-contiguous W take
-/// the tensor-core form instead).
+/// line lists them.
 /// `gemm_core::skinny_menu!(my_macro)` expands to `my_macro! { (..) ... }`.
 #[macro_export]
 macro_rules! skinny_menu {
     ($callback:ident) => {
         $callback! {
             (skinny_f64_s1, F64, 1, [wk, wn]) (skinny_f64_s2, F64, 2, [wk, wn]) (skinny_f64_s4, F64, 4, [wk, wn])
-            (skinny_f64_s8, F64, 8, [wk, wn]) (skinny_f64_s16, F64, 16, [wk, wn])
+            (skinny_f64_s8, F64, 8, [wk, wn])
             (skinny_f32_s1, F32, 1, [wk, wn]) (skinny_f32_s2, F32, 2, [wk, wn]) (skinny_f32_s4, F32, 4, [wk, wn])
             (skinny_f32_s8, F32, 8, [wk, wn]) (skinny_f32_s16, F32, 16, [wk, wn])
             (skinny_f16_s1, F16, 1, [wk, wn]) (skinny_f16_s2, F16, 2, [wk, wn]) (skinny_f16_s4, F16, 4, [wk, wn])
-            (skinny_f16_s8, F16, 8, [wk, wn]) (skinny_f16_s16, F16, 16, [wn])
+            (skinny_f16_s8, F16, 8, [wk, wn])
             (skinny_f16_f32_s1, F16F32, 1, [wk, wn]) (skinny_f16_f32_s2, F16F32, 2, [wk, wn])
             (skinny_f16_f32_s4, F16F32, 4, [wk, wn]) (skinny_f16_f32_s8, F16F32, 8, [wk, wn])
-            (skinny_f16_f32_s16, F16F32, 16, [wn])
             (skinny_bf16_s1, Bf16, 1, [wk, wn]) (skinny_bf16_s2, Bf16, 2, [wk, wn]) (skinny_bf16_s4, Bf16, 4, [wk, wn])
-            (skinny_bf16_s8, Bf16, 8, [wk, wn]) (skinny_bf16_s16, Bf16, 16, [wn])
+            (skinny_bf16_s8, Bf16, 8, [wk, wn])
             (skinny_bf16_f32_s1, Bf16F32, 1, [wk, wn]) (skinny_bf16_f32_s2, Bf16F32, 2, [wk, wn])
             (skinny_bf16_f32_s4, Bf16F32, 4, [wk, wn]) (skinny_bf16_f32_s8, Bf16F32, 8, [wk, wn])
-            (skinny_bf16_f32_s16, Bf16F32, 16, [wn])
             (skinny_s8_s1, S8, 1, [wk, wn]) (skinny_s8_s2, S8, 2, [wk, wn]) (skinny_s8_s4, S8, 4, [wk, wn])
             (skinny_s8_s8, S8, 8, [wk, wn])
         }
@@ -298,14 +295,11 @@ macro_rules! skinny_menu {
 macro_rules! skinny_mma_menu {
     ($callback:ident) => {
         $callback! {
-            (skinny_f16_s16_mma, F16, 16) (skinny_f16_s32_mma, F16, 32) (skinny_f16_s64_mma, F16, 64)
+            (skinny_f16_s16_mma, F16, 16) (skinny_f16_s32_mma, F16, 32)
             (skinny_f16_f32_s16_mma, F16F32, 16) (skinny_f16_f32_s32_mma, F16F32, 32)
-            (skinny_f16_f32_s64_mma, F16F32, 64)
-            (skinny_bf16_s16_mma, Bf16, 16) (skinny_bf16_s32_mma, Bf16, 32) (skinny_bf16_s64_mma, Bf16, 64)
+            (skinny_bf16_s16_mma, Bf16, 16) (skinny_bf16_s32_mma, Bf16, 32)
             (skinny_bf16_f32_s16_mma, Bf16F32, 16) (skinny_bf16_f32_s32_mma, Bf16F32, 32)
-            (skinny_bf16_f32_s64_mma, Bf16F32, 64)
-            (skinny_s8_s16_mma, S8, 16) (skinny_s8_s32_mma, S8, 32) (skinny_s8_s64_mma, S8, 64)
-            (skinny_f64_s32_mma, F64, 32) (skinny_f64_s64_mma, F64, 64)
+            (skinny_s8_s16_mma, S8, 16) (skinny_s8_s32_mma, S8, 32)
         }
     };
 }
@@ -363,10 +357,14 @@ mod tests {
     fn rows_round_up_to_a_power_of_two() {
         assert_eq!(rows_for(SkinnyTypes::F16, 3), Some(4));
         assert_eq!(rows_for(SkinnyTypes::F16, 8), Some(8));
-        assert_eq!(rows_for(SkinnyTypes::F16, 9), Some(16));
-        assert_eq!(rows_for(SkinnyTypes::S8, 9), None);
-        assert_eq!(rows_for(SkinnyTypes::F64, 9), Some(16));
+        assert_eq!(rows_for(SkinnyTypes::F16, 9), None);
+        assert_eq!(rows_for(SkinnyTypes::F32, 9), Some(16));
+        assert_eq!(rows_for(SkinnyTypes::F64, 9), None);
         assert_eq!(rows_for(SkinnyTypes::F64, 0), None);
+        assert_eq!(mma_rows_for(SkinnyTypes::Bf16, 9), Some(16));
+        assert_eq!(mma_rows_for(SkinnyTypes::S8, 32), Some(32));
+        assert_eq!(mma_rows_for(SkinnyTypes::S8, 33), None);
+        assert_eq!(mma_rows_for(SkinnyTypes::F64, 20), None);
     }
 
     #[test]

@@ -5,25 +5,33 @@
 //!
 //! Every operand is addressed by strides (elements), so one kernel serves
 //! every op and layout; only W's contiguous dimension is compiled in
-//! ([`skinny_wk`]: k contiguous, [`skinny_wn`]: N contiguous). A chunk of W
-//! is read with one 16-byte `ld.global.nc` where W's start, leading
-//! dimension and batch stride allow it and the chunk lies inside W, else
-//! element by element (zeros past the edge). Arithmetic: f64 FMAs for f64,
-//! f32 FMAs for f32 (and a TF32 request), f16 and bf16 converted exactly to
-//! f32, i8 by `dp4a` (K-contiguous W) or i32 multiply-adds, wrapping, as
-//! cuBLAS's `CUBLAS_COMPUTE_32I`. The epilogue is [`crate::mixed::Output`]'s:
-//! `beta == 0` never reads Y.
+//! ([`skinny_wk`]: k contiguous, [`skinny_wn`]: N contiguous;
+//! [`skinny_mma_wk`], the tensor-core form, k contiguous). k runs in tiles:
+//! X's tile is copied into shared memory (`cp.async` 16 bytes at a time
+//! where X's k is contiguous and its rows start on 16 bytes, else element by
+//! element; two buffers, the next tile's copy in flight during this one's
+//! products), and each lane reads its chunks of W for the next tile before
+//! it multiplies this one's. A chunk of W is read with one 16-byte
+//! `ld.global.nc` where W's start, leading dimension and batch stride allow
+//! it and the chunk lies inside W, else element by element (zeros past the
+//! edge). Arithmetic: f64 FMAs for f64, f32 FMAs for f32 (and a TF32
+//! request), f16 and bf16 converted exactly to f32, i8 by `dp4a`
+//! (K-contiguous W) or i32 multiply-adds, wrapping, as cuBLAS's
+//! `CUBLAS_COMPUTE_32I`; the tensor-core form by `mma.sync` ([`MmaInput`]).
+//! The epilogue is [`crate::mixed::Output`]'s: `beta == 0` never reads Y.
 //!
 //! # Order of the sums (the same bits every run)
-//! Lane partial sums run over its k in increasing order; the lanes that
-//! share an output are added by butterfly shuffles (xor 1 then 2 for a
-//! K-contiguous W, xor 4, 8, 16 for an N-contiguous one); then the warps'
-//! sums in warp order 0..WARPS.
+//! Lane partial sums run over its k in increasing order (the tensor-core
+//! form: `mma.sync`'s order within each chunk); the lanes that share an
+//! output are added by butterfly shuffles (xor 1 then 2 for a K-contiguous
+//! W, xor 4, 8, 16 for an N-contiguous one); then the warps' sums in warp
+//! order 0..WARPS.
 //!
 //! # Source
 //! NVIDIA, "Matrix Multiplication Background User's Guide" (memory-bound
-//! products); PTX ISA, "Data Movement: shfl.sync", "Integer Arithmetic:
-//! dp4a".
+//! products); PTX ISA, "Data Movement: shfl.sync", "cp.async", "Integer
+//! Arithmetic: dp4a", "Matrix Fragments for mma.m16n8k16" (and m16n8k32,
+//! m8n8k4).
 
 use crate::mixed::{Bf16, Bh, Output, F16, H, S8};
 use crate::thread::{block_idx, grid_dim, smem_base, sync_threads, thread_idx};
@@ -527,7 +535,8 @@ unsafe fn copy_element(dst: u32, src: Option<*const u8>, bytes: u32) {
 /// element.
 ///
 /// # Safety
-/// All threads of the block call it; `buf` holds `S * kt_len` elements.
+/// All threads of the block call it; `buf` holds `S` rows of `pitch`
+/// bytes, each at least `kt_len` elements.
 #[inline(always)]
 unsafe fn load_x_tile<I: Input, O: Output, const S: usize>(
     p: &Params<I::Raw, O>,
@@ -555,15 +564,20 @@ unsafe fn load_x_tile<I: Input, O: Output, const S: usize>(
             c += threads;
         }
     } else {
+        // Consecutive threads read consecutive elements of global memory:
+        // along k, or along the rows where those are contiguous (X =
+        // op(B)^T of a row-major B: the transposed form).
+        let rows_contiguous = p.x_rs == 1;
         let mut e = t;
         while e < S as u32 * kt_len {
-            let (i, kk) = (e / kt_len, kt + e % kt_len);
+            let (i, kc) = if rows_contiguous { (e % S as u32, e / S as u32) } else { (e / kt_len, e % kt_len) };
+            let kk = kt + kc;
             let src = if i < p.s && kk < p.k {
                 Some(x.add((i as u64 * p.x_rs + kk as u64 * p.x_ks) as usize) as *const u8)
             } else {
                 None
             };
-            copy_element(buf + i * pitch + (e % kt_len) * bytes, src, bytes);
+            copy_element(buf + i * pitch + kc * bytes, src, bytes);
             e += threads;
         }
     }
@@ -634,7 +648,7 @@ pub unsafe fn skinny_wk<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
     let x_vec = x_vectors(&p, v);
     let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v as u64 == 0 && p.strides[1] % v as u64 == 0;
     let base = smem_base();
-    let pitch = KT_BYTES_WK;
+    let pitch = gemm_core::skinny::tile_pitch(types, WLayout::KContiguous, false);
     let tile_bytes = S as u32 * pitch;
     let red = base + 2 * tile_bytes;
     let tiles = p.k.div_ceil(kt_len);
@@ -735,7 +749,7 @@ pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
     let x_vec = x_vectors(&p, v);
     let w_vec = (p.w as usize) % 16 == 0 && p.ldw % v as u64 == 0 && p.strides[1] % v as u64 == 0;
     let base = smem_base();
-    let pitch = kt_len * bytes;
+    let pitch = gemm_core::skinny::tile_pitch(types, WLayout::NContiguous, false);
     let tile_bytes = S as u32 * pitch;
     let red = base + 2 * tile_bytes;
     let tiles = p.k.div_ceil(kt_len);

@@ -110,7 +110,16 @@ impl Gemm {
             let d = if reads_ab { *dims } else { GemmDims { k: 0, ..*dims } };
             return Ok(SkinnyLaunch::like(types, d, Some(whole)));
         }
-        Ok(skinny_launch(types, dims, self.desc.alpha, count, sm_count))
+        let launch = skinny_launch(types, dims, self.desc.alpha, count, sm_count);
+        // f32 with TF32 allowed: above 8 rows, stage 9's TF32 tensor cores
+        // (the CUDA-core kernels at 16 rows ran 0.44-0.68x cuBLAS's TF32,
+        // NVIDIA H200, 2026-11-26).
+        if kernels == Kernels::TensorCores(gemm_core::warpgroup::WgmmaTypes::Tf32, false)
+            && launch.is_some_and(|l| l.rows > 8)
+        {
+            return Ok(None);
+        }
+        Ok(launch)
     }
 
     /// The launch of `count` products shaped as the validated `dims` (user

@@ -1,6 +1,6 @@
 //! The token-sized kernels' launches (`gemm_core::skinny`): a product with
-//! few rows or columns of C (up to 8 or 16 on the CUDA cores, up to 64 on
-//! the tensor cores where W's k is contiguous), read as `Y <- alpha X W +
+//! few rows or columns of C (up to 8, 16 for f32, on the CUDA cores; up to
+//! 32 on the tensor cores for f16, bf16 and i8 where W's k is contiguous), read as `Y <- alpha X W +
 //! beta Y` with the small side as X, in one launch for one product or a
 //! strided batch, every op and layout (the kernel takes strides), the
 //! operands read in place.
@@ -213,25 +213,24 @@ mod tests {
         assert_eq!((l.rows, l.layout), (4, WLayout::NContiguous));
         assert_eq!(l.entry(), "skinny_f16_f32_s4_wn");
         // n small: W = op(A)^T, k contiguous when A is row-major.
-        let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(4096, 16, 4096, R, R)).unwrap();
-        assert_eq!((l.rows, l.layout, l.small_n, l.wide()), (16, WLayout::KContiguous, true, 4096));
+        let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(4096, 8, 4096, R, R)).unwrap();
+        assert_eq!((l.rows, l.layout, l.small_n, l.wide()), (8, WLayout::KContiguous, true, 4096));
         let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(4096, 1, 4096, C, R)).unwrap();
         assert_eq!((l.rows, l.layout, l.small_n), (1, WLayout::NContiguous, true));
-        // 9 to 64 rows with k contiguous: the tensor-core form.
+        // 9 to 32 rows with k contiguous: the tensor-core form.
         let l = SkinnyLaunch::new(SkinnyTypes::F16, dims(9, 4096, 4096, R, C)).unwrap();
         assert_eq!((l.rows, l.mma, l.entry()), (16, true, "skinny_f16_s16_mma"));
-        let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(4096, 20, 4096, R, R)).unwrap();
-        assert_eq!((l.rows, l.mma, l.entry()), (32, true, "skinny_f64_s32_mma"));
-        let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(64, 4096, 4096, R, C)).unwrap();
-        assert_eq!((l.rows, l.mma), (64, true));
-        // 16-bit with n contiguous: up to 16 on the CUDA cores.
-        let l = SkinnyLaunch::new(SkinnyTypes::Bf16, dims(16, 4096, 4096, R, R)).unwrap();
-        assert_eq!((l.rows, l.mma, l.entry()), (16, false, "skinny_bf16_s16_wn"));
+        let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(4096, 20, 4096, R, R)).unwrap();
+        assert_eq!((l.rows, l.mma, l.small_n, l.entry()), (32, true, true, "skinny_s8_s32_mma"));
+        // f32 on the CUDA cores up to 16 rows.
+        let l = SkinnyLaunch::new(SkinnyTypes::F32, dims(16, 4096, 4096, R, R)).unwrap();
+        assert_eq!((l.rows, l.mma, l.entry()), (16, false, "skinny_f32_s16_wn"));
         // Too many rows for the type and layout.
         assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(9, 4096, 4096, R, R)).is_none());
-        assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(17, 4096, 4096, R, R)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(9, 4096, 4096, R, R)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::F64, dims(9, 4096, 4096, R, C)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(17, 4096, 4096, R, C)).is_none());
-        assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(65, 4096, 4096, R, C)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(33, 4096, 4096, R, C)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(0, 4096, 4096, R, C)).is_none());
     }
 

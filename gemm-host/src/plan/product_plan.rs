@@ -37,10 +37,10 @@ pub enum KernelFamily {
         /// Block tile and pipeline depth.
         tile: MmaTile,
     },
-    /// The token-sized kernels: C with few rows or columns (up to 8 or 16
-    /// on the CUDA cores; up to 64 on the tensor cores when the large
-    /// operand's k is contiguous), the large operand read once (compute
-    /// capability 9.0; `gemm_core::skinny`).
+    /// The token-sized kernels: C with few rows or columns (up to 8, 16 for
+    /// f32, on the CUDA cores; up to 32 on the tensor cores for f16, bf16
+    /// and i8 when the large operand's k is contiguous), the large operand
+    /// read once (compute capability 9.0; `gemm_core::skinny`).
     Skinny {
         /// The entry point.
         kernel: &'static str,
