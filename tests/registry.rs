@@ -55,7 +55,8 @@ fn expected_ladder_names(layouts: KernelLayouts) -> BTreeSet<String> {
 }
 
 /// The names stage 9's module must hold: every warpgroup kernel in each
-/// layout it has, the split-K reductions and the transposes.
+/// layout it has, the split-K reductions, the transposes and the
+/// token-sized kernels.
 fn expected_warpgroup_names() -> BTreeSet<String> {
     let reductions = ["warpgroup_reduce_f32", "warpgroup_reduce_f16", "warpgroup_reduce_bf16", "warpgroup_reduce_i32"];
     gemm::tuning::WARPGROUP_KERNELS
@@ -63,6 +64,8 @@ fn expected_warpgroup_names() -> BTreeSet<String> {
         .flat_map(|k| k.names.iter().flatten().copied())
         .chain(reductions)
         .chain(["transpose_b32", "transpose_b8"])
+        .chain(gemm::tuning::SKINNY_KERNELS.iter().copied())
+        .chain(gemm::tuning::SKINNY_MMA_KERNELS.iter().copied())
         .map(String::from)
         .collect()
 }

@@ -94,7 +94,9 @@ pub use plan::product_plan::{KernelFamily, ProductPlan};
 /// ```
 pub mod tuning {
     pub use crate::device::memory::MAX_SPLIT_WORKSPACE;
-    pub use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
+    pub use crate::device::registry::{
+        MmaKernel, WarpgroupKernel, MMA_KERNELS, SKINNY_KERNELS, SKINNY_MMA_KERNELS, WARPGROUP_KERNELS,
+    };
     pub use crate::device::KernelInfo;
     pub use crate::plan::product_plan::{mma_kernel, warpgroup_plan, WarpgroupPlan};
     pub use crate::plan::tuning_plan::{

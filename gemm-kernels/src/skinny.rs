@@ -490,42 +490,31 @@ unsafe fn ld_shared_v4(addr: u32) -> [u32; 4] {
     [a, b, c, d]
 }
 
-/// Copies one element of `bytes` bytes from global `src` to shared `dst`
-/// (zero when `src` is None).
+/// One element of `bytes` bytes at global `src`, as bits.
 ///
 /// # Safety
-/// `src` is readable global memory; `dst` aligned shared memory.
+/// `src` is readable global memory aligned to the element.
 #[inline(always)]
-unsafe fn copy_element(dst: u32, src: Option<*const u8>, bytes: u32) {
+unsafe fn load_bits(src: *const u8, bytes: u32) -> u64 {
     match bytes {
-        8 => {
-            let v: u64 = match src {
-                Some(p) => ld_one!(p, "b64", reg64, u64),
-                None => 0,
-            };
-            asm!("st.shared.b64 [{a}], {v};", a = in(reg32) dst, v = in(reg64) v, options(nostack));
-        }
-        4 => {
-            let v: u32 = match src {
-                Some(p) => ld_one!(p, "b32", reg32, u32),
-                None => 0,
-            };
-            asm!("st.shared.b32 [{a}], {v};", a = in(reg32) dst, v = in(reg32) v, options(nostack));
-        }
-        2 => {
-            let v: u16 = match src {
-                Some(p) => ld_one!(p, "b16", reg16, u16),
-                None => 0,
-            };
-            asm!("st.shared.b16 [{a}], {v};", a = in(reg32) dst, v = in(reg16) v, options(nostack));
-        }
-        _ => {
-            let v: u16 = match src {
-                Some(p) => ld_one!(p, "b8", reg16, u16),
-                None => 0,
-            };
-            asm!("st.shared.b8 [{a}], {v};", a = in(reg32) dst, v = in(reg16) v, options(nostack));
-        }
+        8 => ld_one!(src, "b64", reg64, u64),
+        4 => ld_one!(src, "b32", reg32, u32) as u64,
+        2 => ld_one!(src, "b16", reg16, u16) as u64,
+        _ => ld_one!(src, "b8", reg16, u16) as u64,
+    }
+}
+
+/// Stores the low `bytes` bytes of `v` at shared address `dst`.
+///
+/// # Safety
+/// `dst` is aligned shared memory of the launch.
+#[inline(always)]
+unsafe fn store_bits(dst: u32, v: u64, bytes: u32) {
+    match bytes {
+        8 => asm!("st.shared.b64 [{a}], {v};", a = in(reg32) dst, v = in(reg64) v, options(nostack)),
+        4 => asm!("st.shared.b32 [{a}], {v};", a = in(reg32) dst, v = in(reg32) v as u32, options(nostack)),
+        2 => asm!("st.shared.b16 [{a}], {v};", a = in(reg32) dst, v = in(reg16) v as u16, options(nostack)),
+        _ => asm!("st.shared.b8 [{a}], {v};", a = in(reg32) dst, v = in(reg16) v as u16, options(nostack)),
     }
 }
 
@@ -567,18 +556,30 @@ unsafe fn load_x_tile<I: Input, O: Output, const S: usize>(
         // Consecutive threads read consecutive elements of global memory:
         // along k, or along the rows where those are contiguous (X =
         // op(B)^T of a row-major B: the transposed form).
+        // Each thread has `BATCH` loads in flight before it stores any.
+        const BATCH: u32 = 4;
         let rows_contiguous = p.x_rs == 1;
-        let mut e = t;
-        while e < S as u32 * kt_len {
-            let (i, kc) = if rows_contiguous { (e % S as u32, e / S as u32) } else { (e / kt_len, e % kt_len) };
-            let kk = kt + kc;
-            let src = if i < p.s && kk < p.k {
-                Some(x.add((i as u64 * p.x_rs + kk as u64 * p.x_ks) as usize) as *const u8)
-            } else {
-                None
-            };
-            copy_element(buf + i * pitch + kc * bytes, src, bytes);
-            e += threads;
+        let total = S as u32 * kt_len;
+        let place = |e: u32| if rows_contiguous { (e % S as u32, e / S as u32) } else { (e / kt_len, e % kt_len) };
+        let mut first = t;
+        while first < total {
+            let mut vals = [0u64; BATCH as usize];
+            for (r, val) in vals.iter_mut().enumerate() {
+                let e = first + r as u32 * threads;
+                let (i, kc) = place(e);
+                if e < total && i < p.s && kt + kc < p.k {
+                    let at = x.add((i as u64 * p.x_rs + (kt + kc) as u64 * p.x_ks) as usize) as *const u8;
+                    *val = load_bits(at, bytes);
+                }
+            }
+            for (r, &val) in vals.iter().enumerate() {
+                let e = first + r as u32 * threads;
+                if e < total {
+                    let (i, kc) = place(e);
+                    store_bits(buf + i * pitch + kc * bytes, val, bytes);
+                }
+            }
+            first += BATCH * threads;
         }
     }
 }

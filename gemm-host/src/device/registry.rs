@@ -134,6 +134,26 @@ macro_rules! warpgroup_entries {
 /// Every compiled stage-9 kernel family (the `sm_90a` module's entry points).
 pub static WARPGROUP_KERNELS: &[WarpgroupKernel] = gemm_core::warpgroup_menu!(warpgroup_entries);
 
+macro_rules! skinny_names {
+    ($( ($name:ident, $t:ident, $s:literal, [$($l:ident),*]) )*) => {
+        &[$($(concat!(stringify!($name), "_", stringify!($l)),)*)*]
+    };
+}
+
+macro_rules! skinny_mma_names {
+    ($( ($name:ident, $t:ident, $s:literal) )*) => {
+        &[$(stringify!($name),)*]
+    };
+}
+
+/// Every compiled token-sized kernel of the CUDA cores
+/// (`gemm_core::skinny_menu!`; the `sm_90a` module's entry points).
+pub static SKINNY_KERNELS: &[&str] = gemm_core::skinny_menu!(skinny_names);
+
+/// Every compiled token-sized kernel of the tensor cores
+/// (`gemm_core::skinny_mma_menu!`; the `sm_90a` module's entry points).
+pub static SKINNY_MMA_KERNELS: &[&str] = gemm_core::skinny_mma_menu!(skinny_mma_names);
+
 /// One compiled stage-8 mixed-precision kernel (`mma.sync`): the entry
 /// point of that name in each layout module (f16, bf16), or in the `nt`
 /// module alone (tf32, i8).
