@@ -1207,17 +1207,28 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
     if dev.compute_capability() != (9, 0) {
         return;
     }
-    // Row-major A and B: m small reads B along n (the CUDA-core kernels: 8
-    // rows, f32 16), n small reads A along k (also the tensor-core form up
-    // to 32 rows for f16, bf16 and i8). f32 with TF32 allowed: 8.
-    let rows = match (m <= n, pair) {
-        (_, Pair::F32) => 16,
-        (_, Pair::F64 | Pair::Tf32) | (true, _) => 8,
-        (false, _) => 32,
-    };
+    // Row-major A and B: m small reads B along n, n small reads A along k
+    // with X = B^T strided: the CUDA-core kernels either way (8 rows, f32
+    // 16; f32 with TF32 allowed 8), not the tensor-core form.
+    let rows = if pair == Pair::F32 { 16 } else { 8 };
     let plan = pair.base().device(dev).plan_for::<T, C>(m, n, k).unwrap();
     let token = matches!(plan.family, gemm::KernelFamily::Skinny { .. });
     assert_eq!(token, m.min(n) <= rows, "{} {m}x{n}x{k}: {plan}", pair.name());
+    // B column-major, m small: A and B both read along k, the tensor-core
+    // form from 9 to 32 rows for f16, bf16 and i8.
+    if m <= n {
+        let rows = match pair {
+            Pair::F32 => 16,
+            Pair::F64 | Pair::Tf32 => 8,
+            _ => 32,
+        };
+        let plan = pair.base().op_b(gemm::Op::T).device(dev).plan_for::<T, C>(m, n, k).unwrap();
+        let mma = matches!(plan.family, gemm::KernelFamily::Skinny { kernel, .. } if kernel.ends_with("_mma"));
+        let token = matches!(plan.family, gemm::KernelFamily::Skinny { .. });
+        assert_eq!(token, m <= rows, "{} {m}x{n}x{k}, B column-major: {plan}", pair.name());
+        let has_mma = !matches!(pair, Pair::F32 | Pair::F64 | Pair::Tf32);
+        assert_eq!(mma, has_mma && m > 8 && m <= rows, "{} {m}x{n}x{k}, B column-major: {plan}", pair.name());
+    }
 }
 
 // ---------------------------------------------------------------------------

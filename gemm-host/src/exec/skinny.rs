@@ -54,9 +54,17 @@ impl SkinnyLaunch {
         let k_contiguous = if small_n { dims.a_layout == Layout::RowMajor } else { dims.b_layout == Layout::ColMajor };
         let layout = if k_contiguous { WLayout::KContiguous } else { WLayout::NContiguous };
         let cuda_cores = whole.map_or(s <= skinny::cuda_core_rows(types, layout), |w| !w.mma);
+        // X = op(A), or op(B)^T: its k contiguous when op(A) is row-major,
+        // or op(B) column-major.
+        let x_k_contiguous =
+            if small_n { dims.b_layout == Layout::ColMajor } else { dims.a_layout == Layout::RowMajor };
         let (rows, mma) = if cuda_cores {
             (skinny::rows_for(types, s)?, false)
-        } else if layout == WLayout::KContiguous {
+        } else if layout == WLayout::KContiguous && (x_k_contiguous || whole.is_some()) {
+            // The tensor-core form copies X's tile 16 bytes at a time; with
+            // X's k strided (the transposed form of a row-major B) it ran
+            // 0.28-0.32x cuBLAS at 32 rows (NVIDIA H200, 2026-11-26), stage
+            // 9 0.7x.
             (skinny::mma_rows_for(types, s)?, true)
         } else {
             return None;
@@ -220,8 +228,11 @@ mod tests {
         // 9 to 32 rows with k contiguous: the tensor-core form.
         let l = SkinnyLaunch::new(SkinnyTypes::F16, dims(9, 4096, 4096, R, C)).unwrap();
         assert_eq!((l.rows, l.mma, l.entry()), (16, true, "skinny_f16_s16_mma"));
-        let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(4096, 20, 4096, R, R)).unwrap();
+        let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(4096, 20, 4096, R, C)).unwrap();
         assert_eq!((l.rows, l.mma, l.small_n, l.entry()), (32, true, true, "skinny_s8_s32_mma"));
+        // ... with X's k contiguous only (here X = B^T of a row-major B).
+        assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(4096, 20, 4096, R, R)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(20, 4096, 4096, C, C)).is_none());
         // f32 on the CUDA cores up to 16 rows.
         let l = SkinnyLaunch::new(SkinnyTypes::F32, dims(16, 4096, 4096, R, R)).unwrap();
         assert_eq!((l.rows, l.mma, l.entry()), (16, false, "skinny_f32_s16_wn"));
