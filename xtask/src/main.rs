@@ -996,9 +996,28 @@ fn parse_ptxas(log: &str) -> Vec<Report> {
 /// Spills `cargo xtask ptxas` accepts, each with its reason: (PTX file,
 /// kernel, most bytes of stack and of spill stores and loads, why). Anything
 /// else with a stack frame, or these growing, fails.
-/// None since stage 8's branch-free copies (2026-11-24): the two tn batched
-/// kernels that spilled 16 bytes of epilogue values before no longer do.
-const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[];
+/// None for stages 1-9 since stage 8's branch-free copies (2026-11-24).
+/// The token-sized kernels below spill a few bytes under the 128-register
+/// cap of 2 blocks per SM (`gemm_core::skinny::min_blocks_per_sm`).
+const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_bf16_f32_s8_wk", 8, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_bf16_f32_s8_wn", 36, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_bf16_s8_wk", 8, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_bf16_s8_wn", 36, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f16_f32_s8_wk", 8, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f16_f32_s8_wn", 36, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f16_s8_wk", 8, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f16_s8_wn", 36, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f32_s2_wk", 60, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f32_s8_wk", 8, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f64_s4_wk", 76, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f64_s8_wk", 48, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_s8_s4_wn", 172, SKINNY_SPILLS),
+];
+
+/// Why the token-sized kernels' spills are accepted.
+const SKINNY_SPILLS: &str = "compiled for 2 blocks per SM (128 registers), the configuration measured on an NVIDIA \
+     H200 (2026-11-26); the same kernel at 1 block per SM without spills is not measured yet";
 
 /// `cargo xtask ptxas`: assembles every generated PTX file (every
 /// architecture and layout) and prints one table per file.
