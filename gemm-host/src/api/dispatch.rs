@@ -6,17 +6,20 @@
 //! matrices (through the host path), device matrices, strided, pointer-array
 //! and grouped batches - goes this one way.
 
-use crate::api::gemm::Gemm;
+use crate::api::gemm::{Gemm, ASSUMED};
 use crate::device::Device;
-use crate::element::{Product, Scalar, Types};
+use crate::element::{product_name, Product, Scalar, Types};
 use crate::error::Error;
 use crate::exec::host_path::HostPolicy;
 use crate::exec::ladder::LadderLaunch;
 use crate::exec::launch::{checked_geometry, SINGLE};
 use crate::exec::skinny::SkinnyLaunch;
 use crate::exec::{Launch, ListLaunch, TensorCoreStage};
-use crate::plan::product_plan::{mma_launch, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list};
+use crate::plan::product_plan::{
+    mma_launch, skinny_family, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list, ProductPlan,
+};
 use gemm_core::pack;
+use gemm_core::shape::{Layout, Op};
 use gemm_core::skinny::SkinnyTypes;
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::{GemmDims, Precision};
@@ -238,5 +241,52 @@ impl Gemm {
             _ => {}
         }
         Ok(step)
+    }
+
+    /// [`Gemm::plan_for`] where a call would run the token-sized kernels
+    /// (C row-major; without a device: as on compute capability 9.0 with 132
+    /// SMs). None otherwise, and where the options are in error (the other
+    /// planners report those).
+    pub(crate) fn plan_skinny<T: Product<C>, C: Scalar>(
+        &self,
+        (m, n, k): (usize, usize, usize),
+        count: usize,
+    ) -> Result<Option<ProductPlan>, Error> {
+        let device = self.plan_device();
+        let Ok(kernels) = self.kernels::<T, C>(count > 1, device.as_ref()) else { return Ok(None) };
+        let (sm_count, cc, where_) = match &device {
+            Some(d) => (d.sm_count(), d.compute_capability(), d.name().to_string()),
+            None => (ASSUMED.0, ASSUMED.1, ASSUMED.2.to_string()),
+        };
+        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
+        let (a_layout, b_layout) = (of(self.desc.op_a), of(self.desc.op_b));
+        let dims = GemmDims {
+            m,
+            n,
+            k,
+            lda: if a_layout == Layout::RowMajor { k } else { m },
+            ldb: if b_layout == Layout::RowMajor { n } else { k },
+            ldc: n,
+            a_layout,
+            b_layout,
+            c_layout: Layout::RowMajor,
+        };
+        let Ok(Some(launch)) = self.skinny_on(kernels, (cc, sm_count), &dims, count) else { return Ok(None) };
+        let product = match kernels {
+            Kernels::Ladder(p) => format!("{0} x {0} -> {0}", p.name()),
+            Kernels::TensorCores(types, _) => product_name(types),
+        };
+        let (family, route) = skinny_family(&launch);
+        let plural = |x: usize, one: &str| if x == 1 { format!("1 {one}") } else { format!("{x} {one}s") };
+        let side = if launch.small_n { plural(n, "column") } else { plural(m, "row") };
+        Ok(Some(ProductPlan {
+            product,
+            family,
+            split_k: 1,
+            route,
+            copies: Vec::new(),
+            why: format!("C has {side}: the product is bound by reading the large operand once"),
+            device: where_,
+        }))
     }
 }

@@ -1,6 +1,5 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
-use crate::api::dispatch::Kernels;
 use crate::describe::{ProductDesc, Target};
 use crate::device::registry::entry_point;
 use crate::device::{default_device, Device};
@@ -10,7 +9,7 @@ use crate::exec;
 use crate::exec::host_path::{host_product, HostCall, HostOperand};
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
-use crate::plan::product_plan::{mma_launch, skinny_family, warpgroup_launch, KernelFamily, ProductPlan};
+use crate::plan::product_plan::{mma_launch, warpgroup_launch, KernelFamily, ProductPlan};
 use crate::plan::tuning_plan::{plan_split, stage_default};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
@@ -871,7 +870,8 @@ impl Gemm {
 
 /// The SMs and compute capability planned for without a device: an H100
 /// SXM's (132 SMs, 9.0), the device the tables were measured on.
-const ASSUMED: (u32, (i32, i32), &str) = (132, (9, 0), "no device: planned as for compute capability 9.0, 132 SMs");
+pub(crate) const ASSUMED: (u32, (i32, i32), &str) =
+    (132, (9, 0), "no device: planned as for compute capability 9.0, 132 SMs");
 
 impl Gemm {
     /// What a product of `T` operands into a `C` runs with this builder's
@@ -941,55 +941,8 @@ impl Gemm {
     }
 
     /// The device a plan is made for: the builder's, else the default one.
-    fn plan_device(&self) -> Option<std::sync::Arc<Device>> {
+    pub(crate) fn plan_device(&self) -> Option<std::sync::Arc<Device>> {
         self.device_option().cloned().or_else(|| default_device().ok())
-    }
-
-    /// [`Gemm::plan_for`] where a call would run the token-sized kernels
-    /// (C row-major; without a device: as on compute capability 9.0 with 132
-    /// SMs). None otherwise, and where the options are in error (the other
-    /// planners report those).
-    fn plan_skinny<T: Product<C>, C: Scalar>(
-        &self,
-        (m, n, k): (usize, usize, usize),
-        count: usize,
-    ) -> Result<Option<ProductPlan>, Error> {
-        let device = self.plan_device();
-        let Ok(kernels) = self.kernels::<T, C>(count > 1, device.as_ref()) else { return Ok(None) };
-        let (sm_count, cc, where_) = match &device {
-            Some(d) => (d.sm_count(), d.compute_capability(), d.name().to_string()),
-            None => (ASSUMED.0, ASSUMED.1, ASSUMED.2.to_string()),
-        };
-        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
-        let (a_layout, b_layout) = (of(self.desc.op_a), of(self.desc.op_b));
-        let dims = GemmDims {
-            m,
-            n,
-            k,
-            lda: if a_layout == Layout::RowMajor { k } else { m },
-            ldb: if b_layout == Layout::RowMajor { n } else { k },
-            ldc: n,
-            a_layout,
-            b_layout,
-            c_layout: Layout::RowMajor,
-        };
-        let Ok(Some(launch)) = self.skinny_on(kernels, (cc, sm_count), &dims, count) else { return Ok(None) };
-        let product = match kernels {
-            Kernels::Ladder(p) => format!("{0} x {0} -> {0}", p.name()),
-            Kernels::TensorCores(types, _) => product_name(types),
-        };
-        let (family, route) = skinny_family(&launch);
-        let plural = |x: usize, one: &str| if x == 1 { format!("1 {one}") } else { format!("{x} {one}s") };
-        let side = if launch.small_n { plural(n, "column") } else { plural(m, "row") };
-        Ok(Some(ProductPlan {
-            product,
-            family,
-            split_k: 1,
-            route,
-            copies: Vec::new(),
-            why: format!("C has {side}: the product is bound by reading the large operand once"),
-            device: where_,
-        }))
     }
 
     /// [`Gemm::plan_for`] for f32: on TF32 tensor cores when a call would
