@@ -600,6 +600,10 @@ impl Gemm {
     /// Uses the builder's device, else the default device when one is
     /// present; without a GPU it plans as for the measured device.
     ///
+    /// This is the ladder's plan. On compute capability 9.0 a product with
+    /// few rows or columns of C runs the token-sized kernels instead, unless
+    /// an option chose a kernel; [`Gemm::plan_for`] says what a call runs.
+    ///
     /// ```
     /// let plan = gemm::Gemm::new().plan(gemm::Precision::F64, 4096, 4096, 4096)?;
     /// println!("{plan}"); // e.g. "stage 8 (tensor-core), block 128x64x16, ... (fastest measured at ...)"
