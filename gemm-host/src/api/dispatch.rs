@@ -19,7 +19,6 @@ use crate::plan::product_plan::{
     mma_launch, skinny_family, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list, ProductPlan,
 };
 use gemm_core::pack;
-use gemm_core::shape::{Layout, Op};
 use gemm_core::skinny::SkinnyTypes;
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::{GemmDims, Precision};
@@ -258,19 +257,7 @@ impl Gemm {
             Some(d) => (d.sm_count(), d.compute_capability(), d.name().to_string()),
             None => (ASSUMED.0, ASSUMED.1, ASSUMED.2.to_string()),
         };
-        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
-        let (a_layout, b_layout) = (of(self.desc.op_a), of(self.desc.op_b));
-        let dims = GemmDims {
-            m,
-            n,
-            k,
-            lda: if a_layout == Layout::RowMajor { k } else { m },
-            ldb: if b_layout == Layout::RowMajor { n } else { k },
-            ldc: n,
-            a_layout,
-            b_layout,
-            c_layout: Layout::RowMajor,
-        };
+        let dims = self.planned_dims((m, n, k));
         let Ok(Some(launch)) = self.skinny_on(kernels, (cc, sm_count), &dims, count) else { return Ok(None) };
         let product = match kernels {
             Kernels::Ladder(p) => format!("{0} x {0} -> {0}", p.name()),

@@ -990,6 +990,24 @@ impl Gemm {
         })
     }
 
+    /// The m x n x k product a plan is made for: op(A) and op(B) stored as
+    /// the builder's op flags say, packed, into a packed row-major C.
+    pub(crate) fn planned_dims(&self, (m, n, k): (usize, usize, usize)) -> GemmDims {
+        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
+        let (a_layout, b_layout) = (of(self.desc.op_a), of(self.desc.op_b));
+        GemmDims {
+            m,
+            n,
+            k,
+            lda: if a_layout == Layout::RowMajor { k } else { m },
+            ldb: if b_layout == Layout::RowMajor { n } else { k },
+            ldc: n,
+            a_layout,
+            b_layout,
+            c_layout: Layout::RowMajor,
+        }
+    }
+
     /// [`Gemm::plan_for`] for the mixed-precision products (f16, bf16, TF32, i8).
     pub(crate) fn plan_mixed(
         &self,
@@ -1009,22 +1027,11 @@ impl Gemm {
                 why: format!("its kernels need compute capability 8.0 or newer; {where_} has {}.{}", cc.0, cc.1),
             });
         }
-        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
-        let (a_layout, b_layout) = (of(self.desc.op_a), of(self.desc.op_b));
+        let row_major_c = self.planned_dims((m, n, k));
+        let (a_layout, b_layout) = (row_major_c.a_layout, row_major_c.b_layout);
         let reads_ab = self.desc.alpha != 0.0 && k > 0;
         let product = product_name(types);
         let mut copies = Vec::new();
-        let row_major_c = GemmDims {
-            m,
-            n,
-            k,
-            lda: if a_layout == Layout::RowMajor { k } else { m },
-            ldb: if b_layout == Layout::RowMajor { n } else { k },
-            ldc: n,
-            a_layout,
-            b_layout,
-            c_layout: Layout::RowMajor,
-        };
         if cc != (9, 0) || mma_sync {
             let max_smem = device.as_ref().map_or(232_448, |d| d.limits().max_smem_per_block);
             let kernel = mma_launch(types, &row_major_c, sm_count, max_smem).kernel;
