@@ -202,11 +202,6 @@ pub trait Input {
     fn dot(acc: Self::Acc, x: ([u32; 4], &[Self::Acc; 16]), w: ([u32; 4], &[Self::Acc; 16])) -> Self::Acc;
     /// `acc[v] += x w[v]` for v < V.
     fn axpy(acc: &mut [Self::Acc; 16], x: Self::Acc, w: &[Self::Acc; 16]);
-    /// One element at `p`, as a partial-sum value.
-    ///
-    /// # Safety
-    /// `p` points to a readable element of global memory.
-    unsafe fn load_one(p: *const Self::Raw) -> Self::Acc;
     /// One element at shared address `addr`, as a partial-sum value.
     ///
     /// # Safety
@@ -275,10 +270,6 @@ impl Input for f64 {
     }
     float_dot!(f64, core::intrinsics::fmaf64);
     #[inline(always)]
-    unsafe fn load_one(p: *const f64) -> f64 {
-        f64::from_bits(ld_one!(p, "b64", reg64, u64))
-    }
-    #[inline(always)]
     unsafe fn ld_shared_one(addr: u32) -> f64 {
         f64::ld_shared(addr)
     }
@@ -308,10 +299,6 @@ impl Input for f32 {
         o
     }
     float_dot!(f32, core::intrinsics::fmaf32);
-    #[inline(always)]
-    unsafe fn load_one(p: *const f32) -> f32 {
-        f32::from_bits(ld_one!(p, "b32", reg32, u32))
-    }
     #[inline(always)]
     unsafe fn ld_shared_one(addr: u32) -> f32 {
         f32::ld_shared(addr)
@@ -346,10 +333,6 @@ macro_rules! half_input {
                 o
             }
             float_dot!(f32, core::intrinsics::fmaf32);
-            #[inline(always)]
-            unsafe fn load_one(p: *const u16) -> f32 {
-                $out(ld_one!(p, "b16", reg16, u16)).to_value()
-            }
             #[inline(always)]
             unsafe fn ld_shared_one(addr: u32) -> f32 {
                 let h: u16;
@@ -411,10 +394,6 @@ impl Input for S8 {
         for v in 0..16 {
             acc[v] = acc[v].wrapping_add(x.wrapping_mul(w[v]));
         }
-    }
-    #[inline(always)]
-    unsafe fn load_one(p: *const i8) -> i32 {
-        ld_one!(p, "s8", reg16, i16) as i32
     }
     #[inline(always)]
     unsafe fn ld_shared_one(addr: u32) -> i32 {
@@ -1055,15 +1034,17 @@ pub unsafe fn skinny_mma_wk<I: MmaInput, O: Output<Value = I::Acc>, const S: usi
 pub mod entry_points {
     use super::*;
 
-    macro_rules! skinny_entry {
-        ($name:ident, $suffix:ident, $kernel:ident, $i:ty, $o:ty, $types:ident, $s:literal) => {
-            #[doc = concat!("Entry point `", stringify!($name), "_", stringify!($suffix), "`.")]
+    /// One entry point: `$export` (the symbol), the launch's parameters
+    /// into [`Params`], then `$call` on them (`p`).
+    macro_rules! entry {
+        ($export:expr, $fn:ident, $i:ty, $o:ty, |$p:ident| $call:expr) => {
+            #[doc = concat!("Entry point `", $export, "`.")]
             ///
             /// # Safety
-            /// As the kernel's (`skinny_wk` / `skinny_wn`).
-            #[export_name = concat!(stringify!($name), "_", stringify!($suffix))]
+            /// As the kernel's (`skinny_wk`, `skinny_wn`, `skinny_mma_wk`).
+            #[export_name = $export]
             #[allow(clippy::too_many_arguments)]
-            pub unsafe extern "ptx-kernel" fn $suffix(
+            pub unsafe extern "ptx-kernel" fn $fn(
                 s: u32,
                 n: u32,
                 k: u32,
@@ -1082,7 +1063,7 @@ pub mod entry_points {
                 stride_w: u64,
                 stride_y: u64,
             ) {
-                let p = Params {
+                let $p = Params {
                     s,
                     n,
                     k,
@@ -1099,8 +1080,16 @@ pub mod entry_points {
                     count,
                     strides: [stride_x, stride_w, stride_y],
                 };
-                crate::skinny::$kernel::<$i, $o, $s>(p, SkinnyTypes::$types)
+                $call
             }
+        };
+    }
+
+    macro_rules! skinny_entry {
+        ($name:ident, $suffix:ident, $kernel:ident, $i:ty, $o:ty, $types:ident, $s:literal) => {
+            entry!(concat!(stringify!($name), "_", stringify!($suffix)), $suffix, $i, $o, |p| {
+                crate::skinny::$kernel::<$i, $o, $s>(p, SkinnyTypes::$types)
+            });
         };
     }
 
@@ -1136,53 +1125,12 @@ pub mod entry_points {
     /// The tensor-core form's entry point `$name`.
     macro_rules! mma_entry {
         ($name:ident, $i:ty, $o:ty, $types:ident, $s:literal) => {
-            #[doc = concat!("Entry point `", stringify!($name), "`.")]
-            ///
-            /// # Safety
-            /// As the kernel's (`skinny_mma_wk`).
-            #[no_mangle]
-            #[allow(clippy::too_many_arguments)]
-            pub unsafe extern "ptx-kernel" fn $name(
-                s: u32,
-                n: u32,
-                k: u32,
-                alpha: <$o as Output>::Value,
-                beta: <$o as Output>::Value,
-                x: *const <$i as Input>::Raw,
-                x_rs: u64,
-                x_ks: u64,
-                w: *const <$i as Input>::Raw,
-                ldw: u64,
-                y: *mut $o,
-                y_rs: u64,
-                y_cs: u64,
-                count: u32,
-                stride_x: u64,
-                stride_w: u64,
-                stride_y: u64,
-            ) {
-                let p = Params {
-                    s,
-                    n,
-                    k,
-                    alpha,
-                    beta,
-                    x,
-                    x_rs,
-                    x_ks,
-                    w,
-                    ldw,
-                    y,
-                    y_rs,
-                    y_cs,
-                    count,
-                    strides: [stride_x, stride_w, stride_y],
-                };
+            entry!(stringify!($name), $name, $i, $o, |p| {
                 crate::skinny::skinny_mma_wk::<$i, $o, $s, { $s / <$i as MmaInput>::TILE_M as usize }>(
                     p,
                     SkinnyTypes::$types,
                 )
-            }
+            });
         };
     }
 
