@@ -721,3 +721,85 @@ fn grouped_launch_is_ordered_with_other_streams() {
         assert!(host.as_slice().iter().all(|&v| v == k as f32), "expert {e} read back on the device's stream");
     }
 }
+
+/// A product whose block tiles leave the last wave partly empty, on device
+/// matrices of `v`'s layouts with padding (A, B pad 3 holding NaN; C pad 2
+/// holding NaN): the planner splits it in two (`warpgroup_tail`: the first
+/// rows of C whole, the other rows' k in slices into a workspace); the
+/// result within the bound, C's padding bit for bit, a NaN-poisoned C with
+/// beta = 0 overwritten, the same bits on a second run. Takes the first of
+/// `shapes` that the planner tail-splits in both orientations (m x n and
+/// n x m: whichever the route runs) on this device, and fails when none
+/// does (the test must exercise the split); `plan_for` must say so.
+fn check_tail<T: Product<C>, C: Scalar>(
+    types: WgmmaTypes,
+    g: Gemm,
+    shapes: &[(usize, usize, usize)],
+    v: Variant,
+    (alpha, beta): (f64, f64),
+) {
+    let dev = device();
+    let g = g.op_a(v.op_a).op_b(v.op_b).alpha(alpha).beta(beta);
+    let tail = |m, n, k| warpgroup_plan(types, m, n, k, 1, dev.sm_count()).tail.is_some();
+    let &(m, n, k) = shapes
+        .iter()
+        .find(|&&(m, n, k)| tail(m, n, k) && tail(n, m, k))
+        .unwrap_or_else(|| panic!("no tail split among {shapes:?}"));
+    if v == Variant::NN && types != WgmmaTypes::Tf32 {
+        let why = g.clone().plan_for::<T, C>(m, n, k).unwrap().why;
+        assert!(why.contains("last wave balanced"), "{m}x{n}x{k}: plan_for says {why}");
+    }
+    let (a, b) = (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()));
+    let c0 = random_matrix::<C>(m, n, seed());
+    let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::POISON), store(&b, v.op_b, v.b, 3, T::POISON));
+    let before = if beta == 0.0 {
+        store(&Matrix::from_fn(m, n, |_, _| C::POISON), Op::N, v.c, 2, C::POISON)
+    } else {
+        store(&c0, Op::N, v.c, 2, C::POISON)
+    };
+    let what = format!("tail split {} -> {} {m}x{n}x{k} {v} alpha {alpha} beta {beta}", T::NAME, C::NAME);
+    let (da, db) = (DeviceMatrix::from_host(&dev, &sa).unwrap(), DeviceMatrix::from_host(&dev, &sb).unwrap());
+    let run = || {
+        let mut dc = DeviceMatrix::from_host(&dev, &before).unwrap();
+        g.run_device(&da, &db, &mut dc).unwrap_or_else(|e| panic!("{what}: {e}"));
+        dc.to_host().unwrap()
+    };
+    let c = run();
+    let r = if T::NAME == "f32" {
+        let f = |x: &Matrix<T>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
+        let h = |x: &Matrix<C>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
+        Reference::new_tf32(alpha, &f(&a), &f(&b), beta, &h(&c0))
+    } else {
+        Reference::new_mixed(alpha, &a, &b, beta, &c0)
+    };
+    let cmp = r.compare(&c);
+    assert!(cmp.passed(), "{what}: {cmp}");
+    let outside = before.as_slice().iter().zip(c.as_slice()).enumerate().find(|(o, (x, y))| {
+        let (i, j) = match v.c {
+            Layout::RowMajor => (o / c.ld(), o % c.ld()),
+            Layout::ColMajor => (o % c.ld(), o / c.ld()),
+        };
+        (i >= m || j >= n) && bits(**x) != bits(**y)
+    });
+    assert!(outside.is_none(), "{what}: C's padding changed at storage index {:?}", outside.map(|o| o.0));
+    let again = run();
+    assert!(c.as_slice().iter().zip(again.as_slice()).all(|(x, y)| bits(*x) == bits(*y)), "{what}: not deterministic");
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn last_wave_tail_splits_are_within_the_bound() {
+    // More block tiles than SMs, not a whole number of waves (153 and 288
+    // of 128 x 256 on 132 SMs), a long enough k: the first rows in full
+    // waves, the rest split along k. Lines of 4112 bytes: realigned too.
+    let shapes = [(2056, 2056, 2048), (3000, 3000, 3000)];
+    let all = Variant::all();
+    check_tail::<f16, f16>(WgmmaTypes::F16, Gemm::new(), &shapes, Variant::NN, (1.0, 0.0));
+    check_tail::<f16, f16>(WgmmaTypes::F16, Gemm::new(), &shapes, all[9], (0.5, -2.0));
+    check_tail::<bf16, f32>(WgmmaTypes::Bf16F32, Gemm::new(), &shapes, all[30], (-1.5, 0.5));
+    check_tail::<bf16, bf16>(WgmmaTypes::Bf16, Gemm::new(), &shapes, all[3], (1.0, 0.0));
+    // TF32: the transposed product (both row-major), and a column-major C.
+    let tf32 = || Gemm::new().allow_tf32(true);
+    check_tail::<f32, f32>(WgmmaTypes::Tf32, tf32(), &shapes, Variant::NN, (0.7, 1.0));
+    check_tail::<f32, f32>(WgmmaTypes::Tf32, tf32(), &shapes, all[1], (1.0, 0.0));
+}

@@ -55,15 +55,15 @@ fn expected_ladder_names(layouts: KernelLayouts) -> BTreeSet<String> {
 }
 
 /// The names stage 9's module must hold: every warpgroup kernel in each
-/// layout it has, the split-K reductions, the transposes and the
-/// token-sized kernels.
+/// layout it has, the split-K reductions, the transposes, the realigning
+/// copy and the token-sized kernels.
 fn expected_warpgroup_names() -> BTreeSet<String> {
     let reductions = ["warpgroup_reduce_f32", "warpgroup_reduce_f16", "warpgroup_reduce_bf16", "warpgroup_reduce_i32"];
     gemm::tuning::WARPGROUP_KERNELS
         .iter()
         .flat_map(|k| k.names.iter().flatten().copied())
         .chain(reductions)
-        .chain(["transpose_b32", "transpose_b8"])
+        .chain(["transpose_b32", "transpose_b8", "copy_lines_16"])
         .chain(gemm::tuning::SKINNY_KERNELS.iter().copied())
         .chain(gemm::tuning::SKINNY_MMA_KERNELS.iter().copied())
         .map(String::from)

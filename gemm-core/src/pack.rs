@@ -53,6 +53,20 @@ pub const fn pack_grid(rows: u32, cols: u32) -> [u32; 3] {
     [if x == 0 { 1 } else { x }, if y == 0 { 1 } else { y }, 1]
 }
 
+/// Threads per block of stage 9's realigning copy (`copy_lines_16`: an
+/// operand's lines copied to lines on 128 bytes, 16 bytes per thread).
+pub const COPY_THREADS: u32 = 256;
+
+/// Grid of the realigning copy of `lines` lines of `line_bytes` bytes: x
+/// over a line's 16-byte chunks (and its tail), y over lines, capped at
+/// 65535 (blocks then loop).
+pub const fn copy_grid(lines: u32, line_bytes: u32) -> [u32; 3] {
+    let items = ceil_div(line_bytes, 16);
+    let x = ceil_div(items, COPY_THREADS);
+    let y = if lines > MAX_GRID_Y { MAX_GRID_Y } else { lines };
+    [if x == 0 { 1 } else { x }, if y == 0 { 1 } else { y }, 1]
+}
+
 /// Dynamic shared memory of a pack block: a 32 x 33 tile.
 pub const fn pack_smem_bytes(precision: Precision) -> u32 {
     pack_tile_bytes(precision.bytes())

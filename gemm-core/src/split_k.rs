@@ -154,6 +154,83 @@ pub fn model_split(model: &SplitModel) -> u32 {
     best.0
 }
 
+/// A product whose last wave of block tiles would leave SMs idle, run in
+/// two parts (the data-parallel waves plus a split remainder, one of the
+/// hybrids of Osama et al.'s "Stream-K", with split-K in place of
+/// stream-K's shared tiles): its first `head_tile_rows` rows of block tiles
+/// whole, in full waves, then the remaining rows with k split in `slices`
+/// into a workspace and summed in slice order (so the bits are the same
+/// every run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailSplit {
+    /// Rows of block tiles computed whole (at least 1, fewer than the C's).
+    pub head_tile_rows: u32,
+    /// Slices of k of the remaining rows (at least 2).
+    pub slices: u32,
+}
+
+/// The [`TailSplit`] with the fewest k-tile steps on the busiest SM, for a
+/// C of `tile_rows` x `tile_cols` block tiles whose k loop is `k_tiles`
+/// tiles of `bk` elements (k elements in all), each block adding
+/// `fixed_steps` of pipeline fill and epilogue, on `sms` SMs running one
+/// block tile each at a time (so the busiest SM runs `ceil(blocks / sms)`
+/// of them): the head's whole tiles plus the tail's slices, against
+/// `ceil(tiles / sms) * (k_tiles + fixed_steps)` unsplit. Heads keep at
+/// least as many tiles as fill whole waves; slices are at most
+/// `max_slices` and at least 4 k tiles long. None when no tail split
+/// takes fewer steps (whole waves already, or k too short). The caller
+/// adds the workspace's traffic and the reduction's launch.
+///
+/// ```
+/// use gemm_core::split_k::{tail_split, TailSplit};
+/// // 12 x 12 tiles on 132 SMs: 11 rows in one wave, the last row's 12
+/// // tiles in 11 slices beside nothing else.
+/// let t = tail_split(12, 12, 96, 16, 132, 2.0, 64).unwrap();
+/// assert_eq!(t.head_tile_rows, 11);
+/// assert!(t.slices >= 8);
+/// // 4 x 33 tiles fill 132 SMs: nothing to balance.
+/// assert_eq!(tail_split(4, 33, 96, 16, 132, 2.0, 64), None);
+/// ```
+pub fn tail_split(
+    tile_rows: u64,
+    tile_cols: u64,
+    k_tiles: u64,
+    bk: u32,
+    sms: u64,
+    fixed_steps: f64,
+    max_slices: u32,
+) -> Option<TailSplit> {
+    let sms = sms.max(1);
+    let tiles = tile_rows.checked_mul(tile_cols)?;
+    if tile_rows < 2 || tiles % sms == 0 || k_tiles < 8 {
+        return None;
+    }
+    let whole = tiles.div_ceil(sms) as f64 * (k_tiles as f64 + fixed_steps);
+    let k = k_tiles.saturating_mul(bk as u64).min(u32::MAX as u64) as u32;
+    let mut best: Option<(f64, TailSplit)> = None;
+    // Heads from the most rows that fit whole waves down to one wave fewer.
+    let full_rows = (tiles / sms * sms) / tile_cols;
+    let lowest = full_rows.saturating_sub(sms.div_ceil(tile_cols)).max(1);
+    let mut head = full_rows.min(tile_rows - 1);
+    while head >= lowest {
+        let (head_tiles, tail_tiles) = (head * tile_cols, (tile_rows - head) * tile_cols);
+        let head_steps = head_tiles.div_ceil(sms) as f64 * (k_tiles as f64 + fixed_steps);
+        let mut s = 2u32;
+        while s <= max_slices && k_tiles >= 4 * s as u64 {
+            let (k_slice, n) = slices(k, s, bk);
+            let slice_tiles = (k_slice as u64).div_ceil(bk.max(1) as u64) as f64;
+            let steps = head_steps + (tail_tiles * n as u64).div_ceil(sms) as f64 * (slice_tiles + fixed_steps);
+            // Fewer steps wins; a tie keeps the fewer slices (less workspace).
+            if best.is_none_or(|(b, _)| steps < b) {
+                best = Some((steps, TailSplit { head_tile_rows: head as u32, slices: n }));
+            }
+            s += 1;
+        }
+        head -= 1;
+    }
+    best.filter(|(steps, _)| *steps < whole).map(|(_, t)| t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,7 +261,31 @@ mod tests {
         assert_eq!(model_split(&h200(8, 64, 256 * 256)), 1);
     }
 
+    #[test]
+    fn tail_split_fills_the_last_wave() {
+        // 3000^3 f16 on 128 x 256 tiles: 24 x 12 tiles (2.2 waves) on 132
+        // SMs; two rows of tiles (24) left after 22 rows in two waves.
+        let t = tail_split(24, 12, 47, 64, 132, 4.0, 64).expect("a tail");
+        assert_eq!(t.head_tile_rows, 22);
+        assert!(t.slices >= 2 && 24 * t.slices as u64 <= 132);
+        // One wave short of filling: nothing to gain by a tail split.
+        assert_eq!(tail_split(11, 12, 96, 16, 132, 2.0, 64), None);
+        // A single row of tiles has no head.
+        assert_eq!(tail_split(1, 12, 96, 16, 132, 2.0, 64), None);
+        // k too short to slice.
+        assert_eq!(tail_split(12, 12, 4, 16, 132, 2.0, 64), None);
+    }
+
     proptest! {
+        #[test]
+        fn tail_splits_are_valid(rows in 1u64..200, cols in 1u64..200, k_tiles in 0u64..2000, sms in 1u64..200) {
+            if let Some(t) = tail_split(rows, cols, k_tiles, 16, sms, 3.0, 64) {
+                prop_assert!(t.head_tile_rows >= 1 && (t.head_tile_rows as u64) < rows);
+                prop_assert!(t.slices >= 2 && t.slices <= 64);
+                prop_assert!(k_tiles >= 4 * t.slices as u64);
+            }
+        }
+
         #[test]
         fn slices_cover_k_exactly(k in 0u32..1_000_000, split in 0u32..300, bk in prop::sample::select(&[1u32, 8, 16, 32][..])) {
             let (k_slice, n) = slices(k, split, bk);

@@ -20,12 +20,22 @@
 //! # Source
 //! Mark Harris, "An Efficient Matrix Transpose in CUDA C/C++" (NVIDIA
 //! developer blog): the tiled transpose with a padded shared-memory tile.
+//!
+//! # The realigning copy
+//! [`copy_lines`] (entry point `copy_lines_16`, stage 9's module) is the
+//! other copy before a product: `lines` lines of `line_bytes` bytes from a
+//! source whose lines start on 16 bytes to a copy whose lines start on 128
+//! (TMA reads a box row that straddles two 128-byte lines as two), 16
+//! bytes per thread, the last `line_bytes % 16` of each line a byte at a
+//! time. Blocks of `gemm_core::pack::COPY_THREADS` threads; grid
+//! `gemm_core::pack::copy_grid`: x over a line's 16-byte
+//! chunks, grid y over lines, each walking at a grid-sized stride.
 
 use crate::element::Element;
 use crate::thread::{block_idx, grid_dim, smem_base, sync_threads, thread_idx};
 use core::arch::asm;
 use gemm_core::ceil_div;
-use gemm_core::pack::{PACK_BLOCK, PACK_TILE};
+use gemm_core::pack::{COPY_THREADS, PACK_BLOCK, PACK_TILE};
 
 /// What the transposed copy moves: an element's bits (f64, f32, and for
 /// stage 9's operands u32 (f32 read as TF32) and u8 (i8)).
@@ -166,6 +176,75 @@ pub unsafe fn transpose<T: Word>(rows: u32, cols: u32, src: *const T, ld: u32, d
         }
         by += gy;
     }
+}
+
+/// The realigning copy (see the module docs): line `l`'s `line_bytes`
+/// bytes from `src + l * ld_src` to `dst + l * ld_dst` (pitches in bytes).
+///
+/// # Safety
+/// `src`, `dst`, `ld_src` and `ld_dst` are multiples of 16; `src` holds
+/// `lines` readable lines of `line_bytes` bytes `ld_src` apart, `dst` room
+/// for as many `ld_dst` apart, not overlapping `src`; blocks of
+/// `COPY_THREADS` x 1 threads.
+#[inline(always)]
+pub unsafe fn copy_lines(lines: u32, line_bytes: u32, src: *const u8, ld_src: u64, dst: *mut u8, ld_dst: u64) {
+    let [tx, _] = thread_idx();
+    let [gx, gy] = grid_dim();
+    let [bx, by, _] = block_idx();
+    let chunks = line_bytes / 16;
+    let tail = line_bytes % 16;
+    // A line's work items: its whole chunks, then one for the tail bytes.
+    let items = chunks + (tail > 0) as u32;
+    let mut line = by;
+    while line < lines {
+        let from = src.add(line as usize * ld_src as usize);
+        let to = dst.add(line as usize * ld_dst as usize);
+        let mut i = bx * COPY_THREADS + tx;
+        while i < items {
+            let at = i as usize * 16;
+            if i < chunks {
+                let (x, y, z, w): (u32, u32, u32, u32);
+                asm!(
+                    "ld.global.nc.v4.u32 {{{x}, {y}, {z}, {w}}}, [{p}];",
+                    x = out(reg32) x, y = out(reg32) y, z = out(reg32) z, w = out(reg32) w,
+                    p = in(reg64) from.add(at),
+                    options(readonly, nostack)
+                );
+                asm!(
+                    "st.global.v4.u32 [{p}], {{{x}, {y}, {z}, {w}}};",
+                    p = in(reg64) to.add(at),
+                    x = in(reg32) x, y = in(reg32) y, z = in(reg32) z, w = in(reg32) w,
+                    options(nostack)
+                );
+            } else {
+                let mut b = 0;
+                while b < tail {
+                    let at = at + b as usize;
+                    <u8 as Word>::st_global(to.add(at), <u8 as Word>::ld_global(from.add(at)));
+                    b += 1;
+                }
+            }
+            i += gx * COPY_THREADS;
+        }
+        line += gy;
+    }
+}
+
+/// Entry point `copy_lines_16`: the realigning copy of stage 9's operands.
+///
+/// # Safety
+/// As [`copy_lines`].
+#[cfg(gemm_sm90a)]
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn copy_lines_16(
+    lines: u32,
+    line_bytes: u32,
+    src: *const u8,
+    ld_src: u64,
+    dst: *mut u8,
+    ld_dst: u64,
+) {
+    copy_lines(lines, line_bytes, src, ld_src, dst, ld_dst)
 }
 
 macro_rules! export_pack {

@@ -1105,10 +1105,19 @@ impl Gemm {
         let kernel = family.names[KernelLayouts { a: read_a, b: read_b }.index()]
             .or(family.names[1])
             .expect("a kernel for the layouts the operands are brought to");
-        let why = format!(
+        let mut why = format!(
             "the tile with the least estimated time on {sm_count} SMs (whole waves of block tiles{}, bytes at HBM's rate)",
             if slices > 1 { ", k split where the tiles leave SMs idle" } else { "" }
         );
+        if let Some((t, _)) = launch.tail {
+            let (rows, tiles) = (kd.m - t.head_rows as usize, family.tile.tiles(kd.m as u32, kd.n as u32, 1));
+            why.push_str(&format!(
+                "; last wave balanced: C's first {} rows whole in full waves, the other {rows} rows with k in {} \
+                 slices into an f32 (i32) workspace, summed in slice order ({tiles} block tiles for {sm_count} SMs; \
+                 device matrices only: the host path's tiles run whole)",
+                t.head_rows, t.split.0
+            ));
+        }
         Ok(ProductPlan {
             product,
             family: KernelFamily::Warpgroup { kernel, tile: family.tile },

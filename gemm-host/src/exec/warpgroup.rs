@@ -15,8 +15,11 @@ use crate::element::{product_name, Scalar};
 use crate::error::{DriverContext, Error};
 use crate::exec::launch::{ListViews, Operands};
 use crate::exec::tensor_core::{prepare_operand, scalars, Keep, TensorCoreStage, TmaOperand};
+use crate::plan::product_plan::WarpgroupTail;
 use cudarc::driver::sys as cu;
-use cudarc::driver::{CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 use gemm_core::shape::Layout;
 use gemm_core::warpgroup::{
     GroupProblem, WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, ROW_BYTES,
@@ -54,6 +57,9 @@ pub(crate) struct WarpgroupLaunch {
     pub split: (u32, u32),
     /// Whether A and B are worth copying to lines on 128 bytes.
     pub realign: [bool; 2],
+    /// The last wave's rows split along k (a single product): the tail's
+    /// plan and its kernel (the tile's family with an f32 or i32 C).
+    pub tail: Option<(WarpgroupTail, &'static WarpgroupKernel)>,
 }
 
 /// The tensor map of one operand (or of C) at device address `address`, as
@@ -110,7 +116,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     (a, b, c): Operands<'_, '_, '_, '_, T, C>,
     (batch, [stride_a, stride_b, stride_c]): (usize, [usize; 3]),
 ) -> Result<(), Error> {
-    let WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign } = *launch;
+    let WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign, tail } = *launch;
     let (kd, transposed_c) = (route.dims, route.transposed_c);
     let (ka, kb) = if swapped { (b, a) } else { (a, b) };
     let (sa, sb) = if swapped { (stride_b, stride_a) } else { (stride_a, stride_b) };
@@ -144,13 +150,21 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     let (maps, c_store) = (ready.maps, ready.c_store);
     let [batch_a, batch_b] = ready.batch;
     let (mut a_layout, mut b_layout) = (ready.layouts.a, ready.layouts.b);
+    let tail_maps = match (tail, ready.a) {
+        (Some((t, _)), Some(a)) if reads_ab && batch == 1 => {
+            let mut tail_maps = maps;
+            tail_maps[..128].copy_from_slice(&a.rows_from(t.head_rows as usize)?);
+            Some(tail_maps)
+        }
+        _ => None,
+    };
     let maps = stream.clone_htod(&maps[..]).during("cuMemcpyHtoDAsync")?;
     if !reads_ab && !types.transposes() {
         // With alpha = 0 or k = 0 the maps are not read: any layout's kernel.
         (a_layout, b_layout) = (Layout::RowMajor, Layout::ColMajor);
     }
-    let name = kernel.names[KernelLayouts { a: a_layout, b: b_layout }.index()]
-        .expect("a kernel for every layout the operands are brought to");
+    let layout_index = KernelLayouts { a: a_layout, b: b_layout }.index();
+    let name = kernel.names[layout_index].expect("a kernel for every layout the operands are brought to");
     let func = device.warpgroup_function(name)?;
     let cfg = LaunchConfig {
         grid_dim: (grid[0], grid[1], grid[2]),
@@ -161,8 +175,45 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     // alpha and beta in the accumulation's type: i32 (checked integers)
     // for the i8 product, f32 otherwise; 4 bytes either way.
     let (alpha, beta) = scalars(types, alpha, beta);
+    let ldc = kd.ldc as u32;
+    if let (Some((t, tail_kernel)), Some(tail_maps)) = (tail, tail_maps) {
+        // The head: C's rows up to head_rows whole, in full waves.
+        let head = t.head_rows;
+        let g = tile.grid(head, n, 1, device.sm_count());
+        let head_cfg = LaunchConfig { grid_dim: (g[0], g[1], g[2]), ..cfg };
+        let mut builder = stream.launch_builder(&func);
+        builder.arg(&head).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(&mut *c).arg(&ldc);
+        builder.arg(&0u64).arg(&batch_a).arg(&batch_b).arg(&1u32).arg(&c_store).arg(&0u32).arg(&NOT_GROUPED);
+        // SAFETY: as for an unsplit launch below, over C's first `head`
+        // rows (whole block tiles: a multiple of BM, below m).
+        unsafe { builder.launch(head_cfg) }.during("cuLaunchKernel")?;
+        // The tail: the other rows (A's map from row `head` on, C from
+        // there), k in slices into a workspace, then summed into C.
+        let tail_maps = stream.clone_htod(&tail_maps[..]).during("cuMemcpyHtoDAsync")?;
+        let tail_name = tail_kernel.names[layout_index].expect("every family has an f32 (i32) C twin");
+        let tail_func = device.warpgroup_function(tail_name)?;
+        let tail_store = if transposed_c { C_STORE_TRANSPOSED } else { C_STORE_THREADS };
+        let offset = if transposed_c { head as usize } else { head as usize * kd.ldc };
+        let tail_m = m - head;
+        let g = tile.grid(tail_m, n, t.split.0, device.sm_count());
+        let tail_cfg = LaunchConfig { grid_dim: (g[0], g[1], g[2]), ..cfg };
+        let sliced = (&tail_func, tail_cfg, [batch_a, batch_b], tail_store);
+        enqueue_slices(stream, types, sliced, (tail_m, n, k), t.split, &tail_maps, transposed_c).and_then(|w| {
+            reduce(
+                device,
+                stream,
+                types,
+                (tail_m, n, transposed_c),
+                (t.split.0, &w),
+                (alpha, beta),
+                (&mut c.slice_mut(offset..), ldc),
+            )
+        })?;
+        drop((keep, maps, tail_maps));
+        return Ok(());
+    }
     if slices == 1 {
-        let (ldc, stride_c) = (kd.ldc as u32, stride_c as u64);
+        let stride_c = stride_c as u64;
         let mut builder = stream.launch_builder(&func);
         builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
         builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count).arg(&c_store).arg(&k_slice).arg(&NOT_GROUPED);
@@ -176,40 +227,76 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         drop(keep);
         return Ok(());
     }
-    // Split-K: slice z of k into workspace matrix z (m x n, ld n; alpha
-    // 1, beta 0; transposed: n x m, ld m), then C <- alpha * sum + beta
-    // * C over C's rows and columns ((n, m) when transposed).
-    let mn = kd.m * kd.n;
+    let sliced = (&func, cfg, [batch_a, batch_b], c_store);
+    let w = enqueue_slices(stream, types, sliced, (m, n, k), split, &maps, transposed_c)?;
+    reduce(device, stream, types, (m, n, transposed_c), (slices, &w), (alpha, beta), (c, ldc))?;
+    drop((keep, w));
+    Ok(())
+}
+
+/// Split-K's first launch: slice z of k (`split`: slices, k-tiles per
+/// slice) of an m x n product (kernel form) into workspace matrix z (m x n,
+/// ld n, alpha 1, beta 0; transposed: n x m, ld m), with the f32 (i32) C
+/// kernel `func` at `cfg` reading the tensor maps `maps`; returns the
+/// workspace (freed stream-ordered when dropped).
+#[allow(clippy::too_many_arguments)]
+fn enqueue_slices(
+    stream: &Arc<CudaStream>,
+    types: WgmmaTypes,
+    (func, cfg, [batch_a, batch_b], c_store): (&CudaFunction, LaunchConfig, [u32; 2], u32),
+    (m, n, k): (u32, u32, u32),
+    (slices, k_slice): (u32, u32),
+    maps: &CudaSlice<u8>,
+    transposed_c: bool,
+) -> Result<CudaSlice<f32>, Error> {
+    let mn = m as usize * n as usize;
     // SAFETY: every element of each slice's m x n is written by the
     // product before the reduction reads it (stream order).
     let mut w = unsafe { alloc_uninit::<f32>(stream, slices as usize * mn) }?;
     let one = if types == WgmmaTypes::S8 { 1i32.to_ne_bytes() } else { 1f32.to_ne_bytes() };
     let (one, zero) = (u32::from_ne_bytes(one), 0u32);
     let (ldw, stride_w) = (if transposed_c { m } else { n }, mn as u64);
-    let mut builder = stream.launch_builder(&func);
-    builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(&maps).arg(&mut w).arg(&ldw);
-    builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&count).arg(&c_store).arg(&k_slice).arg(&NOT_GROUPED);
-    // SAFETY: as above, with the workspace as C: `slices` m x n matrices
-    // of 4-byte elements, ld n, m n apart (its length).
+    let mut builder = stream.launch_builder(func);
+    builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(maps).arg(&mut w).arg(&ldw);
+    builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&slices).arg(&c_store).arg(&k_slice).arg(&NOT_GROUPED);
+    // SAFETY: the arguments match the entry point's signature
+    // (gemm-kernels/src/warpgroup_entry_points.rs), the tensor maps
+    // describe buffers that live until the work queued on `stream` is
+    // done, and the workspace is C: `slices` m x n matrices of 4-byte
+    // elements, ld n (m transposed), m n apart (its length).
     unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
-    let reduce = device.warpgroup_function(match types {
+    Ok(w)
+}
+
+/// Split-K's second launch: C <- alpha * (sum of the `slices` partials
+/// of `w`, in slice order) + beta * C over C's m x n (kernel form; n x m
+/// stored when transposed), ld `ldc`.
+fn reduce<C: Scalar>(
+    device: &Device,
+    stream: &Arc<CudaStream>,
+    types: WgmmaTypes,
+    (m, n, transposed_c): (u32, u32, bool),
+    (slices, w): (u32, &CudaSlice<f32>),
+    (alpha, beta): (u32, u32),
+    (c, ldc): (&mut CudaViewMut<'_, C>, u32),
+) -> Result<(), Error> {
+    let func = device.warpgroup_function(match types {
         WgmmaTypes::F16 => "warpgroup_reduce_f16",
         WgmmaTypes::Bf16 => "warpgroup_reduce_bf16",
         WgmmaTypes::S8 => "warpgroup_reduce_i32",
         _ => "warpgroup_reduce_f32",
     })?;
     const REDUCE_THREADS: u32 = 256;
+    let mn = m as usize * n as usize;
     let blocks = mn.div_ceil(REDUCE_THREADS as usize).min(device.sm_count() as usize * 8) as u32;
     let rcfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
-    let ldc = kd.ldc as u32;
     let (rows, cols) = if transposed_c { (n, m) } else { (m, n) };
-    let mut builder = stream.launch_builder(&reduce);
-    builder.arg(&rows).arg(&cols).arg(&slices).arg(&w).arg(&alpha).arg(&beta).arg(c).arg(&ldc);
+    let mut builder = stream.launch_builder(&func);
+    builder.arg(&rows).arg(&cols).arg(&slices).arg(w).arg(&alpha).arg(&beta).arg(c).arg(&ldc);
     // SAFETY: `warpgroup_reduce_*(m, n, slices, w, alpha, beta, c,
     // ldc)`: the workspace holds `slices` m x n results, C (validated)
     // m x n with ldc; they do not overlap (a fresh allocation).
     unsafe { builder.launch(rcfg) }.during("cuLaunchKernel")?;
-    drop((keep, w));
     Ok(())
 }
 
@@ -365,6 +452,35 @@ struct ReadyProduct {
     layouts: KernelLayouts,
     batch: [u32; 2],
     c_store: u32,
+    a: Option<MapSource>,
+}
+
+/// What A's tensor map was made from (the operand, or its copy), so that a
+/// map of its rows from `rows` on can be made for a tail split.
+#[derive(Clone, Copy)]
+struct MapSource {
+    data_type: cu::CUtensorMapDataType,
+    address: u64,
+    op: TmaOperand,
+    box_lines: u32,
+    /// Whether the map's lines are A's rows (K-major), else its columns.
+    k_major: bool,
+}
+
+impl MapSource {
+    /// The tensor map of A's rows `rows..` (`rows` a multiple of BM: the
+    /// address stays on 16 bytes).
+    fn rows_from(&self, rows: usize) -> Result<[u8; 128], Error> {
+        let (elem, mut op) = (self.op.elem, self.op);
+        let address = if self.k_major {
+            op.lines -= rows;
+            self.address + (rows * op.ld * elem) as u64
+        } else {
+            op.line -= rows;
+            self.address + (rows * elem) as u64
+        };
+        tensor_map(self.data_type, address, op, self.box_lines)
+    }
 }
 
 /// Makes one product of the validated kernel form `route` ready for a
@@ -405,6 +521,7 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
     // The layouts the kernel reads: the operands' own, or K-major copies
     // where wgmma cannot transpose (tf32, i8).
     let (mut a_layout, mut b_layout) = (kd.a_layout, kd.b_layout);
+    let mut a_source = None;
     if reads_ab {
         let a_k_major = kd.a_layout == Layout::RowMajor;
         let b_k_major = kd.b_layout == Layout::ColMajor;
@@ -439,6 +556,9 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
                 }
             }
             maps[128 * i..128 * (i + 1)].copy_from_slice(&tensor_map(data_type, address, op, box_lines)?);
+            if i == 0 {
+                a_source = Some(MapSource { data_type, address, op, box_lines, k_major: k_major[0] || transpose });
+            }
         }
     }
     // C's map, for the epilogue's TMA stores: when C's rows and
@@ -475,7 +595,8 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
     } else {
         C_STORE_THREADS
     };
-    Ok(ReadyProduct { maps, layouts: KernelLayouts { a: a_layout, b: b_layout }, batch: [batch_a, batch_b], c_store })
+    let layouts = KernelLayouts { a: a_layout, b: b_layout };
+    Ok(ReadyProduct { maps, layouts, batch: [batch_a, batch_b], c_store, a: a_source })
 }
 
 /// A and B of one product as [`ready_warpgroup`] takes them: each view with

@@ -207,6 +207,39 @@ pub struct WarpgroupPlan {
     /// Slices of k (1: no split) and k-tiles per slice
     /// ([`WgmmaTile::split_k`]).
     pub split: (u32, u32),
+    /// The last wave's rows split along k instead ([`WarpgroupTail`]; a
+    /// single product whose block tiles leave the last wave partly empty).
+    pub tail: Option<WarpgroupTail>,
+}
+
+/// A stage-9 product run in two parts so that no wave of block tiles runs
+/// partly empty ([`gemm_core::split_k::TailSplit`]): C's rows (kernel form)
+/// up to `head_rows`, a multiple of BM, whole in full waves of the
+/// planned kernel, then the other rows with k in `split.0` slices of
+/// `split.1` k-tiles into an f32 (i32) workspace, summed in slice order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpgroupTail {
+    /// Rows of C computed whole.
+    pub head_rows: u32,
+    /// Slices of the other rows' k and k-tiles per slice.
+    pub split: (u32, u32),
+}
+
+/// The tail split of an m x n x k product of `types` on block tiles
+/// `tile` and `sm_count` SMs (one block tile per SM at a time, the
+/// persistent kernel's), if one takes fewer k-tile steps on the busiest SM
+/// than whole tiles ([`gemm_core::split_k::tail_split`]).
+pub fn warpgroup_tail(
+    types: WgmmaTypes,
+    tile: WgmmaTile,
+    (m, n, k): (u32, u32, u32),
+    sm_count: u32,
+) -> Option<WarpgroupTail> {
+    let bk = tile.bk(types.input_bytes());
+    let (rows, cols, k_tiles) = (m.div_ceil(tile.bm) as u64, n.div_ceil(tile.bn) as u64, k.div_ceil(bk) as u64);
+    let t = gemm_core::split_k::tail_split(rows, cols, k_tiles, bk, sm_count as u64, 2.0, 64)?;
+    let (k_slice, slices) = gemm_core::split_k::slices(k, t.slices, bk);
+    Some(WarpgroupTail { head_rows: t.head_tile_rows * tile.bm, split: (slices, k_slice / bk) })
 }
 
 /// Relative speed of a tile's k-loop per multiply-add, 128 x 256 = 1: a
@@ -257,32 +290,40 @@ pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: us
     let (m32, n32, k32) =
         (m.min(u32::MAX as usize) as u32, n.min(u32::MAX as usize) as u32, k.min(u32::MAX as usize) as u32);
     let (ib, ob) = (types.input_bytes() as f64, types.output_bytes() as f64);
-    let estimate = |kernel: &'static WarpgroupKernel, split: (u32, u32)| {
+    let estimate = |kernel: &'static WarpgroupKernel, split: (u32, u32), tail: Option<WarpgroupTail>| {
         let tile = kernel.tile;
         let bk = tile.bk(types.input_bytes()) as usize;
-        let (units, k_unit) = if split.0 > 1 {
-            (tile.tiles(m32, n32, 1) * split.0 as u64, split.1 as usize * bk)
-        } else {
-            (tile.tiles(m32, n32, batch.min(u32::MAX as usize) as u32), k.div_ceil(bk) * bk)
-        };
-        let waves = units.div_ceil(sm_count.max(1) as u64) as f64;
-        let macs = waves * (tile.bm as usize * tile.bn as usize * k_unit) as f64 / tile_efficiency(tile);
+        let waves = |units: u64| units.div_ceil(sm_count.max(1) as u64) as f64;
+        let tile_macs = |k_unit: usize| (tile.bm as usize * tile.bn as usize * k_unit) as f64 / tile_efficiency(tile);
+        let whole_k = k.div_ceil(bk) * bk;
         let mut bytes = batch as f64 * ((m * k + k * n) as f64 * ib + (m * n) as f64 * ob);
         let mut fixed = 0.0;
-        if split.0 > 1 {
+        let macs = if let Some(t) = tail {
+            // The head's whole tiles, then the tail's slices.
+            let tail_m = m - t.head_rows as usize;
+            let (head, rest) = (tile.tiles(t.head_rows, n32, 1), tile.tiles(tail_m as u32, n32, 1));
+            bytes += 2.0 * 4.0 * t.split.0 as f64 * (tail_m * n) as f64;
+            fixed = SPLIT_S;
+            waves(head) * tile_macs(whole_k) + waves(rest * t.split.0 as u64) * tile_macs(t.split.1 as usize * bk)
+        } else if split.0 > 1 {
             bytes += 2.0 * 4.0 * split.0 as f64 * (m * n) as f64;
             fixed = SPLIT_S;
-        }
+            waves(tile.tiles(m32, n32, 1) * split.0 as u64) * tile_macs(split.1 as usize * bk)
+        } else {
+            waves(tile.tiles(m32, n32, batch.min(u32::MAX as usize) as u32)) * tile_macs(whole_k)
+        };
         macs * MAC_S + bytes * BYTE_S + fixed
     };
     let mut best: Option<(f64, WarpgroupPlan)> = None;
     for kernel in WARPGROUP_KERNELS.iter().filter(|k| k.types == types) {
-        // Each tile whole, or split where split_k offers it (single products).
+        // Each tile whole, or split where split_k offers it (single
+        // products), or the last wave's rows split (`warpgroup_tail`).
         let split = if batch == 1 { kernel.tile.split_k(m32, n32, k32, types.input_bytes(), sm_count) } else { (1, 0) };
-        for split in [(1, 0), split] {
-            let time = estimate(kernel, split);
+        let tail = if batch == 1 { warpgroup_tail(types, kernel.tile, (m32, n32, k32), sm_count) } else { None };
+        for (split, tail) in [((1, 0), None), (split, None), ((1, 0), tail.filter(|_| split.0 == 1))] {
+            let time = estimate(kernel, split, tail);
             if best.is_none_or(|(t, _)| time < t) {
-                best = Some((time, WarpgroupPlan { kernel, split }));
+                best = Some((time, WarpgroupPlan { kernel, split, tail }));
             }
         }
     }
@@ -346,17 +387,17 @@ pub(crate) fn warpgroup_launch(
     let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, count, sm_count);
     let realign = realign_wanted(types, &kd, plan.kernel.tile);
     let split = forced.unwrap_or(plan.split);
-    // A split product's slices go to a workspace: the family of the tile
-    // with an f32 (i32) C.
-    let kernel = if split.0 > 1 {
+    // A split product's slices (and a tail's) go to a workspace: the
+    // family of the tile with an f32 (i32) C.
+    let f32_family = || {
         WARPGROUP_KERNELS
             .iter()
             .find(|f| f.types == types.accumulating() && f.tile == plan.kernel.tile)
             .expect("every tile has an f32 (i32) C family")
-    } else {
-        plan.kernel
     };
-    WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign }
+    let kernel = if split.0 > 1 { f32_family() } else { plan.kernel };
+    let tail = plan.tail.filter(|_| forced.is_none() && count == 1 && reads_ab).map(|t| (t, f32_family()));
+    WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign, tail }
 }
 
 /// The stage-9 launches of a list batch's problems `todo` (index, validated
@@ -381,7 +422,7 @@ pub(crate) fn warpgroup_list(
         .into_iter()
         .map(|(i, (route, swapped, reads_ab))| {
             let realign = realign_wanted(types, &route.dims, kernel.tile);
-            (i, WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split: (1, 0), realign })
+            (i, WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split: (1, 0), realign, tail: None })
         })
         .collect()
 }
@@ -499,6 +540,16 @@ mod tests {
         assert!(tile(WgmmaTypes::F16, 256, 256, 16384).2 > 1);
         // A batch is never split.
         assert_eq!(warpgroup_plan(WgmmaTypes::F16, 32, 32, 65536, 10, 132).split, (1, 0));
+        // 3000^3 on 128 x 256 tiles is 288 block tiles (2.2 waves on 132
+        // SMs): 22 rows of tiles in two full waves, the other 2 split along k.
+        let p = warpgroup_plan(WgmmaTypes::F16, 3000, 3000, 3000, 1, 132);
+        let t = p.tail.expect("a tail split");
+        assert_eq!((p.kernel.tile.bm, p.kernel.tile.bn, t.head_rows, p.split.0), (128, 256, 2816, 1));
+        assert!(t.split.0 >= 2 && 24 * t.split.0 <= 132);
+        // Whole waves, a batch, or too few tiles: none.
+        assert_eq!(warpgroup_plan(WgmmaTypes::F16, 4096, 4096, 4096, 1, 132).tail, None);
+        assert_eq!(warpgroup_plan(WgmmaTypes::F16, 3000, 3000, 3000, 2, 132).tail, None);
+        assert_eq!(warpgroup_plan(WgmmaTypes::F16, 1000, 1000, 3000, 1, 132).tail, None);
         for t in [
             WgmmaTypes::F16,
             WgmmaTypes::F16F32,
