@@ -155,9 +155,9 @@ impl Gemm {
                         types,
                         dims,
                         self.desc.alpha,
-                        count,
-                        sm,
+                        (count, sm),
                         self.warpgroup_split,
+                        self.balance_last_wave,
                     )))
                 }
                 TensorCoreStage::MmaSync => {
@@ -236,7 +236,10 @@ impl Gemm {
                     step = step.kernel(l.config).split_k(l.split_k).pack(l.pack);
                 }
             }
-            Launch::Warpgroup(l) if l.reads_ab => step.warpgroup_split = Some(l.split),
+            Launch::Warpgroup(l) if l.reads_ab => {
+                // The tiles run whole, as the whole product's head would.
+                (step.warpgroup_split, step.balance_last_wave) = (Some(l.split), false)
+            }
             _ => {}
         }
         Ok(step)

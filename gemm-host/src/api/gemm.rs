@@ -167,6 +167,9 @@ pub struct Gemm {
     /// answer: `Some(None)` not, `Some(Some(launch))` as `launch` (not a
     /// user option).
     pub(crate) skinny: Option<Option<crate::exec::skinny::SkinnyLaunch>>,
+    /// Whether a single product may balance its last wave of block tiles
+    /// ([`Gemm::balance_last_wave`]).
+    pub(crate) balance_last_wave: bool,
 }
 
 impl Default for Gemm {
@@ -203,6 +206,7 @@ impl Gemm {
             tf32: false,
             warpgroup_split: None,
             skinny: None,
+            balance_last_wave: true,
         }
     }
 
@@ -405,6 +409,28 @@ impl Gemm {
     /// packed).
     pub fn pack(mut self, pack: bool) -> Self {
         self.pack = Some(pack);
+        self
+    }
+
+    /// Whether a single product on device matrices whose block tiles would
+    /// leave the last wave partly empty may run in two parts (default
+    /// `true`; stage 9): its first rows of block tiles whole, in full waves,
+    /// and the other rows with k split into slices, summed in a fixed order
+    /// (Osama, Merrill, Cecka, Garland and Owens, "Stream-K", 2023, on
+    /// such hybrids). The planner takes it where its wave model says it
+    /// pays ([`Gemm::plan_for`] says so: "last wave balanced"). The bits
+    /// are the same every run, but those rows' sums are grouped by slice:
+    /// `false` gives the bits of the whole product, which the host path
+    /// (host matrices) always computes.
+    ///
+    /// ```
+    /// use gemm::half::f16;
+    /// let whole = gemm::Gemm::new().balance_last_wave(false).plan_for::<f16, f16>(3000, 3000, 3000)?;
+    /// assert!(!whole.why.contains("last wave balanced"));
+    /// # Ok::<(), gemm::Error>(())
+    /// ```
+    pub fn balance_last_wave(mut self, on: bool) -> Self {
+        self.balance_last_wave = on;
         self
     }
 
@@ -1062,7 +1088,8 @@ impl Gemm {
         }
         // The launch a call of this product would run (C row-major: the
         // user's form is the kernel form).
-        let launch = warpgroup_launch(types, &row_major_c, self.desc.alpha, count, sm_count, None);
+        let launch =
+            warpgroup_launch(types, &row_major_c, self.desc.alpha, (count, sm_count), None, self.balance_last_wave);
         let (route, family, (slices, _)) = (launch.route, launch.kernel, launch.split);
         let kd = route.dims;
         let mut parts = Vec::new();

@@ -147,18 +147,38 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         (c_address, count as usize, stride_c, slices),
         &mut keep,
     )?;
-    let (maps, c_store) = (ready.maps, ready.c_store);
+    let (mut maps, mut c_store) = (ready.maps, ready.c_store);
     let [batch_a, batch_b] = ready.batch;
     let (mut a_layout, mut b_layout) = (ready.layouts.a, ready.layouts.b);
-    let tail_maps = match (tail, ready.a) {
-        (Some((t, _)), Some(a)) if reads_ab && batch == 1 => {
+    let (m, n, k) = (kd.m as u32, kd.n as u32, if reads_ab { kd.k as u32 } else { 0 });
+    // A tail split: the maps of its rows (A's from row `head_rows` on) and
+    // its workspace. A split product: its workspace as C.
+    let tail = match (tail, ready.a) {
+        (Some((t, tail_kernel)), Some(a)) if reads_ab && batch == 1 => {
             let mut tail_maps = maps;
             tail_maps[..128].copy_from_slice(&a.rows_from(t.head_rows as usize)?);
-            Some(tail_maps)
+            let (w, w_map) = workspace(stream, types, (m - t.head_rows, n, t.split.0), transposed_c)?;
+            let store = slices_store(&mut tail_maps, w_map, transposed_c);
+            Some((t, tail_kernel, tail_maps, w, store))
         }
         _ => None,
     };
-    let maps = stream.clone_htod(&maps[..]).during("cuMemcpyHtoDAsync")?;
+    let w = if slices > 1 {
+        let (w, w_map) = workspace(stream, types, (m, n, slices), transposed_c)?;
+        c_store = slices_store(&mut maps, w_map, transposed_c);
+        Some(w)
+    } else {
+        None
+    };
+    // One upload (a tail's maps after the product's, 384 bytes on: TMA's
+    // 64-byte alignment kept), before the first launch: a copy between the
+    // launches would hold the second back.
+    let mut bytes = maps.to_vec();
+    if let Some((_, _, tail_maps, _, _)) = &tail {
+        bytes.extend_from_slice(tail_maps);
+    }
+    let uploaded = stream.clone_htod(&bytes).during("cuMemcpyHtoDAsync")?;
+    let maps = uploaded.slice(..GROUP_MAPS_BYTES);
     if !reads_ab && !types.transposes() {
         // With alpha = 0 or k = 0 the maps are not read: any layout's kernel.
         (a_layout, b_layout) = (Layout::RowMajor, Layout::ColMajor);
@@ -171,12 +191,11 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         block_dim: (tile.threads_per_block(), 1, 1),
         shared_mem_bytes: tile.smem_bytes(),
     };
-    let (m, n, k) = (kd.m as u32, kd.n as u32, if reads_ab { kd.k as u32 } else { 0 });
     // alpha and beta in the accumulation's type: i32 (checked integers)
     // for the i8 product, f32 otherwise; 4 bytes either way.
     let (alpha, beta) = scalars(types, alpha, beta);
     let ldc = kd.ldc as u32;
-    if let (Some((t, tail_kernel)), Some(tail_maps)) = (tail, tail_maps) {
+    if let Some((t, tail_kernel, _, mut w, tail_store)) = tail {
         // The head: C's rows up to head_rows whole, in full waves.
         let head = t.head_rows;
         let g = tile.grid(head, n, 1, device.sm_count());
@@ -188,31 +207,22 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         // rows (whole block tiles: a multiple of BM, below m).
         unsafe { builder.launch(head_cfg) }.during("cuLaunchKernel")?;
         // The tail: the other rows (A's map from row `head` on, C from
-        // there), k in slices into a workspace, then summed into C.
-        let tail_maps = stream.clone_htod(&tail_maps[..]).during("cuMemcpyHtoDAsync")?;
+        // there), k in slices into its workspace, then summed into C.
+        let tail_maps = uploaded.slice(GROUP_MAPS_BYTES..);
         let tail_name = tail_kernel.names[layout_index].expect("every family has an f32 (i32) C twin");
         let tail_func = device.warpgroup_function(tail_name)?;
-        let tail_store = if transposed_c { C_STORE_TRANSPOSED } else { C_STORE_THREADS };
         let offset = if transposed_c { head as usize } else { head as usize * kd.ldc };
         let tail_m = m - head;
         let g = tile.grid(tail_m, n, t.split.0, device.sm_count());
         let tail_cfg = LaunchConfig { grid_dim: (g[0], g[1], g[2]), ..cfg };
         let sliced = (&tail_func, tail_cfg, [batch_a, batch_b], tail_store);
-        enqueue_slices(stream, types, sliced, (tail_m, n, k), t.split, &tail_maps, transposed_c).and_then(|w| {
-            reduce(
-                device,
-                stream,
-                types,
-                (tail_m, n, transposed_c),
-                (t.split.0, &w),
-                (alpha, beta),
-                (&mut c.slice_mut(offset..), ldc),
-            )
-        })?;
-        drop((keep, maps, tail_maps));
+        enqueue_slices(stream, types, sliced, (tail_m, n, k), t.split, &tail_maps, (&mut w, transposed_c))?;
+        let mut tail_c = c.slice_mut(offset..);
+        reduce(device, stream, types, (tail_m, n, transposed_c), (t.split.0, &w), (alpha, beta), (&mut tail_c, ldc))?;
+        drop((keep, uploaded, w));
         return Ok(());
     }
-    if slices == 1 {
+    let Some(mut w) = w else {
         let stride_c = stride_c as u64;
         let mut builder = stream.launch_builder(&func);
         builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
@@ -226,19 +236,61 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
         drop(keep);
         return Ok(());
-    }
+    };
     let sliced = (&func, cfg, [batch_a, batch_b], c_store);
-    let w = enqueue_slices(stream, types, sliced, (m, n, k), split, &maps, transposed_c)?;
+    enqueue_slices(stream, types, sliced, (m, n, k), split, &maps, (&mut w, transposed_c))?;
     reduce(device, stream, types, (m, n, transposed_c), (slices, &w), (alpha, beta), (c, ldc))?;
-    drop((keep, w));
+    drop((keep, w, uploaded));
     Ok(())
 }
 
+/// Split-K's workspace of `slices` m x n partials (kernel form; n x m when
+/// C is transposed), f32 or i32 (4 bytes), from the stream's memory pool,
+/// and the tensor map the epilogue's TMA stores write it through where its
+/// rows are whole 16-byte chunks (n a multiple of 4) and C is not
+/// transposed: each thread's own stores of a 128 x 256 f32 partial took
+/// about as long as its 10 k-tiles of f16 multiply-adds (NVIDIA H200).
+fn workspace(
+    stream: &Arc<CudaStream>,
+    types: WgmmaTypes,
+    (m, n, slices): (u32, u32, u32),
+    transposed_c: bool,
+) -> Result<(CudaSlice<f32>, Option<[u8; 128]>), Error> {
+    let mn = m as usize * n as usize;
+    // SAFETY: every element of each slice's m x n is written by the
+    // product before the reduction reads it (stream order).
+    let w = unsafe { alloc_uninit::<f32>(stream, slices as usize * mn) }?;
+    if transposed_c || n % 4 != 0 || mn == 0 {
+        return Ok((w, None));
+    }
+    let data_type = if types == WgmmaTypes::S8 {
+        cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT32
+    } else {
+        cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+    };
+    let (n, m) = (n as usize, m as usize);
+    let op = TmaOperand { elem: 4, line: n, lines: m, ld: n, count: slices as usize, stride: m * n };
+    let map = tensor_map(data_type, w.device_ptr(stream).0, op, WARPGROUP_M)?;
+    Ok((w, Some(map)))
+}
+
+/// How a split launch stores its partials: by TMA through `w_map` (put in
+/// `maps` as C's), else by the threads (transposed when C is).
+fn slices_store(maps: &mut [u8; GROUP_MAPS_BYTES], w_map: Option<[u8; 128]>, transposed_c: bool) -> u32 {
+    match w_map {
+        Some(map) => {
+            maps[256..384].copy_from_slice(&map);
+            C_STORE_TMA
+        }
+        None if transposed_c => C_STORE_TRANSPOSED,
+        None => C_STORE_THREADS,
+    }
+}
+
 /// Split-K's first launch: slice z of k (`split`: slices, k-tiles per
-/// slice) of an m x n product (kernel form) into workspace matrix z (m x n,
-/// ld n, alpha 1, beta 0; transposed: n x m, ld m), with the f32 (i32) C
-/// kernel `func` at `cfg` reading the tensor maps `maps`; returns the
-/// workspace (freed stream-ordered when dropped).
+/// slice) of an m x n product (kernel form) into matrix z of the workspace
+/// `w` (m x n, ld n, alpha 1, beta 0; transposed: n x m, ld m), with the
+/// f32 (i32) C kernel `func` at `cfg` reading the tensor maps `maps`.
 #[allow(clippy::too_many_arguments)]
 fn enqueue_slices(
     stream: &Arc<CudaStream>,
@@ -246,26 +298,23 @@ fn enqueue_slices(
     (func, cfg, [batch_a, batch_b], c_store): (&CudaFunction, LaunchConfig, [u32; 2], u32),
     (m, n, k): (u32, u32, u32),
     (slices, k_slice): (u32, u32),
-    maps: &CudaSlice<u8>,
-    transposed_c: bool,
-) -> Result<CudaSlice<f32>, Error> {
+    maps: &CudaView<'_, u8>,
+    (w, transposed_c): (&mut CudaSlice<f32>, bool),
+) -> Result<(), Error> {
     let mn = m as usize * n as usize;
-    // SAFETY: every element of each slice's m x n is written by the
-    // product before the reduction reads it (stream order).
-    let mut w = unsafe { alloc_uninit::<f32>(stream, slices as usize * mn) }?;
     let one = if types == WgmmaTypes::S8 { 1i32.to_ne_bytes() } else { 1f32.to_ne_bytes() };
     let (one, zero) = (u32::from_ne_bytes(one), 0u32);
     let (ldw, stride_w) = (if transposed_c { m } else { n }, mn as u64);
     let mut builder = stream.launch_builder(func);
-    builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(maps).arg(&mut w).arg(&ldw);
+    builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(maps).arg(w).arg(&ldw);
     builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&slices).arg(&c_store).arg(&k_slice).arg(&NOT_GROUPED);
     // SAFETY: the arguments match the entry point's signature
     // (gemm-kernels/src/warpgroup_entry_points.rs), the tensor maps
     // describe buffers that live until the work queued on `stream` is
-    // done, and the workspace is C: `slices` m x n matrices of 4-byte
-    // elements, ld n (m transposed), m n apart (its length).
+    // done (C's: the workspace, `slices` m x n matrices of 4-byte
+    // elements, ld n (m transposed), m n apart: its length).
     unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
-    Ok(w)
+    Ok(())
 }
 
 /// Split-K's second launch: C <- alpha * (sum of the `slices` partials

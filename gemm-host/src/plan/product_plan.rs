@@ -225,6 +225,11 @@ pub struct WarpgroupTail {
     pub split: (u32, u32),
 }
 
+/// What a tail block adds to its k-tiles, in k-tiles: the pipeline's fill
+/// and the store of its f32 (i32) partial (see [`warpgroup_plan`]'s
+/// fitted costs).
+const TAIL_FIXED_K_TILES: u32 = 12;
+
 /// The tail split of an m x n x k product of `types` on block tiles
 /// `tile` and `sm_count` SMs (one block tile per SM at a time, the
 /// persistent kernel's), if one takes fewer k-tile steps on the busiest SM
@@ -237,7 +242,8 @@ pub fn warpgroup_tail(
 ) -> Option<WarpgroupTail> {
     let bk = tile.bk(types.input_bytes());
     let (rows, cols, k_tiles) = (m.div_ceil(tile.bm) as u64, n.div_ceil(tile.bn) as u64, k.div_ceil(bk) as u64);
-    let t = gemm_core::split_k::tail_split(rows, cols, k_tiles, bk, sm_count as u64, 2.0, 64)?;
+    let fixed = TAIL_FIXED_K_TILES as f64;
+    let t = gemm_core::split_k::tail_split(rows, cols, k_tiles, bk, sm_count as u64, fixed, 64)?;
     let (k_slice, slices) = gemm_core::split_k::slices(k, t.slices, bk);
     Some(WarpgroupTail { head_rows: t.head_tile_rows * tile.bm, split: (slices, k_slice / bk) })
 }
@@ -280,6 +286,16 @@ fn tile_efficiency(tile: WgmmaTile) -> f64 {
 /// (efficient GEMM, "Parallelized Reductions"); the rates are Hopper's
 /// datasheet figures (H100 SXM: 989 TFLOP/s dense f16, 3.35 TB/s).
 pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: usize, sm_count: u32) -> WarpgroupPlan {
+    warpgroup_plan_with(types, (m, n, k), (batch, sm_count), true)
+}
+
+/// [`warpgroup_plan`], with tail splits among the candidates or not.
+fn warpgroup_plan_with(
+    types: WgmmaTypes,
+    (m, n, k): (usize, usize, usize),
+    (batch, sm_count): (usize, u32),
+    tails: bool,
+) -> WarpgroupPlan {
     // Seconds per multiply-add of one SM (989 TFLOP/s f16 over 132 SMs; the
     // other types scale alike) and per byte of HBM (about 3.3 TB/s).
     const MAC_S: f64 = 2.0 * 132.0 / 989e12;
@@ -287,6 +303,13 @@ pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: us
     // A split's fixed cost: the workspace's allocation and the reduction's
     // launch (a few microseconds each on the stream).
     const SPLIT_S: f64 = 4e-6;
+    // A tail split's: three launches one after the other (TAIL_S), and
+    // per tail block, the pipeline's fill and the partial's store, as many
+    // k-tiles (TAIL_FIXED_K_TILES). Fitted to one H200 run (2026-11-26): a
+    // tail of 120 blocks of 128 x 256 and 10 k-tiles each took 23 us, the
+    // reduction of its 5 slices 11 us, where a full wave's k-tile took 1.04
+    // us (under ncu's clocks).
+    const TAIL_S: f64 = 15e-6;
     let (m32, n32, k32) =
         (m.min(u32::MAX as usize) as u32, n.min(u32::MAX as usize) as u32, k.min(u32::MAX as usize) as u32);
     let (ib, ob) = (types.input_bytes() as f64, types.output_bytes() as f64);
@@ -303,8 +326,9 @@ pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: us
             let tail_m = m - t.head_rows as usize;
             let (head, rest) = (tile.tiles(t.head_rows, n32, 1), tile.tiles(tail_m as u32, n32, 1));
             bytes += 2.0 * 4.0 * t.split.0 as f64 * (tail_m * n) as f64;
-            fixed = SPLIT_S;
-            waves(head) * tile_macs(whole_k) + waves(rest * t.split.0 as u64) * tile_macs(t.split.1 as usize * bk)
+            fixed = TAIL_S;
+            let tail_k = (t.split.1 + TAIL_FIXED_K_TILES) as usize * bk;
+            waves(head) * tile_macs(whole_k) + waves(rest * t.split.0 as u64) * tile_macs(tail_k)
         } else if split.0 > 1 {
             bytes += 2.0 * 4.0 * split.0 as f64 * (m * n) as f64;
             fixed = SPLIT_S;
@@ -319,7 +343,8 @@ pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: us
         // Each tile whole, or split where split_k offers it (single
         // products), or the last wave's rows split (`warpgroup_tail`).
         let split = if batch == 1 { kernel.tile.split_k(m32, n32, k32, types.input_bytes(), sm_count) } else { (1, 0) };
-        let tail = if batch == 1 { warpgroup_tail(types, kernel.tile, (m32, n32, k32), sm_count) } else { None };
+        let tail =
+            if batch == 1 && tails { warpgroup_tail(types, kernel.tile, (m32, n32, k32), sm_count) } else { None };
         for (split, tail) in [((1, 0), None), (split, None), ((1, 0), tail.filter(|_| split.0 == 1))] {
             let time = estimate(kernel, split, tail);
             if best.is_none_or(|(t, _)| time < t) {
@@ -372,19 +397,21 @@ pub(crate) fn warpgroup_form(types: WgmmaTypes, dims: &GemmDims, alpha: f64) -> 
 /// alpha, `count` of them (a strided batch): its route ([`warpgroup_form`]),
 /// the kernel [`warpgroup_plan`] picks for its kernel form, the split of k
 /// (`forced`, else the planner's; a batch is not split; a split product
-/// runs the tile's family with an f32 or i32 C) and the operands worth
-/// realigning ([`realign_wanted`]).
+/// runs the tile's family with an f32 or i32 C), the operands worth
+/// realigning ([`realign_wanted`]) and, where `balance` allows it and k is
+/// not forced, the planner's tail split ([`WarpgroupTail`]).
 pub(crate) fn warpgroup_launch(
     types: WgmmaTypes,
     dims: &GemmDims,
     alpha: f64,
-    count: usize,
-    sm_count: u32,
+    (count, sm_count): (usize, u32),
     forced: Option<(u32, u32)>,
+    balance: bool,
 ) -> WarpgroupLaunch {
     let (route, swapped, reads_ab) = warpgroup_form(types, dims, alpha);
     let kd = route.dims;
-    let plan = warpgroup_plan(types, kd.m, kd.n, if reads_ab { kd.k } else { 0 }, count, sm_count);
+    let tails = balance && forced.is_none();
+    let plan = warpgroup_plan_with(types, (kd.m, kd.n, if reads_ab { kd.k } else { 0 }), (count, sm_count), tails);
     let realign = realign_wanted(types, &kd, plan.kernel.tile);
     let split = forced.unwrap_or(plan.split);
     // A split product's slices (and a tail's) go to a workspace: the
@@ -396,7 +423,7 @@ pub(crate) fn warpgroup_launch(
             .expect("every tile has an f32 (i32) C family")
     };
     let kernel = if split.0 > 1 { f32_family() } else { plan.kernel };
-    let tail = plan.tail.filter(|_| forced.is_none() && count == 1 && reads_ab).map(|t| (t, f32_family()));
+    let tail = plan.tail.filter(|_| count == 1 && reads_ab).map(|t| (t, f32_family()));
     WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign, tail }
 }
 
