@@ -3,7 +3,8 @@
 //! reference, with NaN-poisoned C (beta = 0) and padding that must come back
 //! bit for bit; the skinny and tiny-C kernels; splits longer than k allows;
 //! bitwise determinism run to run; the default plan splitting a small C
-//! with a long k; typed errors for bad splits.
+//! with a long k, and balancing a last wave that its block tiles leave
+//! partly empty (device matrices); typed errors for bad splits.
 //!
 //! Bound: each element within `(k + 2) eps (|alpha| |A||B| + |beta| |C0|)`
 //! of the f64 CPU reference (eps = 2^-52 for f64, 2^-23 for f32): the
@@ -15,10 +16,10 @@
 
 mod common;
 
-use common::{check_product, device, same_bits, seed, Bits, Variant};
-use gemm::check::random_matrix;
+use common::{check_product, device, outside_view_unchanged, same_bits, seed, store, Bits, Variant};
+use gemm::check::{random_matrix, Reference};
 use gemm::tuning::{BlockTile, KernelConfig, SplitReason, Stage, WarpTile};
-use gemm::{DeviceMatrix, Error, Gemm, Precision};
+use gemm::{DeviceMatrix, Error, Gemm, Matrix, Op, Precision};
 
 /// Odd, skinny and long-k shapes (1-row and 1-column products, k not a
 /// multiple of any BK, k shorter than the split asks for).
@@ -157,4 +158,50 @@ fn bad_splits_are_typed_errors_and_leave_c_untouched() {
     for d in [&dc, &dc2] {
         assert!(same_bits(d.to_host().unwrap().as_slice(), before.as_slice()));
     }
+}
+
+/// The default plan of a single product on device matrices whose block
+/// tiles leave the last wave partly empty (1536^3 on 128 x 128 tiles: 144
+/// for 132 SMs) balances it: C's first rows whole, the rest split along k
+/// (`Plan::tail`). On device matrices of several op/layout variants with
+/// padding (NaN), C within the bound, its padding bit for bit, the same
+/// bits twice; `balance_last_wave(false)` plans it whole.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn the_default_plan_balances_the_last_wave() {
+    fn run<T: Bits>(p: Precision) {
+        let dev = device();
+        let (m, n, k) = (1536, 1536, 1536);
+        let plan = Gemm::new().device(&dev).plan(p, m, n, k).unwrap();
+        assert!(plan.tail.is_some() && plan.split_k == 1, "{p:?}: {plan}");
+        assert!(plan.to_string().contains("last wave balanced"), "{plan}");
+        let whole = Gemm::new().device(&dev).balance_last_wave(false).plan(p, m, n, k).unwrap();
+        assert!(whole.tail.is_none(), "{whole}");
+        let variants = Variant::all();
+        for (i, v) in [Variant::NN, variants[7], variants[22]].into_iter().enumerate() {
+            let (a, b) = (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()));
+            let c0 = random_matrix::<T>(m, n, seed());
+            let beta = if i == 1 { 0.0 } else { 0.5 };
+            let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::POISON), store(&b, v.op_b, v.b, 3, T::POISON));
+            let before = if beta == 0.0 {
+                store(&Matrix::from_fn(m, n, |_, _| T::POISON), Op::N, v.c, 2, T::POISON)
+            } else {
+                store(&c0, Op::N, v.c, 2, T::POISON)
+            };
+            let (da, db) = (DeviceMatrix::from_host(&dev, &sa).unwrap(), DeviceMatrix::from_host(&dev, &sb).unwrap());
+            let g = Gemm::new().device(&dev).op_a(v.op_a).op_b(v.op_b).alpha(-1.5).beta(beta);
+            let once = || {
+                let mut dc = DeviceMatrix::from_host(&dev, &before).unwrap();
+                g.run_device(&da, &db, &mut dc).unwrap();
+                dc.to_host().unwrap()
+            };
+            let c = once();
+            let cmp = Reference::new(-1.5, &a, &b, beta, &c0).compare(&c);
+            assert!(cmp.passed(), "{p:?} {v} beta {beta}: {cmp}");
+            outside_view_unchanged(&before, &c, (0, 0), (m, n)).unwrap_or_else(|e| panic!("{p:?} {v}: {e}"));
+            assert!(same_bits(c.as_slice(), once().as_slice()), "{p:?} {v}: results differ run to run");
+        }
+    }
+    run::<f64>(Precision::F64);
+    run::<f32>(Precision::F32);
 }

@@ -162,8 +162,8 @@ fn random_products_are_within_the_bound_for_every_type_pair() {
 fn every_tile_family_is_within_the_bound() {
     let sms = device().sm_count();
     let mut candidates = Vec::new();
-    for m in [16, 40, 130, 700, 2048] {
-        for n in [24, 72, 700, 2048, 4000] {
+    for m in [16, 40, 130, 700, 2048, 3000] {
+        for n in [24, 72, 700, 2048, 4000, 3000] {
             for k in [128, 700, 3000] {
                 if m * n * k <= 1 << 31 {
                     candidates.push((m, n, k));

@@ -98,10 +98,10 @@ pub mod tuning {
         MmaKernel, WarpgroupKernel, MMA_KERNELS, SKINNY_KERNELS, SKINNY_MMA_KERNELS, WARPGROUP_KERNELS,
     };
     pub use crate::device::KernelInfo;
-    pub use crate::plan::product_plan::{mma_kernel, warpgroup_plan, WarpgroupPlan};
+    pub use crate::plan::product_plan::{mma_kernel, warpgroup_plan, warpgroup_tail, WarpgroupPlan, WarpgroupTail};
     pub use crate::plan::tuning_plan::{
-        choose, choose_batched, measured, model_split_for, stage_default, Measured, PackReason, Plan, PlanSource,
-        SplitReason,
+        choose, choose_batched, measured, model_split_for, model_tail_for, stage_default, Measured, PackReason, Plan,
+        PlanSource, SplitReason,
     };
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
     pub use gemm_core::mma_sync::MmaTile;

@@ -237,18 +237,23 @@ macro_rules! wgmma_k_tile {
 }
 
 macro_rules! wgmma_input {
-    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n256:ident) => {
-        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, $n64, $n128, $n256, {});
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n192:ident, $n256:ident) => {
+        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, $n64, $n128, $n192, $n256, {});
     };
     // With the register-A k-tiles `$r64`, `$r128`, `$r256` (tf32).
-    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n256:ident,
-     rs $r64:ident, $r128:ident, $r256:ident) => {
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n192:ident, $n256:ident,
+     rs $r64:ident, $r128:ident, $r192:ident, $r256:ident) => {
         wgmma_k_tile_rs!($r64, 64, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
         ]);
         wgmma_k_tile_rs!($r128, 128, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
             32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+        ]);
+        wgmma_k_tile_rs!($r192, 192, [
+            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36
+            37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69
+            70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
         ]);
         wgmma_k_tile_rs!($r256, 256, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
@@ -257,26 +262,32 @@ macro_rules! wgmma_input {
             96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120
             121 122 123 124 125 126 127
         ]);
-        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, $n64, $n128, $n256, {
+        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, $n64, $n128, $n192, $n256, {
             #[inline(always)]
             unsafe fn k_tile_rs<const ACC: usize>(acc: &mut [f32; ACC], a: [[u32; 4]; 4], db: [u64; 4]) {
                 match ACC {
                     32 => $r64(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), a, db),
                     64 => $r128(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), a, db),
+                    96 => $r192(&mut *(acc.as_mut_ptr() as *mut [f32; 96]), a, db),
                     128 => $r256(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), a, db),
                     _ => core::arch::nvptx::trap(),
                 }
             }
         });
     };
-    (@ $t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n256:ident,
-     {$($rs:item)*}) => {
+    (@ $t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n192:ident,
+     $n256:ident, {$($rs:item)*}) => {
         wgmma_k_tile!($n64, 64, $k, $acc, $ty, $args, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
         ]);
         wgmma_k_tile!($n128, 128, $k, $acc, $ty, $args, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
             32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63
+        ]);
+        wgmma_k_tile!($n192, 192, $k, $acc, $ty, $args, [
+            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36
+            37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69
+            70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95
         ]);
         wgmma_k_tile!($n256, 256, $k, $acc, $ty, $args, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
@@ -298,6 +309,7 @@ macro_rules! wgmma_input {
                 match ACC {
                     32 => $n64::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), da, db),
                     64 => $n128::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), da, db),
+                    96 => $n192::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 96]), da, db),
                     128 => $n256::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), da, db),
                     _ => core::arch::nvptx::trap(),
                 }
@@ -310,10 +322,13 @@ macro_rules! wgmma_input {
 // PTX ISA, wgmma.mma_async: f16 and bf16 take scale-d, imm-scale-a,
 // imm-scale-b, imm-trans-a, imm-trans-b; tf32 has no transposes (both
 // operands K-major); the integer types take scale-d only.
-wgmma_input!(F16, 2, "16", "f32", "f16", "p, 1, 1, {ta}, {tb}", f16_n64, f16_n128, f16_n256);
-wgmma_input!(Bf16, 2, "16", "f32", "bf16", "p, 1, 1, {ta}, {tb}", bf16_n64, bf16_n128, bf16_n256);
-wgmma_input!(Tf32, 4, "8", "f32", "tf32", "p, 1, 1", tf32_n64, tf32_n128, tf32_n256, rs tf32_rs_n64, tf32_rs_n128, tf32_rs_n256);
-wgmma_input!(S8, 1, "32", "s32", "s8", "p", s8_n64, s8_n128, s8_n256);
+wgmma_input!(F16, 2, "16", "f32", "f16", "p, 1, 1, {ta}, {tb}", f16_n64, f16_n128, f16_n192, f16_n256);
+wgmma_input!(Bf16, 2, "16", "f32", "bf16", "p, 1, 1, {ta}, {tb}", bf16_n64, bf16_n128, bf16_n192, bf16_n256);
+wgmma_input!(
+    Tf32, 4, "8", "f32", "tf32", "p, 1, 1", tf32_n64, tf32_n128, tf32_n192, tf32_n256,
+    rs tf32_rs_n64, tf32_rs_n128, tf32_rs_n192, tf32_rs_n256
+);
+wgmma_input!(S8, 1, "32", "s32", "s8", "p", s8_n64, s8_n128, s8_n192, s8_n256);
 
 /// `mbarrier.init` of the barrier at shared address `bar` for `count` arrivals.
 #[inline(always)]

@@ -145,8 +145,8 @@ impl Gemm {
                 let reads_ab = self.desc.alpha != 0.0 && dims.k > 0;
                 let kd = if reads_ab { kdims } else { GemmDims { k: 0, ..kdims } };
                 let plan = self.plan_on(Some(device), precision, (kd.m, kd.n, kd.k), kd.layouts(), count)?;
-                let (config, split_k, pack) = (plan.config, plan.split_k, plan.pack);
-                Ok(Launch::Ladder(LadderLaunch { precision, config, split_k, pack, kd, swapped }))
+                let (config, split_k, pack, tail) = (plan.config, plan.split_k, plan.pack, plan.tail);
+                Ok(Launch::Ladder(LadderLaunch { precision, config, split_k, pack, kd, swapped, tail }))
             }
             Kernels::TensorCores(types, mma_sync) => match Self::mixed_stage(types, device, mma_sync)? {
                 TensorCoreStage::Warpgroup => {

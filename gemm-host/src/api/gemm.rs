@@ -10,7 +10,7 @@ use crate::exec::host_path::{host_product, HostCall, HostOperand};
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
 use crate::plan::product_plan::{mma_launch, warpgroup_launch, KernelFamily, ProductPlan};
-use crate::plan::tuning_plan::{plan_split, stage_default};
+use crate::plan::tuning_plan::{model_tail_for, plan_split, stage_default};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use gemm_core::shape::{Layout, Op};
@@ -685,6 +685,7 @@ impl Gemm {
                 split: SplitReason::NotConsidered,
                 pack: false,
                 pack_reason: PackReason::NotConsidered,
+                tail: None,
             },
             None => crate::tuning::choose_batched(device.map(Device::name), precision, m, n, k, layouts, count),
         };
@@ -701,6 +702,13 @@ impl Gemm {
                 let kernel_layouts = plan.kernel_layouts(layouts);
                 (plan.split_k, plan.split) =
                     plan_split(device, precision, plan.config, (m, n, k), (layouts, kernel_layouts), &plan.source)?;
+                if matches!(plan.split, SplitReason::Model { .. }) && self.balance_last_wave {
+                    let shape = (m, n, k);
+                    plan.tail = model_tail_for(device, precision, plan.config, shape, (kernel_layouts, plan.split_k))?;
+                    if plan.tail.is_some() {
+                        plan.split_k = 1;
+                    }
+                }
             }
             None => {}
         }

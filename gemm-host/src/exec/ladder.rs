@@ -13,7 +13,7 @@ use cudarc::driver::{CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut}
 use gemm_core::batch::GroupProblem;
 use gemm_core::pack::{self, PackCopy};
 use gemm_core::shape::{Layout, MatrixDims};
-use gemm_core::split_k;
+use gemm_core::split_k::{self, TailSplit};
 use gemm_core::{GemmDims, KernelConfig, Precision};
 use std::sync::Arc;
 
@@ -33,6 +33,9 @@ pub(crate) struct LadderLaunch {
     pub kd: GemmDims,
     /// Whether the user's A and B trade places in that form.
     pub swapped: bool,
+    /// The last wave balanced (one product): the first rows of block tiles
+    /// whole, the other rows split along k.
+    pub tail: Option<TailSplit>,
 }
 
 /// Enqueues `count` products (element strides of A, B and C; a stride of 0
@@ -47,7 +50,8 @@ pub(crate) fn enqueue<T: Element>(
     (a, b, c): Operands<'_, '_, '_, '_, T, T>,
     (count, strides): (usize, [usize; 3]),
 ) -> Result<(), Error> {
-    let LadderLaunch { precision, config, split_k, pack, kd: kdims, swapped } = *plan;
+    let LadderLaunch { precision, config, split_k, pack, kd: kdims, swapped, tail } = *plan;
+    let split_k = (split_k, if count == 1 { tail } else { None });
     let (ka, kb, sa, sb) = if swapped { (b, a, strides[1], strides[0]) } else { (a, b, strides[0], strides[1]) };
     let (alpha, beta) = (T::from_f64(alpha), T::from_f64(beta));
     if count == 1 && pack {
@@ -67,15 +71,36 @@ pub(crate) fn enqueue<T: Element>(
 }
 
 /// Enqueues one product of `kdims` (kernel form, validated) with `config`:
-/// split along k into `split_k` slices or whole.
+/// split along k into `split_k` slices or whole, or with its last wave
+/// balanced (`tail`): C's first rows of block tiles whole, then the other
+/// rows (A's and C's from there on) split along k.
 fn enqueue_product<T: Element>(
     device: &Device,
     stream: &Arc<CudaStream>,
-    (config, split_k): (KernelConfig, u32),
+    (config, (split_k, tail)): (KernelConfig, (u32, Option<TailSplit>)),
     kdims: &GemmDims,
     (alpha, beta): (T, T),
     (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>),
 ) -> Result<(), Error> {
+    let head = tail.map_or(0, |t| t.head_tile_rows as usize * config.c_tile().bm as usize);
+    if let Some(t) = tail.filter(|_| head > 0 && head < kdims.m) {
+        let head_dims = GemmDims { m: head, ..*kdims };
+        launch(device, stream, config, &head_dims, alpha, a, b, beta, c, SINGLE)?;
+        let a_at = MatrixDims::new(kdims.m, kdims.k, kdims.a_layout, kdims.lda).offset(head, 0);
+        let c_at = MatrixDims::new(kdims.m, kdims.n, kdims.c_layout, kdims.ldc).offset(head, 0);
+        let tail_dims = GemmDims { m: kdims.m - head, ..*kdims };
+        let (k_slice, slices) = split_k::slices(kdims.k as u32, t.slices, config.c_tile().bk);
+        let (a_tail, mut c_tail) = (a.slice(a_at..), c.slice_mut(c_at..));
+        return enqueue_split_k(
+            device,
+            stream,
+            config,
+            &tail_dims,
+            (alpha, beta),
+            (&a_tail, b, &mut c_tail),
+            (k_slice, slices),
+        );
+    }
     let (k_slice, slices) = split_k::slices(kdims.k as u32, split_k, config.c_tile().bk);
     if slices > 1 {
         return enqueue_split_k(device, stream, config, kdims, (alpha, beta), (a, b, c), (k_slice, slices));

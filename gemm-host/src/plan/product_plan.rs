@@ -256,6 +256,7 @@ pub fn warpgroup_tail(
 fn tile_efficiency(tile: WgmmaTile) -> f64 {
     match (tile.bm, tile.bn) {
         (128, 256) => 1.0,
+        (192, 192) => 0.95,
         (128, 128) => 0.8,
         (64, _) => 0.7,
         _ => 0.6,

@@ -21,6 +21,7 @@
 use crate::device::memory::MAX_SPLIT_WORKSPACE;
 use crate::device::registry::ENTRY_POINTS;
 use gemm_core::config::OPT_TILE_SIZES;
+use gemm_core::split_k::TailSplit;
 use gemm_core::{BlockDim, BlockTile, KernelConfig, KernelLayouts, Precision, Stage, ThreadTile, WarpTile};
 
 pub use crate::plan::measured::Measured;
@@ -108,6 +109,10 @@ pub struct Plan {
     pub pack: bool,
     /// Why the operands are packed or not.
     pub pack_reason: PackReason,
+    /// The last wave balanced (a single product on device matrices): C's
+    /// first `head_tile_rows` rows of block tiles whole, the other rows with
+    /// k in `slices` ([`model_tail_for`]; `split_k` is then 1).
+    pub tail: Option<TailSplit>,
 }
 
 impl Plan {
@@ -149,6 +154,15 @@ impl core::fmt::Display for Plan {
             PackReason::Chosen => write!(f, "; operands not packed (chosen)")?,
             PackReason::Measured if self.pack => write!(f, "; operands packed first (measured fastest)")?,
             PackReason::NotConsidered | PackReason::Measured | PackReason::NotNeeded => {}
+        }
+        if let Some(t) = self.tail {
+            let rows = t.head_tile_rows * self.config.c_tile().bm;
+            return write!(
+                f,
+                "; last wave balanced: C's first {rows} rows whole in full waves, the other rows with k in {} slices \
+                 (wave model)",
+                t.slices
+            );
         }
         let s = self.split_k;
         match self.split {
@@ -243,6 +257,7 @@ pub fn choose_batched(
             split: SplitReason::NotConsidered,
             pack: row.pack && layouts != KernelLayouts::PACKED,
             pack_reason: if layouts == KernelLayouts::PACKED { PackReason::NotNeeded } else { PackReason::Measured },
+            tail: None,
         },
         None => {
             let stage = if precision == Precision::F64 { Stage::TensorCore } else { Stage::Pipelined };
@@ -253,6 +268,7 @@ pub fn choose_batched(
                 split: SplitReason::NotConsidered,
                 pack: false,
                 pack_reason: PackReason::NotConsidered,
+                tail: None,
             }
         }
     }
@@ -395,4 +411,69 @@ pub fn model_split_for(
         max_workspace: MAX_SPLIT_WORKSPACE,
     };
     Ok((gemm_core::split_k::model_split(&model), SplitReason::Model { tiles, slots }))
+}
+
+/// The wave model's tail split ([`TailSplit`]) of a single m x n x k
+/// product (kernel form, read by the kernel in `layouts`) run with `config`
+/// on `device` (as [`model_split_for`] assumes one), where it beats the
+/// best of k whole and `split` slices by 10%: the model counts k-tile steps
+/// on the busiest SM (`gemm_core::split_k::tail_split`), a block alone on
+/// an SM at the SM's full rate (block tiles of at least 128 x 128; none
+/// for smaller ones), and the tail's workspace written and read and two
+/// more launches (4 us each).
+///
+/// ```
+/// use gemm::tuning::{model_tail_for, KernelConfig, KernelLayouts, BlockTile, WarpTile};
+/// let config = KernelConfig::TensorCore { block: BlockTile::new(128, 128, 16), warp: WarpTile::new(64, 32), depth: 3 };
+/// // 12 x 12 tiles on 132 SMs: 11 rows of tiles in one wave, the last row split.
+/// let t = model_tail_for(None, gemm::Precision::F64, config, (1536, 1536, 1536), (KernelLayouts::NN, 1))?;
+/// assert_eq!(t.map(|t| t.head_tile_rows), Some(11));
+/// # Ok::<(), gemm::Error>(())
+/// ```
+///
+/// # Errors
+/// None yet (a `Result` for the device queries a model may need).
+pub fn model_tail_for(
+    device: Option<&crate::Device>,
+    precision: Precision,
+    config: KernelConfig,
+    (m, n, k): (usize, usize, usize),
+    (layouts, split): (KernelLayouts, u32),
+) -> Result<Option<TailSplit>, crate::Error> {
+    let tile = config.c_tile();
+    // Smaller block tiles share an SM with others: their last wave is not
+    // a quantum of time.
+    if tile.bm * tile.bn < 128 * 128 {
+        return Ok(None);
+    }
+    let g = config.geometry(m as u32, n as u32, precision, layouts);
+    let (cols, rows) = (g.grid[0] as u64, g.grid[1] as u64);
+    let (sms, tensor, fma, dram, _) = NO_DEVICE;
+    let fma = if precision == Precision::F32 { 2.0 * fma } else { fma };
+    let (sms, peak, dram) = match device {
+        Some(d) => (d.sm_count(), d.peak_gflops(precision, config.stage()), d.dram_gbs()),
+        None => (sms, if config.stage() == Stage::TensorCore { tensor } else { fma }, dram),
+    };
+    let (sms, bk) = (sms as u64, tile.bk.max(1));
+    let k_tiles = (k as u64).div_ceil(bk as u64);
+    let fixed = config.depth() as f64 + 1.0;
+    let Some(t) = gemm_core::split_k::tail_split(rows, cols, k_tiles, bk, sms, fixed, 64) else { return Ok(None) };
+    // One block's k-tile at the SM's rate: its flops at 80% of the SM's share of the peak.
+    let (bm, bn) = (tile.bm as f64, tile.bn as f64);
+    let step_us = sms as f64 * 2.0 * bm * bn * bk as f64 / (peak.max(1.0) * 1e3 * 0.8);
+    let elem_us = precision.bytes() as f64 / (dram.max(1.0) * 1e3 * 0.7);
+    let steps = |blocks: u64, k_tiles: u64| blocks.div_ceil(sms) as f64 * (k_tiles as f64 + fixed) * step_us;
+    let c_elems = (m * n) as f64;
+    let plain = |s: u32| {
+        let s = s.max(1) as u64;
+        let reduce = if s > 1 { (2 * s + 1) as f64 * c_elems * elem_us + 4.0 } else { 0.0 };
+        steps(rows * cols * s, k_tiles.div_ceil(s)) + reduce
+    };
+    let tail_rows = (m as u64).saturating_sub(t.head_tile_rows as u64 * tile.bm as u64);
+    let s = t.slices as u64;
+    let tail_time = steps(t.head_tile_rows as u64 * cols, k_tiles)
+        + steps((rows - t.head_tile_rows as u64) * cols * s, k_tiles.div_ceil(s))
+        + (2 * s + 1) as f64 * (tail_rows * n as u64) as f64 * elem_us
+        + 8.0;
+    Ok((tail_time < 0.9 * plain(1).min(plain(split))).then_some(t))
 }
