@@ -175,9 +175,10 @@ pub struct TailSplit {
 /// `fixed_steps` of pipeline fill and epilogue, on `sms` SMs running one
 /// block tile each at a time (so the busiest SM runs `ceil(blocks / sms)`
 /// of them): the head's whole tiles plus the tail's slices, against
-/// `ceil(tiles / sms) * (k_tiles + fixed_steps)` unsplit. Heads keep at
-/// least as many tiles as fill whole waves; slices are at most
-/// `max_slices` and at least 4 k tiles long. None when no tail split
+/// `ceil(tiles / sms) * (k_tiles + fixed_steps)` unsplit. Heads are the
+/// most rows of tiles that fill whole waves, or one row fewer; slices are
+/// at least 4 k tiles long, at most `max_slices` and at most as many as
+/// give the tail two waves. None when no tail split
 /// takes fewer steps (whole waves already, or k too short). The caller
 /// adds the workspace's traffic and the reduction's launch.
 ///
@@ -208,15 +209,21 @@ pub fn tail_split(
     let whole = tiles.div_ceil(sms) as f64 * (k_tiles as f64 + fixed_steps);
     let k = k_tiles.saturating_mul(bk as u64).min(u32::MAX as u64) as u32;
     let mut best: Option<(f64, TailSplit)> = None;
-    // Heads from the most rows that fit whole waves down to one wave fewer.
+    // Heads: the most rows of tiles that fill whole waves, and one row
+    // fewer (a larger tail for slices to share); slices: up to two waves of
+    // the tail's blocks (more only adds waves). Few candidates: the host
+    // plans every call.
     let full_rows = (tiles / sms * sms) / tile_cols;
-    let lowest = full_rows.saturating_sub(sms.div_ceil(tile_cols)).max(1);
-    let mut head = full_rows.min(tile_rows - 1);
-    while head >= lowest {
+    let top = full_rows.min(tile_rows - 1);
+    for head in [top, top.saturating_sub(1)] {
+        if head == 0 || best.is_some_and(|(_, t)| t.head_tile_rows as u64 == head) {
+            continue;
+        }
         let (head_tiles, tail_tiles) = (head * tile_cols, (tile_rows - head) * tile_cols);
         let head_steps = head_tiles.div_ceil(sms) as f64 * (k_tiles as f64 + fixed_steps);
+        let most = (2 * sms).div_ceil(tail_tiles).min(max_slices as u64) as u32;
         let mut s = 2u32;
-        while s <= max_slices && k_tiles >= 4 * s as u64 {
+        while s <= most && k_tiles >= 4 * s as u64 {
             let (k_slice, n) = slices(k, s, bk);
             let slice_tiles = (k_slice as u64).div_ceil(bk.max(1) as u64) as f64;
             let steps = head_steps + (tail_tiles * n as u64).div_ceil(sms) as f64 * (slice_tiles + fixed_steps);
@@ -226,7 +233,6 @@ pub fn tail_split(
             }
             s += 1;
         }
-        head -= 1;
     }
     best.filter(|(steps, _)| *steps < whole).map(|(_, t)| t)
 }

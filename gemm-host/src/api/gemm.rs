@@ -414,14 +414,16 @@ impl Gemm {
 
     /// Whether a single product on device matrices whose block tiles would
     /// leave the last wave partly empty may run in two parts (default
-    /// `true`; stage 9): its first rows of block tiles whole, in full waves,
-    /// and the other rows with k split into slices, summed in a fixed order
+    /// `true`; stage 9, and the ladder's block tiles of at least 128 x
+    /// 128): its first rows of block tiles whole, in full waves, and the
+    /// other rows with k split into slices, summed in a fixed order
     /// (Osama, Merrill, Cecka, Garland and Owens, "Stream-K", 2023, on
     /// such hybrids). The planner takes it where its wave model says it
-    /// pays ([`Gemm::plan_for`] says so: "last wave balanced"). The bits
-    /// are the same every run, but those rows' sums are grouped by slice:
-    /// `false` gives the bits of the whole product, which the host path
-    /// (host matrices) always computes.
+    /// pays ([`Gemm::plan_for`] and [`Gemm::plan`] say so: "last wave
+    /// balanced"; 1536³ f64 on an H200: 0.88x cuBLAS against 0.73x whole).
+    /// The bits are the same every run, but those rows' sums are grouped
+    /// by slice: `false` gives the bits of the whole product, which the
+    /// host path (host matrices) always computes.
     ///
     /// ```
     /// use gemm::half::f16;
