@@ -791,8 +791,9 @@ fn check_tail<T: Product<C>, C: Scalar>(
 fn last_wave_tail_splits_are_within_the_bound() {
     // More block tiles than SMs (140 of 128 x 128 on 132 SMs: one wave
     // and 8 tiles), a long k: the first rows in one full wave, the rest
-    // split along k (the planner's choice on an H100 or H200).
-    let shapes = [(1160, 1680, 8192), (1200, 1680, 8192), (1160, 1760, 8192)];
+    // split along k (the planner's choice on an H100 or H200; each type
+    // takes the first it splits).
+    let shapes = [(1160, 1680, 8192), (1160, 1760, 12288), (1360, 3080, 6144)];
     let all = Variant::all();
     check_tail::<f16, f16>(WgmmaTypes::F16, Gemm::new(), &shapes, Variant::NN, (1.0, 0.0));
     check_tail::<f16, f16>(WgmmaTypes::F16, Gemm::new(), &shapes, all[9], (0.5, -2.0));
