@@ -249,7 +249,25 @@ pub fn choose_batched(
             .find(|r| r.layouts == layouts.suffix() && (r.m, r.n, r.k, r.batch) == (near.m, near.n, near.k, near.batch))
             .and_then(|r| Some((*r, config_of(r)?)))
     });
-    match refined.or(nearest.map(|(_, r, c)| (r, c))) {
+    // Between measured shapes, the nearest row's kernel may fill the waves
+    // badly where another measured kernel fills them well (1408^3 f64:
+    // the 64 x 64 tiles of 1024^3, 484 of them in four waves of 132 SMs,
+    // against 121 tiles of 128 x 128 in one): `wave_choice`.
+    let exact = nearest.is_some_and(|(d, _, _)| d == 0.0);
+    let nearest = nearest.map(|(_, r, c)| (r, c));
+    let pick = refined.or(nearest).map(|(row, config)| {
+        if exact || batch != 1 {
+            return (row, config);
+        }
+        let rows = fitted_rows()
+            .iter()
+            .filter(|(r, c)| r.precision == precision && r.device == row.device && c.stage() == config.stage());
+        match wave_choice(rows, config, (m, n, k)) {
+            Some((better, _)) => (better, config_of(better).unwrap_or(config)),
+            None => (row, config),
+        }
+    });
+    match pick {
         Some((row, config)) => Plan {
             config,
             source: PlanSource::Measured { row: *row, same_device },
@@ -272,6 +290,68 @@ pub fn choose_batched(
             }
         }
     }
+}
+
+/// Every measured single-product row whose kernel read A and B row-major
+/// unpacked and unsplit, with its configuration: what [`wave_choice`]
+/// fits each kernel's speed to (resolved once: the registry search is too
+/// slow for every call).
+fn fitted_rows() -> &'static [(Measured, KernelConfig)] {
+    static ROWS: std::sync::OnceLock<Vec<(Measured, KernelConfig)>> = std::sync::OnceLock::new();
+    ROWS.get_or_init(|| {
+        measured()
+            .iter()
+            .filter(|r| r.batch == 1 && r.layouts == KernelLayouts::NN.suffix() && r.split_k == 1 && !r.pack)
+            .filter_map(|r| {
+                let e = ENTRY_POINTS.iter().find(|e| e.precision == r.precision && e.name == r.kernel)?;
+                Some((*r, e.config))
+            })
+            .collect()
+    })
+}
+
+/// Multiply-adds of an m x n x k product's busiest SM with block tiles of
+/// `tile`: whole block tiles (padding included) over 132 SMs, one at a time.
+fn wave_work(tile: gemm_core::BlockTile, (m, n, k): (usize, usize, usize)) -> f64 {
+    const SMS: u64 = 132;
+    let tiles = (m as u64).div_ceil(tile.bm as u64) * (n as u64).div_ceil(tile.bn as u64);
+    let k_pad = (k as u64).div_ceil(tile.bk as u64) * tile.bk as u64;
+    tiles.div_ceil(SMS) as f64 * (tile.bm as u64 * tile.bn as u64 * k_pad) as f64
+}
+
+/// Among the measured kernels `rows` (one stage, one device), the row of
+/// the kernel a wave model says runs an m x n x k product at least 10%
+/// faster than `current`, if one does. Each kernel's speed is fitted to
+/// the rows it won: its busiest SM's multiply-adds ([`wave_work`]) over
+/// the time it took, at the best of them; a kernel's modeled time is then
+/// its work at this shape over that speed. Only block tiles of at least
+/// 128 x 64 are taken (smaller ones share an SM: their waves are not
+/// quanta of time); a `current` without a row is kept.
+fn wave_choice(
+    rows: impl Iterator<Item = &'static (Measured, KernelConfig)>,
+    current: KernelConfig,
+    shape: (usize, usize, usize),
+) -> Option<(&'static Measured, f64)> {
+    let mut speeds: Vec<(KernelConfig, &'static Measured, f64)> = Vec::new();
+    for (row, config) in rows {
+        let seconds = 2.0 * (row.m * row.n) as f64 * row.k as f64 / (row.gflops.max(1e-9) * 1e9);
+        let speed = wave_work(config.c_tile(), (row.m, row.n, row.k)) / seconds;
+        match speeds.iter_mut().find(|(c, _, _)| c == config) {
+            Some(s) if s.2 < speed => (s.1, s.2) = (row, speed),
+            Some(_) => {}
+            None => speeds.push((*config, row, speed)),
+        }
+    }
+    let time = |config: KernelConfig, speed: f64| wave_work(config.c_tile(), shape) / speed;
+    let big = |c: &KernelConfig| c.c_tile().bm * c.c_tile().bn >= 128 * 64;
+    let now = speeds.iter().find(|(c, _, _)| *c == current)?;
+    let now_time = time(now.0, now.2);
+    speeds
+        .iter()
+        .filter(|(c, _, _)| big(c))
+        .map(|(c, row, speed)| (*row, time(*c, *speed)))
+        .filter(|(_, t)| *t < 0.9 * now_time)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// Outputs per thread of stage 4 when none is given.
@@ -352,7 +432,9 @@ pub(crate) fn plan_split(
 /// The wave model's split of k ([`gemm_core::split_k::model_split`]) for an
 /// m x n x k product (kernel form: C row-major, A and B read in `layouts`)
 /// run with `config` on `device` (an H200 with two resident blocks per SM
-/// without one), with the tiles and resident blocks it counted. The model:
+/// without one), with the tiles and resident blocks it counted (for block
+/// tiles of at least 128 x 64, one per SM: such a block all but keeps an
+/// SM busy alone, and blocks sharing an SM share its rate). The model:
 /// a wave of resident blocks takes, per k tile, the longer of its flops at
 /// 80% of the stage's peak and its operand bytes at 70% of the DRAM
 /// bandwidth; each block adds its pipeline depth + 1 k tiles of fill and
@@ -391,7 +473,14 @@ pub fn model_split_for(
         ),
         None => (sms, if config.stage() == Stage::TensorCore { tensor } else { fma }, dram, per_sm),
     };
-    let slots = sms as u64 * per_sm.max(1) as u64;
+    // A block tile of at least 128 x 64 all but keeps an SM busy alone: a
+    // wave is one such block per SM (resident blocks share the SM's rate,
+    // so 144 tiles on 132 SMs take two waves' time, not one: 1408 rows of
+    // 1536^2 f64 ran at 0.123 ms, all 1536 rows split in 2 at 0.203;
+    // 2688^3 f64 split in 2 on 128 x 64 tiles ran at 0.77x cuBLAS; NVIDIA
+    // H200, 2026-11-26). Smaller ones: every resident block.
+    let big = tile.bm * tile.bn >= 128 * 64;
+    let slots = sms as u64 * if big { 1 } else { per_sm.max(1) as u64 };
     let bytes = precision.bytes() as f64;
     // One wave's k step: its flops at 80% of the peak, or its operand
     // bytes at 70% of DRAM bandwidth (no reuse in L2), whichever is longer.
