@@ -310,13 +310,28 @@ fn fitted_rows() -> &'static [(Measured, KernelConfig)] {
     })
 }
 
-/// Multiply-adds of an m x n x k product's busiest SM with block tiles of
-/// `tile`: whole block tiles (padding included) over 132 SMs, one at a time.
-fn wave_work(tile: gemm_core::BlockTile, (m, n, k): (usize, usize, usize)) -> f64 {
+/// Multiply-adds of an m x n x k product's busiest SM with `config`'s block
+/// tiles: whole block tiles (padding included) over 132 SMs, one at a
+/// time, or with the last wave balanced where `model_tail_for` would.
+fn wave_work(config: KernelConfig, (m, n, k): (usize, usize, usize)) -> f64 {
     const SMS: u64 = 132;
-    let tiles = (m as u64).div_ceil(tile.bm as u64) * (n as u64).div_ceil(tile.bn as u64);
-    let k_pad = (k as u64).div_ceil(tile.bk as u64) * tile.bk as u64;
-    tiles.div_ceil(SMS) as f64 * (tile.bm as u64 * tile.bn as u64 * k_pad) as f64
+    let tile = config.c_tile();
+    let (rows, cols) = ((m as u64).div_ceil(tile.bm as u64), (n as u64).div_ceil(tile.bn as u64));
+    let (bk, k_tiles) = (tile.bk.max(1), (k as u64).div_ceil(tile.bk.max(1) as u64));
+    let per_tile = (tile.bm * tile.bn * bk) as f64;
+    let whole = (rows * cols).div_ceil(SMS) as f64 * k_tiles as f64 * per_tile;
+    // With its last wave balanced where the plan would (`model_tail_for`).
+    let fixed = config.depth() as f64 + 1.0;
+    let tail = (tile.bm * tile.bn >= 128 * 128)
+        .then(|| gemm_core::split_k::tail_split(rows, cols, k_tiles, bk, SMS, fixed, 64))
+        .flatten()
+        .map(|t| {
+            let (head, s) = (t.head_tile_rows as u64 * cols, t.slices as u64);
+            let tail = (rows * cols - head) * s;
+            head.div_ceil(SMS) as f64 * k_tiles as f64 * per_tile
+                + tail.div_ceil(SMS) as f64 * (k_tiles.div_ceil(s) as f64 + fixed) * per_tile
+        });
+    tail.map_or(whole, |t| t.min(whole))
 }
 
 /// Among the measured kernels `rows` (one stage, one device), the row of
@@ -325,8 +340,9 @@ fn wave_work(tile: gemm_core::BlockTile, (m, n, k): (usize, usize, usize)) -> f6
 /// the rows it won: its busiest SM's multiply-adds ([`wave_work`]) over
 /// the time it took, at the best of them; a kernel's modeled time is then
 /// its work at this shape over that speed. Only block tiles of at least
-/// 128 x 64 are taken (smaller ones share an SM: their waves are not
-/// quanta of time); a `current` without a row is kept.
+/// 128 x 64 that fill three quarters of the SMs are taken (smaller ones
+/// share an SM: their waves are not quanta of time); a `current` without
+/// a row is kept.
 fn wave_choice(
     rows: impl Iterator<Item = &'static (Measured, KernelConfig)>,
     current: KernelConfig,
@@ -335,15 +351,23 @@ fn wave_choice(
     let mut speeds: Vec<(KernelConfig, &'static Measured, f64)> = Vec::new();
     for (row, config) in rows {
         let seconds = 2.0 * (row.m * row.n) as f64 * row.k as f64 / (row.gflops.max(1e-9) * 1e9);
-        let speed = wave_work(config.c_tile(), (row.m, row.n, row.k)) / seconds;
+        let speed = wave_work(*config, (row.m, row.n, row.k)) / seconds;
         match speeds.iter_mut().find(|(c, _, _)| c == config) {
             Some(s) if s.2 < speed => (s.1, s.2) = (row, speed),
             Some(_) => {}
             None => speeds.push((*config, row, speed)),
         }
     }
-    let time = |config: KernelConfig, speed: f64| wave_work(config.c_tile(), shape) / speed;
-    let big = |c: &KernelConfig| c.c_tile().bm * c.c_tile().bn >= 128 * 64;
+    let time = |config: KernelConfig, speed: f64| wave_work(config, shape) / speed;
+    // Big block tiles that keep most SMs busy (from a small-tile kernel,
+    // fewer leave SMs idle that the small tiles' concurrency would fill:
+    // 768^3 f64 ran 0.95x cuBLAS on 144 tiles of 64 x 64, 0.87x on 72 of
+    // 128 x 64).
+    let big = |c: &KernelConfig| {
+        let t = c.c_tile();
+        let tiles = (shape.0 as u64).div_ceil(t.bm as u64) * (shape.1 as u64).div_ceil(t.bn as u64);
+        t.bm * t.bn >= 128 * 64 && 4 * tiles >= 3 * 132
+    };
     let now = speeds.iter().find(|(c, _, _)| *c == current)?;
     let now_time = time(now.0, now.2);
     speeds
@@ -433,8 +457,9 @@ pub(crate) fn plan_split(
 /// m x n x k product (kernel form: C row-major, A and B read in `layouts`)
 /// run with `config` on `device` (an H200 with two resident blocks per SM
 /// without one), with the tiles and resident blocks it counted (for block
-/// tiles of at least 128 x 64, one per SM: such a block all but keeps an
-/// SM busy alone, and blocks sharing an SM share its rate). The model:
+/// tiles of at least 128 x 64 on the tensor cores, or at least as many as
+/// SMs, one per SM: such a block all but keeps an SM busy alone, and blocks
+/// sharing an SM share its rate). The model:
 /// a wave of resident blocks takes, per k tile, the longer of its flops at
 /// 80% of the stage's peak and its operand bytes at 70% of the DRAM
 /// bandwidth; each block adds its pipeline depth + 1 k tiles of fill and
@@ -479,7 +504,11 @@ pub fn model_split_for(
     // 1536^2 f64 ran at 0.123 ms, all 1536 rows split in 2 at 0.203;
     // 2688^3 f64 split in 2 on 128 x 64 tiles ran at 0.77x cuBLAS; NVIDIA
     // H200, 2026-11-26). Smaller ones: every resident block.
-    let big = tile.bm * tile.bn >= 128 * 64;
+    // (Below one block per SM, more resident blocks of the CUDA-core
+    // stages still add concurrency: 768^3 f32 ran 0.86x cuBLAS split in 4,
+    // 0.80x whole; not on the FP64 tensor cores: 1408^3 f64 1.07x whole.)
+    let full = tiles >= sms as u64 || config.stage() == Stage::TensorCore;
+    let big = tile.bm * tile.bn >= 128 * 64 && full;
     let slots = sms as u64 * if big { 1 } else { per_sm.max(1) as u64 };
     let bytes = precision.bytes() as f64;
     // One wave's k step: its flops at 80% of the peak, or its operand
