@@ -98,7 +98,8 @@ pub mod tuning {
         MmaKernel, WarpgroupKernel, MMA_KERNELS, SKINNY_KERNELS, SKINNY_MMA_KERNELS, WARPGROUP_KERNELS,
     };
     pub use crate::device::KernelInfo;
-    pub use crate::plan::product_plan::{mma_kernel, warpgroup_plan, warpgroup_tail, WarpgroupPlan, WarpgroupTail};
+    pub use crate::exec::warpgroup::WarpgroupTail;
+    pub use crate::plan::product_plan::{mma_kernel, warpgroup_plan, warpgroup_tail, WarpgroupPlan};
     pub use crate::plan::tuning_plan::{
         choose, choose_batched, measured, model_split_for, model_tail_for, stage_default, Measured, PackReason, Plan,
         PlanSource, SplitReason,

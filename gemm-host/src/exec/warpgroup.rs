@@ -15,7 +15,6 @@ use crate::element::{product_name, Scalar};
 use crate::error::{DriverContext, Error};
 use crate::exec::launch::{ListViews, Operands};
 use crate::exec::tensor_core::{prepare_operand, scalars, Keep, TensorCoreStage, TmaOperand};
-use crate::plan::product_plan::WarpgroupTail;
 use cudarc::driver::sys as cu;
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
@@ -36,6 +35,19 @@ pub(crate) struct WarpgroupRoute {
     pub dims: GemmDims,
     /// Whether it runs the transposed product and stores C transposed.
     pub transposed_c: bool,
+}
+
+/// A stage-9 product run in two parts so that no wave of block tiles runs
+/// partly empty ([`gemm_core::split_k::TailSplit`]; planned by `plan::product_plan::warpgroup_tail`): C's rows (kernel form)
+/// up to `head_rows`, a multiple of BM, whole in full waves of the
+/// planned kernel, then the other rows with k in `split.0` slices of
+/// `split.1` k-tiles into an f32 (i32) workspace, summed in slice order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpgroupTail {
+    /// Rows of C computed whole.
+    pub head_rows: u32,
+    /// Slices of the other rows' k and k-tiles per slice.
+    pub split: (u32, u32),
 }
 
 /// One planned stage-9 product (or strided batch of it): everything its

@@ -8,7 +8,7 @@
 use crate::device::registry::{MmaKernel, WarpgroupKernel, MMA_KERNELS, WARPGROUP_KERNELS};
 use crate::exec::mma_sync::MmaLaunch;
 use crate::exec::skinny::SkinnyLaunch;
-use crate::exec::warpgroup::{WarpgroupLaunch, WarpgroupRoute};
+use crate::exec::warpgroup::{WarpgroupLaunch, WarpgroupRoute, WarpgroupTail};
 use crate::plan::tuning_plan::Plan;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{GemmDims, Layout};
@@ -210,19 +210,6 @@ pub struct WarpgroupPlan {
     /// The last wave's rows split along k instead ([`WarpgroupTail`]; a
     /// single product whose block tiles leave the last wave partly empty).
     pub tail: Option<WarpgroupTail>,
-}
-
-/// A stage-9 product run in two parts so that no wave of block tiles runs
-/// partly empty ([`gemm_core::split_k::TailSplit`]): C's rows (kernel form)
-/// up to `head_rows`, a multiple of BM, whole in full waves of the
-/// planned kernel, then the other rows with k in `split.0` slices of
-/// `split.1` k-tiles into an f32 (i32) workspace, summed in slice order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WarpgroupTail {
-    /// Rows of C computed whole.
-    pub head_rows: u32,
-    /// Slices of the other rows' k and k-tiles per slice.
-    pub split: (u32, u32),
 }
 
 /// What a tail block adds to its k-tiles, in k-tiles: the pipeline's fill
