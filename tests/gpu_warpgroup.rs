@@ -59,6 +59,53 @@ fn bits<T: Scalar>(x: T) -> u64 {
     u64::from_le_bytes(out)
 }
 
+/// The stored A and B of `v` (pad 3 holding NaN) and C before the call
+/// (pad 2 holding NaN; all NaN when beta = 0, which never reads it).
+fn stored<T: Scalar, C: Scalar>(
+    (a, b, c0): (&Matrix<T>, &Matrix<T>, &Matrix<C>),
+    v: Variant,
+    beta: f64,
+) -> (Matrix<T>, Matrix<T>, Matrix<C>) {
+    let (m, n) = (c0.rows(), c0.cols());
+    let (sa, sb) = (store(a, v.op_a, v.a, 3, T::POISON), store(b, v.op_b, v.b, 3, T::POISON));
+    let before = if beta == 0.0 {
+        store(&Matrix::from_fn(m, n, |_, _| C::POISON), Op::N, v.c, 2, C::POISON)
+    } else {
+        store(c0, Op::N, v.c, 2, C::POISON)
+    };
+    (sa, sb, before)
+}
+
+/// The CPU reference of `alpha A B + beta C0`: mixed precision, or TF32's
+/// for f32 operands (T and C are then f32: the same values, as f32).
+fn reference<T: Scalar, C: Scalar>(
+    alpha: f64,
+    (a, b): (&Matrix<T>, &Matrix<T>),
+    beta: f64,
+    c0: &Matrix<C>,
+) -> Reference {
+    if T::NAME == "f32" {
+        let f = |x: &Matrix<T>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
+        let h = |x: &Matrix<C>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
+        Reference::new_tf32(alpha, &f(a), &f(b), beta, &h(c0))
+    } else {
+        Reference::new_mixed(alpha, a, b, beta, c0)
+    }
+}
+
+/// C's padding (outside its m x n, stored as `v.c` says) bit for bit as
+/// `before`.
+fn padding_unchanged<C: Scalar>(before: &Matrix<C>, c: &Matrix<C>, v: Variant, (m, n): (usize, usize), what: &str) {
+    let outside = before.as_slice().iter().zip(c.as_slice()).enumerate().find(|(o, (x, y))| {
+        let (i, j) = match v.c {
+            Layout::RowMajor => (o / c.ld(), o % c.ld()),
+            Layout::ColMajor => (o % c.ld(), o / c.ld()),
+        };
+        (i >= m || j >= n) && bits(**x) != bits(**y)
+    });
+    assert!(outside.is_none(), "{what}: C's padding changed at storage index {:?}", outside.map(|o| o.0));
+}
+
 /// Runs one product of `v`'s layouts on host matrices stored with padding
 /// (A, B pad 3 holding NaN; C pad 2 holding NaN) and checks it.
 fn check<T: Product<C>, C: Scalar>((m, n, k): (usize, usize, usize), v: Variant, alpha: f64, beta: f64, ints: bool) {
@@ -81,38 +128,18 @@ fn check_with<T: Product<C>, C: Scalar>(
         (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()))
     };
     let c0 = random_matrix::<C>(m, n, seed());
-    let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::POISON), store(&b, v.op_b, v.b, 3, T::POISON));
-    let before = if beta == 0.0 {
-        store(&Matrix::from_fn(m, n, |_, _| C::POISON), Op::N, v.c, 2, C::POISON)
-    } else {
-        store(&c0, Op::N, v.c, 2, C::POISON)
-    };
+    let (sa, sb, before) = stored::<T, C>((&a, &b, &c0), v, beta);
     let mut c = before.clone();
     let what = format!("{} x {} -> {} {m}x{n}x{k} {v} alpha {alpha} beta {beta}", T::NAME, T::NAME, C::NAME);
     g.op_a(v.op_a).op_b(v.op_b).alpha(alpha).beta(beta).run(&sa, &sb, &mut c).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let r = if T::NAME == "f32" {
-        // T and C are f32 here: the same values, as f32 matrices.
-        let f = |x: &Matrix<T>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
-        let g = |x: &Matrix<C>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
-        Reference::new_tf32(alpha, &f(&a), &f(&b), beta, &g(&c0))
-    } else {
-        Reference::new_mixed(alpha, &a, &b, beta, &c0)
-    };
+    let r = reference::<T, C>(alpha, (&a, &b), beta, &c0);
     let cmp = r.compare(&c);
     if ints && alpha == 1.0 && beta == 0.0 {
         assert!(cmp.passed() && cmp.max_abs_error == 0.0, "{what}: exact products expected: {cmp}");
     } else {
         assert!(cmp.passed(), "{what}: {cmp}");
     }
-    // Padding: bit for bit as before.
-    let outside = before.as_slice().iter().zip(c.as_slice()).enumerate().find(|(o, (x, y))| {
-        let (i, j) = match v.c {
-            Layout::RowMajor => (o / c.ld(), o % c.ld()),
-            Layout::ColMajor => (o % c.ld(), o / c.ld()),
-        };
-        (i >= m || j >= n) && bits(**x) != bits(**y)
-    });
-    assert!(outside.is_none(), "{what}: C's padding changed at storage index {:?}", outside.map(|o| o.0));
+    padding_unchanged(&before, &c, v, (m, n), &what);
 }
 
 #[test]
@@ -751,12 +778,7 @@ fn check_tail<T: Product<C>, C: Scalar>(
     }
     let (a, b) = (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()));
     let c0 = random_matrix::<C>(m, n, seed());
-    let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::POISON), store(&b, v.op_b, v.b, 3, T::POISON));
-    let before = if beta == 0.0 {
-        store(&Matrix::from_fn(m, n, |_, _| C::POISON), Op::N, v.c, 2, C::POISON)
-    } else {
-        store(&c0, Op::N, v.c, 2, C::POISON)
-    };
+    let (sa, sb, before) = stored::<T, C>((&a, &b, &c0), v, beta);
     let what = format!("tail split {} -> {} {m}x{n}x{k} {v} alpha {alpha} beta {beta}", T::NAME, C::NAME);
     let (da, db) = (DeviceMatrix::from_host(&dev, &sa).unwrap(), DeviceMatrix::from_host(&dev, &sb).unwrap());
     let run = || {
@@ -765,23 +787,10 @@ fn check_tail<T: Product<C>, C: Scalar>(
         dc.to_host().unwrap()
     };
     let c = run();
-    let r = if T::NAME == "f32" {
-        let f = |x: &Matrix<T>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
-        let h = |x: &Matrix<C>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
-        Reference::new_tf32(alpha, &f(&a), &f(&b), beta, &h(&c0))
-    } else {
-        Reference::new_mixed(alpha, &a, &b, beta, &c0)
-    };
+    let r = reference::<T, C>(alpha, (&a, &b), beta, &c0);
     let cmp = r.compare(&c);
     assert!(cmp.passed(), "{what}: {cmp}");
-    let outside = before.as_slice().iter().zip(c.as_slice()).enumerate().find(|(o, (x, y))| {
-        let (i, j) = match v.c {
-            Layout::RowMajor => (o / c.ld(), o % c.ld()),
-            Layout::ColMajor => (o % c.ld(), o / c.ld()),
-        };
-        (i >= m || j >= n) && bits(**x) != bits(**y)
-    });
-    assert!(outside.is_none(), "{what}: C's padding changed at storage index {:?}", outside.map(|o| o.0));
+    padding_unchanged(&before, &c, v, (m, n), &what);
     let again = run();
     assert!(c.as_slice().iter().zip(again.as_slice()).all(|(x, y)| bits(*x) == bits(*y)), "{what}: not deterministic");
 }

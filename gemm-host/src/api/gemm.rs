@@ -705,8 +705,7 @@ impl Gemm {
                 (plan.split_k, plan.split) =
                     plan_split(device, precision, plan.config, (m, n, k), (layouts, kernel_layouts), &plan.source)?;
                 if matches!(plan.split, SplitReason::Model { .. }) && self.balance_last_wave {
-                    let shape = (m, n, k);
-                    plan.tail = model_tail_for(device, precision, plan.config, shape, (kernel_layouts, plan.split_k))?;
+                    plan.tail = model_tail_for(device, precision, plan.config, (m, n, k), plan.split_k)?;
                     if plan.tail.is_some() {
                         plan.split_k = 1;
                     }

@@ -314,30 +314,42 @@ fn fitted_rows() -> &'static [(Measured, KernelConfig)] {
 }
 
 /// Multiply-adds of an m x n x k product's busiest SM with `config`'s block
-/// tiles: whole block tiles (padding included) over 132 SMs, one at a
-/// time, or with the last wave balanced where `model_tail_for` would.
-fn wave_work(config: KernelConfig, (m, n, k): (usize, usize, usize)) -> f64 {
-    const SMS: u64 = 132;
+/// tiles: whole block tiles (padding included) over the measured device's
+/// SMs ([`NO_DEVICE`]), one at a time, or with the last wave balanced where
+/// `model_tail_for` would.
+fn wave_work(config: KernelConfig, precision: Precision, (m, n, k): (usize, usize, usize)) -> f64 {
+    let sms = NO_DEVICE.0 as u64;
     let tile = config.c_tile();
-    let (rows, cols) = ((m as u64).div_ceil(tile.bm as u64), (n as u64).div_ceil(tile.bn as u64));
+    let (rows, cols) = tile_grid(config, precision, (m, n));
     let (bk, k_tiles) = (tile.bk.max(1), (k as u64).div_ceil(tile.bk.max(1) as u64));
     let per_tile = (tile.bm * tile.bn * bk) as f64;
-    let whole = (rows * cols).div_ceil(SMS) as f64 * k_tiles as f64 * per_tile;
+    let whole = (rows * cols).div_ceil(sms) as f64 * k_tiles as f64 * per_tile;
     // With its last wave balanced where the plan would (`model_tail_for`).
     let fixed = config.depth() as f64 + 1.0;
-    let tail = (tile.bm * tile.bn >= 128 * 128)
-        .then(|| gemm_core::split_k::tail_split(rows, cols, k_tiles, bk, SMS, fixed, 64))
+    let tail = (tile.bm * tile.bn >= TAIL_MIN_TILE)
+        .then(|| gemm_core::split_k::tail_split(rows, cols, k_tiles, bk, sms, fixed, 64))
         .flatten()
         .map(|t| {
             let (head, s) = (t.head_tile_rows as u64 * cols, t.slices as u64);
             let tail = (rows * cols - head) * s;
-            head.div_ceil(SMS) as f64 * k_tiles as f64 * per_tile
-                + tail.div_ceil(SMS) as f64 * (k_tiles.div_ceil(s) as f64 + fixed) * per_tile
+            head.div_ceil(sms) as f64 * k_tiles as f64 * per_tile
+                + tail.div_ceil(sms) as f64 * (k_tiles.div_ceil(s) as f64 + fixed) * per_tile
         });
     // Counted only where it saves 15% (its reduction and launches are not
     // counted here; `model_tail_for` asks 10% with them).
     tail.filter(|t| *t < 0.85 * whole).unwrap_or(whole)
 }
+
+/// Rows and columns of `config`'s block tiles over an m x n C: its launch
+/// geometry's grid (`KernelConfig::geometry`).
+fn tile_grid(config: KernelConfig, precision: Precision, (m, n): (usize, usize)) -> (u64, u64) {
+    let g = config.geometry(m as u32, n as u32, precision, KernelLayouts::NN);
+    (g.grid[1] as u64, g.grid[0] as u64)
+}
+
+/// The smallest block tile (elements) the ladder balances a last wave of:
+/// one such block keeps an SM busy alone.
+const TAIL_MIN_TILE: u32 = 128 * 128;
 
 /// Among the measured kernels `rows` (one stage, one device), the row of
 /// the kernel a wave model says runs an m x n x k product at least 10%
@@ -356,22 +368,22 @@ fn wave_choice(
     let mut speeds: Vec<(KernelConfig, &'static Measured, f64)> = Vec::new();
     for (row, config) in rows {
         let seconds = 2.0 * (row.m * row.n) as f64 * row.k as f64 / (row.gflops.max(1e-9) * 1e9);
-        let speed = wave_work(*config, (row.m, row.n, row.k)) / seconds;
+        let speed = wave_work(*config, row.precision, (row.m, row.n, row.k)) / seconds;
         match speeds.iter_mut().find(|(c, _, _)| c == config) {
             Some(s) if s.2 < speed => (s.1, s.2) = (row, speed),
             Some(_) => {}
             None => speeds.push((*config, row, speed)),
         }
     }
-    let time = |config: KernelConfig, speed: f64| wave_work(config, shape) / speed;
+    let precision = speeds.first()?.1.precision;
+    let time = |config: KernelConfig, speed: f64| wave_work(config, precision, shape) / speed;
     // Big block tiles that keep most SMs busy (from a small-tile kernel,
     // fewer leave SMs idle that the small tiles' concurrency would fill:
     // 768^3 f64 ran 0.95x cuBLAS on 144 tiles of 64 x 64, 0.87x on 72 of
     // 128 x 64).
     let big = |c: &KernelConfig| {
-        let t = c.c_tile();
-        let tiles = (shape.0 as u64).div_ceil(t.bm as u64) * (shape.1 as u64).div_ceil(t.bn as u64);
-        t.bm * t.bn >= 128 * 64 && 4 * tiles >= 3 * 132
+        let (rows, cols) = tile_grid(*c, precision, (shape.0, shape.1));
+        c.c_tile().bm * c.c_tile().bn >= 128 * 64 && 4 * rows * cols >= 3 * NO_DEVICE.0 as u64
     };
     let now = speeds.iter().find(|(c, _, _)| *c == current)?;
     let now_time = time(now.0, now.2);
@@ -537,7 +549,7 @@ pub fn model_split_for(
 }
 
 /// The wave model's tail split ([`TailSplit`]) of a single m x n x k
-/// product (kernel form, read by the kernel in `layouts`) run with `config`
+/// product (kernel form: C row-major) run with `config`
 /// on `device` (as [`model_split_for`] assumes one), where it beats the
 /// best of k whole and `split` slices by 10%: the model counts k-tile steps
 /// on the busiest SM (`gemm_core::split_k::tail_split`), a block alone on
@@ -546,10 +558,10 @@ pub fn model_split_for(
 /// more launches (4 us each).
 ///
 /// ```
-/// use gemm::tuning::{model_tail_for, KernelConfig, KernelLayouts, BlockTile, WarpTile};
+/// use gemm::tuning::{model_tail_for, KernelConfig, BlockTile, WarpTile};
 /// let config = KernelConfig::TensorCore { block: BlockTile::new(128, 128, 16), warp: WarpTile::new(64, 32), depth: 3 };
 /// // 12 x 12 tiles on 132 SMs: 11 rows of tiles in one wave, the last row split.
-/// let t = model_tail_for(None, gemm::Precision::F64, config, (1536, 1536, 1536), (KernelLayouts::NN, 1))?;
+/// let t = model_tail_for(None, gemm::Precision::F64, config, (1536, 1536, 1536), 1)?;
 /// assert_eq!(t.map(|t| t.head_tile_rows), Some(11));
 /// # Ok::<(), gemm::Error>(())
 /// ```
@@ -561,16 +573,15 @@ pub fn model_tail_for(
     precision: Precision,
     config: KernelConfig,
     (m, n, k): (usize, usize, usize),
-    (layouts, split): (KernelLayouts, u32),
+    split: u32,
 ) -> Result<Option<TailSplit>, crate::Error> {
     let tile = config.c_tile();
     // Smaller block tiles share an SM with others: their last wave is not
     // a quantum of time.
-    if tile.bm * tile.bn < 128 * 128 {
+    if tile.bm * tile.bn < TAIL_MIN_TILE {
         return Ok(None);
     }
-    let g = config.geometry(m as u32, n as u32, precision, layouts);
-    let (cols, rows) = (g.grid[0] as u64, g.grid[1] as u64);
+    let (rows, cols) = tile_grid(config, precision, (m, n));
     let (sms, tensor, fma, dram, _) = NO_DEVICE;
     let fma = if precision == Precision::F32 { 2.0 * fma } else { fma };
     let (sms, peak, dram) = match device {
