@@ -813,3 +813,77 @@ fn last_wave_tail_splits_are_within_the_bound() {
     check_tail::<f32, f32>(WgmmaTypes::Tf32, tf32(), &shapes, Variant::NN, (0.7, 1.0));
     check_tail::<f32, f32>(WgmmaTypes::Tf32, tf32(), &shapes, all[1], (1.0, 0.0));
 }
+
+/// Runs the token-sized products `shapes` of one type pair as device
+/// matrices (padding holding NaN, C NaN-poisoned when beta = 0) in the
+/// variants given per shape, checks each against the reference and C's
+/// padding bit for bit, twice for the same bits; and checks that a C with
+/// row-major A and B (and A row-major, B column-major: a weight stored n x
+/// k) of the first shape plans a narrow tile.
+fn check_token<T: Product<C>, C: Scalar>(g: Gemm, shapes: &[(usize, usize, usize)], salt: usize) {
+    let dev = device();
+    let all = Variant::all();
+    let nt = Variant { op_b: Op::T, ..Variant::NN };
+    let (m, n, k) = shapes[0];
+    for v in [Variant::NN, nt] {
+        let plan = g.clone().op_a(v.op_a).op_b(v.op_b).plan_for::<T, C>(m, n, k).unwrap().to_string();
+        let narrow = [8, 16, 32].iter().any(|bn| plan.contains(&format!("block 128x{bn},")));
+        // wgmma reads i8 only K-major: a row-major B is copied first, so
+        // the B-row-major variant may take any kernel.
+        if T::NAME != "i8" || v == nt {
+            assert!(narrow && plan.contains("C's few rows"), "{m}x{n}x{k} {v}: {plan}");
+        }
+    }
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        for (j, v) in [Variant::NN, nt, all[(7 * i + 3 * salt) % all.len()]].into_iter().enumerate() {
+            let (alpha, beta): (f64, f64) = [(1.0, 0.0), (-1.5, 0.5), (0.7, 1.0), (2.0, -1.0)][(i + j + salt) % 4];
+            let (alpha, beta) = if T::NAME == "i8" { (alpha.round(), beta.round()) } else { (alpha, beta) };
+            let (a, b) = (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()));
+            let c0 = random_matrix::<C>(m, n, seed());
+            let (sa, sb, before) = stored::<T, C>((&a, &b, &c0), v, beta);
+            let what = format!("token-sized {} -> {} {m}x{n}x{k} {v} alpha {alpha} beta {beta}", T::NAME, C::NAME);
+            let (da, db) = (DeviceMatrix::from_host(&dev, &sa).unwrap(), DeviceMatrix::from_host(&dev, &sb).unwrap());
+            let g = g.clone().op_a(v.op_a).op_b(v.op_b).alpha(alpha).beta(beta);
+            let run = || {
+                let mut dc = DeviceMatrix::from_host(&dev, &before).unwrap();
+                g.run_device(&da, &db, &mut dc).unwrap_or_else(|e| panic!("{what}: {e}"));
+                dc.to_host().unwrap()
+            };
+            let c = run();
+            let cmp = reference::<T, C>(alpha, (&a, &b), beta, &c0).compare(&c);
+            assert!(cmp.passed(), "{what}: {cmp}");
+            padding_unchanged(&before, &c, v, (m, n), &what);
+            let again = run();
+            let same = c.as_slice().iter().zip(again.as_slice()).all(|(x, y)| bits(*x) == bits(*y));
+            assert!(same, "{what}: not deterministic");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn token_sized_products_on_narrow_tiles_are_within_the_bound() {
+    // C with 1 to 64 rows (and, transposed, columns) and many columns:
+    // stage 9's transposed product on the narrow tiles (8, 16, 32 columns)
+    // or 128 x 64, k split where the tiles leave SMs idle (1536 columns,
+    // k = 4100) or not (11008 columns); odd sizes everywhere.
+    let shapes = [
+        (16, 2056, 1030),
+        (1, 1000, 777),
+        (3, 4096, 300),
+        (8, 11008, 512),
+        (13, 1536, 4100),
+        (29, 640, 2000),
+        (32, 4100, 520),
+        (48, 3000, 700),
+        (64, 2048, 1024),
+        (2056, 8, 1030),
+        (1000, 24, 999),
+    ];
+    check_token::<f16, f16>(Gemm::new(), &shapes, 0);
+    check_token::<f16, f32>(Gemm::new(), &shapes, 1);
+    check_token::<bf16, bf16>(Gemm::new(), &shapes, 2);
+    check_token::<bf16, f32>(Gemm::new(), &shapes, 3);
+    check_token::<f32, f32>(Gemm::new().allow_tf32(true), &shapes, 4);
+    check_token::<i8, i32>(Gemm::new(), &shapes, 5);
+}

@@ -252,9 +252,21 @@ impl WgmmaTile {
         self.depth * self.buffer_bytes()
     }
 
-    /// Offset of the mbarriers from the aligned start.
+    /// Offset of the mbarriers from the aligned start (a
+    /// [narrow](WgmmaTile::narrow) tile stages no C).
     pub const fn barriers_offset(self) -> u32 {
-        self.c_stage_offset() + 2 * self.consumers() * C_BOX_BYTES
+        self.c_stage_offset() + if self.narrow() { 0 } else { 2 * self.consumers() * C_BOX_BYTES }
+    }
+
+    /// Whether BN is below the 64-element span of the 128-byte swizzle (8,
+    /// 16 or 32: the token-sized products' tiles, where C^T = W^T X^T puts
+    /// the few rows of X in wgmma's N). Such a tile reads B K-major only
+    /// (its TMA box is BN rows of 128 bytes; an MN-major box spans 64
+    /// columns) and stores C by threads only (the TMA store's boxes are 128
+    /// bytes of columns), so it stages no C and has room for a deeper
+    /// pipeline.
+    pub const fn narrow(self) -> bool {
+        self.bn < 64
     }
 
     /// Dynamic shared memory to request at launch.
@@ -303,8 +315,9 @@ impl WgmmaTile {
         if self.bm == 0 || self.bm % WARPGROUP_M != 0 || self.bm > 256 {
             return Err("BM must be 64, 128, 192 or 256 (64 rows per consumer warpgroup; a TMA box holds 256 rows)");
         }
-        if self.bn == 0 || self.bn % 64 != 0 || self.bn > 256 {
-            return Err("BN must be 64, 128, 192 or 256 (a multiple of the 64-element swizzle span, wgmma's N <= 256)");
+        if self.bn == 0 || self.bn % 8 != 0 || (self.bn > 32 && self.bn % 64 != 0) || self.bn > 256 {
+            return Err("BN must be 8, 16, 32 (narrow), 64, 128, 192 or 256 (wgmma's N, a multiple of the \
+                        64-element swizzle span above 32)");
         }
         if self.depth < 2 {
             return Err("the pipeline depth must be at least 2");
@@ -326,14 +339,18 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 
 /// Every compiled warpgroup-MMA kernel family: 128 x 256 (depth 4) and
 /// 128 x 128 (depth 5) for large C, 128 x 64 (depth 8) for C with few
-/// columns or few tiles, and, for f16 and bf16, 64 x 256 (one consumer,
-/// depth 5) for C with few rows; the host's planner picks among them. As
-/// lines `(name, types, [BM, BN, depth])`: the kernel crate exports
+/// columns or few tiles, for f16 and bf16 64 x 256 (one consumer, depth 5)
+/// for C with few rows and 192 x 192 (depth 3) where it fills the last
+/// wave, and for every type the [narrow](WgmmaTile::narrow) 128 x 8, 16 and
+/// 32 tiles (depth 13, 12, 11) of token-sized products, marked `narrow`;
+/// the host's planner picks among them. As lines `(name, types, [BM, BN,
+/// depth])` or `(name, types, [BM, BN, depth], narrow)`: the kernel crate exports
 /// `<name>_<ab>` for each layout suffix `ab` of `nn`, `nt`, `tn`, `tt` (A
 /// then B; `n` row-major, `t` column-major; `nt` only when the types do not
 /// [transpose](WgmmaTypes::transposes), plus `tt` (A MN-major through
-/// registers) when they read [A from registers](WgmmaTypes::register_a)),
-/// the host lists the same.
+/// registers) when they read [A from registers](WgmmaTypes::register_a);
+/// a narrow line's B is K-major: `nt` and `tt` only), the host lists the
+/// same.
 /// `gemm_core::warpgroup_menu!(my_macro)` expands to `my_macro! { (..) ... }`.
 #[macro_export]
 macro_rules! warpgroup_menu {
@@ -365,6 +382,24 @@ macro_rules! warpgroup_menu {
             (wgmma_s8_b128x64_d8, S8, [128, 64, 8])
             (wgmma_s8_b128x128_d5, S8, [128, 128, 5])
             (wgmma_s8_b128x256_d4, S8, [128, 256, 4])
+            (wgmma_f16_b128x8_d13, F16, [128, 8, 13], narrow)
+            (wgmma_f16_f32_b128x8_d13, F16F32, [128, 8, 13], narrow)
+            (wgmma_bf16_b128x8_d13, Bf16, [128, 8, 13], narrow)
+            (wgmma_bf16_f32_b128x8_d13, Bf16F32, [128, 8, 13], narrow)
+            (wgmma_tf32_b128x8_d13, Tf32, [128, 8, 13], narrow)
+            (wgmma_s8_b128x8_d13, S8, [128, 8, 13], narrow)
+            (wgmma_f16_b128x16_d12, F16, [128, 16, 12], narrow)
+            (wgmma_f16_f32_b128x16_d12, F16F32, [128, 16, 12], narrow)
+            (wgmma_bf16_b128x16_d12, Bf16, [128, 16, 12], narrow)
+            (wgmma_bf16_f32_b128x16_d12, Bf16F32, [128, 16, 12], narrow)
+            (wgmma_tf32_b128x16_d12, Tf32, [128, 16, 12], narrow)
+            (wgmma_s8_b128x16_d12, S8, [128, 16, 12], narrow)
+            (wgmma_f16_b128x32_d11, F16, [128, 32, 11], narrow)
+            (wgmma_f16_f32_b128x32_d11, F16F32, [128, 32, 11], narrow)
+            (wgmma_bf16_b128x32_d11, Bf16, [128, 32, 11], narrow)
+            (wgmma_bf16_f32_b128x32_d11, Bf16F32, [128, 32, 11], narrow)
+            (wgmma_tf32_b128x32_d11, Tf32, [128, 32, 11], narrow)
+            (wgmma_s8_b128x32_d11, S8, [128, 32, 11], narrow)
         }
     };
 }
@@ -376,10 +411,14 @@ mod tests {
     #[test]
     fn menu_tiles_are_valid() {
         macro_rules! check {
-            ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {$(
+            ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $narrow:ident)?) )*) => {$(
                 let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d };
                 assert_eq!(tile.check(), Ok(()), "{}", stringify!($name));
                 assert!(stringify!($name).contains(WgmmaTypes::$t.name()));
+                // The marker, exactly on the narrow tiles.
+                let marked: &[&str] = &[$(stringify!($narrow)),*];
+                assert_eq!(marked.len() == 1, tile.narrow(), "{}", stringify!($name));
+                assert!(marked.iter().all(|m| *m == "narrow"));
             )*};
         }
         warpgroup_menu!(check);
@@ -399,6 +438,14 @@ mod tests {
         assert!(128 * PRODUCER_REGISTERS + 256 * t.consumer_registers() <= SM_REGISTERS);
         assert!(WgmmaTile { bm: 96, ..t }.check().is_err());
         assert!(WgmmaTile { depth: 6, ..t }.check().is_err());
+        // Narrow tiles: BN 8, 16, 32; no C staging, so a deep pipeline fits.
+        let narrow = WgmmaTile { bm: 128, bn: 16, depth: 12 };
+        assert!(narrow.narrow() && narrow.check().is_ok() && !t.narrow());
+        assert_eq!(narrow.barriers_offset(), 12 * 144 * 128);
+        assert!(WgmmaTile { bn: 24, depth: 11, ..narrow }.check().is_ok());
+        assert!(WgmmaTile { bn: 48, ..narrow }.check().is_err());
+        assert!(WgmmaTile { bn: 12, ..narrow }.check().is_err());
+        assert!(WgmmaTile { depth: 13, ..narrow }.check().is_err());
         let small = WgmmaTile { bm: 128, bn: 128, depth: 5 };
         // One tile, 1024 k-tiles: 132 slices of 8.
         assert_eq!(small.split_k(128, 128, 65536, 2, 132), (128, 8));

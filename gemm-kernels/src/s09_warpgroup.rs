@@ -237,12 +237,17 @@ macro_rules! wgmma_k_tile {
 }
 
 macro_rules! wgmma_input {
-    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n192:ident, $n256:ident) => {
-        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, $n64, $n128, $n192, $n256, {});
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal,
+     [$n8:ident, $n16:ident, $n32:ident, $n64:ident, $n128:ident, $n192:ident, $n256:ident]) => {
+        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, [$n8, $n16, $n32, $n64, $n128, $n192, $n256], {});
     };
-    // With the register-A k-tiles `$r64`, `$r128`, `$r256` (tf32).
-    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n192:ident, $n256:ident,
-     rs $r64:ident, $r128:ident, $r192:ident, $r256:ident) => {
+    // With the register-A k-tiles `$r8` .. `$r256` (tf32).
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal,
+     [$n8:ident, $n16:ident, $n32:ident, $n64:ident, $n128:ident, $n192:ident, $n256:ident],
+     rs [$r8:ident, $r16:ident, $r32:ident, $r64:ident, $r128:ident, $r192:ident, $r256:ident]) => {
+        wgmma_k_tile_rs!($r8, 8, [1 2 3]);
+        wgmma_k_tile_rs!($r16, 16, [1 2 3 4 5 6 7]);
+        wgmma_k_tile_rs!($r32, 32, [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15]);
         wgmma_k_tile_rs!($r64, 64, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
         ]);
@@ -262,10 +267,13 @@ macro_rules! wgmma_input {
             96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120
             121 122 123 124 125 126 127
         ]);
-        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, $n64, $n128, $n192, $n256, {
+        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, [$n8, $n16, $n32, $n64, $n128, $n192, $n256], {
             #[inline(always)]
             unsafe fn k_tile_rs<const ACC: usize>(acc: &mut [f32; ACC], a: [[u32; 4]; 4], db: [u64; 4]) {
                 match ACC {
+                    4 => $r8(&mut *(acc.as_mut_ptr() as *mut [f32; 4]), a, db),
+                    8 => $r16(&mut *(acc.as_mut_ptr() as *mut [f32; 8]), a, db),
+                    16 => $r32(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), a, db),
                     32 => $r64(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), a, db),
                     64 => $r128(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), a, db),
                     96 => $r192(&mut *(acc.as_mut_ptr() as *mut [f32; 96]), a, db),
@@ -275,8 +283,11 @@ macro_rules! wgmma_input {
             }
         });
     };
-    (@ $t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, $n64:ident, $n128:ident, $n192:ident,
-     $n256:ident, {$($rs:item)*}) => {
+    (@ $t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal,
+     [$n8:ident, $n16:ident, $n32:ident, $n64:ident, $n128:ident, $n192:ident, $n256:ident], {$($rs:item)*}) => {
+        wgmma_k_tile!($n8, 8, $k, $acc, $ty, $args, [1 2 3]);
+        wgmma_k_tile!($n16, 16, $k, $acc, $ty, $args, [1 2 3 4 5 6 7]);
+        wgmma_k_tile!($n32, 32, $k, $acc, $ty, $args, [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15]);
         wgmma_k_tile!($n64, 64, $k, $acc, $ty, $args, [
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
         ]);
@@ -307,6 +318,9 @@ macro_rules! wgmma_input {
             ) {
                 // ACC is BN / 2, fixed by the menu: one arm survives.
                 match ACC {
+                    4 => $n8::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 4]), da, db),
+                    8 => $n16::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 8]), da, db),
+                    16 => $n32::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), da, db),
                     32 => $n64::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), da, db),
                     64 => $n128::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), da, db),
                     96 => $n192::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 96]), da, db),
@@ -322,13 +336,30 @@ macro_rules! wgmma_input {
 // PTX ISA, wgmma.mma_async: f16 and bf16 take scale-d, imm-scale-a,
 // imm-scale-b, imm-trans-a, imm-trans-b; tf32 has no transposes (both
 // operands K-major); the integer types take scale-d only.
-wgmma_input!(F16, 2, "16", "f32", "f16", "p, 1, 1, {ta}, {tb}", f16_n64, f16_n128, f16_n192, f16_n256);
-wgmma_input!(Bf16, 2, "16", "f32", "bf16", "p, 1, 1, {ta}, {tb}", bf16_n64, bf16_n128, bf16_n192, bf16_n256);
 wgmma_input!(
-    Tf32, 4, "8", "f32", "tf32", "p, 1, 1", tf32_n64, tf32_n128, tf32_n192, tf32_n256,
-    rs tf32_rs_n64, tf32_rs_n128, tf32_rs_n192, tf32_rs_n256
+    F16,
+    2,
+    "16",
+    "f32",
+    "f16",
+    "p, 1, 1, {ta}, {tb}",
+    [f16_n8, f16_n16, f16_n32, f16_n64, f16_n128, f16_n192, f16_n256]
 );
-wgmma_input!(S8, 1, "32", "s32", "s8", "p", s8_n64, s8_n128, s8_n192, s8_n256);
+wgmma_input!(
+    Bf16,
+    2,
+    "16",
+    "f32",
+    "bf16",
+    "p, 1, 1, {ta}, {tb}",
+    [bf16_n8, bf16_n16, bf16_n32, bf16_n64, bf16_n128, bf16_n192, bf16_n256]
+);
+wgmma_input!(
+    Tf32, 4, "8", "f32", "tf32", "p, 1, 1",
+    [tf32_n8, tf32_n16, tf32_n32, tf32_n64, tf32_n128, tf32_n192, tf32_n256],
+    rs [tf32_rs_n8, tf32_rs_n16, tf32_rs_n32, tf32_rs_n64, tf32_rs_n128, tf32_rs_n192, tf32_rs_n256]
+);
+wgmma_input!(S8, 1, "32", "s32", "s8", "p", [s8_n8, s8_n16, s8_n32, s8_n64, s8_n128, s8_n192, s8_n256]);
 
 /// `mbarrier.init` of the barrier at shared address `bar` for `count` arrivals.
 #[inline(always)]
@@ -570,6 +601,7 @@ pub unsafe fn warpgroup<
         )
     };
     const { assert!(WgmmaTile { bm: BM, bn: BN, depth: DEPTH }.check().is_ok(), "invalid warpgroup tile") };
+    const { assert!(!(B_MN && BN < 64), "a narrow tile reads B K-major only") };
     let tile = WgmmaTile { bm: BM, bn: BN, depth: DEPTH };
     let base = (smem_base() + SMEM_ALIGN - 1) & !(SMEM_ALIGN - 1);
     let full = |s: u32| base + tile.barriers_offset() + 8 * s;
@@ -712,7 +744,9 @@ pub unsafe fn warpgroup<
         // producer already fetches the next tile's k-tiles.
         let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
         let cbase = q.c.add(z as usize * q.stride_c as usize);
-        if q.c_store == C_STORE_TMA {
+        // A narrow tile has no staging boxes: its threads store C (the host
+        // asks for TMA stores only where BN is at least 64).
+        if BN >= 64 && q.c_store == C_STORE_TMA {
             store_tma::<O, ACC>(&acc, &q, (z, m0 + c * WARPGROUP_M, n0, row), base + tile.c_stage_offset(), c);
         } else if q.c_store == C_STORE_TRANSPOSED {
             // (i, j) at c[j ldc + i]: element (j, i) of an n x m row-major C.

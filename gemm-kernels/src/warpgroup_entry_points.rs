@@ -3,7 +3,8 @@
 //! kernel per layout of A and B, named `<name>_nn`, `<name>_nt`, `<name>_tn`,
 //! `<name>_tt` (A then B; `n` row-major, `t` column-major); for tf32 only
 //! `_nt` (both operands K-major) and `_tt` (an MN-major A read through
-//! registers), for s8 only `_nt`: wgmma cannot transpose them.
+//! registers), for s8 only `_nt`: wgmma cannot transpose them; a narrow
+//! line (BN below 64) reads B K-major only: `_nt` and `_tt`.
 //! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
 //! the s8 product), `maps: *const u8` (A's,
 //! B's and, for the TMA-store epilogue, C's `CUtensorMap`, 128 bytes each,
@@ -83,6 +84,16 @@ macro_rules! layouts {
     ($name:ident, S8, [$($p:literal),*]) => {
         layout_entry!($name, nt, "nt", S8, i32, [$($p),*], false, false);
     };
+    // A narrow tile reads B K-major only.
+    ($name:ident, F16, $p:tt, narrow) => { layouts!(@k_major_b $name, F16, H, $p); };
+    ($name:ident, F16F32, $p:tt, narrow) => { layouts!(@k_major_b $name, F16, f32, $p); };
+    ($name:ident, Bf16, $p:tt, narrow) => { layouts!(@k_major_b $name, Bf16, Bh, $p); };
+    ($name:ident, Bf16F32, $p:tt, narrow) => { layouts!(@k_major_b $name, Bf16, f32, $p); };
+    ($name:ident, $t:ident, $p:tt, narrow) => { layouts!($name, $t, $p); };
+    (@k_major_b $name:ident, $i:ty, $o:ty, [$($p:literal),*]) => {
+        layout_entry!($name, nt, "nt", $i, $o, [$($p),*], false, false);
+        layout_entry!($name, tt, "tt", $i, $o, [$($p),*], true, false);
+    };
     (@go $name:ident, $i:ty, $o:ty, [$($p:literal),*]) => {
         // A row-major is K-major; B row-major is N-major.
         layout_entry!($name, nn, "nn", $i, $o, [$($p),*], false, true);
@@ -93,11 +104,11 @@ macro_rules! layouts {
 }
 
 macro_rules! export_warpgroup {
-    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {$(
-        #[doc = concat!("Entry points `", stringify!($name), "_{nn,nt,tn,tt}`.")]
+    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $narrow:ident)?) )*) => {$(
+        #[doc = concat!("Entry points `", stringify!($name), "_{nn,nt,tn,tt}` (those of its types and tile).")]
         pub mod $name {
             use super::*;
-            layouts!($name, $t, [$bm, $bn, $d]);
+            layouts!($name, $t, [$bm, $bn, $d] $(, $narrow)?);
         }
     )*};
 }

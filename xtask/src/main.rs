@@ -478,7 +478,7 @@ fn launch_bounds(ptx: &str) -> Result<String> {
     use gemm_core::warpgroup::WgmmaTile;
     let mut bounds = std::collections::HashMap::new();
     macro_rules! entries {
-        ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {$(
+        ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $narrow:ident)?) )*) => {$(
             let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d };
             for ab in ["nn", "nt", "tn", "tt"] {
                 bounds.insert(format!("{}_{ab}", stringify!($name)), (tile.threads_per_block(), 1));

@@ -121,6 +121,17 @@ impl Gemm {
         {
             return Ok(None);
         }
+        // Stage 9's narrow tiles, where it would take one, from
+        // NARROW_MIN_ROWS rows on.
+        if let (Some(l), Kernels::TensorCores(wgmma, false)) = (launch, kernels) {
+            let small = if l.small_n { dims.n } else { dims.m };
+            if small >= NARROW_MIN_ROWS {
+                let w = warpgroup_launch(wgmma, dims, self.desc.alpha, (count, sm_count), None, self.balance_last_wave);
+                if w.kernel.tile.narrow() {
+                    return Ok(None);
+                }
+            }
+        }
         Ok(launch)
     }
 
@@ -280,3 +291,14 @@ impl Gemm {
         }))
     }
 }
+
+/// The fewest rows (of C's small side) a token-sized product of the tensor
+/// core types needs to run on stage 9's narrow tiles rather than the
+/// token-sized kernels, where stage 9 would take a narrow tile. Measured
+/// (NVIDIA H200, 2026-11-26, f16, back-to-back calls beside cuBLAS): at 2
+/// to 32 rows x 4096 x 4096 the narrow tiles ran 0.76-0.82x cuBLAS where
+/// the token-sized kernels ran 0.50-0.73x (0.35 at 8 rows with a row-major
+/// weight), at 14336 x 4096 0.95-0.97x; at one row the token-sized kernel
+/// with a weight stored n x k ran 0.96x, the narrow tile 0.82x (its
+/// reduction's launch).
+const NARROW_MIN_ROWS: usize = 2;

@@ -1102,7 +1102,9 @@ impl Gemm {
         let (route, family, (slices, _)) = (launch.route, launch.kernel, launch.split);
         let kd = route.dims;
         let mut parts = Vec::new();
-        if route.transposed_c {
+        if route.token {
+            parts.push("the transposed product C^T = B^T A^T (C's few rows in wgmma's N), C stored transposed");
+        } else if route.transposed_c {
             parts
                 .push("the transposed product C^T = B^T A^T (wgmma reads B only K-major in TF32), C stored transposed");
         }
@@ -1111,7 +1113,10 @@ impl Gemm {
         if reads_ab {
             let elem = types.input_bytes() as usize;
             let realign = launch.realign;
-            for (i, (name, k_major, ld)) in [("A", a_k_major, kd.lda), ("B", b_k_major, kd.ldb)].into_iter().enumerate()
+            // The user's names: the transposed product's A is op(B)^T.
+            let (name_a, name_b) = if route.transposed_c { ("B", "A") } else { ("A", "B") };
+            for (i, (name, k_major, ld)) in
+                [(name_a, a_k_major, kd.lda), (name_b, b_k_major, kd.ldb)].into_iter().enumerate()
             {
                 let in_place = k_major || (i == 0 && types.register_a());
                 if !in_place && !types.transposes() {
@@ -1133,7 +1138,7 @@ impl Gemm {
         let c_bytes = types.output_bytes() as usize;
         if slices > 1 {
             parts.push("slices into an f32 (i32) workspace, summed in slice order");
-        } else if !route.transposed_c && (kd.n * c_bytes) % 16 == 0 {
+        } else if !route.transposed_c && !family.tile.narrow() && (kd.n * c_bytes) % 16 == 0 {
             parts.push("C by TMA stores (lines on 16 bytes)");
         } else {
             parts.push("C by per-thread stores");

@@ -99,7 +99,9 @@ pub fn stage_configs(stage: Stage, precision: Precision) -> Vec<KernelConfig> {
 pub struct WarpgroupKernel {
     /// The entry points `<name>_nn`, `_nt`, `_tn`, `_tt` (A then B; `n`
     /// row-major, `t` column-major, kernel form); only `_nt` (both operands
-    /// K-major) when the types do not [transpose](WgmmaTypes::transposes).
+    /// K-major) when the types do not [transpose](WgmmaTypes::transposes)
+    /// (and `_tt` for tf32's A through registers); `_nt` and `_tt` (B
+    /// K-major) for a [narrow](WgmmaTile::narrow) tile.
     pub names: [Option<&'static str>; 4],
     /// Operand and C types.
     pub types: WgmmaTypes,
@@ -108,9 +110,12 @@ pub struct WarpgroupKernel {
 }
 
 macro_rules! warpgroup_entries {
-    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal]) )*) => {
+    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $narrow:ident)?) )*) => {
         &[$(WarpgroupKernel {
-            names: if WgmmaTypes::$t.transposes() {
+            names: if WgmmaTypes::$t.transposes() && (WgmmaTile { bm: $bm, bn: $bn, depth: $d }).narrow() {
+                // B K-major only.
+                [None, Some(concat!(stringify!($name), "_nt")), None, Some(concat!(stringify!($name), "_tt"))]
+            } else if WgmmaTypes::$t.transposes() {
                 [
                     Some(concat!(stringify!($name), "_nn")),
                     Some(concat!(stringify!($name), "_nt")),

@@ -35,6 +35,9 @@ pub(crate) struct WarpgroupRoute {
     pub dims: GemmDims,
     /// Whether it runs the transposed product and stores C transposed.
     pub transposed_c: bool,
+    /// Whether it does so because C has few rows (a token-sized product:
+    /// its rows in wgmma's N).
+    pub token: bool,
 }
 
 /// A stage-9 product run in two parts so that no wave of block tiles runs
@@ -163,20 +166,22 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     let [batch_a, batch_b] = ready.batch;
     let (mut a_layout, mut b_layout) = (ready.layouts.a, ready.layouts.b);
     let (m, n, k) = (kd.m as u32, kd.n as u32, if reads_ab { kd.k as u32 } else { 0 });
+    // A transposed C and a narrow tile's are stored by threads, not TMA.
+    let thread_stores = transposed_c || tile.narrow();
     // A tail split: the maps of its rows (A's from row `head_rows` on) and
     // its workspace. A split product: its workspace as C.
     let tail = match (tail, ready.a) {
         (Some((t, tail_kernel)), Some(a)) if reads_ab && batch == 1 => {
             let mut tail_maps = maps;
             tail_maps[..128].copy_from_slice(&a.rows_from(t.head_rows as usize)?);
-            let (w, w_map) = workspace(stream, types, (m - t.head_rows, n, t.split.0), transposed_c)?;
+            let (w, w_map) = workspace(stream, types, (m - t.head_rows, n, t.split.0), thread_stores)?;
             let store = slices_store(&mut tail_maps, w_map, transposed_c);
             Some((t, tail_kernel, tail_maps, w, store))
         }
         _ => None,
     };
     let w = if slices > 1 {
-        let (w, w_map) = workspace(stream, types, (m, n, slices), transposed_c)?;
+        let (w, w_map) = workspace(stream, types, (m, n, slices), thread_stores)?;
         c_store = slices_store(&mut maps, w_map, transposed_c);
         Some(w)
     } else {
@@ -189,7 +194,8 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     if let Some((_, _, tail_maps, _, _)) = &tail {
         bytes.extend_from_slice(tail_maps);
     }
-    let uploaded = stream.clone_htod(&bytes).during("cuMemcpyHtoDAsync")?;
+    // The same operands' maps are uploaded once (`Device::tensor_maps`).
+    let uploaded = device.tensor_maps(stream, &bytes)?;
     let maps = uploaded.slice(..GROUP_MAPS_BYTES);
     if !reads_ab && !types.transposes() {
         // With alpha = 0 or k = 0 the maps are not read: any layout's kernel.
@@ -259,20 +265,21 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
 /// Split-K's workspace of `slices` m x n partials (kernel form; n x m when
 /// C is transposed), f32 or i32 (4 bytes), from the stream's memory pool,
 /// and the tensor map the epilogue's TMA stores write it through where its
-/// rows are whole 16-byte chunks (n a multiple of 4) and C is not
-/// transposed: each thread's own stores of a 128 x 256 f32 partial took
-/// about as long as its 10 k-tiles of f16 multiply-adds (NVIDIA H200).
+/// rows are whole 16-byte chunks (n a multiple of 4) and the threads need
+/// not store it (`thread_stores`: C transposed, or a narrow tile): each
+/// thread's own stores of a 128 x 256 f32 partial took about as long as its
+/// 10 k-tiles of f16 multiply-adds (NVIDIA H200).
 fn workspace(
     stream: &Arc<CudaStream>,
     types: WgmmaTypes,
     (m, n, slices): (u32, u32, u32),
-    transposed_c: bool,
+    thread_stores: bool,
 ) -> Result<(CudaSlice<f32>, Option<[u8; 128]>), Error> {
     let mn = m as usize * n as usize;
     // SAFETY: every element of each slice's m x n is written by the
     // product before the reduction reads it (stream order).
     let w = unsafe { alloc_uninit::<f32>(stream, slices as usize * mn) }?;
-    if transposed_c || n % 4 != 0 || mn == 0 {
+    if thread_stores || n % 4 != 0 || mn == 0 {
         return Ok((w, None));
     }
     let data_type = if types == WgmmaTypes::S8 {
@@ -634,6 +641,7 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
     let c_elem = size_of::<C>();
     let tma_c = slices == 1
         && !transposed_c
+        && !tile.narrow()
         && kd.m > 0
         && kd.n > 0
         && c_address % 16 == 0

@@ -236,11 +236,17 @@ pub fn warpgroup_tail(
 }
 
 /// Relative speed of a tile's k-loop per multiply-add, 128 x 256 = 1: a
-/// narrower wgmma (N = 128, 64) reads more shared memory per multiply-add,
+/// narrower wgmma (N = 128, 64, and the narrow 32, 16, 8) reads more shared
+/// memory per multiply-add,
 /// and one consumer warpgroup (BM = 64) hides less latency than two. Rough
 /// ranks, not fitted: the planner they give was checked only by the suite's
 /// results (NVIDIA H100, 2026-11-25; docs/stages.md, stage 9).
 fn tile_efficiency(tile: WgmmaTile) -> f64 {
+    if tile.narrow() {
+        // wgmma m64nNk16 reads 2 KiB of A from shared memory whatever N:
+        // below N = 32 that read, not the multiply-adds, sets its time.
+        return 0.6 * tile.bn as f64 / 32.0;
+    }
     match (tile.bm, tile.bn) {
         (128, 256) => 1.0,
         (192, 192) => 0.95,
@@ -256,8 +262,10 @@ fn tile_efficiency(tile: WgmmaTile) -> f64 {
 /// of block tiles, their padding included, over the tile's relative speed,
 /// at Hopper's dense rate) plus the bytes every product must move (A, B
 /// and C once, and split-K's workspace twice) at HBM's rate. The padding
-/// term picks narrow tiles for skinny C (n = 32: 128 x 64; m = 16: 64 x
-/// 256), the wave term the tile that leaves fewest SMs idle in the last
+/// term picks narrow tiles for skinny C (n = 32: 128 x 32; m = 16: 64 x
+/// 256; a [narrow](WgmmaTile::narrow) tile's reads of A again for each of
+/// its columns of tiles count as bytes, and it assumes B K-major, which a
+/// call's planner checks), the wave term the tile that leaves fewest SMs idle in the last
 /// wave (3072³: 192 x 192). A single product may also balance its last
 /// wave ([`WarpgroupTail`], [`warpgroup_tail`]) where that wins by 3%,
 /// with its fitted fixed costs. Pure arithmetic: no device is needed.
@@ -267,9 +275,9 @@ fn tile_efficiency(tile: WgmmaTile) -> f64 {
 /// // 3072^3: 256 tiles of 192 x 192 (1.94 waves), not 288 of 128 x 256.
 /// let p = warpgroup_plan(WgmmaTypes::F16, 3072, 3072, 3072, 1, 132);
 /// assert_eq!((p.kernel.tile.bm, p.kernel.tile.bn), (192, 192));
-/// // A C of 32 columns on 132 SMs: the 128 x 64 tile, k not split.
+/// // A C of 32 columns on 132 SMs: the narrow 128 x 32 tile, k not split.
 /// let p = warpgroup_plan(WgmmaTypes::F16, 65536, 32, 1024, 1, 132);
-/// assert_eq!((p.kernel.tile.bm, p.kernel.tile.bn, p.split.0), (128, 64, 1));
+/// assert_eq!((p.kernel.tile.bm, p.kernel.tile.bn, p.split.0), (128, 32, 1));
 /// // A small C with a long k: split into slices of k.
 /// assert!(warpgroup_plan(WgmmaTypes::Bf16, 256, 256, 16384, 1, 132).split.0 > 1);
 /// ```
@@ -279,15 +287,16 @@ fn tile_efficiency(tile: WgmmaTile) -> f64 {
 /// (efficient GEMM, "Parallelized Reductions"); the rates are Hopper's
 /// datasheet figures (H100 SXM: 989 TFLOP/s dense f16, 3.35 TB/s).
 pub fn warpgroup_plan(types: WgmmaTypes, m: usize, n: usize, k: usize, batch: usize, sm_count: u32) -> WarpgroupPlan {
-    warpgroup_plan_with(types, (m, n, k), (batch, sm_count), true)
+    warpgroup_plan_with(types, (m, n, k), (batch, sm_count), (true, true))
 }
 
-/// [`warpgroup_plan`], with tail splits among the candidates or not.
+/// [`warpgroup_plan`], with tail splits among the candidates or not, and
+/// the [narrow](WgmmaTile::narrow) tiles or not (they read B K-major only).
 fn warpgroup_plan_with(
     types: WgmmaTypes,
     (m, n, k): (usize, usize, usize),
     (batch, sm_count): (usize, u32),
-    tails: bool,
+    (tails, narrow): (bool, bool),
 ) -> WarpgroupPlan {
     // Seconds per multiply-add of one SM (989 TFLOP/s f16 over 132 SMs; the
     // other types scale alike) and per byte of HBM (about 3.3 TB/s).
@@ -303,6 +312,13 @@ fn warpgroup_plan_with(
     // reduction of its 5 slices 11 us, where a full wave's k-tile took 1.04
     // us (under ncu's clocks).
     const TAIL_S: f64 = 15e-6;
+    // How long a block's buffers take to come back from HBM: a block
+    // streams its pipeline's bytes (depth x buffer) per this time, and a
+    // product whose blocks are few is bound by their rate, not HBM's.
+    // Fitted (NVIDIA H200, 2026-11-26, ncu): 32 blocks of 128 x 8 at depth
+    // 13 (221 KiB in flight each) read a 4096 x 4096 f16 operand in 15.7
+    // us, 67 GB/s a block.
+    const IN_FLIGHT_S: f64 = 3.3e-6;
     let (m32, n32, k32) =
         (m.min(u32::MAX as usize) as u32, n.min(u32::MAX as usize) as u32, k.min(u32::MAX as usize) as u32);
     let (ib, ob) = (types.input_bytes() as f64, types.output_bytes() as f64);
@@ -313,7 +329,15 @@ fn warpgroup_plan_with(
         let tile_macs = |k_unit: usize| (tile.bm as usize * tile.bn as usize * k_unit) as f64 / tile_efficiency(tile);
         let whole_k = k.div_ceil(bk) * bk;
         let mut bytes = batch as f64 * ((m * k + k * n) as f64 * ib + (m * n) as f64 * ob);
+        if tile.narrow() {
+            // Each column of narrow tiles reads all of A again: count it
+            // as HBM traffic, so the narrowest tile that holds C's columns
+            // wins.
+            bytes += batch as f64 * ((n.div_ceil(tile.bn as usize) - 1) * m * k) as f64 * ib;
+        }
         let mut fixed = 0.0;
+        // The blocks that stream the operands at once (one per SM).
+        let mut blocks = tile.tiles(m32, n32, batch.min(u32::MAX as usize) as u32).min(sm_count as u64);
         let macs = if let Some(t) = tail {
             // The head's whole tiles, then the tail's slices.
             let tail_m = m - t.head_rows as usize;
@@ -325,14 +349,19 @@ fn warpgroup_plan_with(
         } else if split.0 > 1 {
             bytes += 2.0 * 4.0 * split.0 as f64 * (m * n) as f64;
             fixed = SPLIT_S;
+            blocks = (tile.tiles(m32, n32, 1) * split.0 as u64).min(sm_count as u64);
             waves(tile.tiles(m32, n32, 1) * split.0 as u64) * tile_macs(split.1 as usize * bk)
         } else {
             waves(tile.tiles(m32, n32, batch.min(u32::MAX as usize) as u32)) * tile_macs(whole_k)
         };
-        macs * MAC_S + bytes * BYTE_S + fixed
+        let in_flight = (tile.depth * tile.buffer_bytes()) as f64;
+        let byte_s = BYTE_S.max(IN_FLIGHT_S / in_flight / blocks.max(1) as f64);
+        macs * MAC_S + bytes * if tail.is_some() { BYTE_S } else { byte_s } + fixed
     };
     let mut best: Option<(f64, WarpgroupPlan)> = None;
-    for kernel in WARPGROUP_KERNELS.iter().filter(|k| k.types == types) {
+    // Narrow tiles for C of few columns only (token-sized products).
+    let narrow = narrow && n <= TOKEN_ROWS;
+    for kernel in WARPGROUP_KERNELS.iter().filter(|k| k.types == types && (narrow || !k.tile.narrow())) {
         // Each tile whole, or split where split_k offers it (single
         // products), or the last wave's rows split (`warpgroup_tail`).
         let split = if batch == 1 { kernel.tile.split_k(m32, n32, k32, types.input_bytes(), sm_count) } else { (1, 0) };
@@ -364,16 +393,48 @@ pub(crate) fn realign_wanted(types: WgmmaTypes, kd: &GemmDims, tile: WgmmaTile) 
     rereads.map(|r| types.input_bytes() == 2 && big && r >= 8)
 }
 
-/// wgmma reads an MN-major tf32 A through registers, but B only K-major: a
-/// K-major A with an MN-major B (both row-major, the library's default)
-/// runs as the transposed product C^T = op(B)^T op(A)^T, whose A is then
-/// the MN-major one, and the epilogue writes C^T's elements transposed
-/// (`C_STORE_TRANSPOSED`). Every other product runs as it is.
+/// The most rows of C (kernel form) of a token-sized product: one that
+/// runs transposed ([`warpgroup_route`]) on a narrow tile or 128 x 64.
+pub(crate) const TOKEN_ROWS: usize = 64;
+
+/// The fewest columns of C (kernel form) of a token-sized product.
+const TOKEN_MIN_COLS: usize = 512;
+
+/// Two products run as the transposed product C^T = op(B)^T op(A)^T, whose
+/// epilogue writes C^T's elements transposed (`C_STORE_TRANSPOSED`):
+/// - wgmma reads an MN-major tf32 A through registers, but B only K-major:
+///   a K-major A with an MN-major B (both row-major, the library's
+///   default) runs transposed, whose A is then the MN-major one.
+/// - A token-sized product (C of at most [`TOKEN_ROWS`] rows and at least
+///   [`TOKEN_MIN_COLS`] columns, at least 4 times as many) with a K-major
+///   A: its few rows become the transposed product's N, a narrow tile's
+///   (8, 16 or 32 columns; [`WgmmaTile::narrow`]) or 64, and the large
+///   operand op(B)^T its A, read once in 128-row tiles through a deep
+///   pipeline (as cuBLAS's kernels for such shapes do: ncu names
+///   `nvjet_sm90_hsh_128x8_64x12`).
+///
+/// Every other product runs as it is.
 pub(crate) fn warpgroup_route(types: WgmmaTypes, kd: &GemmDims, reads_ab: bool) -> WarpgroupRoute {
-    let transposed_c =
+    let register_a =
         types.register_a() && reads_ab && kd.a_layout == Layout::RowMajor && kd.b_layout == Layout::RowMajor;
+    // i8's transposed A must be K-major too (op(B) column-major): wgmma
+    // cannot transpose it, and a transposed copy of the large operand (4096
+    // x 14336: 140 us) costs more than the token-sized kernel's reads.
+    let token = reads_ab
+        && kd.m <= TOKEN_ROWS
+        && kd.n >= TOKEN_MIN_COLS.max(4 * kd.m)
+        && kd.a_layout == Layout::RowMajor
+        && (types.transposes() || types.register_a() || kd.b_layout == Layout::ColMajor);
+    let transposed_c = register_a || token;
     let dims = if transposed_c { GemmDims { c_layout: Layout::ColMajor, ..*kd }.kernel_form().0 } else { *kd };
-    WarpgroupRoute { dims, transposed_c }
+    WarpgroupRoute { dims, transposed_c, token }
+}
+
+/// Whether stage 9 may run a product in kernel form `kd` on a narrow tile:
+/// where its B is K-major as the kernel reads it (column-major, or
+/// brought to K-major by a copy for the types wgmma cannot transpose).
+fn narrow_allowed(types: WgmmaTypes, kd: &GemmDims) -> bool {
+    kd.b_layout == Layout::ColMajor || !types.transposes()
 }
 
 /// A validated product in user form `dims` as stage 9 runs it with this
@@ -406,7 +467,9 @@ pub(crate) fn warpgroup_launch(
     let (route, swapped, reads_ab) = warpgroup_form(types, dims, alpha);
     let kd = route.dims;
     let tails = balance && forced.is_none();
-    let plan = warpgroup_plan_with(types, (kd.m, kd.n, if reads_ab { kd.k } else { 0 }), (count, sm_count), tails);
+    let narrow = narrow_allowed(types, &kd);
+    let dims_k = (kd.m, kd.n, if reads_ab { kd.k } else { 0 });
+    let plan = warpgroup_plan_with(types, dims_k, (count, sm_count), (tails, narrow));
     let realign = realign_wanted(types, &kd, plan.kernel.tile);
     let split = forced.unwrap_or(plan.split);
     // A split product's slices (and a tail's) go to a workspace: the
@@ -439,7 +502,9 @@ pub(crate) fn warpgroup_list(
     let rows: usize = forms.iter().map(|f| f.1 .0.dims.m).sum();
     let n = forms.iter().map(|f| f.1 .0.dims.n).max().unwrap_or(0);
     let k = forms.iter().filter(|f| f.1 .2).map(|f| f.1 .0.dims.k).max().unwrap_or(0);
-    let kernel = warpgroup_plan(types, rows.div_ceil(count), n, k, count, sm_count).kernel;
+    let narrow = forms.iter().all(|f| narrow_allowed(types, &f.1 .0.dims));
+    let average = (rows.div_ceil(count), n, k);
+    let kernel = warpgroup_plan_with(types, average, (count, sm_count), (true, narrow)).kernel;
     forms
         .into_iter()
         .map(|(i, (route, swapped, reads_ab))| {
@@ -554,10 +619,15 @@ mod tests {
         };
         assert_eq!(tile(WgmmaTypes::F16, 8192, 8192, 8192), (128, 256, 1));
         assert_eq!(tile(WgmmaTypes::F16, 4096, 4096, 4096), (128, 256, 1));
-        // Skinny C: the narrow tiles.
-        assert_eq!(tile(WgmmaTypes::F16, 65536, 32, 1024), (128, 64, 1));
+        // Skinny C: the narrow tiles (of B's K-major layout), the narrowest
+        // that holds C's columns; few rows: one consumer.
+        assert_eq!(tile(WgmmaTypes::F16, 65536, 32, 1024), (128, 32, 1));
+        assert_eq!(tile(WgmmaTypes::F16, 8192, 16, 8192).1, 16);
+        assert_eq!(tile(WgmmaTypes::S8, 8192, 8, 8192).1, 8);
         assert_eq!(tile(WgmmaTypes::F16, 16, 8192, 8192).0, 64);
-        assert_eq!(tile(WgmmaTypes::F16, 8192, 16, 8192).1, 64);
+        // Without narrow tiles (an MN-major B): 128 x 64.
+        let wide = warpgroup_plan_with(WgmmaTypes::F16, (65536, 32, 1024), (1, 132), (true, false));
+        assert_eq!((wide.kernel.tile.bm, wide.kernel.tile.bn), (128, 64));
         // Few tiles, long k: split.
         assert!(tile(WgmmaTypes::F16, 256, 256, 16384).2 > 1);
         // A batch is never split.
@@ -580,15 +650,20 @@ mod tests {
             WgmmaTypes::Tf32,
             WgmmaTypes::S8,
         ] {
-            let k = warpgroup_plan(t, 1, 1, 1, 1, 132).kernel;
-            assert_eq!(k.types, t);
-            // Every kernel has the K-major entry point; the others only when
-            // the types transpose, or `tt` (A MN-major) when A may come
-            // from registers.
-            assert!(k.names[1].is_some());
-            let layouts = if t.transposes() { 4 } else { 1 + t.register_a() as usize };
-            assert_eq!(k.names.iter().filter(|n| n.is_some()).count(), layouts);
-            assert_eq!(k.names[3].is_some(), t.transposes() || t.register_a());
+            for k in WARPGROUP_KERNELS.iter().filter(|k| k.types == t) {
+                // Every kernel has the K-major entry point; the others only
+                // when the types transpose (a narrow tile's B K-major), or
+                // `tt` (A MN-major) when A may come from registers.
+                assert!(k.names[1].is_some());
+                let layouts = match (t.transposes(), k.tile.narrow()) {
+                    (true, false) => 4,
+                    (true, true) => 2,
+                    _ => 1 + t.register_a() as usize,
+                };
+                assert_eq!(k.names.iter().filter(|n| n.is_some()).count(), layouts, "{k:?}");
+                assert_eq!(k.names[3].is_some(), t.transposes() || t.register_a());
+            }
+            assert_eq!(warpgroup_plan(t, 1, 1, 1, 1, 132).kernel.types, t);
         }
     }
 }
