@@ -391,9 +391,6 @@ impl Device {
         }
     }
 
-    /// The loaded function of a stage-9 entry point (the `sm_90a` module,
-    /// loaded on first use; the caller checked the compute capability), with
-    /// its dynamic shared-memory limit raised to the device's maximum.
     /// A stage-9 launch's tensor maps (`bytes`: A's, B's and C's
     /// `CUtensorMap`s, and a tail's) in device memory: the copy made for
     /// the same bytes before, else a new one uploaded on `stream`. A map
@@ -402,15 +399,16 @@ impl Device {
     /// (a model's layers, token after token) reuses its maps, without the
     /// upload (3.7-7 us of host time for 384 bytes, NVIDIA H200,
     /// 2026-11-26). At most [`TENSOR_MAP_SETS`] sets are kept; when full,
-    /// the cache is emptied first (each copy freed after the work queued
-    /// to read it: cudarc's event tracking, which the device's own stream
-    /// turns on).
+    /// the device is synchronized and the cache emptied (a set may be read
+    /// by launches on several streams, and cudarc's event tracking waits
+    /// only for the last one before freeing it).
     pub(crate) fn tensor_maps(&self, stream: &Arc<CudaStream>, bytes: &[u8]) -> Result<Arc<CudaSlice<u8>>, Error> {
         let mut cache = self.tensor_maps.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(maps) = cache.get(bytes) {
             return Ok(maps.clone());
         }
         if cache.len() >= TENSOR_MAP_SETS {
+            self.ctx.synchronize().during("cuCtxSynchronize")?;
             cache.clear();
         }
         let maps = Arc::new(stream.clone_htod(bytes).during("cuMemcpyHtoDAsync")?);
@@ -418,6 +416,9 @@ impl Device {
         Ok(maps)
     }
 
+    /// The loaded function of a stage-9 entry point (the `sm_90a` module,
+    /// loaded on first use; the caller checked the compute capability), with
+    /// its dynamic shared-memory limit raised to the device's maximum.
     pub(crate) fn warpgroup_function(&self, name: &'static str) -> Result<CudaFunction, Error> {
         let mut map = self.functions.lock().unwrap_or_else(|p| p.into_inner());
         // The sm_90a module's functions are cached under the `nn` layouts key
