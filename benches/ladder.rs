@@ -66,8 +66,9 @@
 //!    `--suite-only all|LIST` runs it alone; the module docs of
 //!    `ladder_steps/suite.rs` estimate the runtime: 4-7.5 minutes for all
 //!    eight types). `--suite-sweep` is a run of its own: every
-//!    configuration of the default stage at the 20 shapes the default
-//!    table was tuned at (`SWEEP_SHAPES`, f64 and f32), with k whole and
+//!    configuration of the default stage at the 24 shapes the default
+//!    table was tuned at (`SWEEP_SHAPES`, f64 and f32; `--sweep-shapes`
+//!    for some), with k whole and
 //!    split around the wave model's split, into `suite_sweep.csv`, from
 //!    which `cargo xtask tuning` takes the default choice (kernel and split)
 //!    at those shapes.
@@ -199,7 +200,7 @@ struct Options {
 
 const USAGE: &str = "usage: cargo bench --bench ladder -- [--out DIR] [--shapes 1024,4096,4096x4096x256] \
 [--combo-shapes 1024,4096|none] [--precision f64|f32] [--batched-only | --no-batched] \
-[--no-suite | --suite-only all|LIST | --suite-sweep] [--suite-types LIST]
+[--no-suite | --suite-only all|LIST | --suite-sweep | --sweep-shapes LIST] [--suite-types LIST]
 
   --out DIR          where the results go (default bench-out/)
   --shapes LIST      step 2's shapes, N or MxNxK, comma-separated
@@ -214,8 +215,10 @@ const USAGE: &str = "usage: cargo bench --bench ladder -- [--out DIR] [--shapes 
                      latest.csv (f64, f32), device.csv and BENCHMARKS.md
   --suite-types LIST step 5's product types, comma-separated, of f64,f32,tf32,f16,f16f32,bf16,bf16f32,i8
                      (f16: f16 -> f16, f16f32: f16 -> f32, likewise bf16; default all, or --precision's)
-  --suite-sweep      only step 5's sweep (every candidate kernel and split at the 20 shapes the default
-                     table was tuned at, f64 and f32): writes suite_sweep.csv and device.csv";
+  --suite-sweep      only step 5's sweep (every candidate kernel and split at the 24 shapes the default
+                     table was tuned at, f64 and f32): writes suite_sweep.csv and device.csv
+  --sweep-shapes LIST
+                     the sweep at these shapes alone (N or MxNxK, comma-separated)";
 
 fn parse_shape(s: &str) -> Shape {
     let p: Vec<usize> = s.split('x').map(|x| x.parse().expect("shape: N or MxNxK")).collect();
@@ -277,6 +280,11 @@ fn options() -> Options {
                 types_given = true;
             }
             "--suite-sweep" => {
+                (o.single, o.batched, o.suite, o.suite_sweep) = (false, false, false, true);
+            }
+            "--sweep-shapes" => {
+                let list = it.next().expect("--sweep-shapes N,MxNxK");
+                suite::sweep_only(list.split(',').map(parse_shape).collect());
                 (o.single, o.batched, o.suite, o.suite_sweep) = (false, false, false, true);
             }
             "--help" | "-h" => {
@@ -1226,7 +1234,7 @@ fn write_outputs(o: &Options, device: &Device, date: &str, commit: &str, r: &Res
     if o.suite_sweep {
         // No BENCHMARKS.md: the sweep only feeds the table. Print each shape's fastest candidate.
         for p in &o.precisions {
-            for shape in suite::SWEEP_SHAPES {
+            for shape in suite::sweep_shapes() {
                 let rows = r.suite.iter().filter(|x| x.precision == *p && x.shape == shape);
                 let best = rows.filter(|x| x.path == RowPath::Config).max_by(|a, b| a.gflops.total_cmp(&b.gflops));
                 if let Some(b) = best {

@@ -1018,7 +1018,7 @@ fn stages_table() -> Table {
 /// stage-9 types (few block tiles, a long k: the planner splits).
 fn split_shapes() -> (Vec<Shape>, Vec<Shape>) {
     if restricted() {
-        (vec![(17, 20, 64)], vec![(33, 40, 2048)])
+        (vec![(17, 20, 64)], vec![(33, 40, 4096)])
     } else {
         (vec![(129, 68, 255), (333, 36, 70)], vec![(129, 130, 8192), (136, 144, 4096)])
     }

@@ -49,7 +49,7 @@ fn expected_ladder_names(layouts: KernelLayouts) -> BTreeSet<String> {
         .chain(reductions)
         .chain(packs)
         .chain(mixed)
-        .chain(["transpose_b32", "transpose_b8"])
+        .chain(gemm::tuning::pack::TRANSPOSE_ENTRIES)
         .map(String::from)
         .collect()
 }
@@ -63,7 +63,8 @@ fn expected_warpgroup_names() -> BTreeSet<String> {
         .iter()
         .flat_map(|k| k.names.iter().flatten().copied())
         .chain(reductions)
-        .chain(["transpose_b32", "transpose_b8", "copy_lines_16"])
+        .chain(gemm::tuning::pack::TRANSPOSE_ENTRIES)
+        .chain(["copy_lines_16"])
         .chain(gemm::tuning::SKINNY_KERNELS.iter().copied())
         .chain(gemm::tuning::SKINNY_MMA_KERNELS.iter().copied())
         .map(String::from)

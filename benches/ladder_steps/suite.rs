@@ -292,10 +292,10 @@ pub fn suite() -> Vec<Entry> {
     out
 }
 
-/// The shapes of `--suite-sweep` (op flags NN): the suite of 20 shapes
-/// the default-choice table was tuned at (squares; small k; long k;
-/// skinny). `cargo xtask tuning` reads the sweep's `suite_sweep.csv`.
-pub const SWEEP_SHAPES: [Shape; 20] = [
+/// The shapes of `--suite-sweep` (op flags NN): the 24 shapes the
+/// default-choice table was tuned at (squares; small k; long k; skinny; C
+/// of 64 and 128 rows or columns). `cargo xtask tuning` reads the sweep's `suite_sweep.csv`.
+pub const SWEEP_SHAPES: [Shape; 24] = [
     (256, 256, 256),
     (512, 512, 512),
     (1000, 1000, 1000),
@@ -316,7 +316,26 @@ pub const SWEEP_SHAPES: [Shape; 20] = [
     (16, 8192, 8192),
     (65536, 32, 1024),
     (32, 32, 262144),
+    // C of 64 and 128 rows or columns: between the token-sized products
+    // and the squares (the nearest rows above are 16 and 256 wide).
+    (64, 8192, 8192),
+    (8192, 64, 8192),
+    (128, 8192, 8192),
+    (8192, 128, 8192),
 ];
+
+/// The shapes of `--sweep-shapes LIST` (the sweep at these alone).
+static SWEEP_ONLY: std::sync::OnceLock<Vec<Shape>> = std::sync::OnceLock::new();
+
+/// Runs the sweep at `shapes` instead of [`SWEEP_SHAPES`].
+pub fn sweep_only(shapes: Vec<Shape>) {
+    let _ = SWEEP_ONLY.set(shapes);
+}
+
+/// The shapes the sweep runs: `--sweep-shapes`'s, else [`SWEEP_SHAPES`].
+pub fn sweep_shapes() -> Vec<Shape> {
+    SWEEP_ONLY.get().cloned().unwrap_or_else(|| SWEEP_SHAPES.to_vec())
+}
 
 /// The entries of `--suite-only LIST` (the suite's step at these alone).
 static ONLY: std::sync::OnceLock<Vec<Entry>> = std::sync::OnceLock::new();
@@ -409,7 +428,7 @@ pub fn sweep<T: Element>(
 ) -> Result<(), Error> {
     let p = T::PRECISION;
     let stage = batch_stage(p);
-    for shape in SWEEP_SHAPES {
+    for shape in sweep_shapes() {
         let (m, n, k) = shape;
         let mut problem = problem::<T>(device, shape)?;
         let reference = problem.reference(cublas)?;
@@ -440,7 +459,7 @@ pub fn sweep<T: Element>(
 /// Candidates of [`sweep`] for the progress bar (an estimate: splits per
 /// configuration vary).
 pub fn sweep_count(p: Precision) -> usize {
-    SWEEP_SHAPES.len() * stage_configs(batch_stage(p), p).len() * 4
+    sweep_shapes().len() * stage_configs(batch_stage(p), p).len() * 4
 }
 
 /// A `latest.csv` row of step 5: (precision, configuration (None:

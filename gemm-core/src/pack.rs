@@ -44,6 +44,22 @@ pub const fn pack_entry(precision: Precision) -> &'static str {
     }
 }
 
+/// The transposed copies of elements of 8, 4, 2 and 1 bytes, in every
+/// module (`transpose_b64` .. `transpose_b8`; any type's bits).
+pub const TRANSPOSE_ENTRIES: [&str; 4] = ["transpose_b64", "transpose_b32", "transpose_b16", "transpose_b8"];
+
+/// The transposed copy of elements of `element_bytes` bytes (8, 4, 2 or 1;
+/// None otherwise).
+pub const fn transpose_entry(element_bytes: usize) -> Option<&'static str> {
+    match element_bytes {
+        8 => Some(TRANSPOSE_ENTRIES[0]),
+        4 => Some(TRANSPOSE_ENTRIES[1]),
+        2 => Some(TRANSPOSE_ENTRIES[2]),
+        1 => Some(TRANSPOSE_ENTRIES[3]),
+        _ => None,
+    }
+}
+
 /// Grid of the pack kernel for a `rows x cols` source (lines of `cols`):
 /// one block per 32 x 32 tile, y capped at 65535 (blocks then loop).
 pub const fn pack_grid(rows: u32, cols: u32) -> [u32; 3] {

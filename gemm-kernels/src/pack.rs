@@ -38,7 +38,8 @@ use gemm_core::ceil_div;
 use gemm_core::pack::{COPY_THREADS, PACK_BLOCK, PACK_TILE};
 
 /// What the transposed copy moves: an element's bits (f64, f32, and for
-/// stage 9's operands u32 (f32 read as TF32) and u8 (i8)).
+/// stage 9's and the token-sized kernels' operands u32 (f32 read as TF32),
+/// u16 (f16, bf16) and u8 (i8)).
 pub trait Word: Copy {
     /// Bytes per element.
     const BYTES: u32;
@@ -105,6 +106,30 @@ impl Word for u32 {
     #[inline(always)]
     unsafe fn st_shared(addr: u32, value: Self) {
         asm!("st.shared.u32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) value, options(nostack));
+    }
+}
+
+impl Word for u16 {
+    const BYTES: u32 = 2;
+    #[inline(always)]
+    unsafe fn ld_global(p: *const Self) -> Self {
+        let v: u16;
+        asm!("ld.global.u16 {v}, [{p}];", v = out(reg16) v, p = in(reg64) p, options(readonly, nostack));
+        v
+    }
+    #[inline(always)]
+    unsafe fn st_global(p: *mut Self, value: Self) {
+        asm!("st.global.u16 [{p}], {v};", p = in(reg64) p, v = in(reg16) value, options(nostack));
+    }
+    #[inline(always)]
+    unsafe fn ld_shared(addr: u32) -> Self {
+        let v: u16;
+        asm!("ld.shared.u16 {v}, [{a}];", v = out(reg16) v, a = in(reg32) addr, options(readonly, nostack));
+        v
+    }
+    #[inline(always)]
+    unsafe fn st_shared(addr: u32, value: Self) {
+        asm!("st.shared.u16 [{a}], {v};", a = in(reg32) addr, v = in(reg16) value, options(nostack));
     }
 }
 
@@ -273,6 +298,10 @@ export_pack!(dgemm_pack, f64);
 export_pack!(sgemm_pack, f32);
 // Every module's: the K-major copies of the MN-major tf32 (u32 words) and
 // i8 (u8) operands of stages 8 (mixed precision) and 9, which neither
-// ldmatrix nor wgmma reads transposed.
+// ldmatrix nor wgmma reads transposed; of a 16-bit B that a narrow stage-9
+// tile reads K-major only (u16); and of the small operand of a
+// token-sized product whose k is strided (every width).
+export_pack!(transpose_b64, f64);
 export_pack!(transpose_b32, u32);
+export_pack!(transpose_b16, u16);
 export_pack!(transpose_b8, u8);

@@ -498,9 +498,10 @@ unsafe fn store_bits(dst: u32, v: u64, bytes: u32) {
 }
 
 /// Brings X's tile `[kt, kt + kt_len)` (rows `< S`; zeros past k and in
-/// rows `>= s`) into shared memory at `buf`, row i at `buf + i pitch`: 16-byte `cp.async` copies when X's k is contiguous and its rows
-/// start on 16 bytes (`x_vec`; committed by the caller), else element by
-/// element.
+/// rows `>= s`) into shared memory at `buf`, row i at `buf + i pitch`:
+/// 16-byte `cp.async` copies when X's k is contiguous and its rows start
+/// on 16 bytes (`x_vec`; committed by the caller; the chunk in which k ends
+/// element by element), else element by element.
 ///
 /// # Safety
 /// All threads of the block call it; `buf` holds `S` rows of `pitch`
@@ -528,7 +529,20 @@ unsafe fn load_x_tile<I: Input, O: Output, const S: usize>(
             } else {
                 (x, 0)
             };
-            crate::thread::cp_async_16_zfill(dst, src as *const u8, valid);
+            if valid == 16 || valid == 0 {
+                crate::thread::cp_async_16_zfill(dst, src as *const u8, valid);
+            } else {
+                // The chunk in which X's k ends: element by element, zeros
+                // after (a 16-byte cp.async reads past the row's last
+                // element even with a smaller source size, as
+                // compute-sanitizer's memcheck counts it, and past the end
+                // of X for its last row).
+                let src = src as *const u8;
+                for e in 0..I::V {
+                    let v = if e * bytes < valid { load_bits(src.add((e * bytes) as usize), bytes) } else { 0 };
+                    store_bits(dst + e * bytes, v, bytes);
+                }
+            }
             c += threads;
         }
     } else {

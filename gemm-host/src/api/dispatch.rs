@@ -14,6 +14,7 @@ use crate::exec::host_path::HostPolicy;
 use crate::exec::ladder::LadderLaunch;
 use crate::exec::launch::{checked_geometry, SINGLE};
 use crate::exec::skinny::SkinnyLaunch;
+use crate::exec::warpgroup::read_in_layout;
 use crate::exec::{Launch, ListLaunch, TensorCoreStage};
 use crate::plan::product_plan::{
     mma_launch, skinny_family, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list, ProductPlan,
@@ -21,7 +22,7 @@ use crate::plan::product_plan::{
 use gemm_core::pack;
 use gemm_core::skinny::SkinnyTypes;
 use gemm_core::warpgroup::WgmmaTypes;
-use gemm_core::{GemmDims, Precision};
+use gemm_core::{GemmDims, Layout, Precision};
 use std::sync::Arc;
 
 /// The kernels a call runs on, from its types and options (no device yet).
@@ -127,7 +128,11 @@ impl Gemm {
             let small = if l.small_n { dims.n } else { dims.m };
             if small >= NARROW_MIN_ROWS {
                 let w = warpgroup_launch(wgmma, dims, self.desc.alpha, (count, sm_count), None, self.balance_last_wave);
-                if w.kernel.tile.narrow() {
+                // A B that must be copied K-major first costs a launch: from
+                // NARROW_COPY_MIN_ROWS rows on, where the token-sized
+                // kernels read their X with k strided.
+                let copies_b = !read_in_layout(wgmma, w.kernel.tile, 1, w.route.dims.b_layout == Layout::ColMajor);
+                if w.kernel.tile.narrow() && (!copies_b || small >= NARROW_COPY_MIN_ROWS) {
                     return Ok(None);
                 }
             }
@@ -285,7 +290,13 @@ impl Gemm {
             family,
             split_k: 1,
             route,
-            copies: Vec::new(),
+            // A batch's plan: each product with its own X.
+            copies: if launch.copies_x(count, 1) {
+                let x = if launch.small_n { "B" } else { "A" };
+                vec![format!("{x} copied with k contiguous (the small operand, read with k strided otherwise)")]
+            } else {
+                Vec::new()
+            },
             why: format!("C has {side}: the product is bound by reading the large operand once"),
             device: where_,
         }))
@@ -302,3 +313,7 @@ impl Gemm {
 /// with a weight stored n x k ran 0.96x, the narrow tile 0.82x (its
 /// reduction's launch).
 const NARROW_MIN_ROWS: usize = 2;
+
+/// The fewest rows of a token-sized product that leaves the token-sized
+/// kernels for a narrow tile whose B is copied K-major first.
+const NARROW_COPY_MIN_ROWS: usize = 8;

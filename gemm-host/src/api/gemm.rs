@@ -7,6 +7,7 @@ use crate::element::{product_name, Product, Scalar, Types};
 use crate::error::Error;
 use crate::exec;
 use crate::exec::host_path::{host_product, HostCall, HostOperand};
+use crate::exec::warpgroup::read_in_layout;
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
 use crate::plan::product_plan::{mma_launch, warpgroup_launch, KernelFamily, ProductPlan};
@@ -1118,9 +1119,12 @@ impl Gemm {
             for (i, (name, k_major, ld)) in
                 [(name_a, a_k_major, kd.lda), (name_b, b_k_major, kd.ldb)].into_iter().enumerate()
             {
-                let in_place = k_major || (i == 0 && types.register_a());
-                if !in_place && !types.transposes() {
-                    copies.push(format!("{name} transposed to K-major (wgmma reads {} only K-major)", short(types)));
+                if !read_in_layout(types, family.tile, i, k_major) {
+                    copies.push(if types.transposes() {
+                        format!("{name} transposed to K-major (a narrow tile reads B only K-major)")
+                    } else {
+                        format!("{name} transposed to K-major (wgmma reads {} only K-major)", short(types))
+                    });
                     if i == 0 {
                         read_a = Layout::RowMajor;
                     } else {

@@ -77,8 +77,10 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         let a_op = TmaOperand { elem, line: la, lines: na, ld: kd.lda, count: ca, stride: sa };
         let b_op = TmaOperand { elem, line: lb, lines: nb, ld: kd.ldb, count: cb, stride: sb };
         for (i, (op, src, k_major)) in [(a_op, ka, a_k_major), (b_op, kb, b_k_major)].into_iter().enumerate() {
+            // ldmatrix transposes 16-bit elements only.
+            let in_layout = k_major || types.transposes();
             let (address, op, transposed) =
-                prepare_operand(device, stream, TensorCoreStage::MmaSync, types, op, (k_major, false), src, &mut keep)?;
+                prepare_operand(device, stream, TensorCoreStage::MmaSync, op, (in_layout, false), src, &mut keep)?;
             if transposed {
                 if i == 0 {
                     layouts.a = Layout::RowMajor;

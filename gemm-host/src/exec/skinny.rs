@@ -9,6 +9,7 @@ use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
 use crate::exec::launch::Operands;
+use crate::exec::tensor_core::{transposed_copy, TensorCoreStage, TmaOperand};
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use gemm_core::skinny::{self, SkinnyTypes, WLayout};
 use gemm_core::{GemmDims, Layout};
@@ -81,6 +82,16 @@ impl SkinnyLaunch {
         }
     }
 
+    /// Whether X, whose k is strided, is copied k-contiguous first, for
+    /// `count` products whose X matrices are `sx` elements apart (0: one
+    /// for all): from [`X_COPY_MIN_ROWS`] rows on, A and B read, one X.
+    pub(crate) fn copies_x(&self, count: usize, sx: usize) -> bool {
+        let s = if self.small_n { self.dims.n } else { self.dims.m };
+        let x_k_contiguous =
+            if self.small_n { self.dims.b_layout == Layout::ColMajor } else { self.dims.a_layout == Layout::RowMajor };
+        !x_k_contiguous && s >= X_COPY_MIN_ROWS && self.dims.k > 0 && (count == 1 || sx == 0)
+    }
+
     /// The entry point.
     pub(crate) fn entry(&self) -> &'static str {
         if self.mma {
@@ -90,6 +101,13 @@ impl SkinnyLaunch {
         }
     }
 }
+
+/// The fewest rows of X (C's small side) for which a token-sized product
+/// whose X has its k strided copies X k-contiguous first
+/// ([`SkinnyLaunch::copies_x`]): below, the element-by-element reads of X
+/// cost less than the copy's launch (f32, NVIDIA H200, 2026-11-26: at 1
+/// and 2 rows 4-7% over k contiguous, at 4 rows 24%).
+const X_COPY_MIN_ROWS: usize = 4;
 
 /// The entry point `skinny_<types>_s<rows>_<wk|wn>`
 /// (`gemm_kernels::skinny::entry_points`).
@@ -160,6 +178,24 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     } else {
         (a, a_r, a_c, b, d.ldb, c_r, c_c, d.m, stride_a, stride_b)
     };
+    // X with its k strided (op(B)^T of a row-major B, or a column-major
+    // op(A)) is read element by element, which cost the token-sized kernels
+    // up to twice their time from 4 rows on (f32, 16 rows: 0.12 ms against
+    // 0.066 ms with k contiguous; NVIDIA H200, 2026-11-26). There, a
+    // k-contiguous copy of X first (one transpose launch; X is the small
+    // operand), for one product or one X shared by a batch. The same sums
+    // in the same order: the same bits.
+    let x_copy = if x_ks != 1 && launch.copies_x(count, sx) {
+        let op = TmaOperand { elem: size_of::<T>(), line: s, lines: d.k, ld: x_ks as usize, count: 1, stride: 0 };
+        Some(transposed_copy(device, stream, TensorCoreStage::Warpgroup, op, x)?)
+    } else {
+        None
+    };
+    let x_view = x_copy.as_ref().map(|(copy, _)| copy.as_view());
+    let (x, x_rs, x_ks, sx) = match (&x_view, &x_copy) {
+        (Some(view), Some((_, t))) => (view, t.ld as u64, 1, 0),
+        _ => (x, x_rs, x_ks, sx),
+    };
     let func = device.warpgroup_function(launch.entry())?;
     let grid = skinny::grid(types, layout, wide as u32, count as u32);
     let cfg = LaunchConfig {
@@ -187,6 +223,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     // B (not read when k = 0), Y = C (or C^T) validated against its buffer
     // and not overlapping them; s <= rows; the geometry is gemm_core's.
     unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    drop(x_copy); // freed stream-ordered, after the launch
     Ok(())
 }
 

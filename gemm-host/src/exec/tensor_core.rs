@@ -82,7 +82,7 @@ impl TmaOperand {
 
     /// The same matrix with lines and columns exchanged (what the transposed
     /// copy holds), its lines padded to 128 bytes (free in a fresh copy).
-    fn transposed(&self) -> TmaOperand {
+    pub(crate) fn transposed(&self) -> TmaOperand {
         let t = TmaOperand { line: self.lines, lines: self.line, ..*self };
         t.padded_to(128)
     }
@@ -176,10 +176,11 @@ fn aligned_copy<T: Scalar>(
 }
 
 /// Copies `op` at `src` into a new buffer holding its transpose
-/// (`op.transposed()`): the K-major copy of an MN-major tf32 or i8 operand,
-/// which neither wgmma nor ldmatrix reads transposed (`transpose_b32`, `_b8`: the
-/// tiled transpose of packing, on `stream`).
-fn transposed_copy<T: Scalar>(
+/// (`op.transposed()`): the K-major copy of an MN-major operand the kernel
+/// does not read so (tf32 and i8, which neither wgmma nor ldmatrix reads
+/// transposed; a narrow stage-9 tile's 16-bit B), by the tiled transpose
+/// of packing (`transpose_b32` and the other widths), on `stream`.
+pub(crate) fn transposed_copy<T: Scalar>(
     device: &Device,
     stream: &Arc<CudaStream>,
     stage: TensorCoreStage,
@@ -192,7 +193,7 @@ fn transposed_copy<T: Scalar>(
     // the pad past each line's end is never read (TMA's boxes stop at the
     // tensor's dimensions).
     let mut dst = unsafe { alloc_uninit::<T>(stream, dst_op.len()) }?;
-    let name = if op.elem == 4 { "transpose_b32" } else { "transpose_b8" };
+    let name = gemm_core::pack::transpose_entry(op.elem).expect("elements of 1, 2, 4 or 8 bytes");
     let func = match stage {
         TensorCoreStage::Warpgroup => device.warpgroup_function(name)?,
         TensorCoreStage::MmaSync => device.function(name, KernelLayouts::NN)?,
@@ -218,9 +219,10 @@ fn transposed_copy<T: Scalar>(
     Ok((dst, dst_op))
 }
 
-/// One operand brought to what the kernels read (`k_major`: its storage
-/// runs along k): an MN-major tf32 or i8 operand is transposed to a K-major
-/// copy (returned flag true), one whose lines do not start on 16 bytes (or,
+/// One operand brought to what the kernels read (`in_layout`: the kernel
+/// reads its layout, K-major or one it transposes; else, an MN-major tf32
+/// or i8 operand, or the 16-bit B of a narrow stage-9 tile, it is
+/// transposed to a K-major copy, returned flag true), one whose lines do not start on 16 bytes (or,
 /// for stage 8, do not end on them) is
 /// copied to padded lines, and so is, for stage 9, one that `realign` says
 /// to bring to lines on 128 bytes; the copies are pushed to `copies` (freed
@@ -231,9 +233,8 @@ pub(crate) fn prepare_operand<'g, T: Scalar>(
     device: &Device,
     stream: &'g Arc<CudaStream>,
     stage: TensorCoreStage,
-    types: WgmmaTypes,
     op: TmaOperand,
-    (k_major, realign): (bool, bool),
+    (in_layout, realign): (bool, bool),
     src: &'g CudaView<'_, T>,
     keep: &mut Keep<'g, T>,
 ) -> Result<(u64, TmaOperand, bool), Error> {
@@ -242,7 +243,7 @@ pub(crate) fn prepare_operand<'g, T: Scalar>(
     // operand read in place, after the launch (`keep`).
     let (address, used) = src.device_ptr(stream);
     let realign = realign && stage == TensorCoreStage::Warpgroup && !op.lines_on_128(address);
-    if !k_major && !types.transposes() {
+    if !in_layout {
         let (copy, t) = transposed_copy(device, stream, stage, op, src)?;
         drop(used);
         let address = copy.device_ptr(stream).0;

@@ -587,7 +587,7 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
     let mut maps = [0u8; GROUP_MAPS_BYTES];
     let (mut batch_a, mut batch_b) = (0u32, 0u32);
     // The layouts the kernel reads: the operands' own, or K-major copies
-    // where wgmma cannot transpose (tf32, i8).
+    // where wgmma cannot transpose (tf32, i8; a narrow tile's B).
     let (mut a_layout, mut b_layout) = (kd.a_layout, kd.b_layout);
     let mut a_source = None;
     if reads_ab {
@@ -608,10 +608,9 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
         let rows = [tile.bm, tile.bn];
         for (i, (op, src)) in [(a_op, ka), (b_op, kb)].into_iter().enumerate() {
             let realign = realign_wanted[i];
-            // An MN-major tf32 A is read in place, through registers.
-            let in_place = k_major[i] || (i == 0 && types.register_a());
+            let in_layout = read_in_layout(types, tile, i, k_major[i]);
             let (address, op, transpose) =
-                prepare_operand(device, stream, TensorCoreStage::Warpgroup, types, op, (in_place, realign), src, keep)?;
+                prepare_operand(device, stream, TensorCoreStage::Warpgroup, op, (in_layout, realign), src, keep)?;
             // K-major boxes: BK (128 bytes) by BM or BN rows; MN-major:
             // BK x BK (128 bytes along m or n by BK rows along k).
             let bk = ROW_BYTES as usize / elem;
@@ -666,6 +665,15 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
     };
     let layouts = KernelLayouts { a: a_layout, b: b_layout };
     Ok(ReadyProduct { maps, layouts, batch: [batch_a, batch_b], c_store, a: a_source })
+}
+
+/// Whether a launch of `tile` reads operand `i` (0: A, 1: B, kernel form)
+/// as it is laid out (`k_major`, else MN-major), rather than from a K-major
+/// copy: a K-major operand always; an MN-major one where wgmma transposes
+/// it (f16 and bf16), except a narrow tile's B (its entry points read B
+/// K-major only), and tf32's A (through registers).
+pub(crate) fn read_in_layout(types: WgmmaTypes, tile: WgmmaTile, i: usize, k_major: bool) -> bool {
+    k_major || (i == 0 && types.register_a()) || (types.transposes() && !(i == 1 && tile.narrow()))
 }
 
 /// A and B of one product as [`ready_warpgroup`] takes them: each view with

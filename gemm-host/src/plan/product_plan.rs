@@ -430,11 +430,14 @@ pub(crate) fn warpgroup_route(types: WgmmaTypes, kd: &GemmDims, reads_ab: bool) 
     WarpgroupRoute { dims, transposed_c, token }
 }
 
-/// Whether stage 9 may run a product in kernel form `kd` on a narrow tile:
-/// where its B is K-major as the kernel reads it (column-major, or
-/// brought to K-major by a copy for the types wgmma cannot transpose).
-fn narrow_allowed(types: WgmmaTypes, kd: &GemmDims) -> bool {
-    kd.b_layout == Layout::ColMajor || !types.transposes()
+/// Whether stage 9 may run `count` products in kernel form `kd` on a
+/// narrow tile, whose B it reads K-major only: a column-major B; an MN-major
+/// one copied K-major first, as tf32 and i8 copy theirs for any tile, and
+/// for f16 and bf16 where the copy is one small matrix (a single product:
+/// C of at most [`TOKEN_ROWS`] columns, B k x n, one transpose launch; a
+/// strided batch's B would take one launch per product).
+fn narrow_allowed(types: WgmmaTypes, kd: &GemmDims, count: usize) -> bool {
+    kd.b_layout == Layout::ColMajor || !types.transposes() || count == 1
 }
 
 /// A validated product in user form `dims` as stage 9 runs it with this
@@ -467,7 +470,7 @@ pub(crate) fn warpgroup_launch(
     let (route, swapped, reads_ab) = warpgroup_form(types, dims, alpha);
     let kd = route.dims;
     let tails = balance && forced.is_none();
-    let narrow = narrow_allowed(types, &kd);
+    let narrow = narrow_allowed(types, &kd, count);
     let dims_k = (kd.m, kd.n, if reads_ab { kd.k } else { 0 });
     let plan = warpgroup_plan_with(types, dims_k, (count, sm_count), (tails, narrow));
     let realign = realign_wanted(types, &kd, plan.kernel.tile);
@@ -502,7 +505,8 @@ pub(crate) fn warpgroup_list(
     let rows: usize = forms.iter().map(|f| f.1 .0.dims.m).sum();
     let n = forms.iter().map(|f| f.1 .0.dims.n).max().unwrap_or(0);
     let k = forms.iter().filter(|f| f.1 .2).map(|f| f.1 .0.dims.k).max().unwrap_or(0);
-    let narrow = forms.iter().all(|f| narrow_allowed(types, &f.1 .0.dims));
+    // A list's problems each take their own copies: B K-major as it is.
+    let narrow = forms.iter().all(|f| narrow_allowed(types, &f.1 .0.dims, usize::MAX));
     let average = (rows.div_ceil(count), n, k);
     let kernel = warpgroup_plan_with(types, average, (count, sm_count), (true, narrow)).kernel;
     forms
