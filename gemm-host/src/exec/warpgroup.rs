@@ -197,8 +197,10 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     // The same operands' maps are uploaded once (`Device::tensor_maps`).
     let uploaded = device.tensor_maps(stream, &bytes)?;
     let maps = uploaded.slice(..GROUP_MAPS_BYTES);
-    if !reads_ab && !types.transposes() {
-        // With alpha = 0 or k = 0 the maps are not read: any layout's kernel.
+    if !reads_ab {
+        // With alpha = 0 or k = 0 the maps are not read: any layout's
+        // kernel, `_nt`, which every family has (a narrow one reads B
+        // K-major only).
         (a_layout, b_layout) = (Layout::RowMajor, Layout::ColMajor);
     }
     let layout_index = KernelLayouts { a: a_layout, b: b_layout }.index();
@@ -421,7 +423,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
             c_store: ready.c_store,
             c: c_address,
         };
-        if !reads_ab && !types.transposes() {
+        if !reads_ab {
             // A and B not read: any layout's kernel.
             any_layout.push((problem, ready.maps));
             continue;

@@ -433,12 +433,22 @@ pub(crate) fn warpgroup_route(types: WgmmaTypes, kd: &GemmDims, reads_ab: bool) 
 /// Whether stage 9 may run `count` products in kernel form `kd` on a
 /// narrow tile, whose B it reads K-major only: a column-major B; an MN-major
 /// one copied K-major first, as tf32 and i8 copy theirs for any tile, and
-/// for f16 and bf16 where the copy is one small matrix (a single product:
-/// C of at most [`TOKEN_ROWS`] columns, B k x n, one transpose launch; a
-/// strided batch's B would take one launch per product).
+/// for f16 and bf16 where the copy is one small matrix and pays (a single
+/// product of C of at most [`NARROW_COPY_MAX_COLS`] columns: B k x n, one
+/// transpose launch; a strided batch's B would take one launch per
+/// product).
 fn narrow_allowed(types: WgmmaTypes, kd: &GemmDims, count: usize) -> bool {
-    kd.b_layout == Layout::ColMajor || !types.transposes() || count == 1
+    let copy_max = std::env::var("GEMM_ZZ_COPY_COLS").ok().and_then(|v| v.parse().ok()).unwrap_or(NARROW_COPY_MAX_COLS);
+    kd.b_layout == Layout::ColMajor || !types.transposes() || (count == 1 && kd.n <= copy_max)
 }
+
+/// The most columns of C (kernel form) a narrow tile takes through a
+/// K-major copy of a 16-bit B: where a 128 x 8 tile holds C. Wider, 128 x
+/// 64 reads the MN-major B in place in about the same time (f16, 4096 and
+/// 11008 x 16 x 4096: 0.79 and 0.88x cuBLAS, against 0.73 and 0.88x on 128
+/// x 16 with the copy; 14336 x 32 x 4096: 0.93 against 0.88x; NVIDIA H200,
+/// 2026-11-26).
+const NARROW_COPY_MAX_COLS: usize = 8;
 
 /// A validated product in user form `dims` as stage 9 runs it with this
 /// alpha: its route ([`warpgroup_route`] of the kernel form), whether the
