@@ -200,15 +200,16 @@ pub const fn smem_bytes(types: SkinnyTypes, layout: WLayout, rows: u32, mma: boo
     2 * rows * tile_pitch(types, layout, mma) + WARPS * rows * cols_per_block(types, layout) * types.acc_bytes()
 }
 
-/// The most rows a CUDA-core kernel takes for W so stored: 16 for f32, 8
+/// The most rows a CUDA-core kernel takes for W so stored: 4 for f64, 8
 /// for the others (beyond, the tensor-core form, [`mma_rows_for`], or the
-/// other kernels). Measured (NVIDIA H200, 2026-11-26, m x 4096 x 4096
-/// beside cuBLAS): f32 at 16 rows 1.07-1.09x; f64 at 16 rows 0.56-0.63x
-/// (the ladder's stage 8 runs such products at 0.9x and more); f16 and
-/// bf16 with n contiguous at 16 rows 0.36-0.41x (stage 9: 0.73x).
+/// other kernels). Measured beside cuBLAS (NVIDIA H200, 2026-11-26): f64
+/// at 8 rows (4096 to 14336 x 4096) 0.59-0.87x, where stage 8's 32 x 32
+/// tiles with k split ran 0.91-1.06x; f32 at 16 rows 0.33-0.81x (8192 x
+/// 16 x 8192 and its transpose), stage 7 1.05-1.19x; f16 and bf16 with n
+/// contiguous at 16 rows 0.36-0.41x (stage 9: 0.73x).
 pub const fn cuda_core_rows(types: SkinnyTypes, _layout: WLayout) -> u32 {
     match types {
-        SkinnyTypes::F32 => 16,
+        SkinnyTypes::F64 => 4,
         _ => 8,
     }
 }
@@ -232,14 +233,14 @@ pub const fn mma_rows_for(types: SkinnyTypes, s: u32) -> Option<u32> {
 /// Blocks per SM the kernel is compiled for (`.minnctapersm`, which caps
 /// its registers at 65536 / (THREADS x blocks)): 2, so that two blocks'
 /// loads are in flight on each SM, except where the partial sums alone
-/// need more than half the registers (S = 16, and i8 with an N-contiguous
-/// W and S = 8: 16 i32 sums a row per lane), where ptxas would spill.
+/// need more than half the registers (i8 with an N-contiguous W and S = 8:
+/// 16 i32 sums a row per lane), where ptxas would spill.
 pub const fn min_blocks_per_sm(types: SkinnyTypes, layout: WLayout, rows: u32) -> u32 {
     let sums_per_lane = match layout {
         WLayout::KContiguous => rows * COLS_PER_LANE * types.acc_bytes() / 4,
         WLayout::NContiguous => rows * types.vector() * types.acc_bytes() / 4,
     };
-    if rows >= 16 || sums_per_lane > 64 {
+    if sums_per_lane > 64 {
         1
     } else {
         2
@@ -271,9 +272,8 @@ macro_rules! skinny_menu {
     ($callback:ident) => {
         $callback! {
             (skinny_f64_s1, F64, 1, [wk, wn]) (skinny_f64_s2, F64, 2, [wk, wn]) (skinny_f64_s4, F64, 4, [wk, wn])
-            (skinny_f64_s8, F64, 8, [wk, wn])
             (skinny_f32_s1, F32, 1, [wk, wn]) (skinny_f32_s2, F32, 2, [wk, wn]) (skinny_f32_s4, F32, 4, [wk, wn])
-            (skinny_f32_s8, F32, 8, [wk, wn]) (skinny_f32_s16, F32, 16, [wk, wn])
+            (skinny_f32_s8, F32, 8, [wk, wn])
             (skinny_f16_s1, F16, 1, [wk, wn]) (skinny_f16_s2, F16, 2, [wk, wn]) (skinny_f16_s4, F16, 4, [wk, wn])
             (skinny_f16_s8, F16, 8, [wk, wn])
             (skinny_f16_f32_s1, F16F32, 1, [wk, wn]) (skinny_f16_f32_s2, F16F32, 2, [wk, wn])
@@ -358,8 +358,9 @@ mod tests {
         assert_eq!(rows_for(SkinnyTypes::F16, 3), Some(4));
         assert_eq!(rows_for(SkinnyTypes::F16, 8), Some(8));
         assert_eq!(rows_for(SkinnyTypes::F16, 9), None);
-        assert_eq!(rows_for(SkinnyTypes::F32, 9), Some(16));
-        assert_eq!(rows_for(SkinnyTypes::F64, 9), None);
+        assert_eq!(rows_for(SkinnyTypes::F32, 9), None);
+        assert_eq!(rows_for(SkinnyTypes::F64, 3), Some(4));
+        assert_eq!(rows_for(SkinnyTypes::F64, 5), None);
         assert_eq!(rows_for(SkinnyTypes::F64, 0), None);
         assert_eq!(mma_rows_for(SkinnyTypes::Bf16, 9), Some(16));
         assert_eq!(mma_rows_for(SkinnyTypes::S8, 32), Some(32));

@@ -114,18 +114,6 @@ impl Gemm {
             return Ok(SkinnyLaunch::like(types, d, Some(whole)));
         }
         let launch = skinny_launch(types, dims, self.desc.alpha, count, sm_count);
-        // f32 above 8 rows: stage 7's FFMA kernels with k split, or with
-        // TF32 allowed stage 9's tensor cores. The CUDA-core kernels at 16
-        // rows ran 0.44-0.68x cuBLAS's TF32, and 0.33-0.81x cuBLAS's SGEMM
-        // where stage 7 ran 1.05-1.19x (8192 x 16 x 8192 and its
-        // transpose; NVIDIA H200, 2026-11-26).
-        let f32_rows = std::env::var("GEMM_ZZ_F32_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
-        let f64_rows = std::env::var("GEMM_ZZ_F64_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
-        if launch.is_some_and(|l| {
-            (l.types == SkinnyTypes::F32 && l.rows > f32_rows) || (l.types == SkinnyTypes::F64 && l.rows > f64_rows)
-        }) {
-            return Ok(None);
-        }
         // Stage 9's narrow tiles, where it would take one, from
         // NARROW_MIN_ROWS rows on.
         if let (Some(l), Kernels::TensorCores(wgmma, false)) = (launch, kernels) {

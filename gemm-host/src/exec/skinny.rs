@@ -1,5 +1,5 @@
 //! The token-sized kernels' launches (`gemm_core::skinny`): a product with
-//! few rows or columns of C (up to 8, 16 for f32, on the CUDA cores; up to
+//! few rows or columns of C (up to 8, 4 for f64, on the CUDA cores; up to
 //! 32 on the tensor cores for f16, bf16 and i8 where W's k is contiguous), read as `Y <- alpha X W +
 //! beta Y` with the small side as X, in one launch for one product or a
 //! strided batch, every op and layout (the kernel takes strides), the
@@ -258,8 +258,8 @@ mod tests {
         assert_eq!((l.rows, l.layout), (4, WLayout::NContiguous));
         assert_eq!(l.entry(), "skinny_f16_f32_s4_wn");
         // n small: W = op(A)^T, k contiguous when A is row-major.
-        let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(4096, 8, 4096, R, R)).unwrap();
-        assert_eq!((l.rows, l.layout, l.small_n, l.wide()), (8, WLayout::KContiguous, true, 4096));
+        let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(4096, 4, 4096, R, R)).unwrap();
+        assert_eq!((l.rows, l.layout, l.small_n, l.wide()), (4, WLayout::KContiguous, true, 4096));
         let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(4096, 1, 4096, C, R)).unwrap();
         assert_eq!((l.rows, l.layout, l.small_n), (1, WLayout::NContiguous, true));
         // 9 to 32 rows with k contiguous: the tensor-core form.
@@ -270,14 +270,16 @@ mod tests {
         // ... with X's k contiguous only (here X = B^T of a row-major B).
         assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(4096, 20, 4096, R, R)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(20, 4096, 4096, C, C)).is_none());
-        // f32 on the CUDA cores up to 16 rows.
-        let l = SkinnyLaunch::new(SkinnyTypes::F32, dims(16, 4096, 4096, R, R)).unwrap();
-        assert_eq!((l.rows, l.mma, l.entry()), (16, false, "skinny_f32_s16_wn"));
+        // f32 on the CUDA cores up to 8 rows, f64 up to 4.
+        let l = SkinnyLaunch::new(SkinnyTypes::F32, dims(5, 4096, 4096, R, R)).unwrap();
+        assert_eq!((l.rows, l.mma, l.entry()), (8, false, "skinny_f32_s8_wn"));
+        let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(3, 4096, 4096, R, C)).unwrap();
+        assert_eq!((l.rows, l.entry()), (4, "skinny_f64_s4_wk"));
         // Too many rows for the type and layout.
         assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(9, 4096, 4096, R, R)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(9, 4096, 4096, R, R)).is_none());
-        assert!(SkinnyLaunch::new(SkinnyTypes::F64, dims(9, 4096, 4096, R, C)).is_none());
-        assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(17, 4096, 4096, R, C)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::F64, dims(5, 4096, 4096, R, C)).is_none());
+        assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(9, 4096, 4096, R, C)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(33, 4096, 4096, R, C)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(0, 4096, 4096, R, C)).is_none());
     }

@@ -438,8 +438,7 @@ pub(crate) fn warpgroup_route(types: WgmmaTypes, kd: &GemmDims, reads_ab: bool) 
 /// transpose launch; a strided batch's B would take one launch per
 /// product).
 fn narrow_allowed(types: WgmmaTypes, kd: &GemmDims, count: usize) -> bool {
-    let copy_max = std::env::var("GEMM_ZZ_COPY_COLS").ok().and_then(|v| v.parse().ok()).unwrap_or(NARROW_COPY_MAX_COLS);
-    kd.b_layout == Layout::ColMajor || !types.transposes() || (count == 1 && kd.n <= copy_max)
+    kd.b_layout == Layout::ColMajor || !types.transposes() || (count == 1 && kd.n <= NARROW_COPY_MAX_COLS)
 }
 
 /// The most columns of C (kernel form) a narrow tile takes through a
