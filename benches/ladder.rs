@@ -66,7 +66,7 @@
 //!    `--suite-only all|LIST` runs it alone; the module docs of
 //!    `ladder_steps/suite.rs` estimate the runtime: 4-7.5 minutes for all
 //!    eight types). `--suite-sweep` is a run of its own: every
-//!    configuration of the default stage at the 24 shapes the default
+//!    configuration of the default stage at the 26 shapes the default
 //!    table was tuned at (`SWEEP_SHAPES`, f64 and f32; `--sweep-shapes`
 //!    for some), with k whole and
 //!    split around the wave model's split, into `suite_sweep.csv`, from
@@ -215,7 +215,7 @@ const USAGE: &str = "usage: cargo bench --bench ladder -- [--out DIR] [--shapes 
                      latest.csv (f64, f32), device.csv and BENCHMARKS.md
   --suite-types LIST step 5's product types, comma-separated, of f64,f32,tf32,f16,f16f32,bf16,bf16f32,i8
                      (f16: f16 -> f16, f16f32: f16 -> f32, likewise bf16; default all, or --precision's)
-  --suite-sweep      only step 5's sweep (every candidate kernel and split at the 24 shapes the default
+  --suite-sweep      only step 5's sweep (every candidate kernel and split at the 26 shapes the default
                      table was tuned at, f64 and f32): writes suite_sweep.csv and device.csv
   --sweep-shapes LIST
                      the sweep at these shapes alone (N or MxNxK, comma-separated)";

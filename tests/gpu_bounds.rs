@@ -1208,12 +1208,12 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
         return;
     }
     // Row-major A and B: m small reads B along n, n small reads A along k
-    // with X = B^T strided: the CUDA-core kernels either way (8 rows),
-    // not the tensor-core form.
+    // with X = B^T strided: the CUDA-core kernels either way (8 rows, f64
+    // 4), not the tensor-core form.
     // From 2 rows on, the tensor-core pairs may take stage 9's narrow tiles
     // instead (its transposed product, or a C of few columns; tested in
     // gpu_warpgroup): the kernel is then the planner's, not checked here.
-    let rows = 8;
+    let rows = if pair == Pair::F64 { 4 } else { 8 };
     let narrow = |plan: &gemm::ProductPlan, small: usize| {
         let tile = matches!(plan.family, gemm::KernelFamily::Warpgroup { tile, .. } if tile.bn < 64);
         tile && small >= 2 && pair.wgmma().is_some()
@@ -1227,7 +1227,8 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
     // form from 9 to 32 rows for f16, bf16 and i8.
     if m <= n {
         let rows = match pair {
-            Pair::F32 | Pair::F64 | Pair::Tf32 => 8,
+            Pair::F64 => 4,
+            Pair::F32 | Pair::Tf32 => 8,
             _ => 32,
         };
         let plan = pair.base().op_b(gemm::Op::T).device(dev).plan_for::<T, C>(m, n, k).unwrap();

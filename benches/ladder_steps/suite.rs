@@ -292,10 +292,10 @@ pub fn suite() -> Vec<Entry> {
     out
 }
 
-/// The shapes of `--suite-sweep` (op flags NN): the 24 shapes the
+/// The shapes of `--suite-sweep` (op flags NN): the 26 shapes the
 /// default-choice table was tuned at (squares; small k; long k; skinny; C
-/// of 64 and 128 rows or columns). `cargo xtask tuning` reads the sweep's `suite_sweep.csv`.
-pub const SWEEP_SHAPES: [Shape; 24] = [
+/// of 32, 64 and 128 rows or columns). `cargo xtask tuning` reads the sweep's `suite_sweep.csv`.
+pub const SWEEP_SHAPES: [Shape; 26] = [
     (256, 256, 256),
     (512, 512, 512),
     (1000, 1000, 1000),
@@ -316,8 +316,11 @@ pub const SWEEP_SHAPES: [Shape; 24] = [
     (16, 8192, 8192),
     (65536, 32, 1024),
     (32, 32, 262144),
-    // C of 64 and 128 rows or columns: between the token-sized products
-    // and the squares (the nearest rows above are 16 and 256 wide).
+    // C of 32, 64 and 128 rows or columns: between the token-sized
+    // products and the squares (the nearest rows above are 16 and 256
+    // wide).
+    (32, 8192, 8192),
+    (8192, 32, 8192),
     (64, 8192, 8192),
     (8192, 64, 8192),
     (128, 8192, 8192),
