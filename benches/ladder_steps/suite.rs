@@ -50,6 +50,12 @@
 //! [`CPU_CHECK_FLOPS`], else marked unchecked; no cuBLAS row, the ratio
 //! empty.
 //!
+//! **Where ours and cuBLAS's results differ by more than the bound**
+//! (products of at most [`CPU_CHECK_FLOPS`]): both are compared with the
+//! CPU's f64 sums of the same inputs (`Reference::new_mixed`), and the row
+//! passes when ours is within the bound there; its check says both (bf16
+//! -> bf16 at 1023³: cuBLAS's result differs from ours at 81 elements).
+//!
 //! **The memory bound** (`bound_ms`, rows with m or n at most
 //! [`BOUND_MAX_MN`]): the bytes the product must move, A and B read once
 //! and C written once in their element sizes (beta = 0, so C is not read;
@@ -628,16 +634,17 @@ pub fn run(
 }
 
 /// Random operands of one entry on the device: (A, B) sets to rotate
-/// through, set 0's absolute values (for the check's bound) and, for the
-/// integer types, set 0 on the host (for the CPU check where cuBLAS
-/// refuses the shape).
+/// through, set 0's absolute values (for the check's bound) and, for
+/// products of at most [`CPU_CHECK_FLOPS`], set 0 on the host (for the CPU
+/// check where cuBLAS refuses the shape, or where ours and cuBLAS's
+/// results differ by more than the bound).
 struct Operands<T> {
     /// (A, B) as stored (A m x k; B k x n, or n x k for op(B) = T;
     /// row-major); timed run i uses set i % len.
     sets: Vec<(DeviceMatrix<T>, DeviceMatrix<T>)>,
     /// |A| and |B| of set 0 (floating-point types).
     abs: Option<(DeviceMatrix<T>, DeviceMatrix<T>)>,
-    /// Set 0 on the host (integer types).
+    /// Set 0 on the host (products of at most [`CPU_CHECK_FLOPS`]).
     host: Option<(Matrix<T>, Matrix<T>)>,
 }
 
@@ -656,11 +663,12 @@ impl<T: Scalar> Operands<T> {
             let a = random_rows::<T>(a_shape.0, a_shape.1, seed_a);
             let b = random_rows::<T>(b_shape.0, b_shape.1, seed_a + 1);
             sets.push((DeviceMatrix::from_host(device, &a)?, DeviceMatrix::from_host(device, &b)?));
-            if s == 0 && T::EPSILON == 0.0 {
-                host = Some((a, b));
-            } else if s == 0 {
-                let (a, b) = (abs(a), abs(b));
+            if s == 0 && T::EPSILON != 0.0 {
+                let (a, b) = (abs(a.clone()), abs(b.clone()));
                 abs_set = Some((DeviceMatrix::from_host(device, &a)?, DeviceMatrix::from_host(device, &b)?));
+            }
+            if s == 0 && flops((m, n, k)) <= CPU_CHECK_FLOPS {
+                host = Some((a, b));
             }
         }
         Ok(Operands { sets, abs: abs_set, host })
@@ -732,7 +740,8 @@ fn run_entry<T: Product<C>, C: Scalar>(
         }
         Err(e) => return Err(e),
     };
-    (operands.abs, operands.host) = (None, None);
+    operands.abs = None;
+    let host = operands.host.take();
 
     // The default path, checked on a poisoned C.
     let gemm = Gemm::new().op_a(ops.0).op_b(ops.1).allow_tf32(tf32).device(device);
@@ -741,11 +750,28 @@ fn run_entry<T: Product<C>, C: Scalar>(
     let check = match (&reference, &refused) {
         (Some(r), _) => {
             let cmp = r.compare(&c.to_host()?);
-            out.failed |= !cmp.passed();
             let v = verdict(&cmp);
             if refused.is_some() {
+                out.failed |= !cmp.passed();
                 format!("{v} against the CPU (cuBLAS refused the shape)")
+            } else if let (false, Some((a, b)), false) = (cmp.passed(), &host, tf32) {
+                // Outside the bound of cuBLAS's result: which of the two is
+                // off, against the CPU (f64 sums of the same inputs).
+                let c0 = Matrix::<C>::filled(m, n, C::default());
+                let cpu = Reference::new_mixed(1.0, op_view(a, ops.0), op_view(b, ops.1), 0.0, &c0);
+                let ours = cpu.compare(&c.to_host()?);
+                let mut theirs = DeviceMatrix::<C>::zeros_in(device, m, n, Layout::RowMajor)?;
+                let (a0, b0) = &operands.sets[0];
+                cublas.gemm_product(ops.0, ops.1, 1.0, a0, b0, 0.0, &mut theirs, tf32)?;
+                let theirs = cpu.compare(&theirs.to_host()?);
+                out.failed |= !ours.passed();
+                format!(
+                    "{} against the CPU; cuBLAS's result there: {} (against cuBLAS: {v})",
+                    verdict(&ours),
+                    verdict(&theirs)
+                )
             } else {
+                out.failed |= !cmp.passed();
                 v
             }
         }
