@@ -22,7 +22,7 @@ use crate::device::memory::MAX_SPLIT_WORKSPACE;
 use crate::device::registry::ENTRY_POINTS;
 use gemm_core::config::OPT_TILE_SIZES;
 use gemm_core::split_k::TailSplit;
-use gemm_core::{BlockDim, BlockTile, KernelConfig, KernelLayouts, Precision, Stage, ThreadTile, WarpTile};
+use gemm_core::{BlockDim, BlockTile, KernelConfig, KernelLayouts, Layout, Precision, Stage, ThreadTile, WarpTile};
 
 pub use crate::plan::measured::Measured;
 
@@ -276,7 +276,16 @@ pub fn choose_batched(
             source: PlanSource::Measured { row: *row, same_device },
             split_k: 1,
             split: SplitReason::NotConsidered,
-            pack: row.pack && layouts != KernelLayouts::PACKED,
+            // A row-major (nn) row packs A alone (B's lines run along n);
+            // a B whose lines run along k would be copied too, which that
+            // row did not measure. The copy of B (k x n) costs about 4 /
+            // m of the product's time at 50 TFLOP/s and 3 TB/s: packed at m
+            // = 128 with B column-major, 128 x 11008 x 4096 f32 ran 0.38x
+            // cuBLAS (NVIDIA H100, 2026-11-26). Such layouts pack where a
+            // row of their own says, or where B's copy is a few percent.
+            pack: row.pack
+                && layouts != KernelLayouts::PACKED
+                && (row.layouts == layouts.suffix() || layouts.b == Layout::RowMajor || m >= PACK_B_MIN_M),
             pack_reason: if layouts == KernelLayouts::PACKED { PackReason::NotNeeded } else { PackReason::Measured },
             tail: None,
         },
@@ -294,6 +303,11 @@ pub fn choose_batched(
         }
     }
 }
+
+/// The fewest rows of C (kernel form) for which a plan from a row-major
+/// row packs a B whose lines run along k (see [`choose_batched`]): its copy
+/// then costs about 6% of the product or less.
+const PACK_B_MIN_M: usize = 1024;
 
 /// Every measured single-product row whose kernel read A and B row-major
 /// unpacked and unsplit, with its configuration: what [`wave_choice`]
