@@ -998,7 +998,11 @@ fn parse_ptxas(log: &str) -> Vec<Report> {
 /// else with a stack frame, or these growing, fails.
 /// None for stages 1-9 since stage 8's branch-free copies (2026-11-24).
 /// The token-sized kernels below spill a few bytes under the 128-register
-/// cap of 2 blocks per SM (`gemm_core::skinny::min_blocks_per_sm`).
+/// cap of 2 blocks per SM (`gemm_core::skinny::min_blocks_per_sm`). The
+/// element-by-element load of X's last chunk of k (instead of a 16-byte
+/// `cp.async` past X's end) added 4 bytes to `skinny_f32_s2_wk` and
+/// `skinny_f64_s4_wk`; both ran within 1-4% of their earlier times in the
+/// suite (NVIDIA H200, 2026-11-26).
 const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_bf16_f32_s8_wk", 8, SKINNY_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_bf16_f32_s8_wn", 36, SKINNY_SPILLS),
@@ -1008,10 +1012,9 @@ const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f16_f32_s8_wn", 36, SKINNY_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f16_s8_wk", 8, SKINNY_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f16_s8_wn", 36, SKINNY_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f32_s2_wk", 60, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f32_s2_wk", 64, SKINNY_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f32_s8_wk", 8, SKINNY_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f64_s4_wk", 76, SKINNY_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f64_s8_wk", 48, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f64_s4_wk", 80, SKINNY_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_s8_s4_wn", 172, SKINNY_SPILLS),
 ];
 
