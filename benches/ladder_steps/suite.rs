@@ -663,12 +663,12 @@ impl<T: Scalar> Operands<T> {
             let a = random_rows::<T>(a_shape.0, a_shape.1, seed_a);
             let b = random_rows::<T>(b_shape.0, b_shape.1, seed_a + 1);
             sets.push((DeviceMatrix::from_host(device, &a)?, DeviceMatrix::from_host(device, &b)?));
-            if s == 0 && T::EPSILON != 0.0 {
-                let (a, b) = (abs(a.clone()), abs(b.clone()));
-                abs_set = Some((DeviceMatrix::from_host(device, &a)?, DeviceMatrix::from_host(device, &b)?));
-            }
             if s == 0 && flops((m, n, k)) <= CPU_CHECK_FLOPS {
-                host = Some((a, b));
+                host = Some((a.clone(), b.clone()));
+            }
+            if s == 0 && T::EPSILON != 0.0 {
+                let (a, b) = (abs(a), abs(b));
+                abs_set = Some((DeviceMatrix::from_host(device, &a)?, DeviceMatrix::from_host(device, &b)?));
             }
         }
         Ok(Operands { sets, abs: abs_set, host })
