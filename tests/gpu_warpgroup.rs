@@ -898,3 +898,41 @@ fn token_sized_products_on_narrow_tiles_are_within_the_bound() {
     check_token::<f32, f32>(Gemm::new().allow_tf32(true), &shapes, 4);
     check_token::<i8, i32>(Gemm::new(), &shapes, 5);
 }
+
+/// A large product whose B (kernel form) has lines off 32-byte sectors:
+/// the plan copies B to lines on 128 bytes (`plan_for` must say so, else
+/// the test would not exercise the copy), and the result is within the
+/// bound with C's padding bit for bit, A and B read from device matrices
+/// padded with NaN. f16 and bf16 (B row-major, 2072-element lines: 4144
+/// bytes) and TF32 (run as the transposed product, whose B is A: lines of
+/// 2060 f32, 8240 bytes).
+fn check_realigned<T: Product<C>, C: Scalar>(g: Gemm, (m, n, k): (usize, usize, usize), pad: (usize, usize)) {
+    let dev = device();
+    let why = g.clone().plan_for::<T, C>(m, n, k).unwrap().why;
+    assert!(why.contains("realigned"), "{m}x{n}x{k}: plan_for says {why}");
+    let (a, b) = (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()));
+    let c0 = random_matrix::<C>(m, n, seed());
+    let (sa, sb) =
+        (store(&a, Op::N, Layout::RowMajor, pad.0, T::POISON), store(&b, Op::N, Layout::RowMajor, pad.1, T::POISON));
+    let before = store(&c0, Op::N, Layout::RowMajor, 3, C::POISON);
+    let what = format!("realigned B {} -> {} {m}x{n}x{k} (pads {pad:?})", T::NAME, C::NAME);
+    let (da, db) = (DeviceMatrix::from_host(&dev, &sa).unwrap(), DeviceMatrix::from_host(&dev, &sb).unwrap());
+    let mut dc = DeviceMatrix::from_host(&dev, &before).unwrap();
+    g.alpha(0.5).beta(-1.0).run_device(&da, &db, &mut dc).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let c = dc.to_host().unwrap();
+    let cmp = reference::<T, C>(0.5, (&a, &b), -1.0, &c0).compare(&c);
+    assert!(cmp.passed(), "{what}: {cmp}");
+    padding_unchanged(&before, &c, Variant::NN, (m, n), &what);
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn operands_off_32_byte_sectors_are_realigned_within_the_bound() {
+    // 2100 x 2056 x 2048: 8.8e9 multiply-adds (over 2^33), B read by 17
+    // block-tile rows; B stored with 16 elements of padding (lines of 2072).
+    check_realigned::<f16, f16>(Gemm::new(), (2100, 2056, 2048), (0, 16));
+    check_realigned::<bf16, f32>(Gemm::new(), (2100, 2056, 2048), (0, 16));
+    // TF32 (both row-major: the transposed product, whose B is A): A's
+    // lines of 2052 + 8 f32.
+    check_realigned::<f32, f32>(Gemm::new().allow_tf32(true), (2052, 2052, 2052), (8, 0));
+}

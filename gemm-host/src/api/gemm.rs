@@ -10,12 +10,12 @@ use crate::exec::host_path::{host_product, HostCall, HostOperand};
 use crate::exec::warpgroup::read_in_layout;
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
-use crate::plan::product_plan::{mma_launch, warpgroup_launch, KernelFamily, ProductPlan};
+use crate::plan::product_plan::{mma_launch, warpgroup_launch, KernelFamily, ProductPlan, SECTOR_BYTES};
 use crate::plan::tuning_plan::{model_tail_for, plan_split, stage_default};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use gemm_core::shape::{Layout, Op};
-use gemm_core::warpgroup::{WgmmaTypes, ROW_BYTES};
+use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::{
     BlockDim, BlockTile, ConfigError, GemmDims, KernelConfig, KernelLayouts, MatrixDims, Precision, Stage, ThreadTile,
     WarpTile,
@@ -1130,8 +1130,8 @@ impl Gemm {
                     } else {
                         read_b = Layout::ColMajor;
                     }
-                } else if realign[i] && (ld * elem) % ROW_BYTES as usize != 0 {
-                    copies.push(format!("{name} realigned to 128-byte lines (read by many block tiles)"));
+                } else if realign[i] && (ld * elem) % SECTOR_BYTES != 0 {
+                    copies.push(format!("{name} realigned to 128-byte lines (its lines are off 32-byte sectors)"));
                 }
             }
             if types.register_a() && kd.a_layout == Layout::ColMajor {

@@ -8,6 +8,7 @@ use crate::device::memory::alloc_uninit;
 use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
+use crate::plan::product_plan::SECTOR_BYTES;
 use cudarc::driver::sys as cu;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, SyncOnDrop,
@@ -65,19 +66,19 @@ impl TmaOperand {
     }
 
     /// The layout of a copy whose lines are padded to a multiple of `bytes`
-    /// (16, or 128 for [`TmaOperand::lines_on_128`]).
+    /// (16, or 128 for a realigned copy).
     fn padded_to(&self, bytes: usize) -> TmaOperand {
         let a = bytes / self.elem;
         let ld = self.line.div_ceil(a) * a;
         TmaOperand { ld, stride: ld * self.lines, ..*self }
     }
 
-    /// Whether every line starts on 128 bytes (TMA's 128-byte box rows then
-    /// each fill one L2 line rather than straddling two).
-    fn lines_on_128(&self, address: u64) -> bool {
-        address % 128 == 0
-            && (self.ld * self.elem) % 128 == 0
-            && (self.count == 1 || (self.stride * self.elem) % 128 == 0)
+    /// Whether every line starts on `bytes` (32: TMA's 128-byte box rows
+    /// then each cover 4 whole 32-byte sectors rather than touching 5).
+    fn lines_on(&self, address: u64, bytes: usize) -> bool {
+        address % bytes as u64 == 0
+            && (self.ld * self.elem) % bytes == 0
+            && (self.count == 1 || (self.stride * self.elem) % bytes == 0)
     }
 
     /// The same matrix with lines and columns exchanged (what the transposed
@@ -242,7 +243,7 @@ pub(crate) fn prepare_operand<'g, T: Scalar>(
     // guard records this use when dropped: after the copy below, or for an
     // operand read in place, after the launch (`keep`).
     let (address, used) = src.device_ptr(stream);
-    let realign = realign && stage == TensorCoreStage::Warpgroup && !op.lines_on_128(address);
+    let realign = realign && stage == TensorCoreStage::Warpgroup && !op.lines_on(address, SECTOR_BYTES);
     if !in_layout {
         let (copy, t) = transposed_copy(device, stream, stage, op, src)?;
         drop(used);
@@ -305,8 +306,10 @@ mod tests {
         assert_eq!(bytes.padded_to(16).ld, 48);
         assert_eq!(bytes.padded_to(128).ld, 128);
         let f16 = TmaOperand { elem: 2, line: 3000, lines: 3000, ld: 3000, count: 1, stride: 0 };
-        assert!(f16.aligned(256) && !f16.lines_on_128(256));
-        assert!(f16.padded_to(128).lines_on_128(256) && f16.padded_to(128).ld == 3008);
+        assert!(f16.aligned(256) && !f16.lines_on(256, 32));
+        // 4000 f16: lines on 64 bytes, so on 32; 2056 f16 (4112 bytes): not.
+        assert!(TmaOperand { ld: 4000, ..f16 }.lines_on(256, 32) && !TmaOperand { ld: 2056, ..f16 }.lines_on(256, 32));
+        assert!(f16.padded_to(128).lines_on(256, 128) && f16.padded_to(128).ld == 3008);
         let t = TmaOperand { elem: 4, ..bytes }.transposed();
         assert_eq!((t.line, t.lines, t.ld), (5, 33, 32));
         assert!(t.aligned(0));

@@ -379,18 +379,34 @@ fn warpgroup_plan_with(
     best.expect("the menu has a kernel for every WgmmaTypes").1
 }
 
+/// The bytes TMA reads a line in whole sectors of: lines that start off them
+/// are realigned where [`realign_wanted`] says it pays.
+pub(crate) const SECTOR_BYTES: usize = 32;
+
 /// Whether A and B (of kernel form `kd`, read by block tiles `tile`) are
-/// worth a copy with lines on 128 bytes, where theirs are not. A 16-bit
-/// operand whose lines straddle 128-byte boundaries (an ld of 3000 f16:
-/// 6000 bytes) costs TMA twice the L2 lines per box row: 3000^3 ran at 0.174
-/// ms beside 0.123 ms for 3008^3 (NVIDIA H100, 2026-11-25). A copy with
-/// lines on 128 bytes (one read and one write of the operand) pays where
-/// the kernel reads each line many times: a product of at least 2^33
-/// multiply-adds whose operand is read by at least 8 block tiles.
+/// worth a copy with lines on 128 bytes, where theirs are not on 32 bytes
+/// (`prepare_operand` checks the addresses). A line that starts off a 32-byte
+/// sector costs TMA 5 sectors per 128-byte box row instead of 4. Measured
+/// with each choice forced, over squares 2056-7000 and three rectangles in
+/// f16 and squares 2500-6000 in TF32 (NVIDIA H100 and H200, 2026-11-26,
+/// default kernels; same run as cuBLAS):
+/// - B alone realigned was fastest, or within noise of it, wherever the
+///   lines were off 32 bytes: f16 3000³ 0.84-0.87x cuBLAS against
+///   0.70-0.76x in place, 5000³ 0.85-0.86 against 0.58-0.64, TF32 4500³
+///   0.81-0.83 against 0.64-0.67, 3500³ 1.21-1.26 against 0.90-0.93;
+/// - both realigned was slower than B alone everywhere (A's copy costs
+///   more than it saves);
+/// - lines on 32 bytes but not 128 (f16 4000³ and 6000³, TF32 6000³) ran
+///   fastest in place: 4000³ 0.96-0.99 against 0.80-0.83 with both copied.
+///
+/// The copy (one read and one write of B) pays where the kernel reads each
+/// line many times: a product of at least 2^33 multiply-adds whose B is
+/// read by at least 8 block tiles. 16-bit and TF32 operands (i8's are read
+/// K-major from copies anyway where they must be).
 pub(crate) fn realign_wanted(types: WgmmaTypes, kd: &GemmDims, tile: WgmmaTile) -> [bool; 2] {
     let big = (kd.m as f64) * (kd.n as f64) * (kd.k as f64) >= (1u64 << 33) as f64;
-    let rereads = [kd.n.div_ceil(tile.bn as usize), kd.m.div_ceil(tile.bm as usize)];
-    rereads.map(|r| types.input_bytes() == 2 && big && r >= 8)
+    let b_rereads = kd.m.div_ceil(tile.bm as usize);
+    [false, types.input_bytes() != 1 && big && b_rereads >= 8]
 }
 
 /// The most rows of C (kernel form) of a token-sized product: one that
