@@ -908,8 +908,8 @@ fn token_sized_products_on_narrow_tiles_are_within_the_bound() {
 /// 2060 f32, 8240 bytes).
 fn check_realigned<T: Product<C>, C: Scalar>(g: Gemm, (m, n, k): (usize, usize, usize), pad: (usize, usize)) {
     let dev = device();
-    let why = g.clone().plan_for::<T, C>(m, n, k).unwrap().why;
-    assert!(why.contains("realigned"), "{m}x{n}x{k}: plan_for says {why}");
+    let plan = g.clone().plan_for::<T, C>(m, n, k).unwrap().to_string();
+    assert!(plan.contains("realigned"), "{m}x{n}x{k}: plan_for says {plan}");
     let (a, b) = (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()));
     let c0 = random_matrix::<C>(m, n, seed());
     let (sa, sb) =
