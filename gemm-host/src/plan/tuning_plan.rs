@@ -41,9 +41,9 @@ pub enum PlanSource {
     Measured {
         /// The table row.
         row: Measured,
-        /// Whether the row was measured on this device (false: no row for
-        /// this device, or no device known; the nearest row of the first
-        /// device in the table is used).
+        /// Whether the row was measured on this device (false: the table
+        /// has no row of this device at that shape, or no device is known;
+        /// the first device's row is used).
         same_device: bool,
     },
     /// No measured row for this precision: the stage's default
@@ -188,6 +188,38 @@ fn distance(row: &Measured, m: usize, n: usize, k: usize, batch: usize) -> f64 {
     d(row.m, m) + d(row.n, n) + d(row.k, k) + d(row.batch, batch)
 }
 
+/// The rows the planner chooses from on the device named `device`: that
+/// device's own, and the first device's (the table's first row) at the
+/// shapes, batches and layouts it has none of, so a device measured at
+/// fewer shapes keeps the other's rows elsewhere rather than stretching its
+/// own over them. An unknown device (or none) gets the first device's.
+/// Built once per table device (the planner runs on every call).
+fn device_rows(device: Option<&str>) -> &'static [&'static Measured] {
+    type PerDevice = Vec<(&'static str, Vec<&'static Measured>)>;
+    static ROWS: std::sync::OnceLock<PerDevice> = std::sync::OnceLock::new();
+    let per_device = ROWS.get_or_init(|| {
+        let key = |r: &Measured| (r.precision, r.m, r.n, r.k, r.batch, r.layouts);
+        let mut devices: Vec<&'static str> = Vec::new();
+        for r in measured() {
+            if !devices.contains(&r.device) {
+                devices.push(r.device);
+            }
+        }
+        devices
+            .iter()
+            .map(|&d| {
+                let own: Vec<&Measured> = measured().iter().filter(|r| r.device == d).collect();
+                let first = measured().iter().filter(|r| r.device == devices[0]);
+                let others = first.filter(|r| !own.iter().any(|o| key(o) == key(r)));
+                let rows = own.iter().copied().chain(others).collect();
+                (d, rows)
+            })
+            .collect()
+    });
+    let found = per_device.iter().find(|(d, _)| Some(*d) == device).or(per_device.first());
+    found.map_or(&[], |(_, rows)| rows.as_slice())
+}
+
 /// The measured choice for an m x n x k product in `precision` whose
 /// kernel reads A and B in `layouts` (C row-major), on the device named
 /// `device`: the fastest configuration at the nearest shape measured with A
@@ -218,15 +250,7 @@ pub fn choose_batched(
     layouts: KernelLayouts,
     batch: usize,
 ) -> Plan {
-    let rows = measured().iter().filter(|r| r.precision == precision);
-    let on_device: Vec<&Measured> = rows.clone().filter(|r| Some(r.device) == device).collect();
-    let same_device = !on_device.is_empty();
-    let candidates: Vec<&Measured> = if same_device {
-        on_device
-    } else {
-        let first = rows.clone().next().map(|r| r.device);
-        rows.filter(|r| Some(r.device) == first).collect()
-    };
+    let candidates: Vec<&Measured> = device_rows(device).iter().copied().filter(|r| r.precision == precision).collect();
     let config_of =
         |r: &Measured| ENTRY_POINTS.iter().find(|e| e.precision == precision && e.name == r.kernel).map(|e| e.config);
     // Nearest first; the registry is searched for that row only (this runs
@@ -273,7 +297,7 @@ pub fn choose_batched(
     match pick {
         Some((row, config)) => Plan {
             config,
-            source: PlanSource::Measured { row: *row, same_device },
+            source: PlanSource::Measured { row: *row, same_device: Some(row.device) == device },
             split_k: 1,
             split: SplitReason::NotConsidered,
             // A row-major (nn) row packs A alone (B's lines run along n);
