@@ -8,7 +8,6 @@ use crate::device::memory::alloc_uninit;
 use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
-use crate::plan::product_plan::SECTOR_BYTES;
 use cudarc::driver::sys as cu;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, SyncOnDrop,
@@ -16,6 +15,11 @@ use cudarc::driver::{
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::KernelLayouts;
 use std::sync::Arc;
+
+/// The bytes TMA reads a line in whole sectors of (L2's 32-byte sectors):
+/// an operand whose lines start off them is realigned where the plan asks
+/// (`plan::product_plan::realign_wanted`).
+pub(crate) const SECTOR_BYTES: usize = 32;
 
 /// The tensor-core kernels of the f16, bf16, TF32 and i8 products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -379,10 +379,6 @@ fn warpgroup_plan_with(
     best.expect("the menu has a kernel for every WgmmaTypes").1
 }
 
-/// The bytes TMA reads a line in whole sectors of: lines that start off them
-/// are realigned where [`realign_wanted`] says it pays.
-pub(crate) const SECTOR_BYTES: usize = 32;
-
 /// Whether A and B (of kernel form `kd`, read by block tiles `tile`) are
 /// worth a copy with lines on 128 bytes, where theirs are not on 32 bytes
 /// (`prepare_operand` checks the addresses). A line that starts off a 32-byte
