@@ -1209,11 +1209,14 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
     }
     // Row-major A and B: m small reads B along n, n small reads A along k
     // with X = B^T strided: the CUDA-core kernels either way (8 rows, f64
-    // 4), not the tensor-core form.
+    // 4), not the tensor-core form, except i8's with n contiguous.
     // From 2 rows on, the tensor-core pairs may take stage 9's narrow tiles
     // instead (its transposed product, or a C of few columns; tested in
     // gpu_warpgroup): the kernel is then the planner's, not checked here.
     let rows = if pair == Pair::F64 { 4 } else { 8 };
+    // i8 with m small (X = A, k contiguous) reads B along n on the tensor
+    // cores up to 32 rows (`skinny_s8_s*_mma_wn`).
+    let rows = if pair == Pair::I8 && m <= n { 32 } else { rows };
     let narrow = |plan: &gemm::ProductPlan, small: usize| {
         let tile = matches!(plan.family, gemm::KernelFamily::Warpgroup { tile, .. } if tile.bn < 64);
         tile && small >= 2 && pair.wgmma().is_some()

@@ -24,9 +24,14 @@
 //! - K-contiguous W: lane `l` reads columns `l / 4` and `l / 4 + 8` of the
 //!   block's 16 at k offset `(l % 4) V` of the warp's chunk of `4 V`: a warp
 //!   instruction reads 8 columns x 4 V contiguous elements.
-//! - N-contiguous W: lane `l` reads V columns `(l % 4) V ..` of the block's
-//!   `4 V` at k row `l / 4` of the warp's 8: a warp instruction reads 8 rows
-//!   x 64 contiguous bytes.
+//! - N-contiguous W: with `L` = [`wn_column_lanes`] (4; 2 for i8), lane `l`
+//!   reads V columns `(l % L) V ..` of the block's `L V` at k row `l / L`
+//!   of the warp's `32 / L`: a warp instruction reads `32 / L` rows x 64
+//!   (i8: 32) contiguous bytes. For i8 ([`wn_quads`]) a lane's [`UNROLL`]
+//!   rows of a tile are consecutive, so that it holds a 4 x 16 block of
+//!   bytes, transposed 4 x 4 at a time (`prmt`) into words of 4 k of one
+//!   column for `dp4a`: 2.5 instructions a byte of W at 8 rows of X, where
+//!   unpacking each byte and multiplying it by each row took 9.
 //!
 //! The lanes' partial sums are added across the lanes of a warp that share
 //! outputs (butterfly shuffles), then across the warps in warp order through
@@ -60,14 +65,16 @@ pub const UNROLL: u32 = 4;
 /// Bytes of one row of X's tile of k for a K-contiguous W: the block's
 /// warps read `UNROLL` chunks of 4 lanes each per tile.
 pub const TILE_ROW_BYTES_WK: u32 = WARPS * 4 * CHUNK_BYTES * UNROLL;
-/// Rows of k in a tile for an N-contiguous W: `UNROLL` rows a lane, 8
-/// lanes a warp along k.
-pub const TILE_ROWS_WN: u32 = WARPS * 8 * UNROLL;
 /// The largest row count of the tensor-core form.
 pub const MAX_MMA_ROWS: u32 = 32;
 /// [`UNROLL`] of the tensor-core form: half, so that two buffers of 64 rows
 /// of X's tile fit in shared memory.
 pub const MMA_UNROLL: u32 = 2;
+/// Rows of k in a tile of the tensor-core form for an N-contiguous W (i8,
+/// [`mma_wn_rows_for`]): each warp takes 2 x 64 rows a tile (a lane reads
+/// 4-byte words of 4 columns at 32 rows, transposed into `mma.m16n8k32`'s
+/// B fragments).
+pub const MMA_WN_TILE_ROWS: u32 = WARPS * 64 * 2;
 
 /// Which of W's dimensions is contiguous in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -161,21 +168,45 @@ pub const fn rows_for(types: SkinnyTypes, s: u32) -> Option<u32> {
     Some(s.next_power_of_two())
 }
 
-/// Lanes of a warp that split k (and share their outputs): 4 for a
-/// K-contiguous W, 8 for an N-contiguous one.
-pub const fn k_lanes(layout: WLayout) -> u32 {
-    match layout {
-        WLayout::KContiguous => 4,
-        WLayout::NContiguous => 8,
+/// Lanes of a warp across W's columns for an N-contiguous W, one 16-byte
+/// chunk of V columns each: 4, and 2 for i8 (32 columns a block, so that a
+/// W 4096 wide still has 128 blocks to keep the SMs reading).
+pub const fn wn_column_lanes(types: SkinnyTypes) -> u32 {
+    match types {
+        SkinnyTypes::S8 => 2,
+        _ => 4,
     }
 }
 
+/// Whether a lane's [`UNROLL`] rows of an N-contiguous W in a tile are
+/// consecutive rows of k (i8: multiplied 4 rows at a time by `dp4a` on
+/// transposed 4 x 4 blocks of bytes) rather than `WARPS` x [`k_lanes`]
+/// apart.
+pub const fn wn_quads(types: SkinnyTypes) -> bool {
+    matches!(types, SkinnyTypes::S8)
+}
+
+/// Lanes of a warp that split k (and share their outputs): 4 for a
+/// K-contiguous W, `32 /` [`wn_column_lanes`] for an N-contiguous one.
+pub const fn k_lanes(types: SkinnyTypes, layout: WLayout) -> u32 {
+    match layout {
+        WLayout::KContiguous => 4,
+        WLayout::NContiguous => 32 / wn_column_lanes(types),
+    }
+}
+
+/// Rows of k in a tile for an N-contiguous W: [`UNROLL`] rows a lane,
+/// [`k_lanes`] lanes a warp along k (256; 512 for i8).
+pub const fn tile_rows_wn(types: SkinnyTypes) -> u32 {
+    WARPS * k_lanes(types, WLayout::NContiguous) * UNROLL
+}
+
 /// Columns of Y (and of W) one block computes: 16 for a K-contiguous W,
-/// 4 chunks of V for an N-contiguous one.
+/// [`wn_column_lanes`] chunks of V for an N-contiguous one.
 pub const fn cols_per_block(types: SkinnyTypes, layout: WLayout) -> u32 {
     match layout {
-        WLayout::KContiguous => (32 / k_lanes(layout)) * COLS_PER_LANE,
-        WLayout::NContiguous => (32 / k_lanes(layout)) * types.vector(),
+        WLayout::KContiguous => (32 / k_lanes(types, layout)) * COLS_PER_LANE,
+        WLayout::NContiguous => wn_column_lanes(types) * types.vector(),
     }
 }
 
@@ -189,7 +220,8 @@ pub const fn tile_pitch(types: SkinnyTypes, layout: WLayout, mma: bool) -> u32 {
         + match layout {
             WLayout::KContiguous if mma => TILE_ROW_BYTES_WK / UNROLL * MMA_UNROLL,
             WLayout::KContiguous => TILE_ROW_BYTES_WK,
-            WLayout::NContiguous => TILE_ROWS_WN * types.input_bytes(),
+            WLayout::NContiguous if mma => MMA_WN_TILE_ROWS * types.input_bytes(),
+            WLayout::NContiguous => tile_rows_wn(types) * types.input_bytes(),
         }
 }
 
@@ -227,6 +259,17 @@ pub const fn mma_rows_for(types: SkinnyTypes, s: u32) -> Option<u32> {
     match types {
         SkinnyTypes::F32 | SkinnyTypes::F64 => None,
         _ => Some(if r < 16 { 16 } else { r }),
+    }
+}
+
+/// The tensor-core form's row count for `s` rows where W's N is
+/// contiguous: 16 or 32 for i8 (`mma.m16n8k32` on W's bytes transposed 4 x
+/// 4 in registers), None for the other types and above [`MAX_MMA_ROWS`].
+/// The same block of 32 columns as the CUDA-core i8 kernel.
+pub const fn mma_wn_rows_for(types: SkinnyTypes, s: u32) -> Option<u32> {
+    match (types, mma_rows_for(types, s)) {
+        (SkinnyTypes::S8, Some(r)) => Some(r),
+        _ => None,
     }
 }
 
@@ -288,18 +331,20 @@ macro_rules! skinny_menu {
     };
 }
 
-/// Every tensor-core token-sized kernel (K-contiguous W), one line per
-/// (name, types, S); the kernels crate exports `<name>`.
+/// Every tensor-core token-sized kernel, one line per (name, types, S, W's
+/// layout: `wk` K-contiguous, `wn` N-contiguous); the kernels crate exports
+/// `<name>`.
 /// `gemm_core::skinny_mma_menu!(my_macro)` expands to `my_macro! { (..) ... }`.
 #[macro_export]
 macro_rules! skinny_mma_menu {
     ($callback:ident) => {
         $callback! {
-            (skinny_f16_s16_mma, F16, 16) (skinny_f16_s32_mma, F16, 32)
-            (skinny_f16_f32_s16_mma, F16F32, 16) (skinny_f16_f32_s32_mma, F16F32, 32)
-            (skinny_bf16_s16_mma, Bf16, 16) (skinny_bf16_s32_mma, Bf16, 32)
-            (skinny_bf16_f32_s16_mma, Bf16F32, 16) (skinny_bf16_f32_s32_mma, Bf16F32, 32)
-            (skinny_s8_s16_mma, S8, 16) (skinny_s8_s32_mma, S8, 32)
+            (skinny_f16_s16_mma, F16, 16, wk) (skinny_f16_s32_mma, F16, 32, wk)
+            (skinny_f16_f32_s16_mma, F16F32, 16, wk) (skinny_f16_f32_s32_mma, F16F32, 32, wk)
+            (skinny_bf16_s16_mma, Bf16, 16, wk) (skinny_bf16_s32_mma, Bf16, 32, wk)
+            (skinny_bf16_f32_s16_mma, Bf16F32, 16, wk) (skinny_bf16_f32_s32_mma, Bf16F32, 32, wk)
+            (skinny_s8_s16_mma, S8, 16, wk) (skinny_s8_s32_mma, S8, 32, wk)
+            (skinny_s8_s16_mma_wn, S8, 16, wn) (skinny_s8_s32_mma_wn, S8, 32, wn)
         }
     };
 }
@@ -332,10 +377,10 @@ mod tests {
             )*};
         }
         skinny_menu!(count);
-        let mut mma = [[false; 65]; 7];
+        let mut mma = [[[false; 2]; 65]; 7];
         macro_rules! count_mma {
-            ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
-                mma[at(SkinnyTypes::$t)][$s] = true;
+            ($( ($name:ident, $t:ident, $s:literal, $l:ident) )*) => {$(
+                mma[at(SkinnyTypes::$t)][$s][(stringify!($l) == "wn") as usize] = true;
             )*};
         }
         skinny_mma_menu!(count_mma);
@@ -346,7 +391,9 @@ mod tests {
                         let r = rows_for(t, s).unwrap();
                         assert!(cuda_core[at(t)][r as usize][li], "{t:?} {layout:?} s {s}");
                     } else if let (WLayout::KContiguous, Some(r)) = (layout, mma_rows_for(t, s)) {
-                        assert!(mma[at(t)][r as usize], "{t:?} mma s {s}");
+                        assert!(mma[at(t)][r as usize][0], "{t:?} mma s {s}");
+                    } else if let (WLayout::NContiguous, Some(r)) = (layout, mma_wn_rows_for(t, s)) {
+                        assert!(mma[at(t)][r as usize][1], "{t:?} mma wn s {s}");
                     }
                 }
             }
@@ -364,6 +411,9 @@ mod tests {
         assert_eq!(rows_for(SkinnyTypes::F64, 0), None);
         assert_eq!(mma_rows_for(SkinnyTypes::Bf16, 9), Some(16));
         assert_eq!(mma_rows_for(SkinnyTypes::S8, 32), Some(32));
+        assert_eq!(mma_wn_rows_for(SkinnyTypes::S8, 9), Some(16));
+        assert_eq!(mma_wn_rows_for(SkinnyTypes::F16, 9), None);
+        assert_eq!(mma_wn_rows_for(SkinnyTypes::S8, 33), None);
         assert_eq!(mma_rows_for(SkinnyTypes::S8, 33), None);
         assert_eq!(mma_rows_for(SkinnyTypes::F64, 20), None);
     }
@@ -375,9 +425,12 @@ mod tests {
                 // Every output of the block has a thread for the final sum
                 // within a few passes, and shared memory stays small.
                 assert!(smem_bytes(t, layout, t.max_rows(), false) <= 100 * 1024);
-                if layout == WLayout::KContiguous {
-                    assert!(smem_bytes(t, layout, MAX_MMA_ROWS, true) <= 227 * 1024);
-                }
+                // Two blocks of the tensor-core form fit an SM.
+                let mma = match layout {
+                    WLayout::KContiguous => mma_rows_for(t, MAX_MMA_ROWS).is_some(),
+                    WLayout::NContiguous => mma_wn_rows_for(t, MAX_MMA_ROWS).is_some(),
+                };
+                assert!(!mma || smem_bytes(t, layout, MAX_MMA_ROWS, true) <= 113 * 1024, "{t:?} {layout:?}");
                 assert!(cols_per_block(t, layout) >= 8);
                 assert_eq!(grid(t, layout, 1, 0), [1, 1, 1]);
                 assert_eq!(grid(t, layout, 4096, 100_000)[1], MAX_GRID_Y);
@@ -385,5 +438,11 @@ mod tests {
         }
         assert_eq!(cols_per_block(SkinnyTypes::F16, WLayout::NContiguous), 32);
         assert_eq!(cols_per_block(SkinnyTypes::F16, WLayout::KContiguous), 16);
+        assert_eq!(cols_per_block(SkinnyTypes::S8, WLayout::NContiguous), 32);
+        for t in ALL {
+            // The i8 form multiplies a lane's rows 4 at a time.
+            assert!(!wn_quads(t) || UNROLL == 4);
+            assert_eq!(tile_rows_wn(t) % (4 * WARPS), 0);
+        }
     }
 }

@@ -15,8 +15,8 @@
 //! `ld.global.nc` where W's start, leading dimension and batch stride allow
 //! it and the chunk lies inside W, else element by element (zeros past the
 //! edge). Arithmetic: f64 FMAs for f64, f32 FMAs for f32 (and a TF32
-//! request), f16 and bf16 converted exactly to f32, i8 by `dp4a`
-//! (K-contiguous W) or i32 multiply-adds, wrapping, as cuBLAS's
+//! request), f16 and bf16 converted exactly to f32, i8 by `dp4a` (an
+//! N-contiguous W's bytes transposed 4 x 4 by `prmt` first), wrapping, as cuBLAS's
 //! `CUBLAS_COMPUTE_32I`; the tensor-core form by `mma.sync` ([`MmaInput`]).
 //! The epilogue is [`crate::mixed::Output`]'s: `beta == 0` never reads Y.
 //!
@@ -24,7 +24,7 @@
 //! Lane partial sums run over its k in increasing order (the tensor-core
 //! form: `mma.sync`'s order within each chunk); the lanes that share an
 //! output are added by butterfly shuffles (xor 1 then 2 for a K-contiguous
-//! W, xor 4, 8, 16 for an N-contiguous one); then the warps' sums in warp
+//! W, xor 4, 8, 16 for an N-contiguous one, 2, 4, 8, 16 for i8's); then the warps' sums in warp
 //! order 0..WARPS.
 //!
 //! # Source
@@ -213,6 +213,24 @@ pub trait Input {
     /// # Safety
     /// The `count` elements are readable global memory.
     unsafe fn gather(p: *const Self::Raw, stride: u64, count: u32) -> [u32; 4];
+    /// `acc[i][v] += sum over r < 4 of X(i, k0 + r) W(k0 + r, v)`: `w` are
+    /// 4 consecutive rows of one chunk of columns (an N-contiguous W read
+    /// as `gemm_core::skinny::wn_quads` says), X's tile row i at shared
+    /// address `x(i)` (its element k0, on 4 elements). This default: row
+    /// by row (`axpy`), r in increasing order.
+    ///
+    /// # Safety
+    /// The addresses lie in the launch's shared memory.
+    #[inline(always)]
+    unsafe fn quad<const S: usize>(acc: &mut [[Self::Acc; 16]; S], w: &[[u32; 4]; 4], x: impl Fn(u32) -> u32) {
+        let bytes = 16 / Self::V;
+        for (r, chunk) in w.iter().enumerate() {
+            let wu = Self::unpack(*chunk);
+            for (i, row) in acc.iter_mut().enumerate() {
+                Self::axpy(row, Self::ld_shared_one(x(i as u32) + r as u32 * bytes), &wu);
+            }
+        }
+    }
 }
 
 /// 16 bytes at `p`, read-only path.
@@ -369,6 +387,30 @@ fn dp4a(acc: i32, x: u32, y: u32) -> i32 {
     r
 }
 
+/// `prmt.b32`: byte `i` of the result is byte `sel` nibble `i` of `b:a`
+/// (a's bytes 0-3, b's 4-7).
+#[inline(always)]
+fn prmt(a: u32, b: u32, sel: u32) -> u32 {
+    let r: u32;
+    // SAFETY: arithmetic on registers.
+    unsafe {
+        asm!("prmt.b32 {r}, {a}, {b}, {s};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b,
+             s = in(reg32) sel, options(pure, nomem, nostack))
+    };
+    r
+}
+
+/// The 4 x 4 block of bytes `rows[r]` (byte c: column c of row r),
+/// transposed: byte r of word c is `rows[r]`'s byte c.
+#[inline(always)]
+fn transpose_4x4(rows: [u32; 4]) -> [u32; 4] {
+    // Rows 0 and 1 interleaved, then 2 and 3: (r0.b0, r1.b0, r0.b1, r1.b1)
+    // and (r0.b2, r1.b2, r0.b3, r1.b3).
+    let (lo01, hi01) = (prmt(rows[0], rows[1], 0x5140), prmt(rows[0], rows[1], 0x7362));
+    let (lo23, hi23) = (prmt(rows[2], rows[3], 0x5140), prmt(rows[2], rows[3], 0x7362));
+    [prmt(lo01, lo23, 0x5410), prmt(lo01, lo23, 0x7632), prmt(hi01, hi23, 0x5410), prmt(hi01, hi23, 0x7632)]
+}
+
 impl Input for S8 {
     type Raw = i8;
     type Acc = i32;
@@ -400,6 +442,23 @@ impl Input for S8 {
         let b: i16;
         asm!("ld.shared.s8 {b}, [{a}];", b = out(reg16) b, a = in(reg32) addr, options(readonly, nostack));
         b as i32
+    }
+    /// 4 rows of 16 columns: 4 transposes of 4 x 4 bytes into words of 4 k
+    /// of one column, then one `dp4a` per row of X and column (the i32 sum
+    /// wraps: the same bits in any order).
+    #[inline(always)]
+    unsafe fn quad<const S: usize>(acc: &mut [[i32; 16]; S], w: &[[u32; 4]; 4], x: impl Fn(u32) -> u32) {
+        let mut cols = [0u32; 16];
+        for m in 0..4 {
+            let t = transpose_4x4([w[0][m], w[1][m], w[2][m], w[3][m]]);
+            cols[4 * m..4 * m + 4].copy_from_slice(&t);
+        }
+        for (i, row) in acc.iter_mut().enumerate() {
+            let xw = i32::ld_shared(x(i as u32)) as u32;
+            for (a, &col) in row.iter_mut().zip(cols.iter()) {
+                *a = dp4a(*a, xw, col);
+            }
+        }
     }
     #[inline(always)]
     unsafe fn gather(p: *const i8, stride: u64, count: u32) -> [u32; 4] {
@@ -455,7 +514,6 @@ const U: usize = gemm_core::skinny::UNROLL as usize;
 /// The tensor-core form's.
 const UM: usize = gemm_core::skinny::MMA_UNROLL as usize;
 const KT_BYTES_WK: u32 = gemm_core::skinny::TILE_ROW_BYTES_WK;
-const KT_ROWS_WN: u32 = gemm_core::skinny::TILE_ROWS_WN;
 
 /// 16 bytes of shared memory at `addr`.
 ///
@@ -724,19 +782,25 @@ pub unsafe fn skinny_wk<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
 }
 
 /// The kernel for an N-contiguous W (see the module docs): as
-/// [`skinny_wk`], in tiles of `KT_ROWS_WN` rows of k, each lane reading `U`
-/// rows of one 16-byte chunk of columns per tile.
+/// [`skinny_wk`], in tiles of `tile_rows_wn` rows of k, each lane reading `U`
+/// rows of one 16-byte chunk of columns per tile: `WARPS x k_lanes` rows
+/// apart, or consecutive where `wn_quads` (i8: multiplied 4 rows at a
+/// time, [`Input::quad`]).
 ///
 /// # Safety
 /// As [`skinny_wk`], with `WLayout::NContiguous`'s geometry.
 #[inline(always)]
 pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: Params<I::Raw, O>, types: SkinnyTypes) {
+    const { assert!(U == 4, "a lane's rows make one quad") };
     let t = thread_idx()[0];
     let (lane, warp) = (t % 32, t / 32);
-    let (c, q) = (lane % 4, lane / 4);
+    let column_lanes = gemm_core::skinny::wn_column_lanes(types);
+    let k_lanes = gemm_core::skinny::k_lanes(types, WLayout::NContiguous);
+    let quads = gemm_core::skinny::wn_quads(types);
+    let (c, q) = (lane % column_lanes, lane / column_lanes);
     let v = I::V;
     let bytes = 16 / v;
-    let kt_len = KT_ROWS_WN;
+    let kt_len = gemm_core::skinny::tile_rows_wn(types);
     let cols = cols_per_block(types, WLayout::NContiguous);
     let j0 = block_idx()[0] * cols;
     let j = j0 + c * v;
@@ -747,12 +811,14 @@ pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
     let tile_bytes = S as u32 * pitch;
     let red = base + 2 * tile_bytes;
     let tiles = p.k.div_ceil(kt_len);
-    let lane_k = warp * 8 + q;
+    // The tile's row of this lane's chunk u.
+    let lane_k = warp * k_lanes + q;
+    let lane_row = |u: u32| if quads { lane_k * U as u32 + u } else { u * WARPS * k_lanes + lane_k };
     let load_w = |w: *const I::Raw, tile: u32| {
         let mut wc = [[0u32; 4]; U];
         if tile < tiles && j < p.n {
             for (u, chunk) in wc.iter_mut().enumerate() {
-                let ku = tile * kt_len + u as u32 * WARPS * 8 + lane_k;
+                let ku = tile * kt_len + lane_row(u as u32);
                 if ku >= p.k {
                     break;
                 }
@@ -783,24 +849,32 @@ pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
             crate::thread::cp_async_wait(1);
             sync_threads();
             let buf = base + (tile % 2) * tile_bytes;
-            for (u, chunk) in wcur.iter().enumerate() {
-                let wu = I::unpack(*chunk);
-                let r = u as u32 * WARPS * 8 + lane_k;
-                for (i, acc_row) in acc.iter_mut().enumerate() {
-                    let xv = I::ld_shared_one(buf + i as u32 * pitch + r * bytes);
-                    I::axpy(acc_row, xv, &wu);
+            if quads {
+                I::quad(&mut acc, &wcur, |i| buf + i * pitch + lane_row(0) * bytes);
+            } else {
+                for (u, chunk) in wcur.iter().enumerate() {
+                    let wu = I::unpack(*chunk);
+                    let r = lane_row(u as u32);
+                    for (i, acc_row) in acc.iter_mut().enumerate() {
+                        let xv = I::ld_shared_one(buf + i as u32 * pitch + r * bytes);
+                        I::axpy(acc_row, xv, &wu);
+                    }
                 }
             }
             sync_threads();
             wcur = wnext;
         }
         crate::thread::cp_async_wait(0);
-        // The 8 lanes of a chunk of columns, then the warps.
+        // The k lanes of a chunk of columns (xor column_lanes, .., 16),
+        // then the warps.
         for (i, row) in acc.iter().enumerate() {
             for (vv, &a) in row.iter().enumerate().take(v as usize) {
-                let a = I::Acc::add(a, I::Acc::shfl_xor(a, 4));
-                let a = I::Acc::add(a, I::Acc::shfl_xor(a, 8));
-                let a = I::Acc::add(a, I::Acc::shfl_xor(a, 16));
+                let mut a = a;
+                let mut mask = column_lanes;
+                while mask < 32 {
+                    a = I::Acc::add(a, I::Acc::shfl_xor(a, mask));
+                    mask *= 2;
+                }
                 if q == 0 {
                     let col = c * v + vv as u32;
                     I::Acc::st_shared(red + ((warp * S as u32 + i as u32) * cols + col) * I::Acc::BYTES, a);
@@ -1037,10 +1111,165 @@ pub unsafe fn skinny_mma_wk<I: MmaInput, O: Output<Value = I::Acc>, const S: usi
     }
 }
 
+/// Where a lane of [`skinny_mma_wn`] reads W.
+#[derive(Clone, Copy)]
+struct WnWords {
+    tiles: u32,
+    kt_len: u32,
+    /// The first of the lane's 4 columns.
+    j: u32,
+    /// Whether W's words can be read 4 bytes at a time.
+    w_vec: bool,
+    warp: u32,
+    /// The lane's k group (lane % 4).
+    h: u32,
+}
+
+/// The lane's words of W for `tile` (`[pair][slot][r]`, zeros past k, n
+/// or the last tile): row `pair x WARPS x 64 + warp x 64 + 4 (h + 4 slot)
+/// + r` of the tile, columns `j .. j + 4`. A function, not a closure, so
+/// that it is inlined (a closure called twice was not, and took its
+/// captures through local memory).
+///
+/// # Safety
+/// As [`skinny_mma_wn`]'s.
+#[inline(always)]
+unsafe fn wn_words<O: Output, const PAIRS: usize>(
+    p: &Params<i8, O>,
+    w: *const i8,
+    tile: u32,
+    c: WnWords,
+) -> [[[u32; 4]; 4]; PAIRS] {
+    let mut wc = [[[0u32; 4]; 4]; PAIRS];
+    if tile < c.tiles && c.j < p.n {
+        for (pair, slots) in wc.iter_mut().enumerate() {
+            for (slot, rows) in slots.iter_mut().enumerate() {
+                for (r, word) in rows.iter_mut().enumerate() {
+                    let row = pair as u32 * WARPS * 64 + c.warp * 64 + 4 * (c.h + 4 * slot as u32) + r as u32;
+                    let ku = tile * c.kt_len + row;
+                    if ku < p.k {
+                        let at = w.add((ku as u64 * p.ldw + c.j as u64) as usize);
+                        *word = if c.w_vec && c.j + 4 <= p.n {
+                            ld_one!(at, "b32", reg32, u32)
+                        } else {
+                            S8::gather(at, 1, (p.n - c.j).min(4))[0]
+                        };
+                    }
+                }
+            }
+        }
+    }
+    wc
+}
+
+/// The tensor-core form for an N-contiguous W of i8 (16 or 32 rows;
+/// `gemm_core::skinny::mma_wn_rows_for`): the block's 32 columns as in
+/// [`skinny_wn`] for i8, its warps splitting k, each warp taking 2 x 64
+/// rows a tile. Lane `4 g + h` reads the 4-byte word of columns `4 g ..
+/// 4 g + 4` at the rows of k groups `h, h + 4, h + 8, h + 12` (4 rows each)
+/// of each 64; each group's 4 x 4 bytes, transposed (`prmt`), are the B
+/// fragments (`b0`, `b1`, 4 k of column `g`) of `mma.m16n8k32` for 4
+/// n8 tiles: tile `t` holds the columns `4 g' + t` (g' = 0..8). X's
+/// fragments are read as 4-byte words of its tile in shared memory (k in
+/// memory order). The warps' sums are added in warp order as in
+/// [`skinny_wk`].
+///
+/// # Safety
+/// As [`skinny_wn`], with the tensor-core form's geometry.
+#[inline(always)]
+pub unsafe fn skinny_mma_wn<O: Output<Value = i32>, const S: usize, const TILES: usize>(
+    p: Params<i8, O>,
+    types: SkinnyTypes,
+) {
+    /// 64-row chunks of k a warp takes per tile.
+    const PAIRS: usize = 2;
+    let t = thread_idx()[0];
+    let (lane, warp) = (t % 32, t / 32);
+    let (g, h) = (lane / 4, lane % 4);
+    let kt_len = gemm_core::skinny::MMA_WN_TILE_ROWS;
+    const { assert!(gemm_core::skinny::MMA_WN_TILE_ROWS == WARPS * 64 * PAIRS as u32) };
+    let cols = cols_per_block(types, WLayout::NContiguous);
+    let j0 = block_idx()[0] * cols;
+    let j = j0 + 4 * g;
+    let x_vec = x_vectors(&p, 16);
+    let w_vec = (p.w as usize) % 4 == 0 && p.ldw % 4 == 0 && p.strides[1] % 4 == 0;
+    let base = smem_base();
+    let pitch = gemm_core::skinny::tile_pitch(types, WLayout::NContiguous, true);
+    let tile_bytes = S as u32 * pitch;
+    let red = base + 2 * tile_bytes;
+    let tiles = p.k.div_ceil(kt_len);
+    let words = WnWords { tiles, kt_len, j, w_vec, warp, h };
+    let mut b = block_idx()[1];
+    while b < p.count {
+        let x = p.x.add((b as u64 * p.strides[0]) as usize);
+        let w = p.w.add((b as u64 * p.strides[1]) as usize);
+        let y = p.y.add((b as u64 * p.strides[2]) as usize);
+        let mut acc = [[[0i32; 4]; 4]; TILES];
+        if tiles > 0 {
+            load_x_tile::<S8, O, S>(&p, x, (0, kt_len), (base, pitch), x_vec);
+        }
+        crate::thread::cp_async_commit();
+        let mut wcur = wn_words::<O, PAIRS>(&p, w, 0, words);
+        for tile in 0..tiles {
+            if tile + 1 < tiles {
+                let next = base + ((tile + 1) % 2) * tile_bytes;
+                load_x_tile::<S8, O, S>(&p, x, ((tile + 1) * kt_len, kt_len), (next, pitch), x_vec);
+            }
+            crate::thread::cp_async_commit();
+            let wnext = wn_words::<O, PAIRS>(&p, w, tile + 1, words);
+            crate::thread::cp_async_wait(1);
+            sync_threads();
+            let buf = base + (tile % 2) * tile_bytes;
+            for (pair, slots) in wcur.iter().enumerate() {
+                // frag[tile t][slot]: 4 k of group `h + 4 slot`, column 4 g + t.
+                let mut frag = [[0u32; 4]; 4];
+                for (slot, rows) in slots.iter().enumerate() {
+                    let cols4 = transpose_4x4(*rows);
+                    for (ft, &word) in frag.iter_mut().zip(cols4.iter()) {
+                        ft[slot] = word;
+                    }
+                }
+                // X's words of rows g and g + 8 of each m tile, k groups
+                // `h + 4 slot` of this 64 (the tile's row of slot 0, r 0:
+                // as in `wn_words`).
+                let k0 = pair as u32 * WARPS * 64 + warp * 64 + 4 * h;
+                for (mt, acc_m) in acc.iter_mut().enumerate() {
+                    let at = buf + (mt as u32 * 16 + g) * pitch + k0;
+                    let (mut xr, mut xr8) = ([0u32; 4], [0u32; 4]);
+                    for slot in 0..4 {
+                        xr[slot] = i32::ld_shared(at + 16 * slot as u32) as u32;
+                        xr8[slot] = i32::ld_shared(at + 8 * pitch + 16 * slot as u32) as u32;
+                    }
+                    for (ft, a) in frag.iter().zip(acc_m.iter_mut()) {
+                        *a = S8::mma2(*a, xr, xr8, *ft);
+                    }
+                }
+            }
+            sync_threads();
+            wcur = wnext;
+        }
+        crate::thread::cp_async_wait(0);
+        // Lane sums: rows g (and g + 8), n8 columns 2h, 2h + 1 of each tile
+        // t, columns 4 (2h + e % 2) + t of the block; then the warps.
+        for (mt, acc_m) in acc.iter().enumerate() {
+            for (ft, f) in acc_m.iter().enumerate() {
+                for (e, &sum) in f.iter().enumerate() {
+                    let row = mt as u32 * 16 + g + 8 * (e as u32 / 2);
+                    let col = 4 * (2 * h + e as u32 % 2) + ft as u32;
+                    i32::st_shared(red + ((warp * S as u32 + row) * cols + col) * 4, sum);
+                }
+            }
+        }
+        sync_threads();
+        finish::<S8, O, S>(&p, y, (j0, cols), red);
+        b += grid_dim()[1];
+    }
+}
+
 /// The exported entry points: for each line `(name, types, S, layouts)` of
 /// [`gemm_core::skinny_menu!`], `<name>_wk` and `<name>_wn` as it lists
 /// them; for each line `(name, types, S)` of
-/// [`gemm_core::skinny_mma_menu!`], `<name>` (the tensor-core form). Parameters, in
+/// [`gemm_core::skinny_mma_menu!`], `<name>` (the tensor-core forms). Parameters, in
 /// this order: `s, n, k: u32`, `alpha, beta` (f64 for f64, i32 for i8, f32
 /// otherwise), `x: *const`, `x_rs, x_ks: u64`, `w: *const`, `ldw: u64`,
 /// `y: *mut`, `y_rs, y_cs: u64`, `count: u32`, `stride_x, stride_w,
@@ -1055,7 +1284,8 @@ pub mod entry_points {
             #[doc = concat!("Entry point `", $export, "`.")]
             ///
             /// # Safety
-            /// As the kernel's (`skinny_wk`, `skinny_wn`, `skinny_mma_wk`).
+            /// As the kernel's (`skinny_wk`, `skinny_wn`, `skinny_mma_wk`,
+            /// `skinny_mma_wn`).
             #[export_name = $export]
             #[allow(clippy::too_many_arguments)]
             pub unsafe extern "ptx-kernel" fn $fn(
@@ -1149,6 +1379,14 @@ pub mod entry_points {
     }
 
     macro_rules! mma_types {
+        ($name:ident, S8, $s:literal, wn) => {
+            entry!(stringify!($name), $name, S8, i32, |p| {
+                crate::skinny::skinny_mma_wn::<i32, $s, { $s / 16 }>(p, SkinnyTypes::S8)
+            });
+        };
+        ($name:ident, $t:ident, $s:literal, wk) => {
+            mma_types!($name, $t, $s);
+        };
         ($name:ident, F64, $s:literal) => {
             mma_entry!($name, f64, f64, F64, $s);
         };
@@ -1170,8 +1408,8 @@ pub mod entry_points {
     }
 
     macro_rules! export_mma {
-        ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
-            mma_types!($name, $t, $s);
+        ($( ($name:ident, $t:ident, $s:literal, $l:ident) )*) => {$(
+            mma_types!($name, $t, $s, $l);
         )*};
     }
 

@@ -498,7 +498,7 @@ fn launch_bounds(ptx: &str) -> Result<String> {
     }
     gemm_core::skinny_menu!(skinny_entries);
     macro_rules! skinny_mma_entries {
-        ($( ($name:ident, $t:ident, $s:literal) )*) => {$(
+        ($( ($name:ident, $t:ident, $s:literal, $l:ident) )*) => {$(
             bounds.insert(stringify!($name).to_string(), (THREADS, mma_min_blocks_per_sm($s)));
             skinny += 1;
         )*};

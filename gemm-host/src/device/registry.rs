@@ -146,7 +146,7 @@ macro_rules! skinny_names {
 }
 
 macro_rules! skinny_mma_names {
-    ($( ($name:ident, $t:ident, $s:literal) )*) => {
+    ($( ($name:ident, $t:ident, $s:literal, $l:ident) )*) => {
         &[$(stringify!($name),)*]
     };
 }

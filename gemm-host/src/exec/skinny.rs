@@ -1,6 +1,7 @@
 //! The token-sized kernels' launches (`gemm_core::skinny`): a product with
 //! few rows or columns of C (up to 8, 4 for f64, on the CUDA cores; up to
-//! 32 on the tensor cores for f16, bf16 and i8 where W's k is contiguous), read as `Y <- alpha X W +
+//! 32 on the tensor cores for f16, bf16 and i8 where W's k is contiguous,
+//! and for i8 where its N is), read as `Y <- alpha X W +
 //! beta Y` with the small side as X, in one launch for one product or a
 //! strided batch, every op and layout (the kernel takes strides), the
 //! operands read in place.
@@ -24,8 +25,8 @@ pub(crate) struct SkinnyLaunch {
     pub rows: u32,
     /// W's contiguous dimension.
     pub layout: WLayout,
-    /// Whether the kernel is the tensor-core form (`mma.sync`; K-contiguous
-    /// W, 16 to 64 rows).
+    /// Whether the kernel is the tensor-core form (`mma.sync`, 16 or 32
+    /// rows; K-contiguous W, or N-contiguous for i8).
     pub mma: bool,
     /// Whether the small side is n (X = op(B)^T, W = op(A)^T, Y = C^T)
     /// rather than m.
@@ -37,7 +38,8 @@ pub(crate) struct SkinnyLaunch {
 impl SkinnyLaunch {
     /// The launch for `dims` (user form) whose small side a token-sized
     /// kernel of `types` takes (`gemm_core::skinny::cuda_core_rows`, else
-    /// the tensor-core form's `mma_rows_for` with a K-contiguous W); None
+    /// the tensor-core form's `mma_rows_for` with a K-contiguous W,
+    /// `mma_wn_rows_for` with an N-contiguous one); None
     /// otherwise.
     pub(crate) fn new(types: SkinnyTypes, dims: GemmDims) -> Option<SkinnyLaunch> {
         Self::like(types, dims, None)
@@ -67,6 +69,10 @@ impl SkinnyLaunch {
             // 0.28-0.32x cuBLAS at 32 rows (NVIDIA H200, 2026-11-26), stage
             // 9 0.7x.
             (skinny::mma_rows_for(types, s)?, true)
+        } else if layout == WLayout::NContiguous && (x_k_contiguous || whole.is_some()) {
+            // i8 alone (`skinny_mma_wn`): W's bytes transposed in registers.
+            // The other types take stage 9's narrow tiles there.
+            (skinny::mma_wn_rows_for(types, s)?, true)
         } else {
             return None;
         };
@@ -95,7 +101,7 @@ impl SkinnyLaunch {
     /// The entry point.
     pub(crate) fn entry(&self) -> &'static str {
         if self.mma {
-            mma_entry(self.types, self.rows)
+            mma_entry(self.types, self.rows, self.layout)
         } else {
             entry(self.types, self.rows, self.layout)
         }
@@ -127,13 +133,14 @@ fn entry(types: SkinnyTypes, rows: u32, layout: WLayout) -> &'static str {
     gemm_core::skinny_menu!(names)
 }
 
-/// The tensor-core form's entry point `skinny_<types>_s<rows>_mma`.
-fn mma_entry(types: SkinnyTypes, rows: u32) -> &'static str {
+/// The tensor-core form's entry point `skinny_<types>_s<rows>_mma` (W
+/// K-contiguous) or `.._mma_wn` (N-contiguous).
+fn mma_entry(types: SkinnyTypes, rows: u32, layout: WLayout) -> &'static str {
     macro_rules! names {
-        ($( ($name:ident, $t:ident, $s:literal) )*) => {
-            match (types, rows) {
-                $( (SkinnyTypes::$t, $s) => stringify!($name), )*
-                _ => unreachable!("no token-sized tensor-core kernel {types:?} s{rows}"),
+        ($( ($name:ident, $t:ident, $s:literal, $l:ident) )*) => {
+            match (types, rows, layout.suffix()) {
+                $( (SkinnyTypes::$t, $s, stringify!($l)) => stringify!($name), )*
+                _ => unreachable!("no token-sized tensor-core kernel {types:?} s{rows} {layout:?}"),
             }
         };
     }
@@ -275,8 +282,11 @@ mod tests {
         assert_eq!((l.rows, l.mma, l.entry()), (8, false, "skinny_f32_s8_wn"));
         let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(3, 4096, 4096, R, C)).unwrap();
         assert_eq!((l.rows, l.entry()), (4, "skinny_f64_s4_wk"));
+        // i8 with n contiguous: the tensor-core form from 9 rows too.
+        let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(9, 4096, 4096, R, R)).unwrap();
+        assert_eq!((l.rows, l.mma, l.layout, l.entry()), (16, true, WLayout::NContiguous, "skinny_s8_s16_mma_wn"));
+        assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(33, 4096, 4096, R, R)).is_none());
         // Too many rows for the type and layout.
-        assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(9, 4096, 4096, R, R)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(9, 4096, 4096, R, R)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F64, dims(5, 4096, 4096, R, C)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F32, dims(9, 4096, 4096, R, C)).is_none());
