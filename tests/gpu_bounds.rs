@@ -1215,8 +1215,8 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
     // gpu_warpgroup): the kernel is then the planner's, not checked here.
     let rows = if pair == Pair::F64 { 4 } else { 8 };
     // i8 with m small (X = A, k contiguous) reads B along n on the tensor
-    // cores up to 32 rows (`skinny_s8_s*_mma_wn`).
-    let rows = if pair == Pair::I8 && m <= n { 32 } else { rows };
+    // cores up to 64 rows (`skinny_s8_s*_mma_wn`).
+    let rows = if pair == Pair::I8 && m <= n { 64 } else { rows };
     let narrow = |plan: &gemm::ProductPlan, small: usize| {
         let tile = matches!(plan.family, gemm::KernelFamily::Warpgroup { tile, .. } if tile.bn < 64);
         tile && small >= 2 && pair.wgmma().is_some()

@@ -70,6 +70,9 @@ pub const MAX_MMA_ROWS: u32 = 32;
 /// [`UNROLL`] of the tensor-core form: half, so that two buffers of 64 rows
 /// of X's tile fit in shared memory.
 pub const MMA_UNROLL: u32 = 2;
+/// The largest row count of the tensor-core form for an N-contiguous W
+/// (i8; one block a SM at 64 rows, 194 KiB of shared memory).
+pub const MAX_MMA_WN_ROWS: u32 = 64;
 /// Rows of k in a tile of the tensor-core form for an N-contiguous W (i8,
 /// [`mma_wn_rows_for`]): each warp takes 2 x 64 rows a tile (a lane reads
 /// 4-byte words of 4 columns at 32 rows, transposed into `mma.m16n8k32`'s
@@ -263,14 +266,26 @@ pub const fn mma_rows_for(types: SkinnyTypes, s: u32) -> Option<u32> {
 }
 
 /// The tensor-core form's row count for `s` rows where W's N is
-/// contiguous: 16 or 32 for i8 (`mma.m16n8k32` on W's bytes transposed 4 x
-/// 4 in registers), None for the other types and above [`MAX_MMA_ROWS`].
-/// The same block of 32 columns as the CUDA-core i8 kernel.
+/// contiguous: 16, 32 or 64 for i8 (`mma.m16n8k32` on W's bytes transposed
+/// 4 x 4 in registers), None for the other types and above
+/// [`MAX_MMA_WN_ROWS`]. The same block of 32 columns as the CUDA-core i8
+/// kernel.
 pub const fn mma_wn_rows_for(types: SkinnyTypes, s: u32) -> Option<u32> {
-    match (types, mma_rows_for(types, s)) {
-        (SkinnyTypes::S8, Some(r)) => Some(r),
-        _ => None,
+    if s == 0 || s > MAX_MMA_WN_ROWS || !matches!(types, SkinnyTypes::S8) {
+        return None;
     }
+    let r = s.next_power_of_two();
+    Some(if r < 16 { 16 } else { r })
+}
+
+/// Whether `s` rows of i8 with W's N contiguous take the tensor-core form
+/// ([`mma_wn_rows_for`], where X's k is contiguous) before the CUDA-core
+/// kernel: from 2 rows. The form at 16 rows ran as fast as the CUDA-core
+/// kernel at 1 (4096 to 14336 x 4096, 4096 x 11008; NVIDIA H100,
+/// 2026-11-26: 0.021-0.049 ms against 0.022-0.046 ms) and faster than it
+/// from 2 rows (0.029-0.059 ms at 2 rows, 0.064-0.24 ms at 8).
+pub const fn mma_wn_first(types: SkinnyTypes, s: u32) -> bool {
+    s >= 2 && mma_wn_rows_for(types, s).is_some()
 }
 
 /// Blocks per SM the kernel is compiled for (`.minnctapersm`, which caps
@@ -345,6 +360,7 @@ macro_rules! skinny_mma_menu {
             (skinny_bf16_f32_s16_mma, Bf16F32, 16, wk) (skinny_bf16_f32_s32_mma, Bf16F32, 32, wk)
             (skinny_s8_s16_mma, S8, 16, wk) (skinny_s8_s32_mma, S8, 32, wk)
             (skinny_s8_s16_mma_wn, S8, 16, wn) (skinny_s8_s32_mma_wn, S8, 32, wn)
+            (skinny_s8_s64_mma_wn, S8, 64, wn)
         }
     };
 }
@@ -386,7 +402,7 @@ mod tests {
         skinny_mma_menu!(count_mma);
         for t in ALL {
             for (li, layout) in [WLayout::KContiguous, WLayout::NContiguous].into_iter().enumerate() {
-                for s in 1..=MAX_MMA_ROWS {
+                for s in 1..=MAX_MMA_WN_ROWS {
                     if s <= cuda_core_rows(t, layout) {
                         let r = rows_for(t, s).unwrap();
                         assert!(cuda_core[at(t)][r as usize][li], "{t:?} {layout:?} s {s}");
@@ -413,7 +429,10 @@ mod tests {
         assert_eq!(mma_rows_for(SkinnyTypes::S8, 32), Some(32));
         assert_eq!(mma_wn_rows_for(SkinnyTypes::S8, 9), Some(16));
         assert_eq!(mma_wn_rows_for(SkinnyTypes::F16, 9), None);
-        assert_eq!(mma_wn_rows_for(SkinnyTypes::S8, 33), None);
+        assert_eq!(mma_wn_rows_for(SkinnyTypes::S8, 33), Some(64));
+        assert_eq!(mma_wn_rows_for(SkinnyTypes::S8, 65), None);
+        assert!(!mma_wn_first(SkinnyTypes::S8, 1) && mma_wn_first(SkinnyTypes::S8, 2));
+        assert!(!mma_wn_first(SkinnyTypes::F16, 4));
         assert_eq!(mma_rows_for(SkinnyTypes::S8, 33), None);
         assert_eq!(mma_rows_for(SkinnyTypes::F64, 20), None);
     }
@@ -431,6 +450,11 @@ mod tests {
                     WLayout::NContiguous => mma_wn_rows_for(t, MAX_MMA_ROWS).is_some(),
                 };
                 assert!(!mma || smem_bytes(t, layout, MAX_MMA_ROWS, true) <= 113 * 1024, "{t:?} {layout:?}");
+                // One block of the largest fits (227 KiB a block).
+                if mma_wn_rows_for(t, MAX_MMA_WN_ROWS).is_some() {
+                    assert!(smem_bytes(t, WLayout::NContiguous, MAX_MMA_WN_ROWS, true) <= 227 * 1024);
+                    assert_eq!(mma_min_blocks_per_sm(MAX_MMA_WN_ROWS), 1);
+                }
                 assert!(cols_per_block(t, layout) >= 8);
                 assert_eq!(grid(t, layout, 1, 0), [1, 1, 1]);
                 assert_eq!(grid(t, layout, 4096, 100_000)[1], MAX_GRID_Y);

@@ -781,6 +781,24 @@ pub unsafe fn skinny_wk<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
     }
 }
 
+/// One step of a halving butterfly over the lanes `mask` apart: of the
+/// first `n` sums (flat: `acc[t / 16][t % 16]`), the lane keeps the upper
+/// half (`upper`) or the lower, adds its partner's values of that half,
+/// and leaves the result in the first `n / 2`. The partner sends the half
+/// it does not keep, so both halves end summed, each in one lane.
+///
+/// # Safety
+/// Every lane of the warp calls it with the same `n` and `mask`.
+#[inline(always)]
+unsafe fn halve<A: Acc, const S: usize>(acc: &mut [[A; 16]; S], n: usize, mask: u32, upper: bool) {
+    let half = n / 2;
+    for t in 0..half {
+        let (lo, hi) = (acc[t / 16][t % 16], acc[(t + half) / 16][(t + half) % 16]);
+        let (keep, send) = if upper { (hi, lo) } else { (lo, hi) };
+        acc[t / 16][t % 16] = A::add(keep, A::shfl_xor(send, mask));
+    }
+}
+
 /// The kernel for an N-contiguous W (see the module docs): as
 /// [`skinny_wk`], in tiles of `tile_rows_wn` rows of k, each lane reading `U`
 /// rows of one 16-byte chunk of columns per tile: `WARPS x k_lanes` rows
@@ -865,6 +883,32 @@ pub unsafe fn skinny_wn<I: Input, O: Output<Value = I::Acc>, const S: usize>(p: 
             wcur = wnext;
         }
         crate::thread::cp_async_wait(0);
+        if quads {
+            // i8's S x 16 sums a lane, halved at each of the k lanes' bits
+            // (`halve`): each lane ends with S finished sums, 4 x S
+            // shuffles (S x 64 one at a time; its epilogue took longer
+            // than its products at S = 8). Then the warps.
+            // One call a k-lane bit, each with a constant count, so that
+            // every loop unrolls and the sums stay in registers.
+            debug_assert!(column_lanes == 2);
+            let bit = |m: u32| lane & m != 0;
+            halve(&mut acc, S * 16, 2, bit(2));
+            halve(&mut acc, S * 8, 4, bit(4));
+            halve(&mut acc, S * 4, 8, bit(8));
+            halve(&mut acc, S * 2, 16, bit(16));
+            let off = [(2, 8), (4, 4), (8, 2), (16, 1)]
+                .iter()
+                .fold(0, |o, &(m, part)| o + if bit(m) { part * S as u32 } else { 0 });
+            for t in 0..S {
+                let idx = off + t as u32;
+                let (i, col) = (idx / 16, c * 16 + idx % 16);
+                I::Acc::st_shared(red + ((warp * S as u32 + i) * cols + col) * I::Acc::BYTES, acc[0][t]);
+            }
+            sync_threads();
+            finish::<I, O, S>(&p, y, (j0, cols), red);
+            b += grid_dim()[1];
+            continue;
+        }
         // The k lanes of a chunk of columns (xor column_lanes, .., 16),
         // then the warps.
         for (i, row) in acc.iter().enumerate() {
@@ -1162,7 +1206,7 @@ unsafe fn wn_words<O: Output, const PAIRS: usize>(
     wc
 }
 
-/// The tensor-core form for an N-contiguous W of i8 (16 or 32 rows;
+/// The tensor-core form for an N-contiguous W of i8 (16 to 64 rows;
 /// `gemm_core::skinny::mma_wn_rows_for`): the block's 32 columns as in
 /// [`skinny_wn`] for i8, its warps splitting k, each warp taking 2 x 64
 /// rows a tile. Lane `4 g + h` reads the 4-byte word of columns `4 g ..

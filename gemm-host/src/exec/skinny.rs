@@ -1,7 +1,7 @@
 //! The token-sized kernels' launches (`gemm_core::skinny`): a product with
 //! few rows or columns of C (up to 8, 4 for f64, on the CUDA cores; up to
 //! 32 on the tensor cores for f16, bf16 and i8 where W's k is contiguous,
-//! and for i8 where its N is), read as `Y <- alpha X W +
+//! and 64 for i8 where its N is), read as `Y <- alpha X W +
 //! beta Y` with the small side as X, in one launch for one product or a
 //! strided batch, every op and layout (the kernel takes strides), the
 //! operands read in place.
@@ -26,7 +26,8 @@ pub(crate) struct SkinnyLaunch {
     /// W's contiguous dimension.
     pub layout: WLayout,
     /// Whether the kernel is the tensor-core form (`mma.sync`, 16 or 32
-    /// rows; K-contiguous W, or N-contiguous for i8).
+    /// rows with a K-contiguous W; for i8 with an N-contiguous one, 16 to
+    /// 64).
     pub mma: bool,
     /// Whether the small side is n (X = op(B)^T, W = op(A)^T, Y = C^T)
     /// rather than m.
@@ -56,11 +57,13 @@ impl SkinnyLaunch {
         // column-major, or op(A) row-major.
         let k_contiguous = if small_n { dims.a_layout == Layout::RowMajor } else { dims.b_layout == Layout::ColMajor };
         let layout = if k_contiguous { WLayout::KContiguous } else { WLayout::NContiguous };
-        let cuda_cores = whole.map_or(s <= skinny::cuda_core_rows(types, layout), |w| !w.mma);
         // X = op(A), or op(B)^T: its k contiguous when op(A) is row-major,
         // or op(B) column-major.
         let x_k_contiguous =
             if small_n { dims.b_layout == Layout::ColMajor } else { dims.a_layout == Layout::RowMajor };
+        // i8 with W's N contiguous: the tensor-core form from 2 rows.
+        let mma_first = layout == WLayout::NContiguous && x_k_contiguous && skinny::mma_wn_first(types, s);
+        let cuda_cores = whole.map_or(s <= skinny::cuda_core_rows(types, layout) && !mma_first, |w| !w.mma);
         let (rows, mma) = if cuda_cores {
             (skinny::rows_for(types, s)?, false)
         } else if layout == WLayout::KContiguous && (x_k_contiguous || whole.is_some()) {
@@ -282,10 +285,17 @@ mod tests {
         assert_eq!((l.rows, l.mma, l.entry()), (8, false, "skinny_f32_s8_wn"));
         let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(3, 4096, 4096, R, C)).unwrap();
         assert_eq!((l.rows, l.entry()), (4, "skinny_f64_s4_wk"));
-        // i8 with n contiguous: the tensor-core form from 9 rows too.
-        let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(9, 4096, 4096, R, R)).unwrap();
-        assert_eq!((l.rows, l.mma, l.layout, l.entry()), (16, true, WLayout::NContiguous, "skinny_s8_s16_mma_wn"));
-        assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(33, 4096, 4096, R, R)).is_none());
+        // i8 with n contiguous: the tensor-core form from 2 rows (1 row on
+        // the CUDA cores), the CUDA-core kernel where X's k is strided.
+        for m in [2, 9] {
+            let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(m, 4096, 4096, R, R)).unwrap();
+            assert_eq!((l.rows, l.mma, l.layout, l.entry()), (16, true, WLayout::NContiguous, "skinny_s8_s16_mma_wn"));
+        }
+        let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(1, 4096, 4096, R, R)).unwrap();
+        assert_eq!((l.mma, l.entry()), (false, "skinny_s8_s1_wn"));
+        let l = SkinnyLaunch::new(SkinnyTypes::S8, dims(5, 4096, 4096, C, R)).unwrap();
+        assert_eq!((l.mma, l.entry()), (false, "skinny_s8_s8_wn"));
+        assert!(SkinnyLaunch::new(SkinnyTypes::S8, dims(65, 4096, 4096, R, R)).is_none());
         // Too many rows for the type and layout.
         assert!(SkinnyLaunch::new(SkinnyTypes::F16, dims(9, 4096, 4096, R, R)).is_none());
         assert!(SkinnyLaunch::new(SkinnyTypes::F64, dims(5, 4096, 4096, R, C)).is_none());
