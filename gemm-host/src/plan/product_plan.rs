@@ -566,7 +566,7 @@ mod tests {
             Gemm::new().plan_for::<f16, f16>(333, 129, 65).unwrap(),
             Gemm::new().plan_for::<bf16, f32>(4096, 1024, 4096).unwrap(),
             Gemm::new().plan_for::<bf16, bf16>(128, 128, 65536).unwrap(),
-            Gemm::new().plan_for::<i8, i32>(64, 4096, 4096).unwrap(),
+            Gemm::new().plan_for::<i8, i32>(128, 4096, 4096).unwrap(),
         ];
         for p in &plans {
             let text = p.to_string();
@@ -584,8 +584,14 @@ mod tests {
             assert!(plans[6].split_k > 1, "{}", plans[6]);
         }
         // op(B) = B^T of a row-major B is K-major: no copy for i8.
-        let nt = Gemm::new().op_b(Op::T).plan_for::<i8, i32>(64, 4096, 4096).unwrap();
+        let nt = Gemm::new().op_b(Op::T).plan_for::<i8, i32>(128, 4096, 4096).unwrap();
         assert!(nt.copies.is_empty(), "{nt}");
+        // Up to 64 rows with B row-major: the token-sized tensor-core form
+        // reads B in place (its bytes transposed in registers).
+        let token = Gemm::new().plan_for::<i8, i32>(64, 4096, 4096).unwrap();
+        if crate::default_device().is_err() {
+            assert!(token.copies.is_empty() && token.to_string().contains("skinny_s8_s64_mma_wn"), "{token}");
+        }
     }
 
     /// Options that cannot apply to a type are typed errors from the plan,
