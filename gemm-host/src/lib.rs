@@ -102,7 +102,7 @@ pub mod tuning {
     pub use crate::plan::product_plan::{mma_kernel, warpgroup_plan, warpgroup_tail, WarpgroupPlan};
     pub use crate::plan::tuning_plan::{
         choose, choose_batched, measured, model_split_for, model_tail_for, stage_default, Measured, PackReason, Plan,
-        PlanSource, SplitReason,
+        PlanSource, SplitReason, WaveModel, DRAM_ROUND_TRIP_US,
     };
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
     pub use gemm_core::mma_sync::MmaTile;

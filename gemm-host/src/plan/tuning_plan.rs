@@ -11,7 +11,7 @@
 //! A single product may also be split along k (split-K,
 //! [`gemm_core::split_k`]): into the split measured fastest when the table
 //! has this very shape, else into the split a wave model of the device
-//! ([`gemm_core::split_k::model_split`]) finds fastest ([`SplitReason`]).
+//! ([`WaveModel`]) finds fastest ([`SplitReason`]).
 //!
 //! A single product may also pack its operands first ([`gemm_core::pack`]:
 //! a transposed copy of each operand whose lines run along k, after which
@@ -64,7 +64,7 @@ pub enum SplitReason {
     /// The split measured fastest for this configuration at this very shape
     /// on this device (the table row's).
     Measured,
-    /// The split with the least modeled time ([`gemm_core::split_k::model_split`]):
+    /// The split with the least modeled time ([`WaveModel::split`]):
     /// `tiles` tiles of C for `slots` blocks resident at once on the device.
     Model {
         /// Tiles of C (blocks of an unsplit launch).
@@ -508,25 +508,35 @@ pub(crate) fn plan_split(
     model_split_for(device, precision, config, (m, n, k), kernel_layouts)
 }
 
-/// The wave model's split of k ([`gemm_core::split_k::model_split`]) for an
-/// m x n x k product (kernel form: C row-major, A and B read in `layouts`)
-/// run with `config` on `device` (an H200 with two resident blocks per SM
-/// without one), with the tiles and resident blocks it counted (for block
-/// tiles of at least 128 x 64 on the tensor cores, or at least as many as
-/// SMs, one per SM: such a block all but keeps an SM busy alone, and blocks
-/// sharing an SM share its rate). The model:
-/// a wave of resident blocks takes, per k tile, the longer of its flops at
-/// 80% of the stage's peak and its operand bytes at 70% of the DRAM
-/// bandwidth; each block adds its pipeline depth + 1 k tiles of fill and
-/// epilogue; a split adds writing and summing `slices` partials of C and a
-/// launch (4 us). Splits are powers of two whose slices keep at least 4 k
-/// tiles and whose workspace stays within [`MAX_SPLIT_WORKSPACE`] elements.
+/// The wave model's split of k ([`WaveModel::split`]) for an m x n x k
+/// product (kernel form: C row-major, A and B read in `layouts`) run with
+/// `config` on `device` (an H200 with two resident blocks per SM without
+/// one), with the tiles and resident blocks it counted (for block tiles of
+/// at least 128 x 64 on the tensor cores, or at least as many as SMs, one
+/// per SM: such a block all but keeps an SM busy alone, and blocks sharing
+/// an SM share its rate). The model ([`WaveModel`]): a wave of resident
+/// blocks takes, per k tile, the longest of its busiest SM's flops at 80%
+/// of the SM's share of the stage's peak, its share of the product's DRAM
+/// bytes at 70% of the DRAM bandwidth (A and B once a k tile: the L2
+/// serves the tiles that share a row or column of blocks; a wave of fewer
+/// blocks moves fewer bytes), and one DRAM round trip
+/// ([`DRAM_ROUND_TRIP_US`]) over the k tiles a block keeps in flight
+/// (pipeline depth - 1); each block adds its pipeline depth + 1 k tiles of
+/// fill and epilogue; a
+/// split adds writing and summing `slices` partials of C and a launch (4
+/// us). Splits are powers of two whose slices keep at least 4 k tiles and
+/// whose workspace stays within [`MAX_SPLIT_WORKSPACE`] elements.
 ///
 /// ```
 /// use gemm::tuning::{model_split_for, KernelConfig, KernelLayouts, BlockTile, WarpTile};
 /// let config = KernelConfig::TensorCore { block: BlockTile::new(128, 64, 16), warp: WarpTile::new(64, 32), depth: 3 };
 /// let (split, _) = model_split_for(None, gemm::Precision::F64, config, (256, 256, 16384), KernelLayouts::NN)?;
 /// assert!(split > 1); // 8 tiles of C: most SMs would idle
+/// // 16 rows times a wide B: bound by reading B, which 224 blocks of 64 x
+/// // 64 already stream at the model's bandwidth; slices would only add work.
+/// let small = KernelConfig::TensorCore { block: BlockTile::new(64, 64, 16), warp: WarpTile::new(32, 32), depth: 3 };
+/// let (split, _) = model_split_for(None, gemm::Precision::F64, small, (16, 14336, 4096), KernelLayouts::NN)?;
+/// assert_eq!(split, 1);
 /// # Ok::<(), gemm::Error>(())
 /// ```
 ///
@@ -566,24 +576,126 @@ pub fn model_split_for(
     let big = tile.bm * tile.bn >= 128 * 64 && full;
     let slots = sms as u64 * if big { 1 } else { per_sm.max(1) as u64 };
     let bytes = precision.bytes() as f64;
-    // One wave's k step: its flops at 80% of the peak, or its operand
-    // bytes at 70% of DRAM bandwidth (no reuse in L2), whichever is longer.
     let (bm, bn, bk) = (tile.bm as f64, tile.bn as f64, tile.bk as f64);
-    let compute_us = slots as f64 * 2.0 * bm * bn * bk / (peak.max(1.0) * 1e3 * 0.8);
-    let memory_us = slots as f64 * (bm + bn) * bk * bytes / (dram.max(1.0) * 1e3 * 0.7);
-    let model = gemm_core::split_k::SplitModel {
+    let bandwidth = dram.max(1.0) * 1e3 * 0.7; // bytes per microsecond
+    let model = WaveModel {
         tiles,
         slots,
         k_tiles: (k as u64).div_ceil(tile.bk.max(1) as u64),
         fixed_steps: config.depth() as f64 + 1.0,
         c_elems: m as u64 * n as u64,
-        step_us: compute_us.max(memory_us),
-        elem_us: bytes / (dram.max(1.0) * 1e3 * 0.7),
+        sms: sms as u64,
+        wave_compute_us: slots as f64 * 2.0 * bm * bn * bk / (peak.max(1.0) * 1e3 * 0.8),
+        block_memory_us: (m + n) as f64 * bk * bytes / tiles.max(1) as f64 / bandwidth,
+        block_step_us: DRAM_ROUND_TRIP_US / (config.depth().max(2) - 1) as f64,
+        elem_us: bytes / bandwidth,
         launch_us: 4.0,
         max_split: 1024,
         max_workspace: MAX_SPLIT_WORKSPACE,
     };
-    Ok((gemm_core::split_k::model_split(&model), SplitReason::Model { tiles, slots }))
+    Ok((model.split(), SplitReason::Model { tiles, slots }))
+}
+
+/// One DRAM round trip under load, microseconds, as the split model
+/// ([`model_split_for`]) counts it: fitted to the ladder's sweeps (NVIDIA
+/// H100 and H200, 2026-11-26; 1.2 and 2.0 fit within 0.3% of it).
+pub const DRAM_ROUND_TRIP_US: f64 = 1.5;
+
+/// What the split model ([`model_split_for`]) knows about a kernel and a
+/// product on a device.
+///
+/// Against the model it replaced (one that charged every wave, full or
+/// not, a full wave's time, and each block its whole tiles of A and B at
+/// DRAM speed), on the ladder's sweeps (`suite_sweep.csv`,
+/// `heldout_sweep.csv`: every configuration at k whole and split; NVIDIA
+/// H100 and H200, 2026-11-26), evaluated offline with resident blocks per
+/// SM estimated from each configuration's shared memory, threads and
+/// registers: with the split each model picks, the three fastest
+/// configurations of each swept shape ran within 2.0% (H100) and 1.8%
+/// (H200) of their fastest split (geometric mean), against 4.2% and 3.4%,
+/// and 27 and 31 of 189 and 222 more than 5% off, against 49 and 47. At
+/// 16 and 32 x 11008 x 4096 f64 on 32 x 32 tiles the old model split k in
+/// 8 (0.186 ms at 16 rows); whole, they ran 0.138 and 0.143 ms (cuBLAS
+/// 0.150 and 0.152; H100).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WaveModel {
+    /// Tiles of C (blocks of one unsplit launch).
+    pub tiles: u64,
+    /// Blocks the whole GPU runs at once (SMs x resident blocks per SM).
+    pub slots: u64,
+    /// Length of k in k tiles (ceil(k / BK)).
+    pub k_tiles: u64,
+    /// Cost of one block's pipeline fill and epilogue, in k-tile steps.
+    pub fixed_steps: f64,
+    /// Elements of C (m x n).
+    pub c_elems: u64,
+    /// SMs of the device (`slots / sms` blocks share an SM's rate).
+    pub sms: u64,
+    /// Microseconds a full wave's flops of one k tile take.
+    pub wave_compute_us: f64,
+    /// Microseconds of DRAM traffic of one block's k tile: its share of A's
+    /// and B's bytes of that k tile, `(m + n) BK / tiles` elements.
+    pub block_memory_us: f64,
+    /// Microseconds a block takes per k tile at least, however few share
+    /// the device: a DRAM round trip over the k tiles it keeps in flight.
+    pub block_step_us: f64,
+    /// Microseconds to move one element of C through DRAM once in the
+    /// reduction (element bytes / bandwidth).
+    pub elem_us: f64,
+    /// Fixed cost of the second (reduction) launch, microseconds.
+    pub launch_us: f64,
+    /// Largest split considered.
+    pub max_split: u32,
+    /// Largest workspace (elements) the split may use.
+    pub max_workspace: u64,
+}
+
+impl WaveModel {
+    /// Modeled microseconds of the product with `split` slices: each wave
+    /// of blocks takes, per k tile each block walks, the longest of its
+    /// busiest SM's flops, its blocks' DRAM bytes and a block's least step;
+    /// when split, writing and summing the partials.
+    pub fn time_us(&self, split: u32) -> f64 {
+        let s = split.max(1) as u64;
+        let blocks = self.tiles * s;
+        let (slots, sms) = (self.slots.max(1), self.sms.max(1));
+        let per_sm = slots.div_ceil(sms) as f64;
+        let steps = self.k_tiles.div_ceil(s) as f64 + self.fixed_steps;
+        let wave = |b: u64| {
+            let compute = self.wave_compute_us * b.div_ceil(sms) as f64 / per_sm;
+            compute.max(b as f64 * self.block_memory_us).max(self.block_step_us) * steps
+        };
+        let rest = blocks % slots;
+        let time = (blocks / slots) as f64 * wave(slots) + if rest > 0 { wave(rest) } else { 0.0 };
+        if s == 1 {
+            return time;
+        }
+        // The partials are written once (2 s |C| with the read of the sum).
+        time + (2 * s + 1) as f64 * self.c_elems as f64 * self.elem_us + self.launch_us
+    }
+
+    /// The split with the least modeled time ([`WaveModel::time_us`]) among
+    /// 1 and the powers of two up to `max_split` whose slices are at least 4
+    /// k tiles long and whose workspace fits; 1 when splitting does not pay
+    /// (a split must win by 3%: the model is coarse, an unsplit launch is
+    /// simpler).
+    pub fn split(&self) -> u32 {
+        let mut best = (1u32, self.time_us(1));
+        let mut s = 2u32;
+        while s <= self.max_split {
+            let long_enough = self.k_tiles >= 4 * s as u64;
+            let fits = self.c_elems.saturating_mul(s as u64) <= self.max_workspace;
+            if !(long_enough && fits) {
+                break;
+            }
+            let t = self.time_us(s);
+            if t < best.1 * 0.97 {
+                best = (s, t);
+            }
+            s *= 2;
+        }
+        best.0
+    }
 }
 
 /// The wave model's tail split ([`TailSplit`]) of a single m x n x k
