@@ -334,15 +334,16 @@ pub fn choose_batched(
 const PACK_B_MIN_M: usize = 1024;
 
 /// Every measured single-product row whose kernel read A and B row-major
-/// unpacked and unsplit, with its configuration: what [`wave_choice`]
-/// fits each kernel's speed to (resolved once: the registry search is too
-/// slow for every call).
+/// (packed first or not, k whole or split), with its configuration: what
+/// [`wave_choice`] fits each kernel's speed to (resolved once: the
+/// registry search is too slow for every call). A packed row's time counts
+/// its copies, a split row's its reduction: their speeds are lower bounds.
 fn fitted_rows() -> &'static [(Measured, KernelConfig)] {
     static ROWS: std::sync::OnceLock<Vec<(Measured, KernelConfig)>> = std::sync::OnceLock::new();
     ROWS.get_or_init(|| {
         measured()
             .iter()
-            .filter(|r| r.batch == 1 && r.layouts == KernelLayouts::NN.suffix() && r.split_k == 1 && !r.pack)
+            .filter(|r| r.batch == 1 && r.layouts == KernelLayouts::NN.suffix())
             .filter_map(|r| {
                 let e = ENTRY_POINTS.iter().find(|e| e.precision == r.precision && e.name == r.kernel)?;
                 Some((*r, e.config))
@@ -354,7 +355,7 @@ fn fitted_rows() -> &'static [(Measured, KernelConfig)] {
 /// Multiply-adds of an m x n x k product's busiest SM with `config`'s block
 /// tiles: whole block tiles (padding included) over the measured device's
 /// SMs ([`NO_DEVICE`]), one at a time, or with the last wave balanced where
-/// `model_tail_for` would.
+/// `model_tail_for` would, or (stage 7) with k split.
 fn wave_work(config: KernelConfig, precision: Precision, (m, n, k): (usize, usize, usize)) -> f64 {
     let sms = NO_DEVICE.0 as u64;
     let tile = config.c_tile();
@@ -373,9 +374,40 @@ fn wave_work(config: KernelConfig, precision: Precision, (m, n, k): (usize, usiz
             head.div_ceil(sms) as f64 * k_tiles as f64 * per_tile
                 + tail.div_ceil(sms) as f64 * (k_tiles.div_ceil(s) as f64 + fixed) * per_tile
         });
-    // Counted only where it saves 15% (its reduction and launches are not
-    // counted here; `model_tail_for` asks 10% with them).
-    tail.filter(|t| *t < 0.85 * whole).unwrap_or(whole)
+    // Or, on the CUDA cores (stage 7), with k split in 2 to 64 slices: more,
+    // shorter blocks fill the SMs a partial wave leaves idle (1152^3 f32:
+    // 81 tiles of 128 x 128 ran 0.120 ms whole, 162 of 128 x 64 split in 4
+    // 0.092; NVIDIA H200, 2026-11-26). Not on the FP64 tensor cores, whose
+    // squares ran fastest whole (1408^3 f64 1.07x cuBLAS whole).
+    let split = (config.stage() == Stage::Pipelined)
+        .then(|| {
+            (1..=6)
+                .map(|e| 1u32 << e)
+                .filter(|&s| k_tiles >= 4 * s as u64)
+                .map(|s| split_work(config, precision, (m, n, k), s))
+                .fold(f64::INFINITY, f64::min)
+        })
+        .filter(|t| t.is_finite());
+    // Each counted only where it saves 15% (the reductions and launches
+    // are not counted here; `model_tail_for` asks 10% with them).
+    let best = match (tail, split) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    best.filter(|t| *t < 0.85 * whole).unwrap_or(whole)
+}
+
+/// Multiply-adds of an m x n x k product's busiest SM with `config`'s block
+/// tiles and k split in `split` slices (as [`wave_work`] counts them), each
+/// block adding its pipeline fill and epilogue.
+fn split_work(config: KernelConfig, precision: Precision, (m, n, k): (usize, usize, usize), split: u32) -> f64 {
+    let sms = NO_DEVICE.0 as u64;
+    let tile = config.c_tile();
+    let (rows, cols) = tile_grid(config, precision, (m, n));
+    let (bk, s) = (tile.bk.max(1), split.max(1) as u64);
+    let k_tiles = (k as u64).div_ceil(bk as u64);
+    let fixed = config.depth() as f64 + 1.0;
+    (rows * cols * s).div_ceil(sms) as f64 * (k_tiles.div_ceil(s) as f64 + fixed) * (tile.bm * tile.bn * bk) as f64
 }
 
 /// Rows and columns of `config`'s block tiles over an m x n C: its launch
@@ -406,7 +438,12 @@ fn wave_choice(
     let mut speeds: Vec<(KernelConfig, &'static Measured, f64)> = Vec::new();
     for (row, config) in rows {
         let seconds = 2.0 * (row.m * row.n) as f64 * row.k as f64 / (row.gflops.max(1e-9) * 1e9);
-        let speed = wave_work(*config, row.precision, (row.m, row.n, row.k)) / seconds;
+        let shape = (row.m, row.n, row.k);
+        let work = match row.split_k {
+            0 | 1 => wave_work(*config, row.precision, shape),
+            s => split_work(*config, row.precision, shape, s),
+        };
+        let speed = work / seconds;
         match speeds.iter_mut().find(|(c, _, _)| c == config) {
             Some(s) if s.2 < speed => (s.1, s.2) = (row, speed),
             Some(_) => {}
@@ -516,7 +553,8 @@ pub(crate) fn plan_split(
 /// per SM: such a block all but keeps an SM busy alone, and blocks sharing
 /// an SM share its rate). The model ([`WaveModel`]): a wave of resident
 /// blocks takes, per k tile, the longest of its busiest SM's flops at 80%
-/// of the SM's share of the stage's peak, its share of the product's DRAM
+/// of the SM's share of the stage's peak (a block alone on an SM at half
+/// that rate on the CUDA cores), its share of the product's DRAM
 /// bytes at 70% of the DRAM bandwidth (A and B once a k tile: the L2
 /// serves the tiles that share a row or column of blocks; a wave of fewer
 /// blocks moves fewer bytes), and one DRAM round trip
@@ -585,6 +623,9 @@ pub fn model_split_for(
         fixed_steps: config.depth() as f64 + 1.0,
         c_elems: m as u64 * n as u64,
         sms: sms as u64,
+        // (fitted: 768^3 f32 on 72 tiles of 128 x 64 ran 0.85x cuBLAS split
+        // in 4, 0.82x whole; NVIDIA H100, 2026-11-26)
+        block_rate: if config.stage() == Stage::TensorCore { 1.0 } else { 0.5 },
         wave_compute_us: slots as f64 * 2.0 * bm * bn * bk / (peak.max(1.0) * 1e3 * 0.8),
         block_memory_us: (m + n) as f64 * bk * bytes / tiles.max(1) as f64 / bandwidth,
         block_step_us: DRAM_ROUND_TRIP_US / (config.depth().max(2) - 1) as f64,
@@ -631,6 +672,10 @@ pub struct WaveModel {
     pub c_elems: u64,
     /// SMs of the device (`slots / sms` blocks share an SM's rate).
     pub sms: u64,
+    /// The share of its SM's rate a block reaches alone: 1 for the tensor
+    /// cores, 0.5 for the CUDA-core stages (a warp on each scheduler hides
+    /// too little latency).
+    pub block_rate: f64,
     /// Microseconds a full wave's flops of one k tile take.
     pub wave_compute_us: f64,
     /// Microseconds of DRAM traffic of one block's k tile: its share of A's
@@ -662,7 +707,8 @@ impl WaveModel {
         let per_sm = slots.div_ceil(sms) as f64;
         let steps = self.k_tiles.div_ceil(s) as f64 + self.fixed_steps;
         let wave = |b: u64| {
-            let compute = self.wave_compute_us * b.div_ceil(sms) as f64 / per_sm;
+            let q = b.div_ceil(sms) as f64; // blocks on the busiest SM
+            let compute = self.wave_compute_us * q / per_sm / (self.block_rate * q).min(1.0);
             compute.max(b as f64 * self.block_memory_us).max(self.block_step_us) * steps
         };
         let rest = blocks % slots;
