@@ -88,6 +88,12 @@ pub enum PackReason {
     Measured,
     /// Nothing to pack: A is read column-major and B row-major already.
     NotNeeded,
+    /// The measured row ran packed with k whole, but the model splits k
+    /// here: packed and split, the CUDA-core kernels ran slower than in
+    /// place and split at every swept shape but one (128 x 64 tiles, 256^3
+    /// to 1408^3 f32: 1.05-1.38x the time; NVIDIA H100 and H200,
+    /// 2026-11-26), as the copies then weigh on a shorter product.
+    Split,
 }
 
 /// The kernel a GEMM will run and why ([`crate::Gemm::plan`]).
@@ -153,6 +159,7 @@ impl core::fmt::Display for Plan {
             PackReason::Chosen if self.pack => write!(f, "; operands packed (chosen)")?,
             PackReason::Chosen => write!(f, "; operands not packed (chosen)")?,
             PackReason::Measured if self.pack => write!(f, "; operands packed first (measured fastest)")?,
+            PackReason::Split => write!(f, "; operands read in place (k split)")?,
             PackReason::NotConsidered | PackReason::Measured | PackReason::NotNeeded => {}
         }
         if let Some(t) = self.tail {
