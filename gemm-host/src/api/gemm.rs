@@ -706,8 +706,14 @@ impl Gemm {
                 let kernel_layouts = plan.kernel_layouts(layouts);
                 (plan.split_k, plan.split) =
                     plan_split(device, precision, plan.config, (m, n, k), (layouts, kernel_layouts), &plan.source)?;
+                if matches!(plan.split, SplitReason::Model { .. }) && self.balance_last_wave {
+                    plan.tail = model_tail_for(device, precision, plan.config, (m, n, k), plan.split_k)?;
+                    if plan.tail.is_some() {
+                        plan.split_k = 1;
+                    }
+                }
                 // A row's packing was measured with its own split: where
-                // the model splits k, read the operands in place
+                // the model splits all of k, read the operands in place
                 // (`PackReason::Split`) and split for those layouts.
                 let modeled = matches!(plan.split, SplitReason::Model { .. });
                 if modeled && plan.split_k > 1 && plan.pack && plan.pack_reason == PackReason::Measured {
@@ -715,12 +721,6 @@ impl Gemm {
                     let kernel_layouts = plan.kernel_layouts(layouts);
                     (plan.split_k, plan.split) =
                         plan_split(device, precision, plan.config, (m, n, k), (layouts, kernel_layouts), &plan.source)?;
-                }
-                if matches!(plan.split, SplitReason::Model { .. }) && self.balance_last_wave {
-                    plan.tail = model_tail_for(device, precision, plan.config, (m, n, k), plan.split_k)?;
-                    if plan.tail.is_some() {
-                        plan.split_k = 1;
-                    }
                 }
             }
             None => {}

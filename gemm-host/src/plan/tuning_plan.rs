@@ -257,6 +257,36 @@ pub fn choose_batched(
     layouts: KernelLayouts,
     batch: usize,
 ) -> Plan {
+    // The choice is a pure function of the table's rows for this device
+    // and the problem, and took 2.4-4.3 us (release build): as long as a
+    // 768^3 f32 product's gap to cuBLAS. Each problem's is kept (a bounded
+    // map, emptied when full) so that repeated calls pay a lookup.
+    type Key = (usize, Precision, usize, usize, usize, KernelLayouts, usize);
+    static CHOSEN: std::sync::Mutex<Option<std::collections::HashMap<Key, Plan>>> = std::sync::Mutex::new(None);
+    const MAX_KEPT: usize = 4096;
+    let key = (device_rows(device).as_ptr() as usize, precision, m, n, k, layouts, batch);
+    let lock = || CHOSEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(plan) = lock().as_ref().and_then(|map| map.get(&key)) {
+        return *plan;
+    }
+    let plan = choose_unkept(device, precision, (m, n, k), layouts, batch);
+    let mut kept = lock();
+    let map = kept.get_or_insert_with(Default::default);
+    if map.len() >= MAX_KEPT {
+        map.clear();
+    }
+    map.insert(key, plan);
+    plan
+}
+
+/// [`choose_batched`]'s choice, computed.
+fn choose_unkept(
+    device: Option<&str>,
+    precision: Precision,
+    (m, n, k): (usize, usize, usize),
+    layouts: KernelLayouts,
+    batch: usize,
+) -> Plan {
     let candidates: Vec<&Measured> = device_rows(device).iter().copied().filter(|r| r.precision == precision).collect();
     let config_of =
         |r: &Measured| ENTRY_POINTS.iter().find(|e| e.precision == precision && e.name == r.kernel).map(|e| e.config);
@@ -560,8 +590,8 @@ pub(crate) fn plan_split(
 /// per SM: such a block all but keeps an SM busy alone, and blocks sharing
 /// an SM share its rate). The model ([`WaveModel`]): a wave of resident
 /// blocks takes, per k tile, the longest of its busiest SM's flops at 80%
-/// of the SM's share of the stage's peak (a block alone on an SM at half
-/// that rate on the CUDA cores), its share of the product's DRAM
+/// of the SM's share of the stage's peak (on the CUDA cores, a block of
+/// fewer than 8 warps alone on an SM at warps / 8 of that rate), its share of the product's DRAM
 /// bytes at 70% of the DRAM bandwidth (A and B once a k tile: the L2
 /// serves the tiles that share a row or column of blocks; a wave of fewer
 /// blocks moves fewer bytes), and one DRAM round trip
@@ -630,9 +660,13 @@ pub fn model_split_for(
         fixed_steps: config.depth() as f64 + 1.0,
         c_elems: m as u64 * n as u64,
         sms: sms as u64,
-        // (fitted: 768^3 f32 on 72 tiles of 128 x 64 ran 0.85x cuBLAS split
-        // in 4, 0.82x whole; NVIDIA H100, 2026-11-26)
-        block_rate: if config.stage() == Stage::TensorCore { 1.0 } else { 0.5 },
+        block_rate: if config.stage() == Stage::TensorCore {
+            1.0
+        } else {
+            let (x, y) = config.block_dim();
+            (x * y).div_ceil(32) as f64 / 8.0
+        }
+        .min(1.0),
         wave_compute_us: slots as f64 * 2.0 * bm * bn * bk / (peak.max(1.0) * 1e3 * 0.8),
         block_memory_us: (m + n) as f64 * bk * bytes / tiles.max(1) as f64 / bandwidth,
         block_step_us: DRAM_ROUND_TRIP_US / (config.depth().max(2) - 1) as f64,
@@ -659,9 +693,9 @@ pub const DRAM_ROUND_TRIP_US: f64 = 1.5;
 /// H100 and H200, 2026-11-26), evaluated offline with resident blocks per
 /// SM estimated from each configuration's shared memory, threads and
 /// registers: with the split each model picks, the three fastest
-/// configurations of each swept shape ran within 2.0% (H100) and 1.8%
+/// configurations of each swept shape ran within 1.7% (H100) and 1.5%
 /// (H200) of their fastest split (geometric mean), against 4.2% and 3.4%,
-/// and 27 and 31 of 189 and 222 more than 5% off, against 49 and 47. At
+/// and 23 and 24 of 189 and 222 more than 5% off, against 49 and 47. At
 /// 16 and 32 x 11008 x 4096 f64 on 32 x 32 tiles the old model split k in
 /// 8 (0.186 ms at 16 rows); whole, they ran 0.138 and 0.143 ms (cuBLAS
 /// 0.150 and 0.152; H100).
@@ -680,8 +714,9 @@ pub struct WaveModel {
     /// SMs of the device (`slots / sms` blocks share an SM's rate).
     pub sms: u64,
     /// The share of its SM's rate a block reaches alone: 1 for the tensor
-    /// cores, 0.5 for the CUDA-core stages (a warp on each scheduler hides
-    /// too little latency).
+    /// cores; on the CUDA cores its warps over 8 (two warps a scheduler
+    /// hide the FMA and shared-memory latency; fitted to the sweeps as
+    /// [`WaveModel`] says, where 4, 6, 12 and 16 fit worse).
     pub block_rate: f64,
     /// Microseconds a full wave's flops of one k tile take.
     pub wave_compute_us: f64,
