@@ -1209,11 +1209,16 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
     }
     // Row-major A and B: m small reads B along n, n small reads A along k
     // with X = B^T strided: the CUDA-core kernels either way (8 rows, f64
-    // 4), not the tensor-core form, except i8's with n contiguous.
+    // 4 along k and none along n: stage 8 there), not the tensor-core
+    // form, except i8's with n contiguous.
     // From 2 rows on, the tensor-core pairs may take stage 9's narrow tiles
     // instead (its transposed product, or a C of few columns; tested in
     // gpu_warpgroup): the kernel is then the planner's, not checked here.
-    let rows = if pair == Pair::F64 { 4 } else { 8 };
+    let rows = match pair {
+        Pair::F64 if m <= n => 0,
+        Pair::F64 => 4,
+        _ => 8,
+    };
     // i8 with m small (X = A, k contiguous) reads B along n on the tensor
     // cores up to 64 rows (`skinny_s8_s*_mma_wn`).
     let rows = if pair == Pair::I8 && m <= n { 64 } else { rows };

@@ -235,16 +235,22 @@ pub const fn smem_bytes(types: SkinnyTypes, layout: WLayout, rows: u32, mma: boo
     2 * rows * tile_pitch(types, layout, mma) + WARPS * rows * cols_per_block(types, layout) * types.acc_bytes()
 }
 
-/// The most rows a CUDA-core kernel takes for W so stored: 4 for f64, 8
-/// for the others (beyond, the tensor-core form, [`mma_rows_for`], or the
-/// other kernels). Measured beside cuBLAS (NVIDIA H200, 2026-11-26): f64
-/// at 8 rows (4096 to 14336 x 4096) 0.59-0.87x, where stage 8's 32 x 32
-/// tiles with k split ran 0.91-1.06x; f32 at 16 rows 0.33-0.81x (8192 x
-/// 16 x 8192 and its transpose), stage 7 1.05-1.19x; f16 and bf16 with n
-/// contiguous at 16 rows 0.36-0.41x (stage 9: 0.73x).
-pub const fn cuda_core_rows(types: SkinnyTypes, _layout: WLayout) -> u32 {
-    match types {
-        SkinnyTypes::F64 => 4,
+/// The most rows a CUDA-core kernel takes for W so stored: 4 for f64 with
+/// W's k contiguous, none for f64 with W's N contiguous, 8 for the others
+/// (beyond, the tensor-core form, [`mma_rows_for`], or the other kernels).
+/// Measured beside cuBLAS (NVIDIA H200, 2026-11-26): f64 at 8 rows (4096
+/// to 14336 x 4096) 0.59-0.87x, where stage 8's 32 x 32 tiles with k split
+/// ran 0.91-1.06x; f32 at 16 rows 0.33-0.81x (8192 x 16 x 8192 and its
+/// transpose), stage 7 1.05-1.19x; f16 and bf16 with n contiguous at 16
+/// rows 0.36-0.41x (stage 9: 0.73x). f64 with W's N contiguous (4096 to
+/// 14336 x 4096 and 4096 x 11008, 14336): stage 8 at 8 rows took less
+/// time (0.098-0.137 ms on the H200, 0.126-0.172 on the H100, 2026-11-26)
+/// than this kernel at 1 row (0.108-0.149 and 0.137-0.181 ms) and at 4
+/// (0.136-0.172 ms, 0.72-0.77x cuBLAS on the H200).
+pub const fn cuda_core_rows(types: SkinnyTypes, layout: WLayout) -> u32 {
+    match (types, layout) {
+        (SkinnyTypes::F64, WLayout::NContiguous) => 0,
+        (SkinnyTypes::F64, WLayout::KContiguous) => 4,
         _ => 8,
     }
 }
@@ -329,7 +335,7 @@ pub const fn grid(types: SkinnyTypes, layout: WLayout, n: u32, count: u32) -> [u
 macro_rules! skinny_menu {
     ($callback:ident) => {
         $callback! {
-            (skinny_f64_s1, F64, 1, [wk, wn]) (skinny_f64_s2, F64, 2, [wk, wn]) (skinny_f64_s4, F64, 4, [wk, wn])
+            (skinny_f64_s1, F64, 1, [wk]) (skinny_f64_s2, F64, 2, [wk]) (skinny_f64_s4, F64, 4, [wk])
             (skinny_f32_s1, F32, 1, [wk, wn]) (skinny_f32_s2, F32, 2, [wk, wn]) (skinny_f32_s4, F32, 4, [wk, wn])
             (skinny_f32_s8, F32, 8, [wk, wn])
             (skinny_f16_s1, F16, 1, [wk, wn]) (skinny_f16_s2, F16, 2, [wk, wn]) (skinny_f16_s4, F16, 4, [wk, wn])

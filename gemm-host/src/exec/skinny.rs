@@ -285,6 +285,10 @@ mod tests {
         assert_eq!((l.rows, l.mma, l.entry()), (8, false, "skinny_f32_s8_wn"));
         let l = SkinnyLaunch::new(SkinnyTypes::F64, dims(3, 4096, 4096, R, C)).unwrap();
         assert_eq!((l.rows, l.entry()), (4, "skinny_f64_s4_wk"));
+        // f64 with W's n contiguous: stage 8 from 1 row.
+        for m in [1, 4] {
+            assert!(SkinnyLaunch::new(SkinnyTypes::F64, dims(m, 4096, 4096, R, R)).is_none());
+        }
         // i8 with n contiguous: the tensor-core form from 2 rows (1 row on
         // the CUDA cores), the CUDA-core kernel where X's k is strided.
         for m in [2, 9] {
