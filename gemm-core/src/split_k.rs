@@ -12,9 +12,9 @@
 //! batch ([`crate::batch`]) whose product s has its k clamped to its slice
 //! ([`slice_k`]).
 //!
-//! The split is chosen by a model of waves ([`model_split`]); the ladder
-//! benchmark measures splits around the model's and the tuning table keeps
-//! the fastest where it was measured.
+//! The split is chosen on the host by a model of waves (`gemm::tuning::
+//! WaveModel`); the ladder benchmark measures splits around the model's and
+//! the tuning table keeps the fastest where it was measured.
 //!
 //! Source: the split-K ("sliced-K" across blocks) GEMM of CUTLASS
 //! (NVIDIA, "CUTLASS: Fast Linear Algebra in CUDA C++", the `GemmSplitKParallel`
@@ -85,73 +85,6 @@ pub const fn slice_k(k: u32, k_slice: u32, s: u32) -> u32 {
     } else {
         k_slice
     }
-}
-
-/// What the split model knows about a kernel on a device.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SplitModel {
-    /// Tiles of C (blocks of one unsplit launch).
-    pub tiles: u64,
-    /// Blocks the whole GPU runs at once (SMs x resident blocks per SM).
-    pub slots: u64,
-    /// Length of k in k tiles (ceil(k / BK)).
-    pub k_tiles: u64,
-    /// Cost of one block's pipeline fill and epilogue, in k-tile steps.
-    pub fixed_steps: f64,
-    /// Elements of C (m x n).
-    pub c_elems: u64,
-    /// Microseconds one wave of blocks takes per k tile.
-    pub step_us: f64,
-    /// Microseconds to move one element of C through DRAM once in the
-    /// reduction (element bytes / bandwidth).
-    pub elem_us: f64,
-    /// Fixed cost of the second (reduction) launch, microseconds.
-    pub launch_us: f64,
-    /// Largest split considered.
-    pub max_split: u32,
-    /// Largest workspace (elements) the split may use.
-    pub max_workspace: u64,
-}
-
-impl SplitModel {
-    /// Modeled microseconds of the product with `split` slices: the waves of
-    /// blocks times the k tiles each block walks, plus, when split, writing
-    /// and summing the partials.
-    pub fn time_us(&self, split: u32) -> f64 {
-        let s = split.max(1) as u64;
-        let blocks = self.tiles * s;
-        let waves = blocks.div_ceil(self.slots.max(1));
-        let steps = self.k_tiles.div_ceil(s) as f64 + self.fixed_steps;
-        let compute = waves as f64 * steps * self.step_us;
-        if s == 1 {
-            return compute;
-        }
-        // The partials are written once (2 s |C| with the read of the sum).
-        let reduce = (2 * s + 1) as f64 * self.c_elems as f64 * self.elem_us + self.launch_us;
-        compute + reduce
-    }
-}
-
-/// The split with the least modeled time ([`SplitModel::time_us`]) among 1
-/// and the powers of two up to `max_split` whose slices are at least 4 k
-/// tiles long and whose workspace fits; 1 when splitting does not pay.
-pub fn model_split(model: &SplitModel) -> u32 {
-    let mut best = (1u32, model.time_us(1));
-    let mut s = 2u32;
-    while s <= model.max_split {
-        let long_enough = model.k_tiles >= 4 * s as u64;
-        let fits = model.c_elems.saturating_mul(s as u64) <= model.max_workspace;
-        if !(long_enough && fits) {
-            break;
-        }
-        let t = model.time_us(s);
-        // A split must win by 3%: the model is coarse, an unsplit launch is simpler.
-        if t < best.1 * 0.97 {
-            best = (s, t);
-        }
-        s *= 2;
-    }
-    best.0
 }
 
 /// A product whose last wave of block tiles would leave SMs idle, run in
@@ -241,31 +174,6 @@ pub fn tail_split(
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    fn h200(tiles: u64, k: u64, c_elems: u64) -> SplitModel {
-        SplitModel {
-            tiles,
-            slots: 264,
-            k_tiles: k / 16,
-            fixed_steps: 3.0,
-            c_elems,
-            step_us: 1.25,
-            elem_us: 8.0 / 3.0e6,
-            launch_us: 4.0,
-            max_split: 64,
-            max_workspace: 1 << 25,
-        }
-    }
-
-    #[test]
-    fn small_c_long_k_splits_full_c_does_not() {
-        // 256 x 256 x 16384 with 128 x 64 tiles: 8 tiles for 264 slots.
-        assert!(model_split(&h200(8, 16384, 256 * 256)) >= 16);
-        // 4096^3: 2048 tiles, many waves already.
-        assert_eq!(model_split(&h200(2048, 4096, 4096 * 4096)), 1);
-        // k too short to split: 64 x 16.
-        assert_eq!(model_split(&h200(8, 64, 256 * 256)), 1);
-    }
 
     #[test]
     fn tail_split_fills_the_last_wave() {

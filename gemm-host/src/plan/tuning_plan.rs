@@ -849,3 +849,57 @@ pub fn model_tail_for(
         + 8.0;
     Ok((tail_time < 0.9 * plain(1).min(plain(split))).then_some(t))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model of 132 SMs and `slots` resident blocks, 16-element k tiles.
+    fn model(tiles: u64, slots: u64, k: u64, c_elems: u64) -> WaveModel {
+        WaveModel {
+            tiles,
+            slots,
+            k_tiles: k / 16,
+            fixed_steps: 3.0,
+            c_elems,
+            sms: 132,
+            block_rate: 1.0,
+            wave_compute_us: 1.25,
+            block_memory_us: 0.0,
+            block_step_us: 0.0,
+            elem_us: 8.0 / 3.0e6,
+            launch_us: 4.0,
+            max_split: 64,
+            max_workspace: 1 << 25,
+        }
+    }
+
+    #[test]
+    fn small_c_long_k_splits_full_c_does_not() {
+        // 256 x 256 x 16384 with 128 x 64 tiles: 8 tiles for 264 slots.
+        assert!(model(8, 264, 16384, 256 * 256).split() >= 16);
+        // 4096^3: 2048 tiles, many waves already.
+        assert_eq!(model(2048, 264, 4096, 4096 * 4096).split(), 1);
+        // k too short to split: 4 k tiles.
+        assert_eq!(model(8, 264, 64, 256 * 256).split(), 1);
+    }
+
+    #[test]
+    fn a_product_bound_by_its_bytes_is_split_only_where_too_few_blocks_stream_them() {
+        // 16 x 11008 x 4096 f64 on 32 x 32 tiles, 7 resident a SM: 344
+        // blocks already move B at the bandwidth; a split adds waves.
+        let wide = WaveModel {
+            wave_compute_us: 0.565,
+            block_memory_us: 0.001745,
+            block_step_us: 0.5,
+            fixed_steps: 5.0,
+            ..model(344, 924, 4096, 16 * 11008)
+        };
+        assert_eq!(wide.split(), 1);
+        assert!(wide.time_us(1) < wide.time_us(8));
+        // The same per block with 4096 columns: 128 blocks, each at its
+        // least step (a round trip over its pipeline), wait on latency.
+        let narrow = WaveModel { tiles: 128, block_step_us: 1.5, ..wide };
+        assert!(narrow.split() > 1);
+    }
+}
