@@ -714,13 +714,17 @@ impl Gemm {
                 }
                 // A row's packing was measured with its own split: where
                 // the model splits all of k, read the operands in place
-                // (`PackReason::Split`) and split for those layouts.
+                // (`PackReason::Split`) and split for those layouts - unless
+                // in place it would not split, where the packed plan stands.
                 let modeled = matches!(plan.split, SplitReason::Model { .. });
                 if modeled && plan.split_k > 1 && plan.pack && plan.pack_reason == PackReason::Measured {
-                    (plan.pack, plan.pack_reason) = (false, PackReason::Split);
-                    let kernel_layouts = plan.kernel_layouts(layouts);
-                    (plan.split_k, plan.split) =
+                    let in_place = Plan { pack: false, pack_reason: PackReason::Split, ..plan };
+                    let kernel_layouts = in_place.kernel_layouts(layouts);
+                    let (split_k, split) =
                         plan_split(device, precision, plan.config, (m, n, k), (layouts, kernel_layouts), &plan.source)?;
+                    if split_k > 1 {
+                        plan = Plan { split_k, split, ..in_place };
+                    }
                 }
             }
             None => {}
