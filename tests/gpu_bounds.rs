@@ -1213,7 +1213,8 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
     // form, except i8's with n contiguous.
     // From 2 rows on, the tensor-core pairs may take stage 9's narrow tiles
     // instead (its transposed product, or a C of few columns; tested in
-    // gpu_warpgroup): the kernel is then the planner's, not checked here.
+    // gpu_warpgroup), and from 1 row where W's N is contiguous (m small
+    // here): the kernel is then the planner's, not checked here.
     let rows = match pair {
         Pair::F64 if m <= n => 0,
         Pair::F64 => 4,
@@ -1222,13 +1223,13 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
     // i8 with m small (X = A, k contiguous) reads B along n on the tensor
     // cores up to 64 rows (`skinny_s8_s*_mma_wn`).
     let rows = if pair == Pair::I8 && m <= n { 64 } else { rows };
-    let narrow = |plan: &gemm::ProductPlan, small: usize| {
+    let narrow = |plan: &gemm::ProductPlan, small: usize, w_n_contiguous: bool| {
         let tile = matches!(plan.family, gemm::KernelFamily::Warpgroup { tile, .. } if tile.bn < 64);
-        tile && small >= 2 && pair.wgmma().is_some()
+        tile && (small >= 2 || w_n_contiguous) && pair.wgmma().is_some()
     };
     let plan = pair.base().device(dev).plan_for::<T, C>(m, n, k).unwrap();
     let token = matches!(plan.family, gemm::KernelFamily::Skinny { .. });
-    if !narrow(&plan, m.min(n)) {
+    if !narrow(&plan, m.min(n), m <= n) {
         assert_eq!(token, m.min(n) <= rows, "{} {m}x{n}x{k}: {plan}", pair.name());
     }
     // B column-major, m small: A and B both read along k, the tensor-core
@@ -1241,7 +1242,7 @@ fn assert_token_sized<T: Product<C>, C: Scalar>(dev: &Arc<Device>, pair: Pair, (
         };
         let plan = pair.base().op_b(gemm::Op::T).device(dev).plan_for::<T, C>(m, n, k).unwrap();
         let mma = matches!(plan.family, gemm::KernelFamily::Skinny { kernel, .. } if kernel.ends_with("_mma"));
-        if !narrow(&plan, m) {
+        if !narrow(&plan, m, false) {
             let token = matches!(plan.family, gemm::KernelFamily::Skinny { .. });
             assert_eq!(token, m <= rows, "{} {m}x{n}x{k}, B column-major: {plan}", pair.name());
             let has_mma = !matches!(pair, Pair::F32 | Pair::F64 | Pair::Tf32);

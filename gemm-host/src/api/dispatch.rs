@@ -20,7 +20,7 @@ use crate::plan::product_plan::{
     mma_launch, skinny_family, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list, ProductPlan,
 };
 use gemm_core::pack;
-use gemm_core::skinny::SkinnyTypes;
+use gemm_core::skinny::{SkinnyTypes, WLayout};
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::{GemmDims, Layout, Precision};
 use std::sync::Arc;
@@ -115,10 +115,12 @@ impl Gemm {
         }
         let launch = skinny_launch(types, dims, self.desc.alpha, count, sm_count);
         // Stage 9's narrow tiles, where it would take one, from
-        // NARROW_MIN_ROWS rows on.
+        // NARROW_MIN_ROWS rows on (NARROW_MIN_ROWS_WN where W's N is
+        // contiguous).
         if let (Some(l), Kernels::TensorCores(wgmma, false)) = (launch, kernels) {
             let small = if l.small_n { dims.n } else { dims.m };
-            if small >= NARROW_MIN_ROWS {
+            let min_rows = if l.layout == WLayout::NContiguous { NARROW_MIN_ROWS_WN } else { NARROW_MIN_ROWS };
+            if small >= min_rows {
                 let w = warpgroup_launch(wgmma, dims, self.desc.alpha, (count, sm_count), None, self.balance_last_wave);
                 // A B that must be copied K-major first costs a launch: from
                 // NARROW_COPY_MIN_ROWS rows on, where the token-sized
@@ -305,6 +307,16 @@ impl Gemm {
 /// with a weight stored n x k ran 0.96x, the narrow tile 0.82x (its
 /// reduction's launch).
 const NARROW_MIN_ROWS: usize = 2;
+
+/// [`NARROW_MIN_ROWS`] where W's N is contiguous (a row-major B with m
+/// small): one row. There the CUDA-core kernel at one row read the weight
+/// at 42% of DRAM peak (ncu, bf16 1 x 4096 x 14336: 58.8 us; cuBLAS's 128 x
+/// 8 tensor-core kernel 31.9 us and its reduction 3.6 us), and ran
+/// 0.71-0.85x cuBLAS at 1 x 4096 x 11008 and 14336 and 1 x 11008 and 14336
+/// x 4096, where the narrow tile at 2 rows ran 0.89-1.02x (f16 and bf16,
+/// NVIDIA H200, 2026-11-26). A B copied K-major first (tf32, i8) still
+/// waits for [`NARROW_COPY_MIN_ROWS`].
+const NARROW_MIN_ROWS_WN: usize = 1;
 
 /// The fewest rows of a token-sized product that leaves the token-sized
 /// kernels for a narrow tile whose B is copied K-major first.
