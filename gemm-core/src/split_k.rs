@@ -48,13 +48,44 @@ pub const fn slices(k: u32, split: u32, bk: u32) -> (u32, u32) {
 /// Threads per block of the reduction kernel.
 pub const REDUCE_THREADS: u32 = 256;
 
-/// Blocks of the reduction kernel for an m x n C on a GPU with `sms` SMs:
-/// one element per thread up to 16 blocks per SM, then each thread loops
-/// (at least 1 block).
-pub const fn reduce_grid(m: u32, n: u32, sms: u32) -> u32 {
+/// The most blocks a SM of the ladder's reduction grid ([`reduce_grid`]);
+/// beyond, each thread loops.
+pub const REDUCE_BLOCKS_PER_SM: u32 = 16;
+
+/// Elements of C one thread of a reduction kernel sums, each slice's read
+/// in one 16-byte access, for partial results of `elem_bytes` bytes (2 for
+/// f64; 4 for f32 and for the tensor-core products' f32 or i32
+/// workspace), where m n is a multiple of it; otherwise one.
+pub const fn reduce_vector(elem_bytes: u32) -> u32 {
+    if elem_bytes == 0 || elem_bytes > 16 {
+        1
+    } else {
+        16 / elem_bytes
+    }
+}
+
+/// The tensor-core products' [`reduce_vector`] (4-byte partial results).
+pub const REDUCE_VECTOR: u32 = reduce_vector(4);
+
+/// Blocks of the reduction kernel for an m x n C of partial results of
+/// `elem_bytes` bytes on a GPU with `sms` SMs, at most `per_sm` a SM: one
+/// thread per [`reduce_vector`] elements (where m n is a multiple of it,
+/// else per element) up to that cap, then each thread loops (at least 1
+/// block).
+///
+/// ```
+/// use gemm_core::split_k::reduce_grid;
+/// assert_eq!(reduce_grid(4096, 128, 8, (132, 16)), 1024); // f64: 2 a thread
+/// assert_eq!(reduce_grid(4096, 128, 4, (132, 16)), 512); // f32: 4 a thread
+/// assert_eq!(reduce_grid(3, 3, 4, (132, 16)), 1); // 9 elements, one a thread
+/// assert_eq!(reduce_grid(1 << 16, 1 << 12, 8, (132, 16)), 132 * 16);
+/// ```
+pub const fn reduce_grid(m: u32, n: u32, elem_bytes: u32, (sms, per_sm): (u32, u32)) -> u32 {
     let elems = m as u64 * n as u64;
-    let blocks = elems.div_ceil(REDUCE_THREADS as u64);
-    let cap = if sms == 0 { 16 } else { sms as u64 * 16 };
+    let v = reduce_vector(elem_bytes) as u64;
+    let per_thread = if elems % v == 0 { v } else { 1 };
+    let blocks = elems.div_ceil(REDUCE_THREADS as u64 * per_thread);
+    let cap = if sms == 0 { per_sm as u64 } else { sms as u64 * per_sm as u64 };
     let b = if blocks < cap { blocks } else { cap };
     if b == 0 {
         1

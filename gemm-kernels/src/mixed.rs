@@ -265,15 +265,24 @@ pub unsafe fn store_one<O: Output>(
     }
 }
 
+/// Four consecutive partial results of split-K's workspace (4-byte values:
+/// f32 or i32), read in one 16-byte access.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Quad<V>([V; 4]);
+
 /// Split-K's second step: `C <- alpha * (W_0 + ... + W_{slices-1}) + beta *
 /// C`, summed in slice order (the same bits every run), converted to C's
 /// type. W is `slices` row-major m x n partial results (f32, or i32 for the
-/// integer product) `m n` elements apart, C row-major with `ldc`. One thread
-/// per element of C, a grid-stride loop over 1D blocks.
+/// integer product) `m n` elements apart, C row-major with `ldc`. A
+/// grid-stride loop over 1D blocks: where m n is a multiple of
+/// [`REDUCE_VECTOR`], each thread sums that many consecutive elements (one
+/// 16-byte read of each slice, one division for their row and column),
+/// else one.
 ///
 /// # Safety
-/// `w` holds `slices` m x n matrices; C holds m x n (ldc); they do not
-/// overlap.
+/// `w` holds `slices` m x n matrices, 16-byte aligned; C holds m x n
+/// (ldc); they do not overlap.
 #[inline(always)]
 pub unsafe fn reduce<O: Output>(
     m: u32,
@@ -287,16 +296,57 @@ pub unsafe fn reduce<O: Output>(
 ) {
     let block = crate::thread::block_dim()[0] as u64;
     let threads = crate::thread::grid_dim()[0] as u64 * block;
-    let mut e = crate::thread::block_idx()[0] as u64 * block + crate::thread::thread_idx()[0] as u64;
+    let first = crate::thread::block_idx()[0] as u64 * block + crate::thread::thread_idx()[0] as u64;
     let (mn, n64) = (m as u64 * n as u64, n as u64);
-    while e < mn {
-        let mut sum = *w.add(e as usize);
-        for s in 1..slices {
-            sum = O::add(sum, *w.add((s as u64 * mn + e) as usize));
-        }
-        let q = c.add(((e / n64) * ldc as u64 + e % n64) as usize);
+    let store = |row: u64, col: u64, sum: O::Value| {
+        let q = c.add((row * ldc as u64 + col) as usize);
         let v = O::mul(alpha, sum);
         *q = O::from_value(if O::is_zero(beta) { v } else { O::mul_add(beta, (*q).to_value(), v) });
-        e += threads;
+    };
+    // Row and column of element e: 32-bit division where m n fits.
+    let place = |e: u64| {
+        if mn <= u32::MAX as u64 {
+            ((e as u32 / n) as u64, (e as u32 % n) as u64)
+        } else {
+            (e / n64, e % n64)
+        }
+    };
+    const V: u64 = REDUCE_VECTOR as u64;
+    if mn % V == 0 && core::mem::size_of::<O::Value>() == 4 {
+        let mut e = first * V;
+        while e < mn {
+            let mut sum = *(w.add(e as usize) as *const Quad<O::Value>);
+            for s in 1..slices {
+                let q = *(w.add((s as u64 * mn + e) as usize) as *const Quad<O::Value>);
+                for i in 0..REDUCE_VECTOR as usize {
+                    sum.0[i] = O::add(sum.0[i], q.0[i]);
+                }
+            }
+            let (mut row, mut col) = place(e);
+            for i in 0..REDUCE_VECTOR as usize {
+                store(row, col, sum.0[i]);
+                col += 1;
+                if col == n64 {
+                    (row, col) = (row + 1, 0);
+                }
+            }
+            e += threads * V;
+        }
+    } else {
+        let mut e = first;
+        while e < mn {
+            let mut sum = *w.add(e as usize);
+            for s in 1..slices {
+                sum = O::add(sum, *w.add((s as u64 * mn + e) as usize));
+            }
+            let (row, col) = place(e);
+            store(row, col, sum);
+            e += threads;
+        }
     }
 }
+
+/// Elements of C one thread of [`reduce`] sums where m n is a multiple of
+/// it (gemm-core's `split_k::REDUCE_VECTOR`, which the launch divides the
+/// grid by).
+pub const REDUCE_VECTOR: u32 = gemm_core::split_k::REDUCE_VECTOR;

@@ -174,11 +174,11 @@ pub(crate) fn launch_reduce<T: Element>(
     layouts: gemm_core::KernelLayouts,
     c: &mut CudaViewMut<'_, T>,
 ) -> Result<(), Error> {
-    use gemm_core::split_k::{reduce_entry, reduce_grid, REDUCE_THREADS};
+    use gemm_core::split_k::{reduce_entry, reduce_grid, REDUCE_BLOCKS_PER_SM, REDUCE_THREADS};
     debug_assert!(w.len() >= slices * m * n && c.len() >= (m.max(1) - 1) * ldc + n);
     let (m, n, slices, ldc) = (m as u32, n as u32, slices as u32, ldc as u32);
     let cfg = LaunchConfig {
-        grid_dim: (reduce_grid(m, n, device.sm_count()), 1, 1),
+        grid_dim: (reduce_grid(m, n, std::mem::size_of::<T>() as u32, (device.sm_count(), REDUCE_BLOCKS_PER_SM)), 1, 1),
         block_dim: (REDUCE_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };

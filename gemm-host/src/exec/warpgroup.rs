@@ -356,9 +356,9 @@ fn reduce<C: Scalar>(
         WgmmaTypes::S8 => "warpgroup_reduce_i32",
         _ => "warpgroup_reduce_f32",
     })?;
-    const REDUCE_THREADS: u32 = 256;
-    let mn = m as usize * n as usize;
-    let blocks = mn.div_ceil(REDUCE_THREADS as usize).min(device.sm_count() as usize * 8) as u32;
+    use gemm_core::split_k::{reduce_grid, REDUCE_THREADS};
+    // 4-byte partial results (f32 or i32), at most 8 blocks a SM.
+    let blocks = reduce_grid(m, n, 4, (device.sm_count(), 8));
     let rcfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
     let (rows, cols) = if transposed_c { (n, m) } else { (m, n) };
     let mut builder = stream.launch_builder(&func);
