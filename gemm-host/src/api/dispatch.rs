@@ -119,7 +119,10 @@ impl Gemm {
         // contiguous).
         if let (Some(l), Kernels::TensorCores(wgmma, false)) = (launch, kernels) {
             let small = if l.small_n { dims.n } else { dims.m };
-            let min_rows = if l.layout == WLayout::NContiguous { NARROW_MIN_ROWS_WN } else { NARROW_MIN_ROWS };
+            let sixteen_bit =
+                matches!(l.types, SkinnyTypes::F16 | SkinnyTypes::F16F32 | SkinnyTypes::Bf16 | SkinnyTypes::Bf16F32);
+            let wn = l.layout == WLayout::NContiguous && sixteen_bit;
+            let min_rows = if wn { NARROW_MIN_ROWS_WN } else { NARROW_MIN_ROWS };
             if small >= min_rows {
                 let w = warpgroup_launch(wgmma, dims, self.desc.alpha, (count, sm_count), None, self.balance_last_wave);
                 // A B that must be copied K-major first costs a launch: from
@@ -308,14 +311,16 @@ impl Gemm {
 /// reduction's launch).
 const NARROW_MIN_ROWS: usize = 2;
 
-/// [`NARROW_MIN_ROWS`] where W's N is contiguous (a row-major B with m
-/// small): one row. There the CUDA-core kernel at one row read the weight
-/// at 42% of DRAM peak (ncu, bf16 1 x 4096 x 14336: 58.8 us; cuBLAS's 128 x
-/// 8 tensor-core kernel 31.9 us and its reduction 3.6 us), and ran
-/// 0.71-0.85x cuBLAS at 1 x 4096 x 11008 and 14336 and 1 x 11008 and 14336
-/// x 4096, where the narrow tile at 2 rows ran 0.89-1.02x (f16 and bf16,
-/// NVIDIA H200, 2026-11-26). A B copied K-major first (tf32, i8) still
-/// waits for [`NARROW_COPY_MIN_ROWS`].
+/// [`NARROW_MIN_ROWS`] for f16 and bf16 where W's N is contiguous (a
+/// row-major B with m small): one row. There the CUDA-core kernel at one
+/// row read the weight at 42% of DRAM peak (ncu, bf16 1 x 4096 x 14336:
+/// 58.8 us; cuBLAS's 128 x 8 tensor-core kernel 31.9 us and its reduction
+/// 3.6 us) and ran 0.71-0.89x cuBLAS at 1 x 4096 x 11008 and 14336 and 1 x
+/// 11008 and 14336 x 4096; the narrow tile at one row ran 0.90-1.01x there
+/// and 0.93-0.96x at 1 x 4096 x 4096 (f16 and bf16 -> f32, NVIDIA H200,
+/// 2026-11-26, same runs as cuBLAS). TF32 keeps 2: its narrow tile at one
+/// row ran 0.79-0.89x where k is split (1 x 4096 x 4096 to 14336), the
+/// CUDA-core kernel 0.90-0.96x.
 const NARROW_MIN_ROWS_WN: usize = 1;
 
 /// The fewest rows of a token-sized product that leaves the token-sized
