@@ -80,6 +80,7 @@ pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
 pub use operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 pub use operands::matrix::{MatMut, MatRef, Matrix};
 pub use operands::strided::{BatchView, IntoBatchView, Strided};
+pub use plan::emulation;
 pub use plan::product_plan::{KernelFamily, ProductPlan};
 
 /// The teaching and tuning surface: the stages of the ladder, their kernel
