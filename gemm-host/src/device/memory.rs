@@ -1,5 +1,6 @@
 //! Device memory, layer device: allocation of a generic [`Scalar`] on a
-//! stream ([`alloc_uninit`], [`alloc_zeros`]; out of memory becomes
+//! stream ([`alloc_uninit`], [`alloc_zeros`], and a call's scratch from the
+//! library's own pool, [`alloc_scratch`]; out of memory becomes
 //! [`Error::OutOfMemory`]), the copies through [`Scalar::Bits`]
 //! ([`memcpy_htod`], [`memcpy_dtoh`], [`clone_htod`]), a buffer's
 //! [`address`], and the split-K workspace bound ([`MAX_SPLIT_WORKSPACE`])
@@ -44,6 +45,79 @@ pub(crate) unsafe fn alloc_uninit<T: Scalar>(stream: &Arc<CudaStream>, len: usiz
     // (device allocations are aligned to at least 256 bytes), owned by the
     // slice from here on; the caller initializes what it reads.
     Ok(unsafe { stream.upgrade_device_ptr::<T>(ptr, len) })
+}
+
+/// [`alloc_uninit`] for a call's own scratch (split-K's workspace, the
+/// operands' copies), freed at the end of the call: from the library's
+/// memory pool on the stream's device ([`scratch_pool`]), not the device's
+/// default pool, where it falls back to the latter.
+///
+/// The default pool releases its free memory at each synchronization once
+/// it holds more than its release threshold, live allocations included: a
+/// process holding 1 GiB there (a model's weights, a benchmark's operands)
+/// had every split product map its workspace anew after each sync, which
+/// doubled the time of short products.
+///
+/// # Safety
+/// As [`alloc_uninit`].
+pub(crate) unsafe fn alloc_scratch<T: Scalar>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
+    let ctx = stream.context();
+    let Some(pool) = (if ctx.has_async_alloc() { scratch_pool(ctx) } else { None }) else {
+        // SAFETY: the caller's contract.
+        return unsafe { alloc_uninit(stream, len) };
+    };
+    let len = len.max(1); // the driver cannot allocate zero bytes
+    let bytes = len * size_of::<T>();
+    ctx.bind_to_thread().map_err(|e| oom_or(e, bytes, "cuMemAllocFromPoolAsync"))?;
+    let mut ptr: cudarc::driver::sys::CUdeviceptr = 0;
+    // SAFETY: a pool of this context's device (`scratch_pool`) and a live
+    // stream of the context; the allocation is stream-ordered like
+    // `cuMemAllocAsync`'s, and freed like it (`cuMemFreeAsync`, which frees
+    // from any pool) by the `CudaSlice`'s drop.
+    unsafe {
+        cudarc::driver::sys::cuMemAllocFromPoolAsync(&mut ptr, bytes, pool as _, stream.cu_stream())
+            .result()
+            .map_err(|e| oom_or(e, bytes, "cuMemAllocFromPoolAsync"))?;
+    }
+    // SAFETY: `ptr` is that allocation, room for `len` elements of `T`
+    // (aligned to at least 256 bytes), owned by the slice from here on;
+    // the caller initializes what it reads.
+    Ok(unsafe { stream.upgrade_device_ptr::<T>(ptr, len) })
+}
+
+/// The library's memory pool on `ctx`'s device, made on first use, with a
+/// release threshold of [`POOL_KEEP_BYTES`] of its own (the scratch of the
+/// largest split workspace); None where the driver cannot make one.
+fn scratch_pool(ctx: &Arc<CudaContext>) -> Option<usize> {
+    use cudarc::driver::sys;
+    use std::sync::Mutex;
+    /// (device, pool handle) of the pools made so far.
+    static POOLS: Mutex<Vec<(sys::CUdevice, usize)>> = Mutex::new(Vec::new());
+    let device = ctx.cu_device();
+    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(&(_, pool)) = pools.iter().find(|(d, _)| *d == device) {
+        return Some(pool);
+    }
+    // SAFETY: zeroed props are valid (no handle types, no Windows security
+    // attributes, no maximum size), then pinned device memory of this
+    // device; the threshold attribute is a u64 (CUDA driver API,
+    // cuMemPoolCreate, cuMemPoolSetAttribute). The pool lives as long as
+    // the process.
+    let pool = unsafe {
+        let mut props: sys::CUmemPoolProps = core::mem::zeroed();
+        props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id = device;
+        let mut pool: sys::CUmemoryPool = core::ptr::null_mut();
+        ctx.bind_to_thread().ok()?;
+        sys::cuMemPoolCreate(&mut pool, &props).result().ok()?;
+        let mut keep = POOL_KEEP_BYTES;
+        let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+        sys::cuMemPoolSetAttribute(pool, attr, &mut keep as *mut u64 as *mut _).result().ok()?;
+        pool as usize
+    };
+    pools.push((device, pool));
+    Some(pool)
 }
 
 /// `len` (at least one) zeroed elements on `stream`.
@@ -137,11 +211,13 @@ pub(crate) fn address<T>(s: &impl DevicePtr<T>) -> u64 {
 /// The largest split-K workspace, in elements of C (256 MiB of f64).
 pub const MAX_SPLIT_WORKSPACE: u64 = 1 << 25;
 
-/// Bytes of freed memory the device's default memory pool keeps for reuse
-/// instead of returning them to the driver at each synchronization: the
-/// split-K workspace ([`crate::tuning::MAX_SPLIT_WORKSPACE`] elements of f64
-/// at most), allocated and freed on the stream by every split product.
-/// Without it, each split call on a short product mapped its workspace anew.
+/// The release threshold of the library's scratch pool ([`alloc_scratch`]):
+/// the bytes it holds, live or free, before it returns free memory to the
+/// driver at a synchronization. The largest split-K workspace
+/// ([`crate::tuning::MAX_SPLIT_WORKSPACE`] elements of f64), allocated and
+/// freed on the stream by every split product. The device's default pool
+/// gets at least this threshold too (the operands' other transient
+/// copies).
 pub const POOL_KEEP_BYTES: u64 = MAX_SPLIT_WORKSPACE * 8;
 
 /// Raises the default memory pool's release threshold to at least

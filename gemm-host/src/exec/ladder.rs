@@ -4,7 +4,7 @@
 //! strided batch in one launch, and a list batch as one grouped launch.
 //! What to launch comes planned ([`LadderLaunch`]).
 
-use crate::device::memory::alloc_uninit;
+use crate::device::memory::alloc_scratch;
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
@@ -124,7 +124,7 @@ fn enqueue_pack<T: Element>(
     };
     // SAFETY: the product reads only elements of the packed copy that the
     // copy writes (each of its `cols` lines' first `rows` elements).
-    let mut w = unsafe { alloc_uninit::<T>(stream, len) }?;
+    let mut w = unsafe { alloc_scratch::<T>(stream, len) }?;
     launch_pack(device, stream, copy, src, &mut w)?;
     Ok(w)
 }
@@ -161,7 +161,7 @@ fn enqueue_split_k<T: Element>(
     };
     // SAFETY: every element of every partial is written by the partial
     // products (beta = 0, each slice has k >= 1) before the reduction reads it.
-    let mut w = unsafe { alloc_uninit::<T>(stream, len) }?;
+    let mut w = unsafe { alloc_scratch::<T>(stream, len) }?;
     let wdims = GemmDims { ldc: n, c_layout: Layout::RowMajor, ..*kdims };
     let batch = Batch::SplitK { slices, strides: [a_step, b_step, m * n], k_slice };
     let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));

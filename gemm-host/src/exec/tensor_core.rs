@@ -4,7 +4,7 @@
 //! whose lines do not start on 16 bytes, a K-major copy of an MN-major
 //! TF32 or i8 operand).
 
-use crate::device::memory::alloc_uninit;
+use crate::device::memory::alloc_scratch;
 use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
@@ -123,7 +123,7 @@ fn aligned_copy<T: Scalar>(
     // SAFETY: every element TMA reads inside the matrix is written below; the
     // pad elements (past `line` in each line) are never read: TMA's boxes
     // stop at the tensor's dimensions.
-    let mut dst = unsafe { alloc_uninit::<T>(stream, dst_op.len()) }?;
+    let mut dst = unsafe { alloc_scratch::<T>(stream, dst_op.len()) }?;
     let size = size_of::<T>();
     let (src_ptr, _r) = src.device_ptr(stream);
     let (dst_ptr, _w) = dst.device_ptr_mut(stream);
@@ -197,7 +197,7 @@ pub(crate) fn transposed_copy<T: Scalar>(
     // SAFETY: the transpose writes every element inside each copied matrix;
     // the pad past each line's end is never read (TMA's boxes stop at the
     // tensor's dimensions).
-    let mut dst = unsafe { alloc_uninit::<T>(stream, dst_op.len()) }?;
+    let mut dst = unsafe { alloc_scratch::<T>(stream, dst_op.len()) }?;
     let name = gemm_core::pack::transpose_entry(op.elem).expect("elements of 1, 2, 4 or 8 bytes");
     let func = match stage {
         TensorCoreStage::Warpgroup => device.warpgroup_function(name)?,

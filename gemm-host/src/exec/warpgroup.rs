@@ -8,7 +8,7 @@
 //! comes planned ([`WarpgroupLaunch`]); the operation mirrors CUTLASS 3's
 //! kernel layer beneath its device adapter.
 
-use crate::device::memory::alloc_uninit;
+use crate::device::memory::alloc_scratch;
 use crate::device::registry::WarpgroupKernel;
 use crate::device::Device;
 use crate::element::{product_name, Scalar};
@@ -280,7 +280,7 @@ fn workspace(
     let mn = m as usize * n as usize;
     // SAFETY: every element of each slice's m x n is written by the
     // product before the reduction reads it (stream order).
-    let w = unsafe { alloc_uninit::<f32>(stream, slices as usize * mn) }?;
+    let w = unsafe { alloc_scratch::<f32>(stream, slices as usize * mn) }?;
     if thread_stores || n % 4 != 0 || mn == 0 {
         return Ok((w, None));
     }
