@@ -361,7 +361,8 @@ impl Gemm {
     /// C (`C <- alpha * sum + beta * C`): bitwise the same on every run. For a
     /// small C with a long k, whose few tiles would leave most SMs idle. The
     /// partials need `slices * m * n` elements of device memory, allocated
-    /// on the call's stream from the device's memory pool and freed after.
+    /// on the call's stream from the library's memory pool on the device and
+    /// freed after.
     /// `1` never splits; without this option the default kernel splits when
     /// [`Gemm::plan`] finds it faster, a kernel chosen with the options never.
     ///
@@ -389,8 +390,8 @@ impl Gemm {
     /// fastest in (stage 7 at 4096³ on an H200: 0.97 of cuBLAS against 0.89
     /// for a row-major A, 2026-11-24). The copies read and write each packed
     /// operand once (memory-bound) and need as many elements of device
-    /// memory, allocated on the call's stream from the device's memory pool
-    /// and freed after; their leading dimension is padded to 128 bytes, so
+    /// memory, allocated on the call's stream from the library's memory pool on
+    /// the device and freed after; their leading dimension is padded to 128 bytes, so
     /// an odd `lda` or `ldb` no longer forces element-wise copies. `false`
     /// never packs. Without this option the default kernel packs where the
     /// measured plan did ([`Gemm::plan`]), a kernel chosen with the options

@@ -4,7 +4,8 @@
 //! [`Error::OutOfMemory`]), the copies through [`Scalar::Bits`]
 //! ([`memcpy_htod`], [`memcpy_dtoh`], [`clone_htod`]), a buffer's
 //! [`address`], and the split-K workspace bound ([`MAX_SPLIT_WORKSPACE`])
-//! with the memory the default pool keeps for it ([`POOL_KEEP_BYTES`]).
+//! with the memory the scratch pool and the default pool keep for it
+//! ([`POOL_KEEP_BYTES`]).
 //! It imports only the base layer.
 
 use crate::element::Scalar;

@@ -110,7 +110,7 @@ fn enqueue_product<T: Element>(
 
 /// Enqueues the pack copy of one operand ([`gemm_core::pack`]): `copy`'s
 /// source in `src` (validated), transposed into a new workspace from the
-/// stream's memory pool, which it returns (freed when dropped, after the
+/// library's scratch pool (`alloc_scratch`), which it returns (freed when dropped, after the
 /// work queued on the stream).
 fn enqueue_pack<T: Element>(
     device: &Device,
@@ -138,7 +138,7 @@ fn workspace_len<T>(m: usize, n: usize, slices: usize) -> Option<usize> {
 
 /// Enqueues a split-K product (`gemm_core::split_k`) of `kdims` (kernel
 /// form, validated): the `slices` partial products into a workspace from the
-/// stream's memory pool, then their sum in slice order into C.
+/// library's scratch pool (`alloc_scratch`), then their sum in slice order into C.
 fn enqueue_split_k<T: Element>(
     device: &Device,
     stream: &Arc<CudaStream>,

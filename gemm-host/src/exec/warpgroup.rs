@@ -265,7 +265,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
 }
 
 /// Split-K's workspace of `slices` m x n partials (kernel form; n x m when
-/// C is transposed), f32 or i32 (4 bytes), from the stream's memory pool,
+/// C is transposed), f32 or i32 (4 bytes), from the library's scratch pool,
 /// and the tensor map the epilogue's TMA stores write it through where its
 /// rows are whole 16-byte chunks (n a multiple of 4) and the threads need
 /// not store it (`thread_stores`: C transposed, or a narrow tile): each
