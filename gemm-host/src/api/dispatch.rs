@@ -119,9 +119,8 @@ impl Gemm {
         // contiguous).
         if let (Some(l), Kernels::TensorCores(wgmma, false)) = (launch, kernels) {
             let small = if l.small_n { dims.n } else { dims.m };
-            let sixteen_bit =
-                matches!(l.types, SkinnyTypes::F16 | SkinnyTypes::F16F32 | SkinnyTypes::Bf16 | SkinnyTypes::Bf16F32);
-            let wn = l.layout == WLayout::NContiguous && sixteen_bit;
+            // f16 and bf16 (2-byte operands) only.
+            let wn = l.layout == WLayout::NContiguous && l.types.input_bytes() == 2;
             let min_rows = if wn { NARROW_MIN_ROWS_WN } else { NARROW_MIN_ROWS };
             if small >= min_rows {
                 let w = warpgroup_launch(wgmma, dims, self.desc.alpha, (count, sm_count), None, self.balance_last_wave);

@@ -26,22 +26,44 @@ use std::sync::Arc;
 /// # Safety
 /// The caller writes every element it later reads.
 pub(crate) unsafe fn alloc_uninit<T: Scalar>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
+    // SAFETY: the caller's contract.
+    unsafe { alloc_in(stream, len, None) }
+}
+
+/// [`alloc_uninit`] from `pool` (a pool of the stream's device), or from
+/// the device's default pool.
+///
+/// # Safety
+/// As [`alloc_uninit`].
+unsafe fn alloc_in<T: Scalar>(
+    stream: &Arc<CudaStream>,
+    len: usize,
+    pool: Option<usize>,
+) -> Result<CudaSlice<T>, Error> {
     let len = len.max(1); // the driver cannot allocate zero bytes
     let bytes = len * size_of::<T>();
     let ctx = stream.context();
-    ctx.bind_to_thread().map_err(|e| oom_or(e, bytes, "cuMemAllocAsync"))?;
+    let call = if pool.is_some() { "cuMemAllocFromPoolAsync" } else { "cuMemAllocAsync" };
+    ctx.bind_to_thread().map_err(|e| oom_or(e, bytes, call))?;
     // SAFETY: `bytes` fresh bytes on `stream`'s context, stream-ordered
     // where the context has memory pools, exactly as `CudaStream::alloc`
-    // allocates, so the `CudaSlice`'s drop frees them as it frees cudarc's
-    // own (`cuMemFreeAsync` on the stream, else `cuMemFree`).
+    // allocates (or from `pool`, a pool of this device, the same way), so
+    // the `CudaSlice`'s drop frees them as it frees cudarc's own
+    // (`cuMemFreeAsync` on the stream, which frees from any pool, else
+    // `cuMemFree`).
     let ptr = unsafe {
-        if ctx.has_async_alloc() {
-            result::malloc_async(stream.cu_stream(), bytes)
-        } else {
-            result::malloc_sync(bytes)
+        match pool {
+            Some(pool) if ctx.has_async_alloc() => {
+                let mut ptr: cudarc::driver::sys::CUdeviceptr = 0;
+                cudarc::driver::sys::cuMemAllocFromPoolAsync(&mut ptr, bytes, pool as _, stream.cu_stream())
+                    .result()
+                    .map(|()| ptr)
+            }
+            _ if ctx.has_async_alloc() => result::malloc_async(stream.cu_stream(), bytes),
+            _ => result::malloc_sync(bytes),
         }
     }
-    .map_err(|e| oom_or(e, bytes, "cuMemAllocAsync"))?;
+    .map_err(|e| oom_or(e, bytes, call))?;
     // SAFETY: `ptr` is that allocation, room for `len` elements of `T`
     // (device allocations are aligned to at least 256 bytes), owned by the
     // slice from here on; the caller initializes what it reads.
@@ -63,27 +85,9 @@ pub(crate) unsafe fn alloc_uninit<T: Scalar>(stream: &Arc<CudaStream>, len: usiz
 /// As [`alloc_uninit`].
 pub(crate) unsafe fn alloc_scratch<T: Scalar>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>, Error> {
     let ctx = stream.context();
-    let Some(pool) = (if ctx.has_async_alloc() { scratch_pool(ctx) } else { None }) else {
-        // SAFETY: the caller's contract.
-        return unsafe { alloc_uninit(stream, len) };
-    };
-    let len = len.max(1); // the driver cannot allocate zero bytes
-    let bytes = len * size_of::<T>();
-    ctx.bind_to_thread().map_err(|e| oom_or(e, bytes, "cuMemAllocFromPoolAsync"))?;
-    let mut ptr: cudarc::driver::sys::CUdeviceptr = 0;
-    // SAFETY: a pool of this context's device (`scratch_pool`) and a live
-    // stream of the context; the allocation is stream-ordered like
-    // `cuMemAllocAsync`'s, and freed like it (`cuMemFreeAsync`, which frees
-    // from any pool) by the `CudaSlice`'s drop.
-    unsafe {
-        cudarc::driver::sys::cuMemAllocFromPoolAsync(&mut ptr, bytes, pool as _, stream.cu_stream())
-            .result()
-            .map_err(|e| oom_or(e, bytes, "cuMemAllocFromPoolAsync"))?;
-    }
-    // SAFETY: `ptr` is that allocation, room for `len` elements of `T`
-    // (aligned to at least 256 bytes), owned by the slice from here on;
-    // the caller initializes what it reads.
-    Ok(unsafe { stream.upgrade_device_ptr::<T>(ptr, len) })
+    let pool = if ctx.has_async_alloc() { scratch_pool(ctx) } else { None };
+    // SAFETY: the caller's contract.
+    unsafe { alloc_in(stream, len, pool) }
 }
 
 /// The library's memory pool on `ctx`'s device, made on first use, with a
