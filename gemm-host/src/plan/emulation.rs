@@ -238,41 +238,7 @@ use num_traits::{One, ToPrimitive, Zero};
 // Constants
 // ---------------------------------------------------------------------------
 
-/// Largest number of moduli, `N <= 20`. `P` then reaches about `2^155.4`.
-pub const MAX_MODULI: usize = 20;
-
-/// Smallest supported number of moduli.
-pub const MIN_MODULI: usize = 2;
-
-/// The moduli: pairwise coprime, all `<= 256`, largest first.
-///
-/// `N` moduli means the first `N` entries. Factorisations:
-/// * `256 = 2^8`
-/// * `255 = 3*5*17`
-/// * `253 = 11*23`
-/// * `247 = 13*19`
-/// * `217 = 7*31`
-/// * all the others are prime.
-///
-/// # Example
-/// ```
-/// use gemm::emulation::{Moduli, MODULI};
-/// assert_eq!(Moduli::new(3)?.moduli(), &MODULI[..3]);
-/// assert_eq!(&MODULI[..3], &[256, 255, 253]);
-/// # Ok::<(), gemm::emulation::EmulationError>(())
-/// ```
-pub const MODULI: [u32; MAX_MODULI] =
-    [256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, 199, 197, 193, 191, 181, 179, 173];
-
-/// Largest `k` one INT8 product may have and still accumulate exactly in `i32`.
-///
-/// Symmetric residues satisfy `|r| <= 128`, so each product has
-/// `|a b| <= 128 * 128 = 2^14`. The sum of `k` such terms fits in `i32` when
-/// `k * 2^14 < 2^31`, i.e. `k <= 131071`. A longer `k` is blocked, and each
-/// block is reduced modulo `p_l` before the blocks are summed (step 4 of the
-/// [module docs](self)). A GPU may use any smaller block size and get the same
-/// residues.
-pub const MAX_K_PER_PRODUCT: usize = (1usize << 17) - 1;
+pub use gemm_core::emulation::{CrtConstants, MAX_K_PER_PRODUCT, MAX_MODULI, MIN_MODULI, MODULI};
 
 /// Largest inner dimension `k` that the scaling margin is proven for (`2^40`).
 ///
@@ -374,67 +340,8 @@ impl std::error::Error for EmulationError {}
 // Small exact f64 helpers
 // ---------------------------------------------------------------------------
 
-/// `x * 2^e`, rounded once to nearest-even. This is C `scalbn`/`ldexp`.
-///
-/// The result is exact unless it overflows (to `±Inf`) or is subnormal (one
-/// rounding). It follows musl's `scalbn`: when scaling down, the first step
-/// also multiplies by `2^53`, so that only the last multiplication can round.
-/// CUDA's `ldexp`/`scalbn` give the same result. `NaN` and `±Inf` pass
-/// through unchanged.
-///
-/// # Example
-/// ```
-/// use gemm::emulation::ldexp;
-/// assert_eq!(ldexp(3.0, -1), 1.5);
-/// assert_eq!(ldexp(1.0, -1074), f64::from_bits(1));
-/// assert_eq!(ldexp(1.0, 1024), f64::INFINITY);
-/// ```
-pub fn ldexp(x: f64, e: i32) -> f64 {
-    let two_1023 = f64::from_bits(0x7fe0_0000_0000_0000); // 2^1023
-    let two_m969 = f64::from_bits(0x0360_0000_0000_0000); // 2^-1022 * 2^53
-    let mut y = x;
-    let mut n = e;
-    if n > 1023 {
-        y *= two_1023;
-        n -= 1023;
-        if n > 1023 {
-            y *= two_1023;
-            n -= 1023;
-            if n > 1023 {
-                n = 1023;
-            }
-        }
-    } else if n < -1022 {
-        y *= two_m969;
-        n += 1022 - 53;
-        if n < -1022 {
-            y *= two_m969;
-            n += 1022 - 53;
-            if n < -1022 {
-                n = -1022;
-            }
-        }
-    }
-    y * f64::from_bits(((0x3ff + n) as u64) << 52)
-}
-
-/// `floor(log2 |x|)` for finite nonzero `x` (subnormals included).
-fn ilogb(x: f64) -> i32 {
-    let bits = x.to_bits() & !(1u64 << 63);
-    let be = (bits >> 52) as i32;
-    if be == 0 {
-        63 - bits.leading_zeros() as i32 - 1074
-    } else {
-        be - 1023
-    }
-}
-
-/// The unbiased exponent and the 52 fraction bits of a positive normal `f64`.
-fn split_normal(x: f64) -> (i32, u64) {
-    let b = x.to_bits();
-    debug_assert!(x > 0.0 && x.is_normal());
-    (((b >> 52) & 0x7ff) as i32 - 1023, b & ((1u64 << 52) - 1))
-}
+pub use gemm_core::emulation::ldexp;
+use gemm_core::emulation::{exponent_from_sum, ilogb, sym_mod};
 
 /// Knuth's TwoSum: `s + e == a + b` exactly, with `s = fl(a + b)`.
 #[inline]
@@ -443,22 +350,6 @@ fn two_sum(a: f64, b: f64) -> (f64, f64) {
     let bb = s - a;
     let e = (a - (s - bb)) + (b - bb);
     (s, e)
-}
-
-/// Symmetric remainder of `x` modulo `p` (`2 <= p <= 256`, an entry of
-/// [`MODULI`]).
-///
-/// The result lies in `[-128, 127]` for `p = 256`, and in
-/// `[-(p-1)/2, (p-1)/2]` for odd `p`. It is `≡ x (mod p)`.
-#[inline]
-fn sym_mod(x: i64, p: u32) -> i64 {
-    let p = i64::from(p);
-    let r = x.rem_euclid(p);
-    if r > (p - 1) / 2 {
-        r - p
-    } else {
-        r
-    }
 }
 
 /// `trunc(ldexp(x, e))` as an `i64`: the scaled integer of step 2,
@@ -582,76 +473,6 @@ fn exact_crt(n: usize) -> ExactCrt {
 // ---------------------------------------------------------------------------
 // Moduli and CRT constants
 // ---------------------------------------------------------------------------
-
-/// The `f64` constants the GPU reconstruction kernel needs, for one `N`.
-///
-/// Unused trailing entries are 0. The layout is `#[repr(C)]`, so the struct
-/// can be uploaded as-is (528 bytes).
-///
-/// What is exact and what is rounded:
-/// * `w1[l]` is the multiple of `2^grid1` nearest to `w_l = (M_l y_l) mod P`.
-///   It is exact, and `|w1[l] / 2^grid1| <= 2^46`.
-/// * `w2[l]` is the multiple of `2^grid2` nearest to `w_l - w1[l]`. It is
-///   exact, and `|w2[l]| <= 2^(grid1-1) + 2^(grid2-1)`.
-/// * `w3[l]` is `w_l - w1[l] - w2[l]` (an integer with `|.| <= 2^(grid2-1)`)
-///   rounded to nearest `f64`. It is the only rounded weight.
-/// * `p1`, `p2`, `p3` split `P` in the same way: `p1` and `p2` are exact, and
-///   `p3` is `P - p1 - p2` rounded to nearest.
-/// * `inv_p` is `1/P` correctly rounded to nearest.
-///
-/// `grid1` is the smallest `t >= 0` such that:
-/// * `128 * sum_l |w1_l| <= 2^(53+t)`, so every partial sum of
-///   `s1 = sum r_l w1_l` is exact;
-/// * `P/2 + (128N + qmax) 2^(t-1) <= 2^(53+t)`, so `fma(-q, P1, s1)` is exact;
-/// * `p1 <= 2^(53+t)`, so `p1` is representable.
-///
-/// `grid2` is the smallest `t' >= 0` such that:
-/// * `128 * sum_l |w2_l| + qmax |P2| <= 2^(53+t')`, so `s2` and
-///   `fma(-q, P2, s2)` are exact.
-///
-/// Values:
-/// * `N <= 5`: `grid1 = 0`, so `w1` is the exact weight and `w2 = w3 = 0`.
-/// * `N <= 10`: `grid2 = 0`, so `w3 = 0` and `p3 = 0`.
-/// * `N = 20`: `grid1 = 113` and `grid2 = 70`.
-///
-/// # Example
-/// ```
-/// use gemm::emulation::Moduli;
-/// let c = *Moduli::new(20)?.crt();
-/// assert_eq!((c.n, c.grid1, c.grid2), (20, 113, 70));
-/// assert_eq!(std::mem::size_of_val(&c), 528);
-/// // P1 + P2 + P3 approximates P, and inv_p approximates 1/P.
-/// let p = c.p1 + c.p2 + c.p3;
-/// assert!((p * c.inv_p - 1.0).abs() < 1e-15);
-/// # Ok::<(), gemm::emulation::EmulationError>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[repr(C)]
-pub struct CrtConstants {
-    /// High parts of the CRT weights (exact multiples of `2^grid1`).
-    pub w1: [f64; MAX_MODULI],
-    /// Middle parts of the CRT weights (exact multiples of `2^grid2`).
-    pub w2: [f64; MAX_MODULI],
-    /// Low parts of the CRT weights (rounded to nearest).
-    pub w3: [f64; MAX_MODULI],
-    /// High part of `P` (exact).
-    pub p1: f64,
-    /// Middle part of `P` (exact).
-    pub p2: f64,
-    /// Low part of `P` (rounded to nearest).
-    pub p3: f64,
-    /// `1/P`, correctly rounded to nearest.
-    pub inv_p: f64,
-    /// Number of moduli `N`.
-    pub n: u32,
-    /// Exponent of the grid of `w1` and `p1`.
-    pub grid1: i32,
-    /// Exponent of the grid of `w2` and `p2`.
-    pub grid2: i32,
-    /// Explicit padding, always 0, so that the struct has no uninitialised
-    /// bytes when it is copied to the device.
-    pub pad: i32,
-}
 
 /// A set of the first `N` moduli of [`MODULI`], with its CRT data.
 ///
@@ -799,6 +620,19 @@ impl Moduli {
 
     /// The `f64` constants of [`reconstruct`] (the weight parts, the parts of
     /// `P`, and `1/P`).
+    ///
+    /// The grids: `N <= 5` has `grid1 = 0` (`w1` is the exact weight,
+    /// `w2 = w3 = 0`); `N <= 10` has `grid2 = 0` (`w3 = p3 = 0`).
+    ///
+    /// ```
+    /// use gemm::emulation::Moduli;
+    /// let c = *Moduli::new(20)?.crt();
+    /// assert_eq!((c.n, c.grid1, c.grid2), (20, 113, 70));
+    /// // P1 + P2 + P3 approximates P, and inv_p approximates 1/P.
+    /// let p = c.p1 + c.p2 + c.p3;
+    /// assert!((p * c.inv_p - 1.0).abs() < 1e-15);
+    /// # Ok::<(), gemm::emulation::EmulationError>(())
+    /// ```
     pub fn crt(&self) -> &CrtConstants {
         &self.crt
     }
@@ -877,16 +711,7 @@ fn line_exponent(len: usize, get: impl Fn(usize) -> f64, moduli: &Moduli) -> Opt
         let t = ldexp(get(h), -e);
         s = t.mul_add(t, s);
     }
-    let f_k = 1.0 + (len as f64 + 4.0) * ldexp(1.0, -52);
-    let s_up = s * f_k;
-    let (es, ms) = split_normal(s_up);
-    let (et, mt) = split_normal(moduli.scaling_target);
-    let d = et - es;
-    let mut g = d.div_euclid(2);
-    if 2 * g == d && ms > mt {
-        g -= 1;
-    }
-    Some((g - e).min(62 - e))
+    Some(exponent_from_sum(s, len as u64, e, moduli.scaling_target))
 }
 
 /// Applies [`line_exponent`] to `lines` lines of length `len`, where element
