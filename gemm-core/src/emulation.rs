@@ -12,13 +12,15 @@
 //! and error bounds are in the host module's docs (`gemm::emulation`).
 //!
 //! # Launch geometry (the GPU path)
-//! * **Exponents** (entry points `emulation_exponents_{f64,f32}`): one thread
-//!   per line (a row of A or a column of B), [`EXPONENT_THREADS`] per block.
+//! * **Exponents** (entry points `emulation_exponents_{f64,f32}`): one warp
+//!   per line (a row of A or a column of B), [`EXPONENT_THREADS`] per block;
+//!   the sum of squares as [`SUM_LANES`] interleaved partial sums combined
+//!   by a butterfly ([`butterfly_sum`]).
 //! * **Residues** (`emulation_residues_{f64,f32}`): a block of
 //!   [`RESIDUE_THREADS`] converts a tile of [`RESIDUE_LINES`] lines by
 //!   [`RESIDUE_K`] elements of k through shared memory (coalesced reads in
 //!   either layout) and writes, for each modulus, the tile's residues K-major
-//!   (4 bytes a thread): `lines x block_k` i8 matrices, one per modulus and
+//!   (4 bytes a thread, 128 bytes a warp): `lines x block_k` i8 matrices, one per modulus and
 //!   k block ([`k_blocks`]), each `lines * block_k` bytes after the previous.
 //! * **Reconstruction** (`emulation_reconstruct_{f64,f32}`): one thread per
 //!   element of C, [`RECONSTRUCT_THREADS`] per block, a grid-sized stride.
@@ -57,14 +59,46 @@ pub const MAX_K_PER_PRODUCT: usize = (1usize << 17) - 1;
 pub const RESIDUE_LINES: u32 = 32;
 /// Elements of k per block of the residue kernel; every k block
 /// ([`k_blocks`]) is a multiple of it.
-pub const RESIDUE_K: u32 = 64;
+pub const RESIDUE_K: u32 = 128;
 /// Threads per block of the residue kernel.
 pub const RESIDUE_THREADS: u32 = 256;
 /// Dynamic shared memory of the residue kernel: the tile as f64, its lines
 /// `RESIDUE_K + 1` apart.
 pub const RESIDUE_SMEM_BYTES: u32 = RESIDUE_LINES * (RESIDUE_K + 1) * 8;
-/// Threads per block of the exponent kernel (one line each).
-pub const EXPONENT_THREADS: u32 = 128;
+/// Threads per block of the exponent kernel (a warp a line).
+pub const EXPONENT_THREADS: u32 = 256;
+
+/// The partial sums of a line's sum of squares: element `h` goes to partial
+/// `h % SUM_LANES` (a lane of the exponent kernel's warp), each summed by
+/// fused multiply-adds in ascending `h`, then combined by
+/// [`butterfly_sum`].
+pub const SUM_LANES: usize = 32;
+
+/// The butterfly that combines the [`SUM_LANES`] partial sums: for masks
+/// 16, 8, 4, 2, 1, every partial becomes `p[l] + p[l ^ mask]` (what
+/// `shfl.sync.bfly` and one add give each lane: every lane ends with the
+/// same value, as addition commutes exactly); the result is `p[0]`.
+///
+/// ```
+/// use gemm_core::emulation::butterfly_sum;
+/// let mut p = [0.0; 32];
+/// p[3] = 1.0;
+/// p[30] = 2.0;
+/// assert_eq!(butterfly_sum(p), 3.0);
+/// ```
+pub fn butterfly_sum(mut p: [f64; SUM_LANES]) -> f64 {
+    let mut mask = SUM_LANES / 2;
+    while mask > 0 {
+        let prev = p;
+        let mut l = 0;
+        while l < SUM_LANES {
+            p[l] = prev[l] + prev[l ^ mask];
+            l += 1;
+        }
+        mask /= 2;
+    }
+    p[0]
+}
 /// Threads per block of the reconstruction kernel (one element of C each).
 pub const RECONSTRUCT_THREADS: u32 = 256;
 
@@ -84,8 +118,9 @@ pub const MAX_BLOCK_K: usize = MAX_K_PER_PRODUCT / RESIDUE_K as usize * RESIDUE_
 /// ```
 /// use gemm_core::emulation::k_blocks;
 /// assert_eq!(k_blocks(1000), (1, 1024));
-/// assert_eq!(k_blocks(200_000), (2, 100_032));
-/// assert_eq!(k_blocks(0), (1, 64));
+/// assert_eq!(k_blocks(1025), (1, 1152));
+/// assert_eq!(k_blocks(200_000), (2, 100_096));
+/// assert_eq!(k_blocks(0), (1, 128));
 /// ```
 pub const fn k_blocks(k: usize) -> (usize, usize) {
     let k = if k == 0 { 1 } else { k };
@@ -257,5 +292,31 @@ pub fn sym_mod(x: i64, p: u32) -> i64 {
         r - p
     } else {
         r
+    }
+}
+
+/// Bytes of workspace a panel of C's rows may take: its A residues and its
+/// i32 INT8 products (`moduli * blocks` of each).
+pub const PANEL_BYTES: usize = 2 << 30;
+
+/// Rows of C per panel for `moduli` moduli, C's `n` columns and k cut as
+/// `(blocks, block_k)` ([`k_blocks`]): all `m` rows where their workspace
+/// fits [`PANEL_BYTES`], else the most that fit, a multiple of 128 (at
+/// least 128).
+///
+/// ```
+/// use gemm_core::emulation::panel_rows;
+/// assert_eq!(panel_rows(16, (4096, 4096), (1, 4096)), 4096);
+/// assert_eq!(panel_rows(16, (16384, 16384), (1, 16384)), 1536);
+/// ```
+pub const fn panel_rows(moduli: usize, (m, n): (usize, usize), (blocks, block_k): (usize, usize)) -> usize {
+    let per_row = moduli * blocks * (block_k + 4 * n);
+    let fit = if per_row == 0 { m } else { PANEL_BYTES / per_row };
+    if fit >= m {
+        m
+    } else if fit < 128 {
+        128
+    } else {
+        fit / 128 * 128
     }
 }

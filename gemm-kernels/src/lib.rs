@@ -9,7 +9,9 @@
 //!
 //! Stage 9 (`s09_warpgroup`, Hopper's warpgroup MMA and TMA) is compiled
 //! only into the `sm_90a` module (`--cfg gemm_sm90a`), which exports its
-//! kernels alone (`warpgroup_entry_points`) and no other stage's.
+//! kernels alone (`warpgroup_entry_points`) and no other stage's, with the
+//! kernels around the INT8 products of f64 and f32 products emulated on
+//! them (`emulation`).
 //!
 //! On the host this crate compiles to nothing; `cargo xtask ptx` builds it to
 //! the PTX files that the host library embeds (`gemm-host/ptx/`).
@@ -39,6 +41,8 @@ pub const B_COL_MAJOR: bool = cfg!(gemm_b_col_major);
 pub mod batch;
 #[cfg(target_arch = "nvptx64")]
 pub mod element;
+#[cfg(all(target_arch = "nvptx64", gemm_sm90a))]
+pub mod emulation;
 #[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]
 pub mod entry_points;
 #[cfg(target_arch = "nvptx64")]

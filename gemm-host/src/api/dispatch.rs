@@ -10,6 +10,7 @@ use crate::api::gemm::{Gemm, ASSUMED};
 use crate::device::Device;
 use crate::element::{product_name, Product, Scalar, Types};
 use crate::error::Error;
+use crate::exec::emulation::EmulatedLaunch;
 use crate::exec::host_path::HostPolicy;
 use crate::exec::ladder::LadderLaunch;
 use crate::exec::launch::{checked_geometry, SINGLE};
@@ -17,8 +18,9 @@ use crate::exec::skinny::SkinnyLaunch;
 use crate::exec::warpgroup::read_in_layout;
 use crate::exec::{Launch, ListLaunch, TensorCoreStage};
 use crate::plan::product_plan::{
-    mma_launch, skinny_family, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list, ProductPlan,
+    mma_launch, skinny_family, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list, KernelFamily, ProductPlan,
 };
+use gemm_core::emulation;
 use gemm_core::pack;
 use gemm_core::skinny::{SkinnyTypes, WLayout};
 use gemm_core::warpgroup::WgmmaTypes;
@@ -34,6 +36,9 @@ pub(crate) enum Kernels {
     /// 9.0, stage 8's `mma.sync` on 8.x or when `.stage(Stage::TensorCore)`
     /// asked for it (true).
     TensorCores(WgmmaTypes, bool),
+    /// f64 or f32 emulated on INT8 tensor cores with this many moduli
+    /// ([`Gemm::emulation`]).
+    Emulated(Precision, usize),
 }
 
 impl Kernels {
@@ -43,6 +48,9 @@ impl Kernels {
         match self {
             Kernels::Ladder(_) => HostPolicy::LADDER,
             Kernels::TensorCores(..) => HostPolicy::tensor_cores(c_bytes),
+            // k whole: each tile's rows and columns scale as the whole
+            // product's, so a tile gives the whole product's bits.
+            Kernels::Emulated(..) => HostPolicy { whole_k: true, column_panels: false },
         }
     }
 }
@@ -63,6 +71,26 @@ impl Gemm {
             self.check_options(precision, batch)?;
             Ok(Kernels::Ladder(precision))
         };
+        if let Some(e) = &self.emulation {
+            let precision = match T::TYPES {
+                Types::F64 => Precision::F64,
+                Types::F32 if !self.tf32 => Precision::F32,
+                _ => {
+                    return Err(Error::Unsupported {
+                        product: format!("{0} x {0} -> {1}", T::NAME, C::NAME),
+                        why: "emulation on INT8 tensor cores applies to f64 and f32 products (without TF32)".into(),
+                    })
+                }
+            };
+            if let Some(option) = self.tuning_option_set() {
+                return Err(Error::Unsupported {
+                    product: format!("{0} x {0} -> {0}", T::NAME),
+                    why: format!("{option} chooses a kernel of the native product; an emulated one has its own"),
+                });
+            }
+            self.check_options(precision, batch)?;
+            return Ok(Kernels::Emulated(precision, e.moduli().n()));
+        }
         match T::TYPES {
             Types::F64 => ladder(Precision::F64),
             Types::F32 if self.uses_tf32(device)? => {
@@ -89,7 +117,7 @@ impl Gemm {
                 }
                 Some(if precision == Precision::F64 { SkinnyTypes::F64 } else { SkinnyTypes::F32 })
             }
-            Kernels::TensorCores(_, true) => None,
+            Kernels::TensorCores(_, true) | Kernels::Emulated(..) => None,
             Kernels::TensorCores(_, false) if self.warpgroup_split.is_some() => None,
             Kernels::TensorCores(types, false) => Some(skinny_types(types)),
         })
@@ -177,6 +205,114 @@ impl Gemm {
                     Ok(Launch::MmaSync(mma_launch(types, dims, sm, smem)))
                 }
             },
+            Kernels::Emulated(precision, _) => self.emulated_launch(precision, device, dims),
+        }
+    }
+
+    /// [`Gemm::plan_for_batch`] of an emulated product
+    /// ([`Gemm::emulation`]).
+    pub(crate) fn plan_emulated<T: Product<C>, C: Scalar>(
+        &self,
+        (m, n, k): (usize, usize, usize),
+        count: usize,
+    ) -> Result<ProductPlan, Error> {
+        let device = self.plan_device();
+        let Kernels::Emulated(precision, moduli) = self.kernels::<T, C>(count > 1, device.as_ref())? else {
+            unreachable!("the emulation option gives emulated kernels or an error")
+        };
+        let (sm_count, cc, where_) = match &device {
+            Some(d) => (d.sm_count(), d.compute_capability(), d.name().to_string()),
+            None => (ASSUMED.0, ASSUMED.1, ASSUMED.2.to_string()),
+        };
+        let product = format!("{0} x {0} -> {0}", precision.name());
+        if cc != (9, 0) {
+            return Err(Error::Unsupported {
+                product,
+                why: format!("emulation runs on stage 9 (compute capability 9.0); {where_} is {}.{}", cc.0, cc.1),
+            });
+        }
+        let dims = self.planned_dims((m, n, k));
+        let l = self.emulated_parts(precision, sm_count, &dims);
+        let layouts = gemm_core::KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor }.index();
+        let kernel = l.products.0.kernel.names[layouts].unwrap_or("?");
+        let (blocks, block_k) = l.blocks;
+        Ok(ProductPlan {
+            product,
+            family: KernelFamily::Emulated {
+                moduli,
+                k_blocks: blocks,
+                panel_rows: l.panel_rows,
+                workspace_bytes: l.workspace_bytes(),
+                kernel,
+            },
+            split_k: 1,
+            route: format!(
+                "scaling exponents (a warp a line), residues written K-major (k padded to {block_k}), \
+                 {} INT8 products in one strided batch per panel, CRT reconstruction fused with alpha and beta",
+                moduli * blocks
+            ),
+            copies: Vec::new(),
+            why: format!("asked for with .emulation(..): {moduli} moduli"),
+            device: where_,
+        })
+    }
+
+    /// The emulated launch of `dims` (user form) on `device`: its kernel
+    /// form, k blocks, panels and the INT8 batches of stage 9; C <- beta C
+    /// (alpha = 0 or k = 0) runs on the ladder, which reads neither A nor B.
+    fn emulated_launch(&self, precision: Precision, device: &Arc<Device>, dims: &GemmDims) -> Result<Launch, Error> {
+        if device.compute_capability() != (9, 0) {
+            let (major, minor) = device.compute_capability();
+            return Err(Error::Unsupported {
+                product: format!("{0} x {0} -> {0} emulated on INT8 tensor cores", precision.name()),
+                why: format!("it runs on stage 9 (compute capability 9.0); {} is {major}.{minor}", device.name()),
+            });
+        }
+        let (kd, swapped) = dims.kernel_form();
+        if self.desc.alpha == 0.0 || dims.k == 0 {
+            let kd = GemmDims { k: 0, ..kd };
+            let plan = self.plan_on(Some(device), precision, (kd.m, kd.n, 0), kd.layouts(), 1)?;
+            let (config, split_k, pack, tail) = (plan.config, plan.split_k, plan.pack, plan.tail);
+            return Ok(Launch::Ladder(LadderLaunch { precision, config, split_k, pack, kd, swapped, tail }));
+        }
+        Ok(Launch::Emulated(self.emulated_parts(precision, device.sm_count(), dims)))
+    }
+
+    /// The emulated launch of `dims` (user form, A and B read) on a device
+    /// of `sm_count` SMs: its kernel form, k blocks, panels of C's rows and
+    /// the INT8 batches of stage 9 (the full panel's and the last one's).
+    pub(crate) fn emulated_parts(&self, precision: Precision, sm_count: u32, dims: &GemmDims) -> EmulatedLaunch {
+        let emulation = self.emulation.expect("Kernels::Emulated comes from the option");
+        let (kd, swapped) = dims.kernel_form();
+        let moduli = emulation.moduli();
+        let (blocks, block_k) = emulation::k_blocks(kd.k);
+        let panel = emulation::panel_rows(moduli.n(), (kd.m, kd.n), (blocks, block_k));
+        let count = moduli.n() * blocks;
+        let int8 = |rows: usize| {
+            let d = GemmDims {
+                m: rows,
+                n: kd.n,
+                k: block_k,
+                lda: block_k,
+                ldb: block_k,
+                ldc: kd.n,
+                a_layout: Layout::RowMajor,
+                b_layout: Layout::ColMajor,
+                c_layout: Layout::RowMajor,
+            };
+            warpgroup_launch(WgmmaTypes::S8, &d, 1.0, (count, sm_count), None, false)
+        };
+        let last = kd.m % panel;
+        let products = (int8(panel), (last != 0 && kd.m > panel).then(|| int8(last)));
+        EmulatedLaunch {
+            precision,
+            crt: *moduli.crt(),
+            target: moduli.scaling_target(),
+            kd,
+            swapped,
+            blocks: (blocks, block_k),
+            panel_rows: panel,
+            products,
         }
     }
 
@@ -220,6 +356,11 @@ impl Gemm {
                         .collect(),
                 )),
             },
+            Kernels::Emulated(..) => Ok(ListLaunch::EachAlone(
+                todo.iter()
+                    .map(|&(i, dims)| Ok((i, self.launch_on(kernels, device, &dims, 1)?)))
+                    .collect::<Result<_, Error>>()?,
+            )),
         }
     }
 
@@ -277,6 +418,7 @@ impl Gemm {
         let product = match kernels {
             Kernels::Ladder(p) => format!("{0} x {0} -> {0}", p.name()),
             Kernels::TensorCores(types, _) => product_name(types),
+            Kernels::Emulated(p, _) => format!("{0} x {0} -> {0}", p.name()),
         };
         let (family, route) = skinny_family(&launch);
         let plural = |x: usize, one: &str| if x == 1 { format!("1 {one}") } else { format!("{x} {one}s") };

@@ -172,6 +172,8 @@ pub struct Gemm {
     /// Whether a single product may balance its last wave of block tiles
     /// ([`Gemm::balance_last_wave`]).
     pub(crate) balance_last_wave: bool,
+    /// f64 or f32 emulated on INT8 tensor cores ([`Gemm::emulation`]).
+    pub(crate) emulation: Option<crate::emulation::Emulation>,
 }
 
 impl Default for Gemm {
@@ -209,6 +211,7 @@ impl Gemm {
             warpgroup_split: None,
             skinny: None,
             balance_last_wave: true,
+            emulation: None,
         }
     }
 
@@ -304,6 +307,55 @@ impl Gemm {
     /// Instructions" (`.tf32` operands).
     pub fn allow_tf32(mut self, allow: bool) -> Self {
         self.tf32 = allow;
+        self
+    }
+
+    /// Emulates an f64 or f32 product on the INT8 tensor cores (Ozaki
+    /// scheme II, fast mode) with the given number of moduli: each row of
+    /// op(A) and column of op(B) scaled by a power of two and truncated to
+    /// an integer, its residues modulo N small coprime moduli multiplied
+    /// exactly on INT8 tensor cores (one batched launch of stage 9), and
+    /// each element of C rebuilt by the Chinese remainder theorem and scaled
+    /// back, fused with alpha and beta. Opt-in, never chosen by default;
+    /// the plan states it ([`Gemm::plan_for`]).
+    ///
+    /// - Every door (host and device operands, views, op and layout,
+    ///   alpha, beta, the caller's stream, strided, pointer-array and
+    ///   grouped batches: those run product by product); compute capability
+    ///   9.0 only ([`Error::Unsupported`] elsewhere).
+    /// - Accuracy: error per element below about
+    ///   `u |C_ij| + 4 sqrt(2k/P) ||a_i|| ||b_j||` (`P` the product of the
+    ///   moduli; [`crate::emulation`] has the exact bound), so relative to
+    ///   the row's and column's norms, not to `|C_ij|`: an element that
+    ///   cancels loses more than in a native product.
+    ///   [`Emulation::f64_accuracy`](crate::emulation::Emulation::f64_accuracy)
+    ///   (15 moduli) and
+    ///   [`f32_accuracy`](crate::emulation::Emulation::f32_accuracy) (7) are
+    ///   about native accuracy for inputs of moderate exponent spread.
+    /// - Inf and NaN: an element of C whose row of op(A) or column of op(B)
+    ///   holds one is computed as a plain dot product (fused multiply-adds
+    ///   in ascending k) instead, so they propagate as IEEE says; the
+    ///   others are emulated. Same inputs, same bits, on every door.
+    /// - Memory: the workspace (residues and i32 products of the moduli)
+    ///   comes from the library's pool: about `N (k (m + n) + 4 m n)` bytes,
+    ///   C taken in panels of rows beyond 2 GiB (the plan says how much).
+    ///
+    /// ```no_run
+    /// use gemm::emulation::Emulation;
+    /// use gemm::{Gemm, Matrix};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let a = Matrix::<f64>::from_fn(4096, 4096, |i, j| ((i * 7 + j) % 13) as f64 - 6.0);
+    /// let mut c = Matrix::<f64>::zeros(4096, 4096);
+    /// Gemm::new().emulation(Emulation::f64_accuracy()).run(&a, &a, &mut c)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Source
+    /// K. Ozaki, Y. Uchino, T. Imamura, "Ozaki Scheme II: A GEMM-oriented
+    /// emulation of floating-point matrix multiplication using an integer
+    /// modular technique", 2025.
+    pub fn emulation(mut self, emulation: crate::emulation::Emulation) -> Self {
+        self.emulation = Some(emulation);
         self
     }
 
@@ -986,6 +1038,9 @@ impl Gemm {
         count: usize,
     ) -> Result<ProductPlan, Error> {
         let count = count.max(1);
+        if self.emulation.is_some() {
+            return self.plan_emulated::<T, C>((m, n, k), count);
+        }
         if let Some(plan) = self.plan_skinny::<T, C>((m, n, k), count)? {
             return Ok(plan);
         }

@@ -4,11 +4,13 @@
 //! fed a [`Launch`] from the plan: the f64/f32 ladder (stages 1-8,
 //! [`ladder`] over [`launch`]'s kernel launches, split-K and packing),
 //! stage 8's `mma.sync` kernels for the tensor-core types ([`mma_sync`]),
-//! stage 9's warpgroup MMA ([`warpgroup`]) and the token-sized kernels of
-//! every type ([`skinny`]). The host path ([`host_path`])
+//! stage 9's warpgroup MMA ([`warpgroup`]), the token-sized kernels of
+//! every type ([`skinny`]) and f64 and f32 emulated on INT8 tensor cores
+//! ([`emulation`]). The host path ([`host_path`])
 //! streams host matrices through the device on top of them. It imports the
 //! device layer and the base only.
 
+pub(crate) mod emulation;
 pub(crate) mod host_path;
 pub(crate) mod ladder;
 pub(crate) mod launch;
@@ -39,6 +41,8 @@ pub(crate) enum Launch {
     Warpgroup(warpgroup::WarpgroupLaunch),
     /// The token-sized kernels (every type; compute capability 9.0).
     Skinny(skinny::SkinnyLaunch),
+    /// f64 or f32 emulated on INT8 tensor cores (Ozaki scheme II).
+    Emulated(emulation::EmulatedLaunch),
 }
 
 /// A planned pointer-array or grouped batch: each problem's index in the
@@ -99,6 +103,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
             warpgroup::enqueue(l, device, stream, scalars, (a, b, c), batch)
         }
         Launch::Skinny(l) => skinny::enqueue(l, device, stream, scalars, (a, b, c), batch),
+        Launch::Emulated(l) => emulation::enqueue(l, device, stream, scalars, (a, b, c), batch),
     }
 }
 

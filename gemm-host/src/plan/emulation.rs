@@ -49,14 +49,14 @@
 //!
 //! Integer steps (2–4) are exact, so they are the same in any evaluation
 //! order. The `f64` steps that must be evaluated exactly as written are:
-//! * the sum of squares in the scaling rule: sequential in ascending index,
-//!   with `s = fma(t, t, s)`;
+//! * the sum of squares in the scaling rule: 32 interleaved partial sums,
+//!   each by `fma` in ascending index, combined by a fixed butterfly;
 //! * the whole of [`reconstruct`], which has no free choices;
 //! * the final [`ldexp`].
 //!
-//! On CUDA, the plain operations must not be contracted into FMAs. Use
-//! `__dmul_rn` / `__dadd_rn`, or compile with `-fmad=false`.
-//! A different summation order for the norm is still *safe*: the margin covers
+//! The plain operations must not be contracted into FMAs: Rust never
+//! contracts (the GPU kernels are Rust too, and LLVM writes `mul.rn` and
+//! `add.rn`, which ptxas keeps). A different summation order for the norm is still *safe*: the margin covers
 //! any order. It may, however, give a different exponent in rare boundary
 //! cases, and then the results are no longer bit-identical.
 //!
@@ -67,8 +67,12 @@
 //! 1. `amax = max_h |x_h|`, checking that every element is finite (else
 //!    [`EmulationError::NonFinite`]). If `amax == 0`, the exponent is `0`.
 //! 2. `E = ilogb(amax)`, so `amax` lies in `[2^E, 2^(E+1))`.
-//! 3. `s = 0`; for `h = 0..k` in ascending order: `t = ldexp(x_h, -E)`,
-//!    then `s = fma(t, t, s)`.
+//! 3. `s_l = 0` for the 32 lanes `l`; for `h = 0..k` in ascending order:
+//!    `t = ldexp(x_h, -E)`, then `s_l = fma(t, t, s_l)` with `l = h % 32`.
+//!    Then `s` is their butterfly sum: for masks 16, 8, 4, 2, 1, every
+//!    `s_l` becomes `s_l + s_(l ^ mask)`; `s = s_0`
+//!    (`gemm_core::emulation::butterfly_sum`: what one warp computes, a
+//!    lane per partial sum).
 //! 4. `s_up = fl(s * F_k)`, where `F_k = 1 + (k + 4) 2^-52` is exact.
 //! 5. `g` is the largest integer with `s_up 4^g <= T`, found exactly: write
 //!    `s_up = ms 2^es` and `T = mt 2^et` with `ms, mt` in `[1, 2)`, and let
@@ -341,7 +345,7 @@ impl std::error::Error for EmulationError {}
 // ---------------------------------------------------------------------------
 
 pub use gemm_core::emulation::ldexp;
-use gemm_core::emulation::{exponent_from_sum, ilogb, sym_mod};
+use gemm_core::emulation::{butterfly_sum, exponent_from_sum, ilogb, sym_mod, SUM_LANES};
 
 /// Knuth's TwoSum: `s + e == a + b` exactly, with `s = fl(a + b)`.
 #[inline]
@@ -684,6 +688,54 @@ impl Moduli {
     }
 }
 
+/// How [`Gemm::emulation`](crate::Gemm::emulation) emulates an f64 or f32
+/// product on INT8 tensor cores: Ozaki scheme II in its fast mode with `N`
+/// moduli (`N` INT8 products). More moduli, more accuracy and more time:
+/// each adds about 4 bits kept per operand and one INT8 product (see the
+/// module docs for the bound, and `docs/benchmarks.md` for measured errors
+/// and speeds).
+///
+/// # Example
+/// ```
+/// use gemm::emulation::Emulation;
+/// assert_eq!(Emulation::f64_accuracy().moduli().n(), 15);
+/// assert_eq!(Emulation::new(8)?.moduli().n(), 8);
+/// assert!(Emulation::new(30).is_err());
+/// # Ok::<(), gemm::emulation::EmulationError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Emulation {
+    moduli: Moduli,
+}
+
+impl Emulation {
+    /// The emulation with `n` moduli ([`MIN_MODULI`]`..=`[`MAX_MODULI`]).
+    ///
+    /// # Errors
+    /// [`EmulationError::UnsupportedModuliCount`] for any other `n`.
+    pub fn new(n: usize) -> Result<Emulation, EmulationError> {
+        Ok(Emulation { moduli: Moduli::new(n)? })
+    }
+
+    /// 15 moduli: `P` about `2^117.8`, about the accuracy of a native f64
+    /// product for inputs of moderate exponent spread (the study in
+    /// `docs/benchmarks.md`).
+    pub fn f64_accuracy() -> Emulation {
+        Emulation::new(15).expect("15 moduli are supported")
+    }
+
+    /// 7 moduli: `P` about `2^55.6`, about the accuracy of a native f32
+    /// product.
+    pub fn f32_accuracy() -> Emulation {
+        Emulation::new(7).expect("7 moduli are supported")
+    }
+
+    /// The moduli and their CRT constants.
+    pub fn moduli(&self) -> &Moduli {
+        &self.moduli
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Step 1: scaling exponents (fast mode)
 // ---------------------------------------------------------------------------
@@ -706,11 +758,13 @@ fn line_exponent(len: usize, get: impl Fn(usize) -> f64, moduli: &Moduli) -> Opt
         return Some(0);
     }
     let e = ilogb(amax);
-    let mut s = 0.0f64;
+    // SUM_LANES partial sums, as the GPU's warp computes them.
+    let mut part = [0.0f64; SUM_LANES];
     for h in 0..len {
         let t = ldexp(get(h), -e);
-        s = t.mul_add(t, s);
+        part[h % SUM_LANES] = t.mul_add(t, part[h % SUM_LANES]);
     }
+    let s = butterfly_sum(part);
     Some(exponent_from_sum(s, len as u64, e, moduli.scaling_target))
 }
 

@@ -37,6 +37,20 @@ pub enum KernelFamily {
         /// Block tile and pipeline depth.
         tile: MmaTile,
     },
+    /// f64 or f32 emulated on INT8 tensor cores (Ozaki scheme II, fast
+    /// mode; [`Gemm::emulation`](crate::Gemm::emulation)).
+    Emulated {
+        /// Moduli: INT8 products per k block.
+        moduli: usize,
+        /// k blocks (k over 131,008 is cut so that i32 sums stay exact).
+        k_blocks: usize,
+        /// Rows of C per panel.
+        panel_rows: usize,
+        /// Bytes of workspace from the library's pool.
+        workspace_bytes: usize,
+        /// Stage 9's INT8 entry point of the products.
+        kernel: &'static str,
+    },
     /// The token-sized kernels: C with few rows or columns (up to 8, 16 for
     /// f32, on the CUDA cores; up to 32 on the tensor cores for f16, bf16
     /// and i8 when the large operand's k is contiguous), the large operand
@@ -84,6 +98,7 @@ impl ProductPlan {
             KernelFamily::Warpgroup { .. } => "stage 9 (warpgroup MMA)".to_string(),
             KernelFamily::MmaSync { .. } => "stage 8 (tensor cores, mma.sync)".to_string(),
             KernelFamily::Skinny { .. } => "token-sized (the large operand read once)".to_string(),
+            KernelFamily::Emulated { .. } => "emulated on INT8 tensor cores (Ozaki scheme II)".to_string(),
         }
     }
 }
@@ -106,6 +121,12 @@ impl fmt::Display for ProductPlan {
                 write!(f, "{}, {kernel} (block {}x{}, pipeline depth {})", self.stage(), tile.bm, tile.bn, tile.depth)?
             }
             KernelFamily::Skinny { kernel, rows, .. } => write!(f, "{}, {kernel} (S = {rows})", self.stage())?,
+            KernelFamily::Emulated { moduli, k_blocks, panel_rows, workspace_bytes, kernel } => write!(
+                f,
+                "{}, {moduli} moduli x {k_blocks} k block(s) of INT8 products on {kernel}, C in panels of {panel_rows} rows, workspace {:.1} MiB",
+                self.stage(),
+                *workspace_bytes as f64 / (1u64 << 20) as f64
+            )?,
         }
         if !self.route.is_empty() {
             write!(f, "; {}", self.route)?;

@@ -1,0 +1,227 @@
+//! f64 and f32 products emulated on INT8 tensor cores (Ozaki scheme II;
+//! `gemm::emulation` has the numerics, `gemm_core::emulation` the geometry):
+//! the scaling exponents of A's rows and B's columns, B's residues, then per
+//! panel of C's rows A's residues, the INT8 products as one strided batch of
+//! stage 9 over the moduli and k blocks, and the reconstruction fused with
+//! the alpha/beta epilogue. Every buffer comes from the library's scratch
+//! pool and is freed stream-ordered; nothing is waited for.
+
+use crate::device::memory::alloc_scratch;
+use crate::device::Device;
+use crate::element::{Recast, Scalar};
+use crate::error::{DriverContext, Error};
+use crate::exec::launch::Operands;
+use crate::exec::warpgroup::{self, WarpgroupLaunch};
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use gemm_core::emulation::{
+    residue_grid, CrtConstants, EXPONENT_THREADS, RECONSTRUCT_THREADS, RESIDUE_SMEM_BYTES, RESIDUE_THREADS, SUM_LANES,
+};
+use gemm_core::{GemmDims, Layout, Precision};
+use std::sync::Arc;
+
+/// One planned emulated product (or strided batch of it, run product by
+/// product).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EmulatedLaunch {
+    /// f64 or f32 operands and C.
+    pub precision: Precision,
+    /// The CRT constants of the moduli (their count is `crt.n`).
+    pub crt: CrtConstants,
+    /// The scaling target `T` of the moduli.
+    pub target: f64,
+    /// The product in kernel form (C row-major).
+    pub kd: GemmDims,
+    /// Whether A and B trade places in that form.
+    pub swapped: bool,
+    /// k blocks of the INT8 products and the k of each.
+    pub blocks: (usize, usize),
+    /// Rows of C per panel (the workspace's bound).
+    pub panel_rows: usize,
+    /// The INT8 batch of a full panel, and of the last one where it is
+    /// shorter.
+    pub products: (WarpgroupLaunch, Option<WarpgroupLaunch>),
+}
+
+impl EmulatedLaunch {
+    /// Bytes of device memory one product takes beside its operands: the
+    /// exponents, B's residues, and a panel's A residues and i32 products.
+    pub(crate) fn workspace_bytes(&self) -> usize {
+        workspace_bytes(self.crt.n as usize, (self.kd.m, self.kd.n), self.blocks, self.panel_rows)
+    }
+}
+
+/// [`EmulatedLaunch::workspace_bytes`] of `moduli` moduli for C m x n (kernel
+/// form) in panels of `panel_rows` rows.
+pub(crate) fn workspace_bytes(
+    moduli: usize,
+    (m, n): (usize, usize),
+    (blocks, block_k): (usize, usize),
+    panel_rows: usize,
+) -> usize {
+    let mats = moduli * blocks;
+    4 * (m + n) + mats * n * block_k + mats * panel_rows.min(m) * (block_k + 4 * n)
+}
+
+/// A matrix's lines for the kernels: (line stride, element stride) of A's
+/// rows (`rows == true`) or B's columns in kernel form.
+fn line_strides(layout: Layout, ld: usize, rows: bool) -> (u64, u64) {
+    let ld = ld as u64;
+    match (layout, rows) {
+        (Layout::RowMajor, true) | (Layout::ColMajor, false) => (ld, 1),
+        (Layout::ColMajor, true) | (Layout::RowMajor, false) => (1, ld),
+    }
+}
+
+/// Enqueues the planned emulated product(s) on `stream`: `batch` = (count,
+/// element strides of A, B and C), run one product after the other.
+pub(crate) fn enqueue<T: Scalar, C: Scalar>(
+    launch: &EmulatedLaunch,
+    device: &Arc<Device>,
+    stream: &Arc<CudaStream>,
+    scalars: (f64, f64),
+    (a, b, c): Operands<'_, '_, '_, '_, T, C>,
+    (count, [sa, sb, sc]): (usize, [usize; 3]),
+) -> Result<(), Error> {
+    for i in 0..count {
+        let (ai, bi) = (a.slice(i * sa..), b.slice(i * sb..));
+        let mut ci = c.slice_mut(i * sc..);
+        match launch.precision {
+            Precision::F64 => {
+                one::<f64>(launch, device, stream, scalars, ((&ai).recast(), (&bi).recast(), (&mut ci).recast()))?
+            }
+            Precision::F32 => {
+                one::<f32>(launch, device, stream, scalars, ((&ai).recast(), (&bi).recast(), (&mut ci).recast()))?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The entry points of element type `T`: (exponents, residues, reconstruction).
+fn entries<T: Scalar>() -> (&'static str, &'static str, &'static str) {
+    if T::NAME == "f64" {
+        ("emulation_exponents_f64", "emulation_residues_f64", "emulation_reconstruct_f64")
+    } else {
+        ("emulation_exponents_f32", "emulation_residues_f32", "emulation_reconstruct_f32")
+    }
+}
+
+/// One emulated product (see the module docs).
+fn one<T: Scalar>(
+    launch: &EmulatedLaunch,
+    device: &Arc<Device>,
+    stream: &Arc<CudaStream>,
+    (alpha, beta): (f64, f64),
+    (a, b, c): Operands<'_, '_, '_, '_, T, T>,
+) -> Result<(), Error> {
+    let EmulatedLaunch { crt, target, kd, swapped, blocks: (blocks, block_k), panel_rows, products, .. } = *launch;
+    let (ka, kb) = if swapped { (b, a) } else { (a, b) };
+    let (m, n, k) = (kd.m, kd.n, kd.k);
+    let moduli = crt.n as usize;
+    let mats = moduli * blocks;
+    let (exp_fn, res_fn, rec_fn) = entries::<T>();
+    let (exp_fn, res_fn, rec_fn) =
+        (device.warpgroup_function(exp_fn)?, device.warpgroup_function(res_fn)?, device.warpgroup_function(rec_fn)?);
+    let a_lines = line_strides(kd.a_layout, kd.lda, true);
+    let b_lines = line_strides(kd.b_layout, kd.ldb, false);
+    // The CRT constants, uploaded once per set (cached by content).
+    // SAFETY: CrtConstants is repr(C) plain data with explicit padding.
+    let crt_bytes =
+        unsafe { core::slice::from_raw_parts((&crt as *const CrtConstants).cast::<u8>(), size_of::<CrtConstants>()) };
+    let crt_dev = device.tensor_maps(stream, crt_bytes)?;
+    // SAFETY (each allocation): every element is written by a kernel
+    // before one reads it, in stream order: the exponents by the exponent
+    // kernel, the residues (padding included) by the residue kernel, the
+    // products by the INT8 batch.
+    let mut mu = unsafe { alloc_scratch::<i32>(stream, m.max(1)) }?;
+    let mut nu = unsafe { alloc_scratch::<i32>(stream, n.max(1)) }?;
+    let mut res_b = unsafe { alloc_scratch::<i8>(stream, (mats * n * block_k).max(1)) }?;
+    let rows = panel_rows.min(m);
+    let mut res_a = unsafe { alloc_scratch::<i8>(stream, (mats * rows * block_k).max(1)) }?;
+    let mut w = unsafe { alloc_scratch::<i32>(stream, (mats * rows * n).max(1)) }?;
+    let (len, moduli_u32) = (k as u64, moduli as u32);
+    // Exponents of A's rows and B's columns: a warp a line.
+    let exponents = |x: &CudaView<'_, T>, lines: usize, strides: (u64, u64), out: &mut CudaViewMut<'_, i32>| {
+        let threads = lines as u64 * SUM_LANES as u64;
+        let cfg = LaunchConfig {
+            grid_dim: (threads.div_ceil(EXPONENT_THREADS as u64) as u32, 1, 1),
+            block_dim: (EXPONENT_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let lines = lines as u32;
+        let mut builder = stream.launch_builder(&exp_fn);
+        builder.arg(&lines).arg(&len).arg(x).arg(&strides.0).arg(&strides.1).arg(&target).arg(out);
+        // SAFETY: matches `emulation_exponents_*` (lines, len, x,
+        // line_stride, elem_stride, target, out); every line's elements lie
+        // in the operand (validated shapes); `out` holds `lines` i32.
+        unsafe { builder.launch(cfg) }.during("cuLaunchKernel").map(|_| ())
+    };
+    let residues = |x: &CudaView<'_, T>,
+                    lines: usize,
+                    strides: (u64, u64),
+                    exps: &CudaView<'_, i32>,
+                    out: &mut CudaViewMut<'_, i8>| {
+        let grid = residue_grid(lines as u32, blocks as u32, block_k as u32);
+        let cfg = LaunchConfig {
+            grid_dim: (grid[0], grid[1], 1),
+            block_dim: (RESIDUE_THREADS, 1, 1),
+            shared_mem_bytes: RESIDUE_SMEM_BYTES,
+        };
+        let (lines, nb, bk) = (lines as u32, blocks as u32, block_k as u32);
+        let mut builder = stream.launch_builder(&res_fn);
+        builder.arg(&lines).arg(&len).arg(x).arg(&strides.0).arg(&strides.1).arg(exps);
+        builder.arg(&moduli_u32).arg(&nb).arg(&bk).arg(out);
+        // SAFETY: matches `emulation_residues_*` (lines, len, x,
+        // line_stride, elem_stride, exps, moduli, blocks, block_k, out);
+        // `out` holds moduli * blocks matrices of lines x block_k bytes
+        // (4-byte aligned: block_k is a multiple of 128); the grid and
+        // shared memory are gemm-core's.
+        unsafe { builder.launch(cfg) }.during("cuLaunchKernel").map(|_| ())
+    };
+    exponents(ka, m, a_lines, &mut mu.slice_mut(..))?;
+    exponents(kb, n, b_lines, &mut nu.slice_mut(..))?;
+    residues(kb, n, b_lines, &nu.slice(..), &mut res_b.slice_mut(..))?;
+    let crt_ptr = crt_dev.slice(..);
+    let mut r0 = 0;
+    while r0 < m {
+        let pm = rows.min(m - r0);
+        let a_panel = ka.slice(r0 * a_lines.0 as usize..);
+        let mu_panel = mu.slice(r0..);
+        let mut ra = res_a.slice_mut(..mats * pm * block_k);
+        residues(&a_panel, pm, a_lines, &mu_panel, &mut ra)?;
+        // The INT8 batch: product z = l * blocks + b of the K-major residue
+        // matrices into the z-th pm x n i32 matrix of w.
+        let plan: &WarpgroupLaunch = if pm == rows { &products.0 } else { products.1.as_ref().unwrap_or(&products.0) };
+        let mut wv = w.slice_mut(..mats * pm * n);
+        let (ra_view, rb_view) = (res_a.slice(..mats * pm * block_k), res_b.slice(..));
+        warpgroup::enqueue::<i8, i32>(
+            plan,
+            device,
+            stream,
+            (1.0, 0.0),
+            (&ra_view, &rb_view, &mut wv),
+            (mats, [pm * block_k, n * block_k, pm * n]),
+        )?;
+        // The reconstruction of the panel's rows of C.
+        let elems = (pm * n) as u64;
+        let max_blocks = device.sm_count() as u64 * 8;
+        let grid = elems.div_ceil(RECONSTRUCT_THREADS as u64).clamp(1, max_blocks) as u32;
+        let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (RECONSTRUCT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        let (pm32, n32, ldc) = (pm as u32, n as u32, kd.ldc as u32);
+        let (nb, w_view) = (blocks as u32, w.slice(..mats * pm * n));
+        let mut c_panel = c.slice_mut(r0 * kd.ldc..);
+        let mut builder = stream.launch_builder(&rec_fn);
+        builder.arg(&pm32).arg(&n32).arg(&len).arg(&crt_ptr).arg(&moduli_u32).arg(&nb).arg(&w_view);
+        builder.arg(&mu_panel).arg(&nu).arg(&alpha).arg(&beta).arg(&mut c_panel).arg(&ldc);
+        builder.arg(&a_panel).arg(&a_lines.0).arg(&a_lines.1).arg(kb).arg(&b_lines.0).arg(&b_lines.1);
+        // SAFETY: matches `emulation_reconstruct_*` (m, n, k, crt, moduli,
+        // blocks, w, mu, nu, alpha, beta, c, ldc, a, a_line, a_elem, b,
+        // b_line, b_elem); w holds the panel's moduli * blocks products;
+        // C's panel (pm x n, ldc, validated) lies in `c` and does not
+        // overlap A, B or the workspace.
+        unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+        r0 += pm;
+    }
+    drop((mu, nu, res_a, res_b, w, crt_dev));
+    Ok(())
+}

@@ -1,0 +1,513 @@
+//! f64 and f32 products emulated on INT8 tensor cores (Ozaki scheme II):
+//! the three kernels around the INT8 products, which stage 9 runs as one
+//! strided batch over the moduli (`gemm_core::emulation` has the geometry).
+//!
+//! # Shapes (kernel form: C row-major, m x n)
+//! A line is a row of A (length k) or a column of B (length k): element h of
+//! line i is `x[i * line_stride + h * elem_stride]` (elements). The scaled
+//! integers of A are `trunc(ldexp(A_ih, mu_i))`, of B
+//! `trunc(ldexp(B_hj, nu_j))`; their residues modulo `p_l` are written as
+//! K-major i8 matrices `lines x block_k`, one per modulus l and k block b,
+//! matrix `l * blocks + b` (`gemm_core::emulation::k_blocks`). The INT8
+//! products leave, for each (l, b), the i32 m x n matrix
+//! `W[(l * blocks + b) * m * n ..]`, row-major with leading dimension n.
+//!
+//! # The kernels
+//! * [`exponents`]: one warp per line, the scaling rule of the host's
+//!   `gemm::emulation` in its order (the largest magnitude, then the sum of
+//!   squares as 32 interleaved partial sums of fused multiply-adds in
+//!   ascending h, combined by a butterfly), so that the exponents are the
+//!   CPU reference's bit for bit. A line holding an Inf or NaN gets
+//!   `NON_FINITE`.
+//! * [`residues`]: a tile of 32 lines x 128 k through shared memory (reads
+//!   coalesced along whichever of the two is contiguous), then 4 residues a
+//!   thread per modulus as one 4-byte store; the moduli are compile-time
+//!   constants (each `%` is a multiply and a shift).
+//! * [`reconstruct`]: one thread per element of C: the N residues, the
+//!   three-accumulator CRT of the host's `reconstruct`, the scaling back and
+//!   the alpha/beta epilogue in f64. An element whose row of A or column of
+//!   B is not finite is a plain dot product (fused multiply-adds in
+//!   ascending h) instead, so Inf and NaN propagate as in the native
+//!   product.
+//!
+//! Rust never contracts a multiply and an add into an fma (LLVM emits
+//! `mul.rn` and `add.rn`, which ptxas keeps), so every rounding is the one
+//! written.
+//!
+//! # Source
+//! K. Ozaki, Y. Uchino, T. Imamura, "Ozaki Scheme II: A GEMM-oriented
+//! emulation of floating-point matrix multiplication using an integer
+//! modular technique", 2025; Y. Uchino, K. Ozaki, T. Imamura,
+//! "High-Performance and Power-Efficient Emulation of Matrix Multiplication
+//! using INT8 Matrix Engines", 2025 (the kernels' division of labour).
+
+use crate::element::Element;
+use crate::skinny::Acc;
+use crate::thread::{block_idx, smem_base, sync_threads, thread_idx};
+use core::arch::{asm, nvptx};
+use gemm_core::emulation::{
+    exponent_from_sum, ilogb, ldexp, CrtConstants, EXPONENT_THREADS, NON_FINITE, RECONSTRUCT_THREADS, RESIDUE_K,
+    RESIDUE_LINES, RESIDUE_THREADS, SUM_LANES,
+};
+
+/// An operand type of the emulation: f64, or f32 (widened exactly).
+pub trait Real: Element {
+    /// The value as an f64 (exact).
+    fn to_f64(self) -> f64;
+    /// An f64 rounded to this type (to nearest).
+    fn from_f64(x: f64) -> Self;
+}
+
+impl Real for f64 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x
+    }
+}
+
+impl Real for f32 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x as f32
+    }
+}
+
+/// The f64 of lane `lane ^ mask` (every lane of the warp executes it).
+#[inline(always)]
+unsafe fn shfl_f64(v: f64, mask: u32) -> f64 {
+    <f64 as Acc>::shfl_xor(v, mask)
+}
+
+/// The i32 of lane `lane ^ mask` (every lane of the warp executes it).
+#[inline(always)]
+unsafe fn shfl_i32(v: i32, mask: u32) -> i32 {
+    <i32 as Acc>::shfl_xor(v, mask)
+}
+
+/// `trunc(x)` (`cvt.rzi.f64.f64`).
+#[inline(always)]
+fn trunc(x: f64) -> f64 {
+    let y: f64;
+    // SAFETY: a register conversion.
+    unsafe { asm!("cvt.rzi.f64.f64 {y}, {x};", y = out(reg64) y, x = in(reg64) x, options(pure, nomem, nostack)) };
+    y
+}
+
+/// `x` rounded to the nearest integer, ties to even (`cvt.rni.f64.f64`).
+#[inline(always)]
+fn rint(x: f64) -> f64 {
+    let y: f64;
+    // SAFETY: a register conversion.
+    unsafe { asm!("cvt.rni.f64.f64 {y}, {x};", y = out(reg64) y, x = in(reg64) x, options(pure, nomem, nostack)) };
+    y
+}
+
+/// An integral f64 with `|x| < 2^63` as an i64 (`cvt.rzi.s64.f64`: exact).
+#[inline(always)]
+fn to_i64(x: f64) -> i64 {
+    let y: i64;
+    // SAFETY: a register conversion.
+    unsafe { asm!("cvt.rzi.s64.f64 {y}, {x};", y = out(reg64) y, x = in(reg64) x, options(pure, nomem, nostack)) };
+    y
+}
+
+/// The symmetric residue of `x` (`|x| < 2^63`) modulo the constant `P`:
+/// `|x|` as 32-bit halves, each reduced with a constant divisor.
+#[inline(always)]
+fn sym_mod64<const P: u32>(x: i64) -> i32 {
+    let a = x.unsigned_abs();
+    let (hi, lo) = ((a >> 32) as u32, a as u32);
+    let two32 = ((1u64 << 32) % P as u64) as u32;
+    let r = ((hi % P) * two32 + lo % P) % P; // < 2^16 + 2^8 before the last %
+    let r = if x < 0 && r != 0 { P - r } else { r };
+    if r > (P - 1) / 2 {
+        r as i32 - P as i32
+    } else {
+        r as i32
+    }
+}
+
+/// The symmetric residue of an i32 modulo the constant `P`.
+#[inline(always)]
+fn sym_mod32<const P: u32>(x: i32) -> i32 {
+    let r = x.unsigned_abs() % P;
+    let r = if x < 0 && r != 0 { P - r } else { r };
+    if r > (P - 1) / 2 {
+        r as i32 - P as i32
+    } else {
+        r as i32
+    }
+}
+
+/// Calls `$f!(index, modulus)` for each entry of `gemm_core::emulation::MODULI`
+/// (checked against it in the host's tests of the kernels' results).
+macro_rules! each_modulus {
+    ($f:ident) => {
+        $f!(0, 256);
+        $f!(1, 255);
+        $f!(2, 253);
+        $f!(3, 251);
+        $f!(4, 247);
+        $f!(5, 241);
+        $f!(6, 239);
+        $f!(7, 233);
+        $f!(8, 229);
+        $f!(9, 227);
+        $f!(10, 223);
+        $f!(11, 217);
+        $f!(12, 211);
+        $f!(13, 199);
+        $f!(14, 197);
+        $f!(15, 193);
+        $f!(16, 191);
+        $f!(17, 181);
+        $f!(18, 179);
+        $f!(19, 173);
+    };
+}
+
+/// The scaling exponents of `lines` lines of length `len` (see the module
+/// docs), for the scaling target `target`, into `out[..lines]`: one warp a
+/// line, lane l over the elements `h = l, l + 32, ...` (the largest
+/// magnitude, then its sum of squares by fused multiply-adds in ascending
+/// h), the lanes' results combined by a butterfly (`shfl.sync.bfly` with
+/// masks 16, 8, 4, 2, 1), as the host's reference does.
+///
+/// # Safety
+/// Launched with `EXPONENT_THREADS` threads a block (a multiple of 32);
+/// every element of every line is readable global memory; `out` holds
+/// `lines` writable i32.
+#[inline(always)]
+pub unsafe fn exponents<T: Real>(
+    lines: u32,
+    len: u64,
+    x: *const T,
+    (line_stride, elem_stride): (u64, u64),
+    target: f64,
+    out: *mut i32,
+) {
+    let t = block_idx()[0] as u64 * EXPONENT_THREADS as u64 + thread_idx()[0] as u64;
+    let (i, lane) = (t / SUM_LANES as u64, t % SUM_LANES as u64);
+    if i >= lines as u64 {
+        return; // the whole warp
+    }
+    let line = x.add((i * line_stride) as usize);
+    let mut amax = 0.0f64;
+    let mut finite = 1u32;
+    let mut h = lane;
+    while h < len {
+        let v = T::ld_global(line.add((h * elem_stride) as usize)).to_f64();
+        finite &= v.is_finite() as u32;
+        let a = v.abs();
+        if a > amax {
+            amax = a;
+        }
+        h += SUM_LANES as u64;
+    }
+    for mask in [16, 8, 4, 2, 1] {
+        let o = shfl_f64(amax, mask);
+        if o > amax {
+            amax = o;
+        }
+        finite &= shfl_i32(finite as i32, mask) as u32;
+    }
+    let e = if finite == 0 {
+        NON_FINITE
+    } else if amax == 0.0 {
+        0
+    } else {
+        let e = ilogb(amax);
+        let mut s = 0.0f64;
+        let mut h = lane;
+        while h < len {
+            let t = ldexp(T::ld_global(line.add((h * elem_stride) as usize)).to_f64(), -e);
+            s = <f64 as Element>::fma(t, t, s);
+            h += SUM_LANES as u64;
+        }
+        for mask in [16, 8, 4, 2, 1] {
+            s = s + shfl_f64(s, mask);
+        }
+        exponent_from_sum(s, len, e, target)
+    };
+    if lane == 0 {
+        *out.add(i as usize) = e;
+    }
+}
+
+/// The residues of a tile of `RESIDUE_LINES` lines by `RESIDUE_K` of k
+/// (block (x, y): k from `x * RESIDUE_K`, lines from `y * RESIDUE_LINES`)
+/// for the first `moduli` moduli, into the K-major i8 matrices of `out`
+/// (see the module docs); elements past k or of a non-finite line are 0.
+///
+/// # Safety
+/// Launched with `RESIDUE_THREADS` threads, `RESIDUE_SMEM_BYTES` of dynamic
+/// shared memory and the grid of `gemm_core::emulation::residue_grid`; the
+/// lines as for [`exponents`]; `exps` holds their exponents; `out` holds
+/// `moduli * blocks` matrices of `lines x block_k` bytes, 4-byte aligned.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn residues<T: Real>(
+    (lines, len): (u32, u64),
+    x: *const T,
+    (line_stride, elem_stride): (u64, u64),
+    exps: *const i32,
+    moduli: u32,
+    (blocks, block_k): (u32, u32),
+    out: *mut u8,
+) {
+    let [bx, by, _] = block_idx();
+    let tid = thread_idx()[0];
+    let h0 = bx as u64 * RESIDUE_K as u64;
+    let line0 = by * RESIDUE_LINES;
+    let smem = smem_base();
+    let row = RESIDUE_K + 1; // f64 elements from one line of the tile to the next
+                             // Load: lanes along k where k is contiguous, else along the lines.
+    let along_k = elem_stride == 1;
+    let per = RESIDUE_LINES * RESIDUE_K / RESIDUE_THREADS;
+    for it in 0..per {
+        let idx = it * RESIDUE_THREADS + tid;
+        let (ll, hl) =
+            if along_k { (idx / RESIDUE_K, idx % RESIDUE_K) } else { (idx % RESIDUE_LINES, idx / RESIDUE_LINES) };
+        let (line, h) = (line0 + ll, h0 + hl as u64);
+        let mut t = 0.0f64;
+        if line < lines && h < len {
+            let e = *exps.add(line as usize);
+            if e != NON_FINITE {
+                let v = T::ld_global(x.add((line as u64 * line_stride + h * elem_stride) as usize)).to_f64();
+                t = trunc(ldexp(v, e));
+            }
+        }
+        <f64 as Element>::st_shared(smem + (ll * row + hl) * 8, t);
+    }
+    sync_threads();
+    // Residues: 4 consecutive elements of k a thread, one 4-byte store per
+    // modulus.
+    let quads = RESIDUE_K / 4;
+    let b = h0 / block_k as u64;
+    let hb = (h0 % block_k as u64) as usize;
+    let matrix = lines as usize * block_k as usize;
+    for it in 0..(RESIDUE_LINES * quads / RESIDUE_THREADS) {
+        let idx = it * RESIDUE_THREADS + tid;
+        let (ll, q) = (idx / quads, idx % quads);
+        let line = line0 + ll;
+        if line >= lines {
+            continue;
+        }
+        let at = smem + (ll * row + q * 4) * 8;
+        let v = [
+            to_i64(<f64 as Element>::ld_shared(at)),
+            to_i64(<f64 as Element>::ld_shared(at + 8)),
+            to_i64(<f64 as Element>::ld_shared(at + 16)),
+            to_i64(<f64 as Element>::ld_shared(at + 24)),
+        ];
+        let dst = out.add(b as usize * matrix + line as usize * block_k as usize + hb + q as usize * 4);
+        macro_rules! one {
+            ($l:literal, $p:literal) => {
+                if $l < moduli {
+                    let r = |x: i64| (sym_mod64::<$p>(x) as u8) as u32;
+                    let word = r(v[0]) | r(v[1]) << 8 | r(v[2]) << 16 | r(v[3]) << 24;
+                    let p = dst.add($l as usize * blocks as usize * matrix) as *mut u32;
+                    asm!("st.global.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) word, options(nostack));
+                }
+            };
+        }
+        each_modulus!(one);
+    }
+}
+
+/// `C <- alpha * Chat + beta * C` over C's m x n (row-major, `ldc`), where
+/// `Chat` is rebuilt from the `moduli * blocks` INT8 products `w` (see the
+/// module docs) and the exponents `mu` (rows of A) and `nu` (columns of B);
+/// an element whose row or column is `NON_FINITE` is the dot product of A's
+/// row and B's column instead. `beta == 0` never reads C.
+///
+/// # Safety
+/// `crt` points to the constants of `moduli` moduli (global memory); `w`
+/// holds the products; `mu`, `nu` the m and n exponents; A's rows and B's
+/// columns are readable as for [`exponents`]; C is writable and does not
+/// overlap them.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn reconstruct<T: Real>(
+    (m, n, k): (u32, u32, u64),
+    crt: *const CrtConstants,
+    (moduli, blocks, w): (u32, u32, *const i32),
+    (mu, nu): (*const i32, *const i32),
+    (alpha, beta): (f64, f64),
+    (c, ldc): (*mut T, u32),
+    (a, a_strides): (*const T, (u64, u64)),
+    (b, b_strides): (*const T, (u64, u64)),
+) {
+    let elems = m as u64 * n as u64;
+    // SAFETY: reading special registers has no preconditions.
+    let blocks_x = unsafe { nvptx::_grid_dim_x() } as u64;
+    let step = blocks_x * RECONSTRUCT_THREADS as u64;
+    let mut e = block_idx()[0] as u64 * RECONSTRUCT_THREADS as u64 + thread_idx()[0] as u64;
+    let k_const = &*crt;
+    while e < elems {
+        let (i, j) = if elems <= u32::MAX as u64 {
+            ((e as u32 / n) as u64, (e as u32 % n) as u64)
+        } else {
+            (e / n as u64, e % n as u64)
+        };
+        let (ei, ej) = (*mu.add(i as usize), *nu.add(j as usize));
+        let value = if ei == NON_FINITE || ej == NON_FINITE {
+            let (ra, rb) = (a.add((i * a_strides.0) as usize), b.add((j * b_strides.0) as usize));
+            let mut s = 0.0f64;
+            let mut h = 0u64;
+            while h < k {
+                let x = T::ld_global(ra.add((h * a_strides.1) as usize)).to_f64();
+                let y = T::ld_global(rb.add((h * b_strides.1) as usize)).to_f64();
+                s = <f64 as Element>::fma(x, y, s);
+                h += 1;
+            }
+            s
+        } else {
+            let (mut s1, mut s2, mut s3) = (0.0f64, 0.0f64, 0.0f64);
+            macro_rules! one {
+                ($l:literal, $p:literal) => {
+                    if $l < moduli {
+                        let first = w.add(($l as u64 * blocks as u64 * elems + e) as usize);
+                        let mut r = sym_mod32::<$p>(i32::ld_global_i32(first));
+                        let mut bb = 1u64;
+                        while bb < blocks as u64 {
+                            let v = i32::ld_global_i32(first.add((bb * elems) as usize));
+                            r = sym_mod32::<$p>(r + sym_mod32::<$p>(v));
+                            bb += 1;
+                        }
+                        let r = r as f64;
+                        s1 = <f64 as Element>::fma(r, k_const.w1[$l], s1);
+                        s2 = <f64 as Element>::fma(r, k_const.w2[$l], s2);
+                        s3 = <f64 as Element>::fma(r, k_const.w3[$l], s3);
+                    }
+                };
+            }
+            each_modulus!(one);
+            let q = rint(s1 * k_const.inv_p);
+            let z1 = <f64 as Element>::fma(-q, k_const.p1, s1);
+            let z2 = <f64 as Element>::fma(-q, k_const.p2, s2);
+            let z3 = <f64 as Element>::fma(-q, k_const.p3, s3);
+            // TwoSum(z1, z2).
+            let hs = z1 + z2;
+            let bv = hs - z1;
+            let err = (z1 - (hs - bv)) + (z2 - bv);
+            let zhat = hs + (err + z3);
+            ldexp(zhat, -(ei + ej))
+        };
+        let p = c.add((i * ldc as u64 + j) as usize);
+        let out = if beta == 0.0 {
+            alpha * value
+        } else {
+            <f64 as Element>::fma(beta, T::ld_global(p).to_f64(), alpha * value)
+        };
+        T::st_global(p, T::from_f64(out));
+        e += step;
+    }
+}
+
+/// A global i32 load (the INT8 products' results).
+trait LoadI32 {
+    /// `ld.global.nc.s32`.
+    unsafe fn ld_global_i32(p: *const i32) -> i32;
+}
+
+impl LoadI32 for i32 {
+    #[inline(always)]
+    unsafe fn ld_global_i32(p: *const i32) -> i32 {
+        let v: i32;
+        asm!("ld.global.nc.s32 {v}, [{p}];", v = out(reg32) v, p = in(reg64) p, options(readonly, nostack));
+        v
+    }
+}
+
+macro_rules! export {
+    ($t:ty, $exp:ident, $res:ident, $rec:ident) => {
+        /// Entry point: [`exponents`] of this operand type.
+        ///
+        /// # Safety
+        /// As [`exponents`], with `EXPONENT_THREADS` threads a block.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $exp(
+            lines: u32,
+            len: u64,
+            x: *const $t,
+            line_stride: u64,
+            elem_stride: u64,
+            target: f64,
+            out: *mut i32,
+        ) {
+            exponents::<$t>(lines, len, x, (line_stride, elem_stride), target, out)
+        }
+
+        /// Entry point: [`residues`] of this operand type.
+        ///
+        /// # Safety
+        /// As [`residues`].
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $res(
+            lines: u32,
+            len: u64,
+            x: *const $t,
+            line_stride: u64,
+            elem_stride: u64,
+            exps: *const i32,
+            moduli: u32,
+            blocks: u32,
+            block_k: u32,
+            out: *mut u8,
+        ) {
+            residues::<$t>((lines, len), x, (line_stride, elem_stride), exps, moduli, (blocks, block_k), out)
+        }
+
+        /// Entry point: [`reconstruct`] of this operand type.
+        ///
+        /// # Safety
+        /// As [`reconstruct`], with `RECONSTRUCT_THREADS` threads a block.
+        #[no_mangle]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $rec(
+            m: u32,
+            n: u32,
+            k: u64,
+            crt: *const CrtConstants,
+            moduli: u32,
+            blocks: u32,
+            w: *const i32,
+            mu: *const i32,
+            nu: *const i32,
+            alpha: f64,
+            beta: f64,
+            c: *mut $t,
+            ldc: u32,
+            a: *const $t,
+            a_line: u64,
+            a_elem: u64,
+            b: *const $t,
+            b_line: u64,
+            b_elem: u64,
+        ) {
+            reconstruct::<$t>(
+                (m, n, k),
+                crt,
+                (moduli, blocks, w),
+                (mu, nu),
+                (alpha, beta),
+                (c, ldc),
+                (a, (a_line, a_elem)),
+                (b, (b_line, b_elem)),
+            )
+        }
+    };
+}
+
+export!(f64, emulation_exponents_f64, emulation_residues_f64, emulation_reconstruct_f64);
+export!(f32, emulation_exponents_f32, emulation_residues_f32, emulation_reconstruct_f32);
