@@ -606,6 +606,10 @@ fn run_job<T: Product<C>, C: Scalar>(
         KernelFamily::Skinny { kernel, rows, .. } => {
             (10, "token-sized".to_string(), kernel.to_string(), format!("S = {rows}"))
         }
+        // Opt-in only: these products never plan it.
+        KernelFamily::Emulated { kernel, moduli, .. } => {
+            (11, "emulated-int8".to_string(), kernel.to_string(), format!("{moduli} moduli"))
+        }
     };
     let split = if plan.split_k > 1 { format!("; split-K {}", plan.split_k) } else { String::new() };
 

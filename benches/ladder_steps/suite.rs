@@ -892,6 +892,10 @@ fn run_entry<T: Product<C>, C: Scalar>(
                 }
                 // Not a stage of the ladder: stage column 10.
                 KernelFamily::Skinny { kernel, rows, .. } => (10, "token-sized", *kernel, format!("S = {rows}")),
+                // The suite never asks for it (opt-in).
+                KernelFamily::Emulated { kernel, moduli, .. } => {
+                    (11, "emulated-int8", *kernel, format!("{moduli} moduli"))
+                }
             };
             let split = if plan.split_k > 1 { format!("; split-K {}", plan.split_k) } else { String::new() };
             let (in_size, out_size) = ty.element_bytes();

@@ -4,7 +4,7 @@
 //!
 //! An f64 (or f32) product `C = A B` is emulated with `N` exact INT8
 //! products: each row of A and column of B is scaled by a power of two
-//! ([`line_exponent`]), truncated to an integer, and split into its
+//! (the rule of [`exponent_from_sum`]), truncated to an integer, and split into its
 //! symmetric residues modulo the first `N` of [`MODULI`] ([`sym_mod`]); the
 //! residue matrices are multiplied on INT8 tensor cores with exact i32
 //! accumulation, and each entry of C is rebuilt by the Chinese remainder
@@ -295,23 +295,32 @@ pub fn sym_mod(x: i64, p: u32) -> i64 {
     }
 }
 
-/// Bytes of workspace a panel of C's rows may take: its A residues and its
-/// i32 INT8 products (`moduli * blocks` of each).
+/// Bytes of workspace a panel of C's rows may take by default: its A
+/// residues and its i32 INT8 products (`moduli * blocks` of each).
 pub const PANEL_BYTES: usize = 2 << 30;
 
-/// Rows of C per panel for `moduli` moduli, C's `n` columns and k cut as
+/// Rows of C per panel for `moduli` moduli, C m x n and k cut as
 /// `(blocks, block_k)` ([`k_blocks`]): all `m` rows where their workspace
-/// fits [`PANEL_BYTES`], else the most that fit, a multiple of 128 (at
+/// fits `budget` bytes, else the most that fit, a multiple of 128 (at
 /// least 128).
 ///
 /// ```
-/// use gemm_core::emulation::panel_rows;
-/// assert_eq!(panel_rows(16, (4096, 4096), (1, 4096)), 4096);
-/// assert_eq!(panel_rows(16, (16384, 16384), (1, 16384)), 1536);
+/// use gemm_core::emulation::{panel_rows, PANEL_BYTES};
+/// assert_eq!(panel_rows(16, (4096, 4096), (1, 4096), PANEL_BYTES), 4096);
+/// assert_eq!(panel_rows(16, (16384, 16384), (1, 16384), PANEL_BYTES), 1536);
+/// assert_eq!(panel_rows(2, (1000, 100), (1, 128), 1 << 20), 896);
 /// ```
-pub const fn panel_rows(moduli: usize, (m, n): (usize, usize), (blocks, block_k): (usize, usize)) -> usize {
+pub const fn panel_rows(
+    moduli: usize,
+    (m, n): (usize, usize),
+    (blocks, block_k): (usize, usize),
+    budget: usize,
+) -> usize {
     let per_row = moduli * blocks * (block_k + 4 * n);
-    let fit = if per_row == 0 { m } else { PANEL_BYTES / per_row };
+    let fit = match budget.checked_div(per_row) {
+        Some(rows) => rows,
+        None => m,
+    };
     if fit >= m {
         m
     } else if fit < 128 {

@@ -26,7 +26,7 @@ pub(crate) struct EmulatedLaunch {
     /// f64 or f32 operands and C.
     pub precision: Precision,
     /// The CRT constants of the moduli (their count is `crt.n`).
-    pub crt: CrtConstants,
+    pub crt: &'static CrtConstants,
     /// The scaling target `T` of the moduli.
     pub target: f64,
     /// The product in kernel form (C row-major).
@@ -127,7 +127,7 @@ fn one<T: Scalar>(
     // The CRT constants, uploaded once per set (cached by content).
     // SAFETY: CrtConstants is repr(C) plain data with explicit padding.
     let crt_bytes =
-        unsafe { core::slice::from_raw_parts((&crt as *const CrtConstants).cast::<u8>(), size_of::<CrtConstants>()) };
+        unsafe { core::slice::from_raw_parts((crt as *const CrtConstants).cast::<u8>(), size_of::<CrtConstants>()) };
     let crt_dev = device.tensor_maps(stream, crt_bytes)?;
     // SAFETY (each allocation): every element is written by a kernel
     // before one reads it, in stream order: the exponents by the exponent

@@ -734,6 +734,16 @@ impl Emulation {
     pub fn moduli(&self) -> &Moduli {
         &self.moduli
     }
+
+    /// The CRT constants of this emulation's moduli, from a table built once
+    /// per process (what a planned launch holds).
+    pub(crate) fn crt_static(&self) -> &'static CrtConstants {
+        static TABLE: std::sync::OnceLock<Vec<Moduli>> = std::sync::OnceLock::new();
+        let table = TABLE.get_or_init(|| {
+            (MIN_MODULI..=MAX_MODULI).map(|n| Moduli::new(n).expect("every supported count")).collect()
+        });
+        &table[self.moduli.n - MIN_MODULI].crt
+    }
 }
 
 // ---------------------------------------------------------------------------
