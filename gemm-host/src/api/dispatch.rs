@@ -286,10 +286,7 @@ impl Gemm {
         let (kd, swapped) = dims.kernel_form();
         let moduli = emulation.moduli();
         let (blocks, block_k) = emulation::k_blocks(kd.k);
-        // The panel's share of a memory budget set on the builder (a
-        // quarter), else PANEL_BYTES.
-        let budget = self.memory_budget.map_or(emulation::PANEL_BYTES, |b| (b / 4).min(emulation::PANEL_BYTES));
-        let panel = emulation::panel_rows(moduli.n(), (kd.m, kd.n), (blocks, block_k), budget);
+        let panel = emulation::panel_rows(moduli.n(), (kd.m, kd.n), (blocks, block_k), emulation.panel_bytes());
         let count = moduli.n() * blocks;
         let int8 = |rows: usize| {
             let d = GemmDims {

@@ -338,7 +338,9 @@ impl Gemm {
     ///   others are emulated. Same inputs, same bits, on every door.
     /// - Memory: the workspace (residues and i32 products of the moduli)
     ///   comes from the library's pool: about `N (k (m + n) + 4 m n)` bytes,
-    ///   C taken in panels of rows beyond 2 GiB (the plan says how much).
+    ///   C taken in panels of rows beyond 2 GiB
+    ///   ([`Emulation::workspace_limit`](crate::emulation::Emulation::workspace_limit);
+    ///   the plan says how much).
     ///
     /// ```no_run
     /// use gemm::emulation::Emulation;

@@ -706,6 +706,7 @@ impl Moduli {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Emulation {
     moduli: Moduli,
+    panel_bytes: usize,
 }
 
 impl Emulation {
@@ -714,7 +715,29 @@ impl Emulation {
     /// # Errors
     /// [`EmulationError::UnsupportedModuliCount`] for any other `n`.
     pub fn new(n: usize) -> Result<Emulation, EmulationError> {
-        Ok(Emulation { moduli: Moduli::new(n)? })
+        Ok(Emulation { moduli: Moduli::new(n)?, panel_bytes: gemm_core::emulation::PANEL_BYTES })
+    }
+
+    /// Bounds the workspace a panel of C's rows takes (its residues of A
+    /// and its i32 INT8 products, `N (k + 4 n)` bytes a row; 2 GiB unless
+    /// set): C is computed in panels of as many rows as fit, a multiple of
+    /// 128 (at least 128). B's residues (`N k n` bytes) and the exponents
+    /// come on top. The plan says the panels and the whole workspace.
+    ///
+    /// ```
+    /// use gemm::emulation::Emulation;
+    /// let e = Emulation::f64_accuracy().workspace_limit(256 << 20);
+    /// assert_eq!(e.panel_bytes(), 256 << 20);
+    /// ```
+    pub fn workspace_limit(mut self, bytes: usize) -> Emulation {
+        self.panel_bytes = bytes;
+        self
+    }
+
+    /// The bound on a panel's workspace, in bytes
+    /// ([`Emulation::workspace_limit`]).
+    pub fn panel_bytes(&self) -> usize {
+        self.panel_bytes
     }
 
     /// 15 moduli: `P` about `2^117.8`, about the accuracy of a native f64
