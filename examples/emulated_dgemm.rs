@@ -9,6 +9,9 @@
 //! `cargo run --release --example emulated_dgemm [N]`: one f64 product N^3
 //! (4096 by default), phi = 1, with 15 moduli (`Emulation::f64_accuracy`).
 //!
+//! `--once N MODULI`: two emulated products and nothing else (for a
+//! profiler's per-kernel times).
+//!
 //! The study (`--study [--out CSV] [--sizes 1024,4096] [--phis 0.5,1]
 //! [--moduli 12,14,15,16] [--f32-moduli 5,6,7,8] [--samples S]`) appends a
 //! row per measurement to `benches/results/emulation.csv` (or CSV): for each
@@ -198,6 +201,28 @@ fn run() -> Result<(), gemm::Error> {
     let cublas = Cublas::new(&device)?;
     println!("device: {}", device.name());
     let mut rows = Vec::new();
+    if let Some(i) = args.iter().position(|a| a == "--once") {
+        // Two emulated products (a warm-up and one more), nothing else: for
+        // a profiler's per-kernel times.
+        let n: usize = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(16384);
+        let nm: usize = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(15);
+        let (a, b) = (spread(n, n, 1.0, 1), spread(n, n, 1.0, 2));
+        let to_m = |x: Vec<f64>| Matrix::from_vec_in(n, n, Layout::RowMajor, n, x);
+        let (da, db) = (DeviceMatrix::from_host(&device, &to_m(a)?)?, DeviceMatrix::from_host(&device, &to_m(b)?)?);
+        let mut dc = DeviceMatrix::<f64>::zeros(&device, n, n)?;
+        let e =
+            Emulation::new(nm).map_err(|e| gemm::Error::Unsupported { product: "f64".into(), why: e.to_string() })?;
+        let g = Gemm::new().emulation(e);
+        println!("{}", g.plan_for::<f64, f64>(n, n, n)?);
+        for _ in 0..2 {
+            g.run_device(&da, &db, &mut dc)?;
+        }
+        device
+            .stream()
+            .synchronize()
+            .map_err(|e| gemm::Error::Unsupported { product: "f64".into(), why: e.to_string() })?;
+        return Ok(());
+    }
     if !args.iter().any(|a| a == "--study") {
         let n = args.first().and_then(|s| s.parse().ok()).unwrap_or(4096);
         println!("{}", Gemm::new().emulation(Emulation::f64_accuracy()).plan_for::<f64, f64>(n, n, n)?);
