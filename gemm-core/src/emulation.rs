@@ -13,7 +13,9 @@
 //!
 //! # Launch geometry (the GPU path)
 //! * **Exponents** (entry points `emulation_exponents_{f64,f32}`): one warp
-//!   per line (a row of A or a column of B), [`EXPONENT_THREADS`] per block;
+//!   per line (a row of A or a column of B), [`EXPONENT_THREADS`] per block
+//!   (`emulation_exponents_strided_*` where a line's elements are not
+//!   contiguous: [`EXPONENT_LINES`] lines a block, a lane a line);
 //!   the sum of squares as [`SUM_LANES`] interleaved partial sums combined
 //!   by a butterfly ([`butterfly_sum`]).
 //! * **Residues** (`emulation_residues_{f64,f32}`): a block of
@@ -67,6 +69,16 @@ pub const RESIDUE_THREADS: u32 = 256;
 pub const RESIDUE_SMEM_BYTES: u32 = RESIDUE_LINES * (RESIDUE_K + 1) * 8;
 /// Threads per block of the exponent kernel (a warp a line).
 pub const EXPONENT_THREADS: u32 = 256;
+
+/// Lines per block of the exponent kernel for lines whose elements are not
+/// contiguous (`emulation_exponents_strided_*`): `EXPONENT_LINES` warps of
+/// 32 threads, warp c summing the elements `h = c, c + 32, ...` of each of
+/// its 32 lines (a lane a line).
+pub const EXPONENT_LINES: u32 = 32;
+
+/// Dynamic shared memory of the strided exponent kernel: a 32 x 33 tile of
+/// f64 and one of u32.
+pub const EXPONENT_STRIDED_SMEM_BYTES: u32 = EXPONENT_LINES * 33 * (8 + 4);
 
 /// The partial sums of a line's sum of squares: element `h` goes to partial
 /// `h % SUM_LANES` (a lane of the exponent kernel's warp), each summed by

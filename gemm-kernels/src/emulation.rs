@@ -46,8 +46,8 @@ use crate::skinny::Acc;
 use crate::thread::{block_idx, smem_base, sync_threads, thread_idx};
 use core::arch::{asm, nvptx};
 use gemm_core::emulation::{
-    exponent_from_sum, ilogb, ldexp, CrtConstants, EXPONENT_THREADS, NON_FINITE, RECONSTRUCT_THREADS, RESIDUE_K,
-    RESIDUE_LINES, RESIDUE_THREADS, SUM_LANES,
+    exponent_from_sum, ilogb, ldexp, CrtConstants, EXPONENT_LINES, EXPONENT_THREADS, MAX_MODULI, NON_FINITE,
+    RECONSTRUCT_THREADS, RESIDUE_K, RESIDUE_LINES, RESIDUE_THREADS, SUM_LANES,
 };
 
 /// An operand type of the emulation: f64, or f32 (widened exactly).
@@ -119,20 +119,27 @@ fn to_i64(x: f64) -> i64 {
     y
 }
 
-/// The symmetric residue of `x` (`|x| < 2^63`) modulo the constant `P`:
-/// `|x|` as 32-bit halves, each reduced with a constant divisor.
+/// `|x| mod (P1 P2)` for `|x| < 2^63`, negated modulo `P1 P2` where x is
+/// negative: `x mod (P1 P2)` in `[0, P1 P2)`, `P1 P2 < 2^16`. `|x|` as
+/// 32-bit halves, each reduced with a constant divisor; one such residue
+/// serves two moduli.
 #[inline(always)]
-fn sym_mod64<const P: u32>(x: i64) -> i32 {
-    let a = x.unsigned_abs();
-    let (hi, lo) = ((a >> 32) as u32, a as u32);
-    let two32 = ((1u64 << 32) % P as u64) as u32;
-    let r = ((hi % P) * two32 + lo % P) % P; // < 2^16 + 2^8 before the last %
-    let r = if x < 0 && r != 0 { P - r } else { r };
-    if r > (P - 1) / 2 {
-        r as i32 - P as i32
+fn mod_pair<const Q: u32>(hi: u32, lo: u32, negative: bool) -> u32 {
+    let two32 = ((1u64 << 32) % Q as u64) as u32;
+    let q = ((hi % Q) * two32 + lo % Q) % Q; // (Q - 1)^2 + Q - 1 < 2^32
+    if negative && q != 0 {
+        Q - q
     } else {
-        r as i32
+        q
     }
+}
+
+/// The symmetric residue modulo the constant `P` of `q` in `[0, Q)`.
+#[inline(always)]
+fn sym_of<const P: u32>(q: u32) -> u32 {
+    let r = q % P;
+    let r = if r > (P - 1) / 2 { r as i32 - P as i32 } else { r as i32 };
+    (r as u8) as u32
 }
 
 /// The symmetric residue of an i32 modulo the constant `P`.
@@ -171,6 +178,24 @@ macro_rules! each_modulus {
         $f!(17, 181);
         $f!(18, 179);
         $f!(19, 173);
+    };
+}
+
+/// Calls `$f!(index, first modulus, second modulus, their product)` for
+/// each pair of consecutive entries of `gemm_core::emulation::MODULI`
+/// (every product is below 2^16).
+macro_rules! each_pair {
+    ($f:ident) => {
+        $f!(0, 256, 255, 65280);
+        $f!(2, 253, 251, 63503);
+        $f!(4, 247, 241, 59527);
+        $f!(6, 239, 233, 55687);
+        $f!(8, 229, 227, 51983);
+        $f!(10, 223, 217, 48391);
+        $f!(12, 211, 199, 41989);
+        $f!(14, 197, 193, 38021);
+        $f!(16, 191, 181, 34571);
+        $f!(18, 179, 173, 30967);
     };
 }
 
@@ -242,6 +267,92 @@ pub unsafe fn exponents<T: Real>(
     }
 }
 
+/// [`exponents`] for lines whose elements are not contiguous (a column of a
+/// row-major B): a block of `EXPONENT_LINES` x 32 threads takes 32 lines,
+/// warp c over the elements `h = c, c + 32, ...` with a lane per line (each
+/// load coalesced across the lines), the same partial sums as
+/// [`exponents`]'s lanes, combined by the same butterfly through shared
+/// memory: the same bits.
+///
+/// # Safety
+/// Launched with `EXPONENT_LINES * 32` threads a block and
+/// `EXPONENT_STRIDED_SMEM_BYTES` of dynamic shared memory, a block per 32
+/// lines; otherwise as [`exponents`].
+#[inline(always)]
+pub unsafe fn exponents_strided<T: Real>(
+    lines: u32,
+    len: u64,
+    x: *const T,
+    (line_stride, elem_stride): (u64, u64),
+    target: f64,
+    out: *mut i32,
+) {
+    let tid = thread_idx()[0];
+    let (c, lane) = (tid / 32, tid % 32);
+    let line = block_idx()[0] * EXPONENT_LINES + lane;
+    let live = line < lines;
+    let base = x.add((line as u64 * line_stride) as usize);
+    let smem = smem_base();
+    // Tile [class][line] of f64, rows 33 apart; then [class][line] of u32.
+    let at = |cls: u32, ln: u32| smem + (cls * 33 + ln) * 8;
+    let flag_at = |cls: u32, ln: u32| smem + EXPONENT_LINES * 33 * 8 + (cls * 33 + ln) * 4;
+    let mut amax = 0.0f64;
+    let mut finite = 1u32;
+    let mut h = c as u64;
+    while live && h < len {
+        let v = T::ld_global(base.add((h * elem_stride) as usize)).to_f64();
+        finite &= v.is_finite() as u32;
+        let a = v.abs();
+        if a > amax {
+            amax = a;
+        }
+        h += SUM_LANES as u64;
+    }
+    <f64 as Element>::st_shared(at(c, lane), amax);
+    asm!("st.shared.u32 [{a}], {v};", a = in(reg32) flag_at(c, lane), v = in(reg32) finite, options(nostack));
+    sync_threads();
+    // Every thread reduces its line's 32 classes (max and and: any order).
+    let (mut amax, mut finite) = (0.0f64, 1u32);
+    for cls in 0..SUM_LANES as u32 {
+        let o = <f64 as Element>::ld_shared(at(cls, lane));
+        if o > amax {
+            amax = o;
+        }
+        let f: u32;
+        asm!("ld.shared.u32 {v}, [{a}];", v = out(reg32) f, a = in(reg32) flag_at(cls, lane), options(readonly, nostack));
+        finite &= f;
+    }
+    sync_threads();
+    let e = if finite == 0 || amax == 0.0 { 0 } else { ilogb(amax) };
+    let mut s = 0.0f64;
+    let mut h = c as u64;
+    while live && finite != 0 && amax != 0.0 && h < len {
+        let t = ldexp(T::ld_global(base.add((h * elem_stride) as usize)).to_f64(), -e);
+        s = <f64 as Element>::fma(t, t, s);
+        h += SUM_LANES as u64;
+    }
+    <f64 as Element>::st_shared(at(c, lane), s);
+    // The butterfly over the classes, as shfl.sync.bfly over lanes.
+    let mut mask = SUM_LANES as u32 / 2;
+    while mask > 0 {
+        sync_threads();
+        let sum = <f64 as Element>::ld_shared(at(c, lane)) + <f64 as Element>::ld_shared(at(c ^ mask, lane));
+        sync_threads();
+        <f64 as Element>::st_shared(at(c, lane), sum);
+        mask /= 2;
+    }
+    if c == 0 && live {
+        let e = if finite == 0 {
+            NON_FINITE
+        } else if amax == 0.0 {
+            0
+        } else {
+            exponent_from_sum(<f64 as Element>::ld_shared(at(0, lane)), len, e, target)
+        };
+        *out.add(line as usize) = e;
+    }
+}
+
 /// The residues of a tile of `RESIDUE_LINES` lines by `RESIDUE_K` of k
 /// (block (x, y): k from `x * RESIDUE_K`, lines from `y * RESIDUE_LINES`)
 /// for the first `moduli` moduli, into the K-major i8 matrices of `out`
@@ -302,24 +413,38 @@ pub unsafe fn residues<T: Real>(
             continue;
         }
         let at = smem + (ll * row + q * 4) * 8;
-        let v = [
-            to_i64(<f64 as Element>::ld_shared(at)),
-            to_i64(<f64 as Element>::ld_shared(at + 8)),
-            to_i64(<f64 as Element>::ld_shared(at + 16)),
-            to_i64(<f64 as Element>::ld_shared(at + 24)),
-        ];
+        let mut parts = [(0u32, 0u32, false); 4];
+        for (j, part) in parts.iter_mut().enumerate() {
+            let x = to_i64(<f64 as Element>::ld_shared(at + 8 * j as u32));
+            let a = x.unsigned_abs();
+            *part = ((a >> 32) as u32, a as u32, x < 0);
+        }
         let dst = out.add(b as usize * matrix + line as usize * block_k as usize + hb + q as usize * 4);
-        macro_rules! one {
-            ($l:literal, $p:literal) => {
+        let step = blocks as usize * matrix;
+        macro_rules! pair {
+            ($l:literal, $p1:literal, $p2:literal, $q:literal) => {
                 if $l < moduli {
-                    let r = |x: i64| (sym_mod64::<$p>(x) as u8) as u32;
-                    let word = r(v[0]) | r(v[1]) << 8 | r(v[2]) << 16 | r(v[3]) << 24;
-                    let p = dst.add($l as usize * blocks as usize * matrix) as *mut u32;
-                    asm!("st.global.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) word, options(nostack));
+                    let qs = parts.map(|(hi, lo, neg)| mod_pair::<$q>(hi, lo, neg));
+                    macro_rules! word {
+                        ($p:literal) => {
+                            sym_of::<$p>(qs[0])
+                                | sym_of::<$p>(qs[1]) << 8
+                                | sym_of::<$p>(qs[2]) << 16
+                                | sym_of::<$p>(qs[3]) << 24
+                        };
+                    }
+                    let p = dst.add($l as usize * step) as *mut u32;
+                    let w1 = word!($p1);
+                    asm!("st.global.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) w1, options(nostack));
+                    if $l + 1 < moduli {
+                        let p = dst.add(($l + 1) as usize * step) as *mut u32;
+                        let w2 = word!($p2);
+                        asm!("st.global.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) w2, options(nostack));
+                    }
                 }
             };
         }
-        each_modulus!(one);
+        each_pair!(pair);
     }
 }
 
@@ -371,30 +496,38 @@ pub unsafe fn reconstruct<T: Real>(
             }
             s
         } else {
+            // Every modulus's first product, loaded before any is used (a
+            // load past the N-th rereads the N-th: cached), so that the
+            // loads overlap.
+            let mut first = [0i32; MAX_MODULI];
+            let last = moduli as u64 - 1;
+            for (l, f) in first.iter_mut().enumerate() {
+                let l = if (l as u64) < last { l as u64 } else { last };
+                *f = i32::ld_global_i32(w.add((l * blocks as u64 * elems + e) as usize));
+            }
             let (mut s1, mut s2, mut s3) = (0.0f64, 0.0f64, 0.0f64);
             macro_rules! one {
                 ($l:literal, $p:literal) => {
                     if $l < moduli {
-                        let first = w.add(($l as u64 * blocks as u64 * elems + e) as usize);
-                        let mut r = sym_mod32::<$p>(i32::ld_global_i32(first));
+                        let mut r = sym_mod32::<$p>(first[$l]);
                         let mut bb = 1u64;
                         while bb < blocks as u64 {
-                            let v = i32::ld_global_i32(first.add((bb * elems) as usize));
-                            r = sym_mod32::<$p>(r + sym_mod32::<$p>(v));
+                            let at = w.add((($l as u64 * blocks as u64 + bb) * elems + e) as usize);
+                            r = sym_mod32::<$p>(r + sym_mod32::<$p>(i32::ld_global_i32(at)));
                             bb += 1;
                         }
                         let r = r as f64;
-                        s1 = <f64 as Element>::fma(r, k_const.w1[$l], s1);
-                        s2 = <f64 as Element>::fma(r, k_const.w2[$l], s2);
-                        s3 = <f64 as Element>::fma(r, k_const.w3[$l], s3);
+                        s1 = <f64 as Element>::fma(r, ldg(&k_const.w1[$l]), s1);
+                        s2 = <f64 as Element>::fma(r, ldg(&k_const.w2[$l]), s2);
+                        s3 = <f64 as Element>::fma(r, ldg(&k_const.w3[$l]), s3);
                     }
                 };
             }
             each_modulus!(one);
-            let q = rint(s1 * k_const.inv_p);
-            let z1 = <f64 as Element>::fma(-q, k_const.p1, s1);
-            let z2 = <f64 as Element>::fma(-q, k_const.p2, s2);
-            let z3 = <f64 as Element>::fma(-q, k_const.p3, s3);
+            let q = rint(s1 * ldg(&k_const.inv_p));
+            let z1 = <f64 as Element>::fma(-q, ldg(&k_const.p1), s1);
+            let z2 = <f64 as Element>::fma(-q, ldg(&k_const.p2), s2);
+            let z3 = <f64 as Element>::fma(-q, ldg(&k_const.p3), s3);
             // TwoSum(z1, z2).
             let hs = z1 + z2;
             let bv = hs - z1;
@@ -413,6 +546,18 @@ pub unsafe fn reconstruct<T: Real>(
     }
 }
 
+/// A constant of the reconstruction (`ld.global.nc.f64`: every thread reads
+/// the same, from L1).
+#[inline(always)]
+fn ldg(p: &f64) -> f64 {
+    let v: f64;
+    // SAFETY: `p` is a reference into the constants in global memory.
+    unsafe {
+        asm!("ld.global.nc.f64 {v}, [{p}];", v = out(reg64) v, p = in(reg64) p as *const f64, options(readonly, nostack))
+    };
+    v
+}
+
 /// A global i32 load (the INT8 products' results).
 trait LoadI32 {
     /// `ld.global.nc.s32`.
@@ -429,7 +574,7 @@ impl LoadI32 for i32 {
 }
 
 macro_rules! export {
-    ($t:ty, $exp:ident, $res:ident, $rec:ident) => {
+    ($t:ty, $exp:ident, $strided:ident, $res:ident, $rec:ident) => {
         /// Entry point: [`exponents`] of this operand type.
         ///
         /// # Safety
@@ -445,6 +590,23 @@ macro_rules! export {
             out: *mut i32,
         ) {
             exponents::<$t>(lines, len, x, (line_stride, elem_stride), target, out)
+        }
+
+        /// Entry point: [`exponents_strided`] of this operand type.
+        ///
+        /// # Safety
+        /// As [`exponents_strided`].
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $strided(
+            lines: u32,
+            len: u64,
+            x: *const $t,
+            line_stride: u64,
+            elem_stride: u64,
+            target: f64,
+            out: *mut i32,
+        ) {
+            exponents_strided::<$t>(lines, len, x, (line_stride, elem_stride), target, out)
         }
 
         /// Entry point: [`residues`] of this operand type.
@@ -509,5 +671,17 @@ macro_rules! export {
     };
 }
 
-export!(f64, emulation_exponents_f64, emulation_residues_f64, emulation_reconstruct_f64);
-export!(f32, emulation_exponents_f32, emulation_residues_f32, emulation_reconstruct_f32);
+export!(
+    f64,
+    emulation_exponents_f64,
+    emulation_exponents_strided_f64,
+    emulation_residues_f64,
+    emulation_reconstruct_f64
+);
+export!(
+    f32,
+    emulation_exponents_f32,
+    emulation_exponents_strided_f32,
+    emulation_residues_f32,
+    emulation_reconstruct_f32
+);

@@ -14,7 +14,8 @@ use crate::exec::launch::Operands;
 use crate::exec::warpgroup::{self, WarpgroupLaunch};
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use gemm_core::emulation::{
-    residue_grid, CrtConstants, EXPONENT_THREADS, RECONSTRUCT_THREADS, RESIDUE_SMEM_BYTES, RESIDUE_THREADS, SUM_LANES,
+    residue_grid, CrtConstants, EXPONENT_LINES, EXPONENT_STRIDED_SMEM_BYTES, EXPONENT_THREADS, RECONSTRUCT_THREADS,
+    RESIDUE_SMEM_BYTES, RESIDUE_THREADS, SUM_LANES,
 };
 use gemm_core::{GemmDims, Layout, Precision};
 use std::sync::Arc;
@@ -97,12 +98,23 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     Ok(())
 }
 
-/// The entry points of element type `T`: (exponents, residues, reconstruction).
-fn entries<T: Scalar>() -> (&'static str, &'static str, &'static str) {
+/// The entry points of element type `T`: (exponents of lines with
+/// contiguous elements, of other lines, residues, reconstruction).
+fn entries<T: Scalar>() -> [&'static str; 4] {
     if T::NAME == "f64" {
-        ("emulation_exponents_f64", "emulation_residues_f64", "emulation_reconstruct_f64")
+        [
+            "emulation_exponents_f64",
+            "emulation_exponents_strided_f64",
+            "emulation_residues_f64",
+            "emulation_reconstruct_f64",
+        ]
     } else {
-        ("emulation_exponents_f32", "emulation_residues_f32", "emulation_reconstruct_f32")
+        [
+            "emulation_exponents_f32",
+            "emulation_exponents_strided_f32",
+            "emulation_residues_f32",
+            "emulation_reconstruct_f32",
+        ]
     }
 }
 
@@ -119,9 +131,8 @@ fn one<T: Scalar>(
     let (m, n, k) = (kd.m, kd.n, kd.k);
     let moduli = crt.n as usize;
     let mats = moduli * blocks;
-    let (exp_fn, res_fn, rec_fn) = entries::<T>();
-    let (exp_fn, res_fn, rec_fn) =
-        (device.warpgroup_function(exp_fn)?, device.warpgroup_function(res_fn)?, device.warpgroup_function(rec_fn)?);
+    let [exp_fn, strided_fn, res_fn, rec_fn] = entries::<T>().map(|name| device.warpgroup_function(name));
+    let (exp_fn, strided_fn, res_fn, rec_fn) = (exp_fn?, strided_fn?, res_fn?, rec_fn?);
     let a_lines = line_strides(kd.a_layout, kd.lda, true);
     let b_lines = line_strides(kd.b_layout, kd.ldb, false);
     // The CRT constants, uploaded once per set (cached by content).
@@ -140,20 +151,33 @@ fn one<T: Scalar>(
     let mut res_a = unsafe { alloc_scratch::<i8>(stream, (mats * rows * block_k).max(1)) }?;
     let mut w = unsafe { alloc_scratch::<i32>(stream, (mats * rows * n).max(1)) }?;
     let (len, moduli_u32) = (k as u64, moduli as u32);
-    // Exponents of A's rows and B's columns: a warp a line.
+    // Exponents of A's rows and B's columns: a warp a line where its
+    // elements are contiguous, else a lane a line (32 lines a block).
     let exponents = |x: &CudaView<'_, T>, lines: usize, strides: (u64, u64), out: &mut CudaViewMut<'_, i32>| {
-        let threads = lines as u64 * SUM_LANES as u64;
-        let cfg = LaunchConfig {
-            grid_dim: (threads.div_ceil(EXPONENT_THREADS as u64) as u32, 1, 1),
-            block_dim: (EXPONENT_THREADS, 1, 1),
-            shared_mem_bytes: 0,
+        let (func, cfg) = if strides.1 == 1 {
+            let threads = lines as u64 * SUM_LANES as u64;
+            let blocks = threads.div_ceil(EXPONENT_THREADS as u64) as u32;
+            (
+                &exp_fn,
+                LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (EXPONENT_THREADS, 1, 1), shared_mem_bytes: 0 },
+            )
+        } else {
+            let blocks = lines.div_ceil(EXPONENT_LINES as usize) as u32;
+            let cfg = LaunchConfig {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (EXPONENT_LINES * SUM_LANES as u32, 1, 1),
+                shared_mem_bytes: EXPONENT_STRIDED_SMEM_BYTES,
+            };
+            (&strided_fn, cfg)
         };
         let lines = lines as u32;
-        let mut builder = stream.launch_builder(&exp_fn);
+        let mut builder = stream.launch_builder(func);
         builder.arg(&lines).arg(&len).arg(x).arg(&strides.0).arg(&strides.1).arg(&target).arg(out);
-        // SAFETY: matches `emulation_exponents_*` (lines, len, x,
-        // line_stride, elem_stride, target, out); every line's elements lie
-        // in the operand (validated shapes); `out` holds `lines` i32.
+        // SAFETY: matches `emulation_exponents_*` and
+        // `emulation_exponents_strided_*` (lines, len, x, line_stride,
+        // elem_stride, target, out); every line's elements lie in the
+        // operand (validated shapes); `out` holds `lines` i32; the blocks
+        // and shared memory are gemm-core's.
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel").map(|_| ())
     };
     let residues = |x: &CudaView<'_, T>,
