@@ -10,10 +10,13 @@
 //!   Emulation of Matrix Multiplication using INT8 Matrix Engines"*, SC '25,
 //!   2025, arXiv:2508.03984.
 //!
-//! This module holds the constants the GPU kernels need ([`MODULI`],
-//! [`Moduli`], [`CrtConstants`]), the rules that fix every rounding, and
-//! [`emulate_dgemm_cpu`], a CPU version of the whole scheme. The GPU kernels
-//! must match that CPU version bit for bit. The exact integer arithmetic behind
+//! The GPU runs it with [`Gemm::emulation`](crate::Gemm::emulation) and an
+//! [`Emulation`]. This module holds its numerics: the CRT constants the
+//! kernels need ([`Moduli`], [`CrtConstants`]; the moduli and the exact
+//! scaling rules live in `gemm_core::emulation`, shared with the kernels),
+//! the rules that fix every rounding, and [`emulate_dgemm_cpu`], a CPU
+//! version of the whole scheme. The GPU kernels match that CPU version bit
+//! for bit (`tests/gpu_emulation.rs`). The exact integer arithmetic behind
 //! the constants is done once, in [`Moduli::new`]; the API itself only deals
 //! in `f64`, `i64`, `i32`, `i8` and `u32` values.
 //!
