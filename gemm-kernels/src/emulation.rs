@@ -142,15 +142,22 @@ fn sym_of<const P: u32>(q: u32) -> u32 {
     (r as u8) as u32
 }
 
-/// The symmetric residue of an i32 modulo the constant `P`.
+/// The symmetric residue modulo the constant `P` of an integer `x` with
+/// `|x| < 2^31`, on the FP64 pipe: `q = rint(x / P)` (the product by
+/// `1/P` is within `2^-21` of `x / P`, which lies at least `1/(2P)` from
+/// a half-integer unless `P = 256`, where it is exact; `1.5 * 2^52` added
+/// and taken away rounds to the nearest integer, ties to even), then
+/// `x - q P` by an exact fma; for `P = 256`, `128` becomes `-128`. The
+/// integer `sym_mod` of the host's reference, as an f64.
 #[inline(always)]
-fn sym_mod32<const P: u32>(x: i32) -> i32 {
-    let r = x.unsigned_abs() % P;
-    let r = if x < 0 && r != 0 { P - r } else { r };
-    if r > (P - 1) / 2 {
-        r as i32 - P as i32
+fn sym_mod_f64<const P: u32>(x: f64) -> f64 {
+    const ROUND: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
+    let q = (x * (1.0 / P as f64) + ROUND) - ROUND;
+    let r = <f64 as Element>::fma(-q, P as f64, x);
+    if P == 256 && r == 128.0 {
+        -128.0
     } else {
-        r as i32
+        r
     }
 }
 
@@ -455,7 +462,8 @@ pub unsafe fn residues<T: Real>(
 /// row and B's column instead. `beta == 0` never reads C.
 ///
 /// # Safety
-/// `crt` points to the constants of `moduli` moduli (global memory); `w`
+/// `crt` holds the constants of `moduli` moduli (a kernel parameter: its
+/// fields are read from the constant bank); `w`
 /// holds the products; `mu`, `nu` the m and n exponents; A's rows and B's
 /// columns are readable as for [`exponents`]; C is writable and does not
 /// overlap them.
@@ -463,7 +471,7 @@ pub unsafe fn residues<T: Real>(
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn reconstruct<T: Real>(
     (m, n, k): (u32, u32, u64),
-    crt: *const CrtConstants,
+    crt: CrtConstants,
     (moduli, blocks, w): (u32, u32, *const i32),
     (mu, nu): (*const i32, *const i32),
     (alpha, beta): (f64, f64),
@@ -476,7 +484,7 @@ pub unsafe fn reconstruct<T: Real>(
     let blocks_x = unsafe { nvptx::_grid_dim_x() } as u64;
     let step = blocks_x * RECONSTRUCT_THREADS as u64;
     let mut e = block_idx()[0] as u64 * RECONSTRUCT_THREADS as u64 + thread_idx()[0] as u64;
-    let k_const = &*crt;
+    let k_const = crt;
     while e < elems {
         let (i, j) = if elems <= u32::MAX as u64 {
             ((e as u32 / n) as u64, (e as u32 % n) as u64)
@@ -509,25 +517,24 @@ pub unsafe fn reconstruct<T: Real>(
             macro_rules! one {
                 ($l:literal, $p:literal) => {
                     if $l < moduli {
-                        let mut r = sym_mod32::<$p>(first[$l]);
+                        let mut r = sym_mod_f64::<$p>(first[$l] as f64);
                         let mut bb = 1u64;
                         while bb < blocks as u64 {
                             let at = w.add((($l as u64 * blocks as u64 + bb) * elems + e) as usize);
-                            r = sym_mod32::<$p>(r + sym_mod32::<$p>(i32::ld_global_i32(at)));
+                            r = sym_mod_f64::<$p>(r + sym_mod_f64::<$p>(i32::ld_global_i32(at) as f64));
                             bb += 1;
                         }
-                        let r = r as f64;
-                        s1 = <f64 as Element>::fma(r, ldg(&k_const.w1[$l]), s1);
-                        s2 = <f64 as Element>::fma(r, ldg(&k_const.w2[$l]), s2);
-                        s3 = <f64 as Element>::fma(r, ldg(&k_const.w3[$l]), s3);
+                        s1 = <f64 as Element>::fma(r, k_const.w1[$l], s1);
+                        s2 = <f64 as Element>::fma(r, k_const.w2[$l], s2);
+                        s3 = <f64 as Element>::fma(r, k_const.w3[$l], s3);
                     }
                 };
             }
             each_modulus!(one);
-            let q = rint(s1 * ldg(&k_const.inv_p));
-            let z1 = <f64 as Element>::fma(-q, ldg(&k_const.p1), s1);
-            let z2 = <f64 as Element>::fma(-q, ldg(&k_const.p2), s2);
-            let z3 = <f64 as Element>::fma(-q, ldg(&k_const.p3), s3);
+            let q = rint(s1 * k_const.inv_p);
+            let z1 = <f64 as Element>::fma(-q, k_const.p1, s1);
+            let z2 = <f64 as Element>::fma(-q, k_const.p2, s2);
+            let z3 = <f64 as Element>::fma(-q, k_const.p3, s3);
             // TwoSum(z1, z2).
             let hs = z1 + z2;
             let bv = hs - z1;
@@ -544,18 +551,6 @@ pub unsafe fn reconstruct<T: Real>(
         T::st_global(p, T::from_f64(out));
         e += step;
     }
-}
-
-/// A constant of the reconstruction (`ld.global.nc.f64`: every thread reads
-/// the same, from L1).
-#[inline(always)]
-fn ldg(p: &f64) -> f64 {
-    let v: f64;
-    // SAFETY: `p` is a reference into the constants in global memory.
-    unsafe {
-        asm!("ld.global.nc.f64 {v}, [{p}];", v = out(reg64) v, p = in(reg64) p as *const f64, options(readonly, nostack))
-    };
-    v
 }
 
 /// A global i32 load (the INT8 products' results).
@@ -640,7 +635,7 @@ macro_rules! export {
             m: u32,
             n: u32,
             k: u64,
-            crt: *const CrtConstants,
+            crt: CrtConstants,
             moduli: u32,
             blocks: u32,
             w: *const i32,
