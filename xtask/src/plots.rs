@@ -12,6 +12,7 @@
 //! | `heatmap_stage1.svg` (f64), `heatmap_stage1_<precision>.svg` (any other precision present) | `sweep.csv` | Stage 1's GFLOP/s for each block size `block {x}x{y}`: x across, y up, the value written in each cell. At the n with the most block shapes (the N = 1024 sweep); repeated rows keep their best value. |
 //! | `stage4_outputs.svg` | `stage4.csv` | Stage 4 at n = 4096: GFLOP/s per outputs-per-thread count, one bar per precision, each annotated with registers per thread and occupancy. |
 //! | `host_f64.svg` | `host.csv` (when present) | Seed 002's table: host-to-host time in ms against N (log-log) for each method (CPU, stages 1 and 3, the default path from pageable and page-locked matrices, cuBLAS with plain copies, cuBLASXt, any other method after them), and the transfer bound (`bound_ms`) dashed. |
+//! | `emulation_f64.svg`, `emulation_f32.svg` | `emulation.csv` (when present) | Products emulated on INT8 tensor cores at phi = 1 (the latest run of each precision): TFLOP/s (left axis, solid) and the median relative error of sampled elements (right axis, log scale, dotted) against the number of moduli, one colour per size; cuBLAS's TFLOP/s and error at the largest size as dashed horizontal lines. |
 //! | `roofline.svg` | `latest.csv`, `device.csv` | f64 roofline (log-log): the DRAM roof (`dram_gbs` x intensity) under the FP64 FMA and FP64 tensor-core peaks, and each stage's point at m = n = k = 4096 placed at its modeled `intensity`. cuBLAS is a point at its intensity or, when that is empty, a dotted line at its GFLOP/s with a point at the right edge. |
 //!
 //! Of `latest.csv` only the ladder's rows are drawn: those of single products
@@ -145,6 +146,14 @@ fn render_all(input: &Path) -> Result<Vec<(String, String)>> {
     if input.join("host.csv").exists() {
         let host = HostRow::read(&Table::read(input, "host.csv")?)?;
         files.push(("host_f64.svg".to_string(), host_plot(&host)?));
+    }
+    if input.join("emulation.csv").exists() {
+        let rows = EmulationRow::read(&Table::read(input, "emulation.csv")?)?;
+        for precision in ["f64", "f32"] {
+            if rows.iter().any(|r| r.precision == precision) {
+                files.push((format!("emulation_{precision}.svg"), emulation_plot(&rows, precision)?));
+            }
+        }
     }
     Ok(files)
 }
@@ -810,6 +819,121 @@ fn host_plot(rows: &[HostRow]) -> Result<String> {
             "bound: max(bytes up, bytes".into(),
             "down at the pinned rates,".into(),
             "kernel alone)".into(),
+            commit(&first.run),
+        ];
+        draw_legend(&panel, &legend, &notes)
+    })
+}
+
+/// A row of `emulation.csv` (`examples/emulated_dgemm.rs --study`).
+struct EmulationRow {
+    run: Run,
+    precision: String,
+    n: u64,
+    phi: f64,
+    moduli: u32,
+    mode: String,
+    tflops: f64,
+    median_rel_err: f64,
+}
+
+impl EmulationRow {
+    fn read(table: &Table) -> Result<Vec<EmulationRow>> {
+        table
+            .rows()
+            .map(|r| {
+                Ok(EmulationRow {
+                    run: r.run()?,
+                    precision: r.str("precision")?.to_string(),
+                    n: r.parse("n")?,
+                    phi: r.parse("phi")?,
+                    moduli: r.parse("moduli")?,
+                    mode: r.str("mode")?.to_string(),
+                    tflops: r.parse("tflops")?,
+                    median_rel_err: r.parse("median_rel_err")?,
+                })
+            })
+            .collect()
+    }
+}
+
+fn emulation_plot(all: &[EmulationRow], precision: &str) -> Result<String> {
+    // The latest run (by date, then file order) of this precision at phi = 1.
+    let ours: Vec<&EmulationRow> = all.iter().filter(|r| r.precision == precision && r.phi == 1.0).collect();
+    let last = ours.iter().map(|r| (r.run.date.clone(), r.run.commit.clone())).max().ok_or("emulation.csv: no phi = 1 rows")?;
+    let rows: Vec<&EmulationRow> =
+        ours.into_iter().filter(|r| (r.run.date.clone(), r.run.commit.clone()) == last).collect();
+    let first = rows[0];
+    let fast: Vec<&&EmulationRow> = rows.iter().filter(|r| r.mode == "fast").collect();
+    if fast.is_empty() {
+        return Err(format!("emulation.csv: no emulated {precision} rows at phi = 1"));
+    }
+    let sizes: BTreeSet<u64> = fast.iter().map(|r| r.n).collect();
+    let largest = *sizes.iter().next_back().unwrap();
+    let cublas = rows.iter().find(|r| r.mode == "cublas" && r.n == largest);
+    let (m_lo, m_hi) = (fast.iter().map(|r| r.moduli).min().unwrap(), fast.iter().map(|r| r.moduli).max().unwrap());
+    let (x_lo, x_hi) = (m_lo as f64 - 0.5, m_hi as f64 + 0.5);
+    let t_hi = rows.iter().map(|r| r.tflops).fold(0.0f64, f64::max) * 1.15;
+    let errs = fast.iter().map(|r| r.median_rel_err).chain(cublas.map(|c| c.median_rel_err)).filter(|e| *e > 0.0);
+    let (e_lo, e_hi) = errs.fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (e_lo, e_hi) = (e_lo / 3.0, e_hi * 3.0);
+    // A zero error (exact at every sample) is drawn at the axis' floor.
+    let floor = |e: f64| if e > 0.0 { e } else { e_lo };
+    let title = format!("{precision} emulated on INT8 tensor cores, phi = 1 ({})", first.run.title());
+    render(&title, |area| {
+        let (plot, panel) = area.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(10)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .right_y_label_area_size(70)
+            .build_cartesian_2d(x_lo..x_hi, 0.0..t_hi)?
+            .set_secondary_coord(x_lo..x_hi, (e_lo..e_hi).log_scale());
+        chart
+            .configure_mesh()
+            .bold_line_style(GRID)
+            .light_line_style(TRANSPARENT)
+            .x_desc("moduli (INT8 products)")
+            .y_desc("TFLOP/s (solid)")
+            .x_labels((m_hi - m_lo + 1) as usize)
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
+            .draw()?;
+        chart
+            .configure_secondary_axes()
+            .y_desc("median relative error (dotted)")
+            .y_label_formatter(&|v| format!("{v:.0e}"))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
+            .draw()?;
+        let mut legend = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let color = line_color(i);
+            let mut pts: Vec<(u32, f64, f64)> =
+                fast.iter().filter(|r| r.n == n).map(|r| (r.moduli, r.tflops, r.median_rel_err)).collect();
+            pts.sort_by_key(|p| p.0);
+            let speed: Vec<(f64, f64)> = pts.iter().map(|p| (p.0 as f64, p.1)).collect();
+            chart.draw_series(LineSeries::new(speed.iter().copied(), color.stroke_width(2)))?;
+            chart.draw_series(speed.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+            let err: Vec<(f64, f64)> = pts.iter().map(|p| (p.0 as f64, floor(p.2))).collect();
+            chart.draw_secondary_series(DashedLineSeries::new(err.iter().copied(), 2, 4, color.stroke_width(2)))?;
+            chart.draw_secondary_series(err.iter().map(|&p| Cross::new(p, 4, color.stroke_width(2))))?;
+            legend.push(Legend::line(&format!("N = {n}"), color, 2));
+        }
+        if let Some(c) = cublas {
+            chart.draw_series(DashedLineSeries::new([(x_lo, c.tflops), (x_hi, c.tflops)], 8, 6, ROOF.stroke_width(2)))?;
+            let e = floor(c.median_rel_err);
+            chart.draw_secondary_series(DashedLineSeries::new([(x_lo, e), (x_hi, e)], 2, 6, ROOF.stroke_width(1)))?;
+            legend.push(Legend::dashed(&format!("cuBLAS, N = {largest}"), ROOF));
+        }
+        let notes = [
+            "m = n = k = N; inputs".to_string(),
+            "(u - 0.5) exp(phi z)".into(),
+            "error: sampled elements".into(),
+            "against Dot2 (double-".into(),
+            "double accuracy); 0 drawn".into(),
+            "at the axis floor".into(),
             commit(&first.run),
         ];
         draw_legend(&panel, &legend, &notes)
