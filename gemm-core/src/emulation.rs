@@ -114,6 +114,11 @@ pub fn butterfly_sum(mut p: [f64; SUM_LANES]) -> f64 {
 /// Threads per block of the reconstruction kernel (one element of C each).
 pub const RECONSTRUCT_THREADS: u32 = 256;
 
+/// Dynamic shared memory of the reconstruction kernel: its 104 f64
+/// constants (the CRT weights' three parts, `P`'s three parts, `1/P`, the
+/// moduli and their inverses).
+pub const RECONSTRUCT_SMEM_BYTES: u32 = (5 * MAX_MODULI as u32 + 4) * 8;
+
 /// The exponent the scaling kernel writes for a line holding an Inf or NaN:
 /// its residues are 0, and each entry of C that depends on it is computed by
 /// a plain f64 dot product instead (fused multiply-adds in ascending k).

@@ -46,7 +46,7 @@ use crate::skinny::Acc;
 use crate::thread::{block_idx, smem_base, sync_threads, thread_idx};
 use core::arch::{asm, nvptx};
 use gemm_core::emulation::{
-    exponent_from_sum, ilogb, ldexp, CrtConstants, EXPONENT_LINES, EXPONENT_THREADS, MAX_MODULI, NON_FINITE,
+    exponent_from_sum, ilogb, ldexp, CrtConstants, EXPONENT_LINES, EXPONENT_THREADS, MAX_MODULI, MODULI, NON_FINITE,
     RECONSTRUCT_THREADS, RESIDUE_K, RESIDUE_LINES, RESIDUE_THREADS, SUM_LANES,
 };
 
@@ -148,44 +148,19 @@ fn sym_of<const P: u32>(q: u32) -> u32 {
 /// a half-integer unless `P = 256`, where it is exact; `1.5 * 2^52` added
 /// and taken away rounds to the nearest integer, ties to even), then
 /// `x - q P` by an exact fma; for `P = 256`, `128` becomes `-128`. The
-/// integer `sym_mod` of the host's reference, as an f64.
+/// integer `sym_mod` of the host's reference, as an f64. `p` and `inv_p`
+/// (`1/p` rounded to nearest) come from shared memory: as constants, the
+/// compiler would hold all 40 in registers.
 #[inline(always)]
-fn sym_mod_f64<const P: u32>(x: f64) -> f64 {
+fn sym_mod_f64(x: f64, p: f64, inv_p: f64) -> f64 {
     const ROUND: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
-    let q = (x * (1.0 / P as f64) + ROUND) - ROUND;
-    let r = <f64 as Element>::fma(-q, P as f64, x);
-    if P == 256 && r == 128.0 {
-        -128.0
+    let q = (x * inv_p + ROUND) - ROUND;
+    let r = <f64 as Element>::fma(-q, p, x);
+    if r == 128.0 {
+        -128.0 // only p = 256 reaches 128
     } else {
         r
     }
-}
-
-/// Calls `$f!(index, modulus)` for each entry of `gemm_core::emulation::MODULI`
-/// (checked against it in the host's tests of the kernels' results).
-macro_rules! each_modulus {
-    ($f:ident) => {
-        $f!(0, 256);
-        $f!(1, 255);
-        $f!(2, 253);
-        $f!(3, 251);
-        $f!(4, 247);
-        $f!(5, 241);
-        $f!(6, 239);
-        $f!(7, 233);
-        $f!(8, 229);
-        $f!(9, 227);
-        $f!(10, 223);
-        $f!(11, 217);
-        $f!(12, 211);
-        $f!(13, 199);
-        $f!(14, 197);
-        $f!(15, 193);
-        $f!(16, 191);
-        $f!(17, 181);
-        $f!(18, 179);
-        $f!(19, 173);
-    };
 }
 
 /// Calls `$f!(index, first modulus, second modulus, their product)` for
@@ -462,8 +437,10 @@ pub unsafe fn residues<T: Real>(
 /// row and B's column instead. `beta == 0` never reads C.
 ///
 /// # Safety
-/// `crt` holds the constants of `moduli` moduli (a kernel parameter: its
-/// fields are read from the constant bank); `w`
+/// Launched with `RECONSTRUCT_THREADS` threads a block and
+/// `RECONSTRUCT_SMEM_BYTES` of dynamic shared memory; `crt` points to the
+/// constants of `moduli` moduli in global memory (copied to shared memory);
+/// `w`
 /// holds the products; `mu`, `nu` the m and n exponents; A's rows and B's
 /// columns are readable as for [`exponents`]; C is writable and does not
 /// overlap them.
@@ -471,7 +448,7 @@ pub unsafe fn residues<T: Real>(
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn reconstruct<T: Real>(
     (m, n, k): (u32, u32, u64),
-    crt: CrtConstants,
+    crt: *const CrtConstants,
     (moduli, blocks, w): (u32, u32, *const i32),
     (mu, nu): (*const i32, *const i32),
     (alpha, beta): (f64, f64),
@@ -484,7 +461,22 @@ pub unsafe fn reconstruct<T: Real>(
     let blocks_x = unsafe { nvptx::_grid_dim_x() } as u64;
     let step = blocks_x * RECONSTRUCT_THREADS as u64;
     let mut e = block_idx()[0] as u64 * RECONSTRUCT_THREADS as u64 + thread_idx()[0] as u64;
-    let k_const = crt;
+    // The constants into shared memory (read there with a broadcast: held
+    // in registers, all 64 of them would leave room for one block an SM):
+    // the struct's first 64 words, its f64 fields in order.
+    let smem = smem_base();
+    let tid = thread_idx()[0] as usize;
+    if tid < CONSTANTS {
+        let v: f64;
+        asm!("ld.global.nc.f64 {v}, [{p}];", v = out(reg64) v, p = in(reg64) (crt as *const f64).add(tid),
+             options(readonly, nostack));
+        <f64 as Element>::st_shared(smem + 8 * tid as u32, v);
+    } else if tid < CONSTANTS + MAX_MODULI {
+        let p = MODULI[tid - CONSTANTS] as f64;
+        <f64 as Element>::st_shared(smem + 8 * (PMOD + tid - CONSTANTS) as u32, p);
+        <f64 as Element>::st_shared(smem + 8 * (INVMOD + tid - CONSTANTS) as u32, 1.0 / p);
+    }
+    sync_threads();
     while e < elems {
         let (i, j) = if elems <= u32::MAX as u64 {
             ((e as u32 / n) as u64, (e as u32 % n) as u64)
@@ -504,37 +496,42 @@ pub unsafe fn reconstruct<T: Real>(
             }
             s
         } else {
-            // Every modulus's first product, loaded before any is used (a
-            // load past the N-th rereads the N-th: cached), so that the
-            // loads overlap.
-            let mut first = [0i32; MAX_MODULI];
-            let last = moduli as u64 - 1;
-            for (l, f) in first.iter_mut().enumerate() {
-                let l = if (l as u64) < last { l as u64 } else { last };
-                *f = i32::ld_global_i32(w.add((l * blocks as u64 * elems + e) as usize));
-            }
+            // The moduli's first products, four at a time: loaded before
+            // any of the four is used (a load past the N-th rereads the
+            // N-th, cached), so that the loads overlap.
+            let stride = blocks as usize * elems as usize;
+            let mut at = w.add(e as usize);
+            let last = w.add(e as usize + (moduli as usize - 1) * stride);
             let (mut s1, mut s2, mut s3) = (0.0f64, 0.0f64, 0.0f64);
-            macro_rules! one {
-                ($l:literal, $p:literal) => {
-                    if $l < moduli {
-                        let mut r = sym_mod_f64::<$p>(first[$l] as f64);
+            let mut l = 0u32;
+            while l < moduli {
+                let mut four = [0i32; 4];
+                for f in four.iter_mut() {
+                    *f = i32::ld_global_i32(if at < last { at } else { last });
+                    at = at.add(stride);
+                }
+                for (j, &f) in four.iter().enumerate() {
+                    let m = l + j as u32;
+                    if m < moduli {
+                        let (p, inv) = (constant(smem, PMOD + m as usize), constant(smem, INVMOD + m as usize));
+                        let mut r = sym_mod_f64(f as f64, p, inv);
                         let mut bb = 1u64;
                         while bb < blocks as u64 {
-                            let at = w.add((($l as u64 * blocks as u64 + bb) * elems + e) as usize);
-                            r = sym_mod_f64::<$p>(r + sym_mod_f64::<$p>(i32::ld_global_i32(at) as f64));
+                            let v = i32::ld_global_i32(w.add(((m as u64 * blocks as u64 + bb) * elems + e) as usize));
+                            r = sym_mod_f64(r + sym_mod_f64(v as f64, p, inv), p, inv);
                             bb += 1;
                         }
-                        s1 = <f64 as Element>::fma(r, k_const.w1[$l], s1);
-                        s2 = <f64 as Element>::fma(r, k_const.w2[$l], s2);
-                        s3 = <f64 as Element>::fma(r, k_const.w3[$l], s3);
+                        s1 = <f64 as Element>::fma(r, constant(smem, W1 + m as usize), s1);
+                        s2 = <f64 as Element>::fma(r, constant(smem, W2 + m as usize), s2);
+                        s3 = <f64 as Element>::fma(r, constant(smem, W3 + m as usize), s3);
                     }
-                };
+                }
+                l += 4;
             }
-            each_modulus!(one);
-            let q = rint(s1 * k_const.inv_p);
-            let z1 = <f64 as Element>::fma(-q, k_const.p1, s1);
-            let z2 = <f64 as Element>::fma(-q, k_const.p2, s2);
-            let z3 = <f64 as Element>::fma(-q, k_const.p3, s3);
+            let q = rint(s1 * constant(smem, INV_P));
+            let z1 = <f64 as Element>::fma(-q, constant(smem, P1), s1);
+            let z2 = <f64 as Element>::fma(-q, constant(smem, P2), s2);
+            let z3 = <f64 as Element>::fma(-q, constant(smem, P3), s3);
             // TwoSum(z1, z2).
             let hs = z1 + z2;
             let bv = hs - z1;
@@ -551,6 +548,30 @@ pub unsafe fn reconstruct<T: Real>(
         T::st_global(p, T::from_f64(out));
         e += step;
     }
+}
+
+/// Where the reconstruction keeps each constant in shared memory (f64
+/// index): the three weight parts, `1/P` and the three parts of `P`.
+/// The layout of `CrtConstants`' f64 fields (`#[repr(C)]`).
+const W1: usize = 0;
+const W2: usize = MAX_MODULI;
+const W3: usize = 2 * MAX_MODULI;
+const P1: usize = 3 * MAX_MODULI;
+const P2: usize = P1 + 1;
+const P3: usize = P1 + 2;
+const INV_P: usize = P1 + 3;
+/// The constants read from `CrtConstants`.
+const CONSTANTS: usize = INV_P + 1;
+/// The moduli as f64, then their inverses (rounded to nearest).
+const PMOD: usize = CONSTANTS;
+const INVMOD: usize = PMOD + MAX_MODULI;
+
+/// Constant `index` of the reconstruction from shared memory.
+#[inline(always)]
+fn constant(smem: u32, index: usize) -> f64 {
+    // SAFETY: the constants were stored at the start of the block's shared
+    // memory before the barrier that precedes every read.
+    unsafe { <f64 as Element>::ld_shared(smem + 8 * index as u32) }
 }
 
 /// A global i32 load (the INT8 products' results).
@@ -635,7 +656,7 @@ macro_rules! export {
             m: u32,
             n: u32,
             k: u64,
-            crt: CrtConstants,
+            crt: *const CrtConstants,
             moduli: u32,
             blocks: u32,
             w: *const i32,

@@ -860,7 +860,11 @@ impl EmulationRow {
 fn emulation_plot(all: &[EmulationRow], precision: &str) -> Result<String> {
     // The latest run (by date, then file order) of this precision at phi = 1.
     let ours: Vec<&EmulationRow> = all.iter().filter(|r| r.precision == precision && r.phi == 1.0).collect();
-    let last = ours.iter().map(|r| (r.run.date.clone(), r.run.commit.clone())).max().ok_or("emulation.csv: no phi = 1 rows")?;
+    let last = ours
+        .iter()
+        .map(|r| (r.run.date.clone(), r.run.commit.clone()))
+        .max()
+        .ok_or("emulation.csv: no phi = 1 rows")?;
     let rows: Vec<&EmulationRow> =
         ours.into_iter().filter(|r| (r.run.date.clone(), r.run.commit.clone()) == last).collect();
     let first = rows[0];
@@ -922,7 +926,12 @@ fn emulation_plot(all: &[EmulationRow], precision: &str) -> Result<String> {
             legend.push(Legend::line(&format!("N = {n}"), color, 2));
         }
         if let Some(c) = cublas {
-            chart.draw_series(DashedLineSeries::new([(x_lo, c.tflops), (x_hi, c.tflops)], 8, 6, ROOF.stroke_width(2)))?;
+            chart.draw_series(DashedLineSeries::new(
+                [(x_lo, c.tflops), (x_hi, c.tflops)],
+                8,
+                6,
+                ROOF.stroke_width(2),
+            ))?;
             let e = floor(c.median_rel_err);
             chart.draw_secondary_series(DashedLineSeries::new([(x_lo, e), (x_hi, e)], 2, 6, ROOF.stroke_width(1)))?;
             legend.push(Legend::dashed(&format!("cuBLAS, N = {largest}"), ROOF));

@@ -12,10 +12,10 @@ use crate::element::{Recast, Scalar};
 use crate::error::{DriverContext, Error};
 use crate::exec::launch::Operands;
 use crate::exec::warpgroup::{self, WarpgroupLaunch};
-use cudarc::driver::{CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use gemm_core::emulation::{
-    residue_grid, CrtConstants, EXPONENT_LINES, EXPONENT_STRIDED_SMEM_BYTES, EXPONENT_THREADS, RECONSTRUCT_THREADS,
-    RESIDUE_SMEM_BYTES, RESIDUE_THREADS, SUM_LANES,
+    residue_grid, CrtConstants, EXPONENT_LINES, EXPONENT_STRIDED_SMEM_BYTES, EXPONENT_THREADS, RECONSTRUCT_SMEM_BYTES,
+    RECONSTRUCT_THREADS, RESIDUE_SMEM_BYTES, RESIDUE_THREADS, SUM_LANES,
 };
 use gemm_core::{GemmDims, Layout, Precision};
 use std::sync::Arc;
@@ -62,14 +62,6 @@ pub(crate) fn workspace_bytes(
     let mats = moduli * blocks;
     4 * (m + n) + mats * n * block_k + mats * panel_rows.min(m) * (block_k + 4 * n)
 }
-
-/// The CRT constants as a kernel parameter (by value, 528 bytes).
-#[repr(transparent)]
-struct CrtParam(CrtConstants);
-
-// SAFETY: `CrtConstants` is `#[repr(C)]` plain data (f64, u32 and i32
-// fields, explicit padding), the layout the kernel's parameter has.
-unsafe impl DeviceRepr for CrtParam {}
 
 /// A matrix's lines for the kernels: (line stride, element stride) of A's
 /// rows (`rows == true`) or B's columns in kernel form.
@@ -143,9 +135,12 @@ fn one<T: Scalar>(
     let (exp_fn, strided_fn, res_fn, rec_fn) = (exp_fn?, strided_fn?, res_fn?, rec_fn?);
     let a_lines = line_strides(kd.a_layout, kd.lda, true);
     let b_lines = line_strides(kd.b_layout, kd.ldb, false);
-    // The CRT constants, passed by value (the kernel reads them from the
-    // constant bank).
-    let crt_param = CrtParam(*crt);
+    // The CRT constants, uploaded once per set (cached by content).
+    // SAFETY: CrtConstants is repr(C) plain data with explicit padding.
+    let crt_bytes =
+        unsafe { core::slice::from_raw_parts((crt as *const CrtConstants).cast::<u8>(), size_of::<CrtConstants>()) };
+    let crt_dev = device.tensor_maps(stream, crt_bytes)?;
+    let crt_ptr = crt_dev.slice(..);
     // SAFETY (each allocation): every element is written by a kernel
     // before one reads it, in stream order: the exponents by the exponent
     // kernel, the residues (padding included) by the residue kernel, the
@@ -235,15 +230,19 @@ fn one<T: Scalar>(
         let elems = (pm * n) as u64;
         let max_blocks = device.sm_count() as u64 * 8;
         let grid = elems.div_ceil(RECONSTRUCT_THREADS as u64).clamp(1, max_blocks) as u32;
-        let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (RECONSTRUCT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (RECONSTRUCT_THREADS, 1, 1),
+            shared_mem_bytes: RECONSTRUCT_SMEM_BYTES,
+        };
         let (pm32, n32, ldc) = (pm as u32, n as u32, kd.ldc as u32);
         let (nb, w_view) = (blocks as u32, w.slice(..mats * pm * n));
         let mut c_panel = c.slice_mut(r0 * kd.ldc..);
         let mut builder = stream.launch_builder(&rec_fn);
-        builder.arg(&pm32).arg(&n32).arg(&len).arg(&crt_param).arg(&moduli_u32).arg(&nb).arg(&w_view);
+        builder.arg(&pm32).arg(&n32).arg(&len).arg(&crt_ptr).arg(&moduli_u32).arg(&nb).arg(&w_view);
         builder.arg(&mu_panel).arg(&nu).arg(&alpha).arg(&beta).arg(&mut c_panel).arg(&ldc);
         builder.arg(&a_panel).arg(&a_lines.0).arg(&a_lines.1).arg(kb).arg(&b_lines.0).arg(&b_lines.1);
-        // SAFETY: matches `emulation_reconstruct_*` (m, n, k, crt by value, moduli,
+        // SAFETY: matches `emulation_reconstruct_*` (m, n, k, crt, moduli,
         // blocks, w, mu, nu, alpha, beta, c, ldc, a, a_line, a_elem, b,
         // b_line, b_elem); w holds the panel's moduli * blocks products;
         // C's panel (pm x n, ldc, validated) lies in `c` and does not
@@ -251,6 +250,6 @@ fn one<T: Scalar>(
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
         r0 += pm;
     }
-    drop((mu, nu, res_a, res_b, w));
+    drop((mu, nu, res_a, res_b, w, crt_dev));
     Ok(())
 }
