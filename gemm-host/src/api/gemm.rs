@@ -330,8 +330,9 @@ impl Gemm {
     ///   cancels loses more than in a native product.
     ///   [`Emulation::f64_accuracy`](crate::emulation::Emulation::f64_accuracy)
     ///   (15 moduli) and
-    ///   [`f32_accuracy`](crate::emulation::Emulation::f32_accuracy) (7) are
-    ///   about native accuracy for inputs of moderate exponent spread.
+    ///   [`f32_accuracy`](crate::emulation::Emulation::f32_accuracy) (8) have
+    ///   a median error below the native product's for inputs of moderate
+    ///   exponent spread.
     /// - Inf and NaN: an element of C whose row of op(A) or column of op(B)
     ///   holds one is computed as a plain dot product (fused multiply-adds
     ///   in ascending k) instead, so they propagate as IEEE says; the

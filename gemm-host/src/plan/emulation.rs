@@ -743,17 +743,20 @@ impl Emulation {
         self.panel_bytes
     }
 
-    /// 15 moduli: `P` about `2^117.8`, about the accuracy of a native f64
-    /// product for inputs of moderate exponent spread (the study in
+    /// 15 moduli: `P` about `2^117.8`: a median relative error below a
+    /// native f64 product's for inputs of moderate exponent spread (at
+    /// 16384^3 with phi up to 2; phi = 4 needs 16 or 17; the study in
     /// `docs/benchmarks.md`).
     pub fn f64_accuracy() -> Emulation {
         Emulation::new(15).expect("15 moduli are supported")
     }
 
-    /// 7 moduli: `P` about `2^55.6`, about the accuracy of a native f32
-    /// product.
+    /// 8 moduli: `P` about `2^63.5`: a median relative error below a
+    /// native f32 product's for inputs of moderate exponent spread (7
+    /// moduli are about as accurate as it at phi = 1 and less at phi = 2;
+    /// the study in `docs/benchmarks.md`).
     pub fn f32_accuracy() -> Emulation {
-        Emulation::new(7).expect("7 moduli are supported")
+        Emulation::new(8).expect("8 moduli are supported")
     }
 
     /// The moduli and their CRT constants.
