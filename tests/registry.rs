@@ -56,7 +56,7 @@ fn expected_ladder_names(layouts: KernelLayouts) -> BTreeSet<String> {
 
 /// The names stage 9's module must hold: every warpgroup kernel in each
 /// layout it has, the split-K reductions, the transposes, the realigning
-/// copy and the token-sized kernels.
+/// copy, the token-sized kernels and the emulation's kernels.
 fn expected_warpgroup_names() -> BTreeSet<String> {
     let reductions = ["warpgroup_reduce_f32", "warpgroup_reduce_f16", "warpgroup_reduce_bf16", "warpgroup_reduce_i32"];
     gemm::tuning::WARPGROUP_KERNELS
@@ -67,6 +67,7 @@ fn expected_warpgroup_names() -> BTreeSet<String> {
         .chain(["copy_lines_16"])
         .chain(gemm::tuning::SKINNY_KERNELS.iter().copied())
         .chain(gemm::tuning::SKINNY_MMA_KERNELS.iter().copied())
+        .chain(gemm::tuning::EMULATION_KERNELS.iter().flatten().copied())
         .map(String::from)
         .collect()
 }

@@ -159,6 +159,25 @@ pub static SKINNY_KERNELS: &[&str] = gemm_core::skinny_menu!(skinny_names);
 /// (`gemm_core::skinny_mma_menu!`; the `sm_90a` module's entry points).
 pub static SKINNY_MMA_KERNELS: &[&str] = gemm_core::skinny_mma_menu!(skinny_mma_names);
 
+/// The entry points of f64 and f32 products emulated on INT8 tensor cores
+/// (stage 9's module; `gemm-kernels/src/emulation.rs`): for f64 then f32,
+/// the exponents of lines with contiguous elements, of other lines, the
+/// residues and the reconstruction.
+pub static EMULATION_KERNELS: [[&str; 4]; 2] = [
+    [
+        "emulation_exponents_f64",
+        "emulation_exponents_strided_f64",
+        "emulation_residues_f64",
+        "emulation_reconstruct_f64",
+    ],
+    [
+        "emulation_exponents_f32",
+        "emulation_exponents_strided_f32",
+        "emulation_residues_f32",
+        "emulation_reconstruct_f32",
+    ],
+];
+
 /// One compiled stage-8 mixed-precision kernel (`mma.sync`): the entry
 /// point of that name in each layout module (f16, bf16), or in the `nt`
 /// module alone (tf32, i8).

@@ -7,6 +7,7 @@
 //! pool and is freed stream-ordered; nothing is waited for.
 
 use crate::device::memory::alloc_scratch;
+use crate::device::registry::EMULATION_KERNELS;
 use crate::device::Device;
 use crate::element::{Recast, Scalar};
 use crate::error::{DriverContext, Error};
@@ -98,24 +99,9 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     Ok(())
 }
 
-/// The entry points of element type `T`: (exponents of lines with
-/// contiguous elements, of other lines, residues, reconstruction).
+/// The entry points of element type `T` (`EMULATION_KERNELS`).
 fn entries<T: Scalar>() -> [&'static str; 4] {
-    if T::NAME == "f64" {
-        [
-            "emulation_exponents_f64",
-            "emulation_exponents_strided_f64",
-            "emulation_residues_f64",
-            "emulation_reconstruct_f64",
-        ]
-    } else {
-        [
-            "emulation_exponents_f32",
-            "emulation_exponents_strided_f32",
-            "emulation_residues_f32",
-            "emulation_reconstruct_f32",
-        ]
-    }
+    EMULATION_KERNELS[if T::NAME == "f64" { 0 } else { 1 }]
 }
 
 /// One emulated product (see the module docs).
