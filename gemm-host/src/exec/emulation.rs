@@ -48,20 +48,10 @@ impl EmulatedLaunch {
     /// Bytes of device memory one product takes beside its operands: the
     /// exponents, B's residues, and a panel's A residues and i32 products.
     pub(crate) fn workspace_bytes(&self) -> usize {
-        workspace_bytes(self.crt.n as usize, (self.kd.m, self.kd.n), self.blocks, self.panel_rows)
+        let (m, n, (blocks, block_k)) = (self.kd.m, self.kd.n, self.blocks);
+        let mats = self.crt.n as usize * blocks;
+        4 * (m + n) + mats * n * block_k + mats * self.panel_rows.min(m) * (block_k + 4 * n)
     }
-}
-
-/// [`EmulatedLaunch::workspace_bytes`] of `moduli` moduli for C m x n (kernel
-/// form) in panels of `panel_rows` rows.
-pub(crate) fn workspace_bytes(
-    moduli: usize,
-    (m, n): (usize, usize),
-    (blocks, block_k): (usize, usize),
-    panel_rows: usize,
-) -> usize {
-    let mats = moduli * blocks;
-    4 * (m + n) + mats * n * block_k + mats * panel_rows.min(m) * (block_k + 4 * n)
 }
 
 /// A matrix's lines for the kernels: (line stride, element stride) of A's
