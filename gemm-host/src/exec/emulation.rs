@@ -13,7 +13,7 @@ use crate::element::{Recast, Scalar};
 use crate::error::{DriverContext, Error};
 use crate::exec::launch::Operands;
 use crate::exec::warpgroup::{self, WarpgroupLaunch};
-use cudarc::driver::{CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use gemm_core::emulation::{
     residue_grid, CrtConstants, EXPONENT_LINES, EXPONENT_STRIDED_SMEM_BYTES, EXPONENT_THREADS, RECONSTRUCT_SMEM_BYTES,
     RECONSTRUCT_THREADS, RESIDUE_SMEM_BYTES, RESIDUE_THREADS, SUM_LANES,
@@ -74,19 +74,35 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     (a, b, c): Operands<'_, '_, '_, '_, T, C>,
     (count, [sa, sb, sc]): (usize, [usize; 3]),
 ) -> Result<(), Error> {
+    // The kernel form's B (the user's A when swapped), one matrix for
+    // every product when its stride is 0: its exponents and residues are
+    // made once for the batch.
+    let shared_b = (if launch.swapped { sa } else { sb }) == 0;
+    let mut prepared = None;
     for i in 0..count {
         let (ai, bi) = (a.slice(i * sa..), b.slice(i * sb..));
         let mut ci = c.slice_mut(i * sc..);
+        if !shared_b {
+            prepared = None;
+        }
         match launch.precision {
             Precision::F64 => {
-                one::<f64>(launch, device, stream, scalars, ((&ai).recast(), (&bi).recast(), (&mut ci).recast()))?
+                let ops = ((&ai).recast(), (&bi).recast(), (&mut ci).recast());
+                one::<f64>(launch, device, stream, scalars, ops, &mut prepared)?
             }
             Precision::F32 => {
-                one::<f32>(launch, device, stream, scalars, ((&ai).recast(), (&bi).recast(), (&mut ci).recast()))?
+                let ops = ((&ai).recast(), (&bi).recast(), (&mut ci).recast());
+                one::<f32>(launch, device, stream, scalars, ops, &mut prepared)?
             }
         }
     }
     Ok(())
+}
+
+/// The kernel form's B made ready: its columns' exponents and residues.
+struct PreparedB {
+    nu: CudaSlice<i32>,
+    res_b: CudaSlice<i8>,
 }
 
 /// The entry points of element type `T` (`EMULATION_KERNELS`).
@@ -101,6 +117,7 @@ fn one<T: Scalar>(
     stream: &Arc<CudaStream>,
     (alpha, beta): (f64, f64),
     (a, b, c): Operands<'_, '_, '_, '_, T, T>,
+    prepared: &mut Option<PreparedB>,
 ) -> Result<(), Error> {
     let EmulatedLaunch { crt, target, kd, swapped, blocks: (blocks, block_k), panel_rows, products, .. } = *launch;
     let (ka, kb) = if swapped { (b, a) } else { (a, b) };
@@ -122,8 +139,6 @@ fn one<T: Scalar>(
     // kernel, the residues (padding included) by the residue kernel, the
     // products by the INT8 batch.
     let mut mu = unsafe { alloc_scratch::<i32>(stream, m.max(1)) }?;
-    let mut nu = unsafe { alloc_scratch::<i32>(stream, n.max(1)) }?;
-    let mut res_b = unsafe { alloc_scratch::<i8>(stream, (mats * n * block_k).max(1)) }?;
     let rows = panel_rows.min(m);
     let mut res_a = unsafe { alloc_scratch::<i8>(stream, (mats * rows * block_k).max(1)) }?;
     let mut w = unsafe { alloc_scratch::<i32>(stream, (mats * rows * n).max(1)) }?;
@@ -180,8 +195,15 @@ fn one<T: Scalar>(
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel").map(|_| ())
     };
     exponents(ka, m, a_lines, &mut mu.slice_mut(..))?;
-    exponents(kb, n, b_lines, &mut nu.slice_mut(..))?;
-    residues(kb, n, b_lines, &nu.slice(..), &mut res_b.slice_mut(..))?;
+    if prepared.is_none() {
+        // SAFETY: as above.
+        let mut nu = unsafe { alloc_scratch::<i32>(stream, n.max(1)) }?;
+        let mut res_b = unsafe { alloc_scratch::<i8>(stream, (mats * n * block_k).max(1)) }?;
+        exponents(kb, n, b_lines, &mut nu.slice_mut(..))?;
+        residues(kb, n, b_lines, &nu.slice(..), &mut res_b.slice_mut(..))?;
+        *prepared = Some(PreparedB { nu, res_b });
+    }
+    let PreparedB { nu, res_b } = prepared.as_ref().expect("made above");
     let mut r0 = 0;
     while r0 < m {
         let pm = rows.min(m - r0);
@@ -216,7 +238,7 @@ fn one<T: Scalar>(
         let mut c_panel = c.slice_mut(r0 * kd.ldc..);
         let mut builder = stream.launch_builder(&rec_fn);
         builder.arg(&pm32).arg(&n32).arg(&len).arg(&crt_ptr).arg(&moduli_u32).arg(&nb).arg(&w_view);
-        builder.arg(&mu_panel).arg(&nu).arg(&alpha).arg(&beta).arg(&mut c_panel).arg(&ldc);
+        builder.arg(&mu_panel).arg(nu).arg(&alpha).arg(&beta).arg(&mut c_panel).arg(&ldc);
         builder.arg(&a_panel).arg(&a_lines.0).arg(&a_lines.1).arg(kb).arg(&b_lines.0).arg(&b_lines.1);
         // SAFETY: matches `emulation_reconstruct_*` (m, n, k, crt, moduli,
         // blocks, w, mu, nu, alpha, beta, c, ldc, a, a_line, a_elem, b,
@@ -226,6 +248,6 @@ fn one<T: Scalar>(
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
         r0 += pm;
     }
-    drop((mu, nu, res_a, res_b, w, crt_dev));
+    drop((mu, res_a, w, crt_dev));
     Ok(())
 }
