@@ -9,18 +9,19 @@
 //! `cargo run --release --example emulated_dgemm [N]`: one f64 product N^3
 //! (4096 by default), phi = 1, with 15 moduli (`Emulation::f64_accuracy`).
 //!
-//! `--once N MODULI`: two emulated products and nothing else (for a
-//! profiler's per-kernel times).
+//! `--once N MODULI [accurate]`: two emulated products and nothing else
+//! (for a profiler's per-kernel times).
 //!
 //! The study (`--study [--out CSV] [--sizes 1024,4096] [--phis 0.5,1]
-//! [--moduli 12,14,15,16] [--f32-moduli 5,6,7,8] [--samples S]`) appends a
-//! row per measurement to `benches/results/emulation.csv` (or CSV): for each
-//! size and phi, our native product and cuBLAS, then the emulation at each
-//! number of moduli; f32 the same with its moduli.
+//! [--moduli 12,14,15,16] [--f32-moduli 5,6,7,8] [--modes fast,accurate]
+//! [--samples S]`) appends a row per measurement to
+//! `benches/results/emulation.csv` (or CSV): for each size and phi, our
+//! native product and cuBLAS, then the emulation at each number of moduli
+//! in each scaling mode; f32 the same with its moduli.
 
 use gemm::bench::{commit, time_kernel, today_utc};
 use gemm::cublas::Cublas;
-use gemm::emulation::Emulation;
+use gemm::emulation::{Emulation, Mode};
 use gemm::{Device, DeviceMatrix, Element, Gemm, Layout, Matrix, Scalar};
 use rayon::prelude::*;
 use std::io::Write;
@@ -125,7 +126,7 @@ fn measure<T: Element>(
     device: &Arc<Device>,
     cublas: &Cublas,
     (n, phi): (usize, f64),
-    moduli: &[usize],
+    (moduli, modes): (&[usize], &[Mode]),
     sample_count: usize,
     precision: &'static str,
     rows: &mut Vec<Row>,
@@ -178,15 +179,17 @@ fn measure<T: Element>(
     print(&base);
     rows.push(cub);
     rows.push(base);
-    for &nm in moduli {
-        let g = Gemm::new().emulation(
-            Emulation::new(nm)
-                .map_err(|e| gemm::Error::Unsupported { product: precision.into(), why: e.to_string() })?,
-        );
-        let t = time_kernel(device, budget, 10, |_| g.run_device(&da, &db, &mut dc))?;
-        let row = Row { moduli: nm, mode: "fast", ms: t.median_ms, err: errors(&dc, &s)?, ..base };
-        print(&row);
-        rows.push(row);
+    for &mode in modes {
+        for &nm in moduli {
+            let e = Emulation::new(nm)
+                .map_err(|e| gemm::Error::Unsupported { product: precision.into(), why: e.to_string() })?;
+            let g = Gemm::new().emulation(e.mode(mode));
+            let t = time_kernel(device, budget, 10, |_| g.run_device(&da, &db, &mut dc))?;
+            let name = if mode == Mode::Accurate { "accurate" } else { "fast" };
+            let row = Row { moduli: nm, mode: name, ms: t.median_ms, err: errors(&dc, &s)?, ..base };
+            print(&row);
+            rows.push(row);
+        }
     }
     Ok(())
 }
@@ -212,7 +215,8 @@ fn run() -> Result<(), gemm::Error> {
         let mut dc = DeviceMatrix::<f64>::zeros(&device, n, n)?;
         let e =
             Emulation::new(nm).map_err(|e| gemm::Error::Unsupported { product: "f64".into(), why: e.to_string() })?;
-        let g = Gemm::new().emulation(e);
+        let mode = if args.get(i + 3).is_some_and(|s| s == "accurate") { Mode::Accurate } else { Mode::Fast };
+        let g = Gemm::new().emulation(e.mode(mode));
         println!("{}", g.plan_for::<f64, f64>(n, n, n)?);
         for _ in 0..2 {
             g.run_device(&da, &db, &mut dc)?;
@@ -226,19 +230,28 @@ fn run() -> Result<(), gemm::Error> {
     if !args.iter().any(|a| a == "--study") {
         let n = args.first().and_then(|s| s.parse().ok()).unwrap_or(4096);
         println!("{}", Gemm::new().emulation(Emulation::f64_accuracy()).plan_for::<f64, f64>(n, n, n)?);
-        return measure::<f64>(&device, &cublas, (n, 1.0), &[15], 256, "f64", &mut rows);
+        return measure::<f64>(&device, &cublas, (n, 1.0), (&[15], &[Mode::Fast]), 256, "f64", &mut rows);
     }
     let opt = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map(String::as_str);
     let sizes: Vec<usize> = list(opt("--sizes").unwrap_or("1024,2048,4096,8192,16384"));
     let phis: Vec<f64> = list(opt("--phis").unwrap_or("0.5,1,2,4"));
     let moduli: Vec<usize> = list(opt("--moduli").unwrap_or("10,12,13,14,15,16,17,18"));
     let f32_moduli: Vec<usize> = list(opt("--f32-moduli").unwrap_or("4,5,6,7,8,9"));
+    let modes: Vec<Mode> = opt("--modes")
+        .unwrap_or("fast,accurate")
+        .split(',')
+        .filter_map(|m| match m {
+            "fast" => Some(Mode::Fast),
+            "accurate" => Some(Mode::Accurate),
+            _ => None,
+        })
+        .collect();
     let sample_count = opt("--samples").and_then(|s| s.parse().ok()).unwrap_or(256);
     let out = opt("--out").unwrap_or("benches/results/emulation.csv").to_string();
     for &n in &sizes {
         for &phi in &phis {
-            measure::<f64>(&device, &cublas, (n, phi), &moduli, sample_count, "f64", &mut rows)?;
-            measure::<f32>(&device, &cublas, (n, phi), &f32_moduli, sample_count, "f32", &mut rows)?;
+            measure::<f64>(&device, &cublas, (n, phi), (&moduli, &modes), sample_count, "f64", &mut rows)?;
+            measure::<f32>(&device, &cublas, (n, phi), (&f32_moduli, &modes), sample_count, "f32", &mut rows)?;
         }
     }
     let new = !std::path::Path::new(&out).exists();

@@ -14,8 +14,9 @@
 //! matrix (same bits as the host path); panels of C's rows (a small memory
 //! budget); k cut in two blocks (k > 131,008); Inf and NaN inputs (the
 //! elements they touch are plain dot products in ascending k, the others
-//! emulated); extreme exponent spreads; misuse (typed errors before the
-//! device is touched).
+//! emulated); extreme exponent spreads; the accurate mode on the same doors
+//! (its bound pass over panels and k blocks, a shared B in a batch); misuse
+//! (typed errors before the device is touched).
 //!
 //! They need an NVIDIA GPU of compute capability 9.0: ignored by default,
 //! run with `--include-ignored`; without one they fail, never pass.
@@ -23,7 +24,7 @@
 mod common;
 
 use common::{device, outside_view_unchanged, seed, store, Bits, Rng, Variant};
-use gemm::emulation::{emulate_dgemm_cpu, Emulation, Moduli};
+use gemm::emulation::{emulate_dgemm_cpu_mode, Emulation, Mode};
 use gemm::half::f16;
 use gemm::{DeviceMatrix, Error, Gemm, Layout, Matrix, Op, Strided};
 
@@ -50,15 +51,10 @@ fn row_major(x: &Matrix<f64>) -> Vec<f64> {
 }
 
 /// The CPU reference of `alpha * A B + beta * C0` in f64.
-fn reference(
-    a: &Matrix<f64>,
-    b: &Matrix<f64>,
-    moduli: &Moduli,
-    (alpha, beta): (f64, f64),
-    c0: &Matrix<f64>,
-) -> Vec<f64> {
+fn reference(a: &Matrix<f64>, b: &Matrix<f64>, e: &Emulation, (alpha, beta): (f64, f64), c0: &Matrix<f64>) -> Vec<f64> {
     let (m, k, n) = (a.rows(), a.cols(), b.cols());
-    let z = emulate_dgemm_cpu(m, n, k, &row_major(a), &row_major(b), moduli).expect("finite inputs");
+    let z =
+        emulate_dgemm_cpu_mode(m, n, k, &row_major(a), &row_major(b), e.moduli(), e.scaling()).expect("finite inputs");
     z.iter()
         .enumerate()
         .map(|(idx, &z)| if beta == 0.0 { alpha * z } else { beta.mul_add(c0[(idx / n, idx % n)], alpha * z) })
@@ -88,7 +84,7 @@ fn check_f64(e: Emulation, a: &Matrix<f64>, b: &Matrix<f64>, v: Variant, (alpha,
     let mut c = before.clone();
     let g = Gemm::new().emulation(e).op_a(v.op_a).op_b(v.op_b).alpha(alpha).beta(beta);
     g.run(&sa, &sb, &mut c).unwrap_or_else(|err| panic!("{what} {v}: {err}"));
-    let expect = reference(a, b, e.moduli(), (alpha, beta), &c0);
+    let expect = reference(a, b, &e, (alpha, beta), &c0);
     if let Some((i, j, got, want)) = first_diff(&c, &expect) {
         panic!("{what} {m}x{n}x{} {v} beta {beta}: C[{i},{j}] = {got:e}, the reference's {want:e}", a.cols());
     }
@@ -143,7 +139,7 @@ fn f32_bits_of_the_reference() {
                 g.run(&sa, &sb, &mut c).unwrap_or_else(|err| panic!("f32 {v}: {err}"));
                 let (a64, b64, c64) = (map(&a, |x| x as f64), map(&b, |x| x as f64), map(&c0, |x| x as f64));
                 let expect: Vec<f32> =
-                    reference(&a64, &b64, e.moduli(), (alpha, beta), &c64).iter().map(|&x| x as f32).collect();
+                    reference(&a64, &b64, &e, (alpha, beta), &c64).iter().map(|&x| x as f32).collect();
                 if let Some((i, j, got, want)) = first_diff(&c, &expect) {
                     panic!("f32 {m}x{n}x{k} {v} beta {beta}: C[{i},{j}] = {got:e}, the reference's {want:e}");
                 }
@@ -168,7 +164,7 @@ fn device_path_batches_views_and_panels_give_the_host_bits() {
         let ai = a.view(i * m, 0, m, k).unwrap();
         let mut c = Matrix::<f64>::zeros(m, n);
         g.run(ai, &b, &mut c).unwrap();
-        let expect = reference(&ai.to_matrix(), &b, e.moduli(), (1.0, 0.0), &c);
+        let expect = reference(&ai.to_matrix(), &b, &e, (1.0, 0.0), &c);
         assert!(first_diff(&c, &expect).is_none(), "host path, product {i}");
         host.push(c);
     }
@@ -227,8 +223,14 @@ fn k_past_one_int8_block() {
 #[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
 fn inf_and_nan_propagate_and_extreme_spreads_stay_exact() {
     device();
+    for e in [Emulation::f64_accuracy(), Emulation::new(14).unwrap().mode(Mode::Accurate)] {
+        non_finite_and_spreads(e);
+    }
+}
+
+/// The non-finite and extreme-spread check of one emulation (either mode).
+fn non_finite_and_spreads(e: Emulation) {
     let (m, n, k) = (40, 33, 70);
-    let e = Emulation::f64_accuracy();
     let mut a = spread_matrix(m, k, 1.0, seed());
     let mut b = spread_matrix(k, n, 1.0, seed());
     // Exponent spreads far beyond what 15 moduli carry in one line.
@@ -253,8 +255,8 @@ fn inf_and_nan_propagate_and_extreme_spreads_stay_exact() {
         let before = store(&Matrix::from_fn(m, n, |_, _| f64::NAN), Op::N, v.c, 1, f64::GUARD);
         let mut c = before.clone();
         let g = Gemm::new().emulation(e).op_a(v.op_a).op_b(v.op_b);
-        g.run(&sa, &sb, &mut c).unwrap_or_else(|err| panic!("{v}: {err}"));
-        let emulated = reference(&a_ok, &b_ok, e.moduli(), (1.0, 0.0), &c);
+        g.run(&sa, &sb, &mut c).unwrap_or_else(|err| panic!("{v} {:?}: {err}", e.scaling()));
+        let emulated = reference(&a_ok, &b_ok, &e, (1.0, 0.0), &c);
         for i in 0..m {
             for j in 0..n {
                 let got = c[(i, j)];
@@ -270,6 +272,94 @@ fn inf_and_nan_propagate_and_extreme_spreads_stay_exact() {
             }
         }
         outside_view_unchanged(&before, &c, (0, 0), (m, n)).unwrap_or_else(|err| panic!("{v}: {err}"));
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
+fn accurate_mode_bits_of_the_reference_on_every_door() {
+    let dev = device();
+    // Every op and layout, alpha and beta, f64.
+    let e14 = Emulation::new(14).unwrap().mode(Mode::Accurate);
+    let plan = Gemm::new().emulation(e14).plan_for::<f64, f64>(100, 100, 100).unwrap();
+    assert!(plan.to_string().contains("accurate mode"), "{plan}");
+    for (m, n, k) in [(37, 29, 53), (130, 67, 300)] {
+        let a = spread_matrix(m, k, 2.0, seed());
+        let b = spread_matrix(k, n, 2.0, seed());
+        for v in Variant::all() {
+            for scalars in [(1.0, 0.0), (-1.5, 0.5)] {
+                check_f64(e14, &a, &b, v, scalars, "f64 accurate, 14 moduli");
+            }
+        }
+    }
+    // k in two INT8 blocks (the coarse product's maxima sum the blocks), a
+    // zero row, and a huge row of A and a tiny column of B that meet no
+    // nonzero term (no entry of C depends on their scales: the row's,
+    // 2^-37 or so, keeps its integers in i64).
+    let e9 = Emulation::new(9).unwrap().mode(Mode::Accurate);
+    let k = 140_000;
+    let mut a = spread_matrix(20, k, 1.0, seed());
+    let mut b = spread_matrix(k, 6, 1.0, seed());
+    for h in 0..k {
+        a[(4, h)] = 0.0;
+        a[(6, h)] = if h < 10 { 1e30 * (h as f64 + 1.0) } else { 0.0 };
+        b[(h, 2)] = if (10..20).contains(&h) { 1e-200 * b[(h, 2)] } else { 0.0 };
+        if h < 10 {
+            (0..6).for_each(|j| b[(h, j)] = 0.0);
+        } else if h < 20 {
+            (0..20).for_each(|i| a[(i, h)] = 0.0);
+        }
+    }
+    for v in [Variant::NN, Variant::all()[19]] {
+        check_f64(e9, &a, &b, v, (1.0, 0.0), "f64 accurate, two k blocks");
+    }
+    // f32.
+    let e7 = Emulation::new(7).unwrap().mode(Mode::Accurate);
+    let (m, n, k) = (45, 77, 91);
+    let a = map(&spread_matrix(m, k, 1.0, seed()), |x| x as f32);
+    let b = map(&spread_matrix(k, n, 1.0, seed()), |x| x as f32);
+    for v in [Variant::NN, Variant::all()[7], Variant::all()[21]] {
+        let (sa, sb) = (store(&a, v.op_a, v.a, 1, f32::GUARD), store(&b, v.op_b, v.b, 1, f32::GUARD));
+        let before = store(&Matrix::from_fn(m, n, |_, _| f32::NAN), Op::N, v.c, 3, f32::GUARD);
+        let mut c = before.clone();
+        Gemm::new().emulation(e7).op_a(v.op_a).op_b(v.op_b).run(&sa, &sb, &mut c).unwrap();
+        let (a64, b64) = (map(&a, |x| x as f64), map(&b, |x| x as f64));
+        let zero = Matrix::<f64>::zeros(m, n);
+        let expect: Vec<f32> = reference(&a64, &b64, &e7, (1.0, 0.0), &zero).iter().map(|&x| x as f32).collect();
+        if let Some((i, j, got, want)) = first_diff(&c, &expect) {
+            panic!("f32 accurate {v}: C[{i},{j}] = {got:e}, the reference's {want:e}");
+        }
+        outside_view_unchanged(&before, &c, (0, 0), (m, n)).unwrap();
+    }
+    // Device path: a strided batch sharing B (B's exponents depend on each
+    // A here, so they are made per product) in panels of 128 rows (the
+    // column maxima gathered over the panels), against the host path.
+    let (m, n, k, count) = (300, 170, 400, 2);
+    let a = spread_matrix(count * m, k, 2.0, seed());
+    let b = spread_matrix(k, n, 2.0, seed());
+    let e = Emulation::new(13).unwrap().mode(Mode::Accurate).workspace_limit(1 << 20);
+    let g = Gemm::new().emulation(e);
+    assert!(g.plan_for::<f64, f64>(m, n, k).unwrap().to_string().contains("panels of 128 rows"));
+    let da = DeviceMatrix::from_host(&dev, &a).unwrap();
+    let db = DeviceMatrix::from_host(&dev, &b).unwrap();
+    let stream = dev.stream();
+    let poisoned = vec![f64::NAN; count * m * n];
+    let mut dc =
+        DeviceMatrix::from_cuda_slice(&dev, stream.clone_htod(&poisoned).unwrap(), m, n, Layout::RowMajor, n).unwrap();
+    let a0 = da.view(0, 0, m, k).unwrap();
+    g.run_strided_device(Strided::new(a0, count, m * k).unwrap(), Strided::new(&db, count, 0).unwrap(), {
+        Strided::new(&mut dc, count, m * n).unwrap()
+    })
+    .unwrap();
+    let got = stream.clone_dtoh(dc.buffer()).unwrap();
+    stream.synchronize().unwrap();
+    for i in 0..count {
+        let ai = a.view(i * m, 0, m, k).unwrap().to_matrix();
+        let expect = reference(&ai, &b, &e, (1.0, 0.0), &Matrix::zeros(m, n));
+        let gi = Matrix::from_vec_in(m, n, Layout::RowMajor, n, got[i * m * n..(i + 1) * m * n].to_vec()).unwrap();
+        if let Some((r, c, x, want)) = first_diff(&gi, &expect) {
+            panic!("accurate strided batch, product {i}: C[{r},{c}] = {x:e}, the reference's {want:e}");
+        }
     }
 }
 

@@ -68,6 +68,7 @@ fn expected_warpgroup_names() -> BTreeSet<String> {
         .chain(gemm::tuning::SKINNY_KERNELS.iter().copied())
         .chain(gemm::tuning::SKINNY_MMA_KERNELS.iter().copied())
         .chain(gemm::tuning::EMULATION_KERNELS.iter().flatten().copied())
+        .chain(gemm::tuning::EMULATION_BOUND_KERNELS)
         .map(String::from)
         .collect()
 }

@@ -26,6 +26,13 @@
 //!   k block ([`k_blocks`]), each `lines * block_k` bytes after the previous.
 //! * **Reconstruction** (`emulation_reconstruct_{f64,f32}`): one thread per
 //!   element of C, [`RECONSTRUCT_THREADS`] per block, a grid-sized stride.
+//! * **The accurate mode's bound** (first pass): the exponent kernels give
+//!   coarse shifts ([`COARSE_BITS`]), the residue kernel coarse magnitudes
+//!   ([`coarse`], one matrix per k block), stage 9 their product per panel;
+//!   `emulation_bound_max` ([`bound_grid`]: [`BOUND_ROWS`] rows by
+//!   [`BOUND_THREADS`] columns a block) takes its row and column maxima,
+//!   `emulation_bound_exponents` turns them into the exponents
+//!   ([`exponent_from_bound`]).
 //!
 //! Source: K. Ozaki, Y. Uchino, T. Imamura, "Ozaki Scheme II: A
 //! GEMM-oriented emulation of floating-point matrix multiplication using an
@@ -269,20 +276,111 @@ pub fn ilogb(x: f64) -> i32 {
 #[inline(always)]
 pub fn exponent_from_sum(s: f64, len: u64, e: i32, target: f64) -> i32 {
     let f_k = 1.0 + (len as f64 + 4.0) * ldexp(1.0, -52);
-    let s_up = s * f_k;
-    let (es, ms) = split_normal(s_up);
+    let g = quarter_power(s * f_k, target) - e;
+    if g < 62 - e {
+        g
+    } else {
+        62 - e
+    }
+}
+
+/// The largest integer `g` with `s 4^g <= target`, exactly, for positive
+/// normal `s` and `target`: write `s = ms 2^es` and `target = mt 2^et`
+/// with `ms, mt` in `[1, 2)` and `d = et - es`; then `g = floor(d/2)`,
+/// minus one where `2g == d` and `ms > mt`.
+///
+/// ```
+/// use gemm_core::emulation::quarter_power;
+/// assert_eq!(quarter_power(1.0, 16.0), 2);
+/// assert_eq!(quarter_power(1.5, 16.0), 1);
+/// assert_eq!(quarter_power(3.0, 1.0), -1);
+/// ```
+#[inline(always)]
+pub fn quarter_power(s: f64, target: f64) -> i32 {
+    let (es, ms) = split_normal(s);
     let (et, mt) = split_normal(target);
     let d = et - es;
     let mut g = d.div_euclid(2);
     if 2 * g == d && ms > mt {
         g -= 1;
     }
-    let g = g - e;
-    if g < 62 - e {
-        g
+    g
+}
+
+/// Bits of the accurate mode's coarse magnitudes: a line whose largest
+/// magnitude has `ilogb` `E` gets the coarse shift `c = COARSE_BITS - E`
+/// (0 for a zero line), and its element `x` the coarse magnitude
+/// [`coarse`]`(x, c)` in `0..=64`: the INT8 product of the coarse
+/// magnitudes bounds `|A| |B|` (host docs, "The accurate mode").
+pub const COARSE_BITS: i32 = 5;
+
+/// The coarse magnitude of `x` for the coarse shift `c`: `ceil(|x| 2^c)`,
+/// at least 1 where `x != 0` (`|x| 2^c` may round to 0 where it is
+/// subnormal), so never below `|x| 2^c`; at most `2^COARSE_BITS = 64`
+/// where `|x| < 2^(COARSE_BITS + 1 - c)`.
+///
+/// ```
+/// use gemm_core::emulation::coarse;
+/// assert_eq!(coarse(-1.5, 5), 48);
+/// assert_eq!(coarse(1.0 + f64::EPSILON, 5), 33);
+/// assert_eq!(coarse(f64::from_bits(1), 5), 1);
+/// assert_eq!(coarse(0.0, 5), 0);
+/// ```
+#[inline(always)]
+pub fn coarse(x: f64, c: i32) -> u32 {
+    let v = ldexp(x.abs(), c);
+    let t = v as u32;
+    let t = if (t as f64) < v { t + 1 } else { t };
+    if x != 0.0 && t == 0 {
+        1
     } else {
-        62 - e
+        t
     }
+}
+
+/// The accurate mode's exponent of a line of coarse shift `c` whose row
+/// (or column) of the coarse product has the largest entry `r` (`r <
+/// 2^53`): `min(g, 62 - COARSE_BITS) + c` with `g` the largest integer with
+/// `r 4^g <= target` ([`quarter_power`]); where `r == 0` (no entry of C
+/// depends on the line's scale), `min(0, 62 - COARSE_BITS + c)`. The
+/// `i64` cap keeps `|x 2^mu| < 2^63`.
+///
+/// ```
+/// use gemm_core::emulation::exponent_from_bound;
+/// assert_eq!(exponent_from_bound(1, 0, 16.0), 2);
+/// assert_eq!(exponent_from_bound(0, 10, 16.0), 0);
+/// assert_eq!(exponent_from_bound(1, -3, 2f64.powi(200)), 54);
+/// ```
+#[inline(always)]
+pub fn exponent_from_bound(r: u64, c: i32, target: f64) -> i32 {
+    let cap = 62 - COARSE_BITS;
+    if r == 0 {
+        if cap + c < 0 {
+            cap + c
+        } else {
+            0
+        }
+    } else {
+        let g = quarter_power(r as f64, target);
+        (if g < cap { g } else { cap }) + c
+    }
+}
+
+/// Threads per block of the accurate mode's bound kernels
+/// (`emulation_bound_max`, `emulation_bound_exponents`).
+pub const BOUND_THREADS: u32 = 256;
+
+/// Rows of the coarse product a block of `emulation_bound_max` takes (its
+/// columns: [`BOUND_THREADS`], a thread a column).
+pub const BOUND_ROWS: u32 = 32;
+
+/// Dynamic shared memory of `emulation_bound_max`: a row maximum (f64) per
+/// warp and row of its tile.
+pub const BOUND_SMEM_BYTES: u32 = BOUND_THREADS / 32 * BOUND_ROWS * 8;
+
+/// The grid of `emulation_bound_max` over a `rows x n` coarse product.
+pub const fn bound_grid(rows: u32, n: u32) -> [u32; 2] {
+    [ceil_div(n, BOUND_THREADS), ceil_div(rows, BOUND_ROWS)]
 }
 
 /// The unbiased exponent and the 52 fraction bits of a positive normal `f64`.

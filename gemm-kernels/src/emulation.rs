@@ -46,8 +46,9 @@ use crate::skinny::Acc;
 use crate::thread::{block_idx, smem_base, sync_threads, thread_idx};
 use core::arch::{asm, nvptx};
 use gemm_core::emulation::{
-    exponent_from_sum, ilogb, ldexp, CrtConstants, EXPONENT_LINES, EXPONENT_THREADS, MAX_MODULI, MODULI, NON_FINITE,
-    RECONSTRUCT_THREADS, RESIDUE_K, RESIDUE_LINES, RESIDUE_THREADS, SUM_LANES,
+    exponent_from_bound, exponent_from_sum, ilogb, ldexp, CrtConstants, BOUND_ROWS, BOUND_THREADS, COARSE_BITS,
+    EXPONENT_LINES, EXPONENT_THREADS, MAX_MODULI, MODULI, NON_FINITE, RECONSTRUCT_THREADS, RESIDUE_K, RESIDUE_LINES,
+    RESIDUE_THREADS, SUM_LANES,
 };
 
 /// An operand type of the emulation: f64, or f32 (widened exactly).
@@ -181,12 +182,50 @@ macro_rules! each_pair {
     };
 }
 
+/// The largest magnitude of a line's elements `h = first, first + 32, ...`
+/// (below `len`; element h at `line + h * elem_stride`) and whether they
+/// are all finite (1) or not (0): one lane's (or warp class's) share of a
+/// line in the exponent kernels.
+#[inline(always)]
+unsafe fn partial_max<T: Real>(line: *const T, (first, len, elem_stride): (u64, u64, u64)) -> (f64, u32) {
+    let (mut amax, mut finite) = (0.0f64, 1u32);
+    let mut h = first;
+    while h < len {
+        let v = T::ld_global(line.add((h * elem_stride) as usize)).to_f64();
+        finite &= v.is_finite() as u32;
+        let a = v.abs();
+        if a > amax {
+            amax = a;
+        }
+        h += SUM_LANES as u64;
+    }
+    (amax, finite)
+}
+
+/// The partial sum of squares of the same elements as [`partial_max`],
+/// each scaled by `2^-e`: fused multiply-adds in ascending h (the host's
+/// reference's partial sum `first`).
+#[inline(always)]
+unsafe fn partial_sum<T: Real>(line: *const T, (first, len, elem_stride): (u64, u64, u64), e: i32) -> f64 {
+    let mut s = 0.0f64;
+    let mut h = first;
+    while h < len {
+        let t = ldexp(T::ld_global(line.add((h * elem_stride) as usize)).to_f64(), -e);
+        s = <f64 as Element>::fma(t, t, s);
+        h += SUM_LANES as u64;
+    }
+    s
+}
+
 /// The scaling exponents of `lines` lines of length `len` (see the module
 /// docs), for the scaling target `target`, into `out[..lines]`: one warp a
 /// line, lane l over the elements `h = l, l + 32, ...` (the largest
 /// magnitude, then its sum of squares by fused multiply-adds in ascending
 /// h), the lanes' results combined by a butterfly (`shfl.sync.bfly` with
-/// masks 16, 8, 4, 2, 1), as the host's reference does.
+/// masks 16, 8, 4, 2, 1), as the host's reference does. With `coarse !=
+/// 0` (the accurate mode's first pass), the line's coarse shift
+/// `COARSE_BITS - ilogb(amax)` instead (0 for a zero line), without the sum
+/// of squares.
 ///
 /// # Safety
 /// Launched with `EXPONENT_THREADS` threads a block (a multiple of 32);
@@ -198,7 +237,7 @@ pub unsafe fn exponents<T: Real>(
     len: u64,
     x: *const T,
     (line_stride, elem_stride): (u64, u64),
-    target: f64,
+    (target, coarse): (f64, u32),
     out: *mut i32,
 ) {
     let t = block_idx()[0] as u64 * EXPONENT_THREADS as u64 + thread_idx()[0] as u64;
@@ -207,18 +246,7 @@ pub unsafe fn exponents<T: Real>(
         return; // the whole warp
     }
     let line = x.add((i * line_stride) as usize);
-    let mut amax = 0.0f64;
-    let mut finite = 1u32;
-    let mut h = lane;
-    while h < len {
-        let v = T::ld_global(line.add((h * elem_stride) as usize)).to_f64();
-        finite &= v.is_finite() as u32;
-        let a = v.abs();
-        if a > amax {
-            amax = a;
-        }
-        h += SUM_LANES as u64;
-    }
+    let (mut amax, mut finite) = partial_max(line, (lane, len, elem_stride));
     for mask in [16, 8, 4, 2, 1] {
         let o = shfl_f64(amax, mask);
         if o > amax {
@@ -230,15 +258,11 @@ pub unsafe fn exponents<T: Real>(
         NON_FINITE
     } else if amax == 0.0 {
         0
+    } else if coarse != 0 {
+        COARSE_BITS - ilogb(amax)
     } else {
         let e = ilogb(amax);
-        let mut s = 0.0f64;
-        let mut h = lane;
-        while h < len {
-            let t = ldexp(T::ld_global(line.add((h * elem_stride) as usize)).to_f64(), -e);
-            s = <f64 as Element>::fma(t, t, s);
-            h += SUM_LANES as u64;
-        }
+        let mut s = partial_sum(line, (lane, len, elem_stride), e);
         for mask in [16, 8, 4, 2, 1] {
             s = s + shfl_f64(s, mask);
         }
@@ -266,7 +290,7 @@ pub unsafe fn exponents_strided<T: Real>(
     len: u64,
     x: *const T,
     (line_stride, elem_stride): (u64, u64),
-    target: f64,
+    (target, coarse): (f64, u32),
     out: *mut i32,
 ) {
     let tid = thread_idx()[0];
@@ -278,18 +302,7 @@ pub unsafe fn exponents_strided<T: Real>(
     // Tile [class][line] of f64, rows 33 apart; then [class][line] of u32.
     let at = |cls: u32, ln: u32| smem + (cls * 33 + ln) * 8;
     let flag_at = |cls: u32, ln: u32| smem + EXPONENT_LINES * 33 * 8 + (cls * 33 + ln) * 4;
-    let mut amax = 0.0f64;
-    let mut finite = 1u32;
-    let mut h = c as u64;
-    while live && h < len {
-        let v = T::ld_global(base.add((h * elem_stride) as usize)).to_f64();
-        finite &= v.is_finite() as u32;
-        let a = v.abs();
-        if a > amax {
-            amax = a;
-        }
-        h += SUM_LANES as u64;
-    }
+    let (amax, finite) = if live { partial_max(base, (c as u64, len, elem_stride)) } else { (0.0, 1) };
     <f64 as Element>::st_shared(at(c, lane), amax);
     asm!("st.shared.u32 [{a}], {v};", a = in(reg32) flag_at(c, lane), v = in(reg32) finite, options(nostack));
     sync_threads();
@@ -306,13 +319,11 @@ pub unsafe fn exponents_strided<T: Real>(
     }
     sync_threads();
     let e = if finite == 0 || amax == 0.0 { 0 } else { ilogb(amax) };
-    let mut s = 0.0f64;
-    let mut h = c as u64;
-    while live && finite != 0 && amax != 0.0 && h < len {
-        let t = ldexp(T::ld_global(base.add((h * elem_stride) as usize)).to_f64(), -e);
-        s = <f64 as Element>::fma(t, t, s);
-        h += SUM_LANES as u64;
-    }
+    let s = if live && finite != 0 && amax != 0.0 && coarse == 0 {
+        partial_sum(base, (c as u64, len, elem_stride), e)
+    } else {
+        0.0
+    };
     <f64 as Element>::st_shared(at(c, lane), s);
     // The butterfly over the classes, as shfl.sync.bfly over lanes.
     let mut mask = SUM_LANES as u32 / 2;
@@ -328,6 +339,8 @@ pub unsafe fn exponents_strided<T: Real>(
             NON_FINITE
         } else if amax == 0.0 {
             0
+        } else if coarse != 0 {
+            COARSE_BITS - e
         } else {
             exponent_from_sum(<f64 as Element>::ld_shared(at(0, lane)), len, e, target)
         };
@@ -339,6 +352,9 @@ pub unsafe fn exponents_strided<T: Real>(
 /// (block (x, y): k from `x * RESIDUE_K`, lines from `y * RESIDUE_LINES`)
 /// for the first `moduli` moduli, into the K-major i8 matrices of `out`
 /// (see the module docs); elements past k or of a non-finite line are 0.
+/// With `coarse != 0` (the accurate mode's first pass), `exps` holds coarse
+/// shifts and the tile's coarse magnitudes (`gemm_core::emulation::coarse`,
+/// in `0..=64`) go to the first `blocks` matrices instead of residues.
 ///
 /// # Safety
 /// Launched with `RESIDUE_THREADS` threads, `RESIDUE_SMEM_BYTES` of dynamic
@@ -352,7 +368,7 @@ pub unsafe fn residues<T: Real>(
     x: *const T,
     (line_stride, elem_stride): (u64, u64),
     exps: *const i32,
-    moduli: u32,
+    (moduli, coarse): (u32, u32),
     (blocks, block_k): (u32, u32),
     out: *mut u8,
 ) {
@@ -375,7 +391,7 @@ pub unsafe fn residues<T: Real>(
             let e = *exps.add(line as usize);
             if e != NON_FINITE {
                 let v = T::ld_global(x.add((line as u64 * line_stride + h * elem_stride) as usize)).to_f64();
-                t = trunc(ldexp(v, e));
+                t = if coarse != 0 { gemm_core::emulation::coarse(v, e) as f64 } else { trunc(ldexp(v, e)) };
             }
         }
         <f64 as Element>::st_shared(smem + (ll * row + hl) * 8, t);
@@ -395,13 +411,21 @@ pub unsafe fn residues<T: Real>(
             continue;
         }
         let at = smem + (ll * row + q * 4) * 8;
+        let dst = out.add(b as usize * matrix + line as usize * block_k as usize + hb + q as usize * 4);
+        if coarse != 0 {
+            let mut word = 0u32;
+            for j in 0..4u32 {
+                word |= (<f64 as Element>::ld_shared(at + 8 * j) as u32) << (8 * j);
+            }
+            asm!("st.global.u32 [{p}], {v};", p = in(reg64) dst as *mut u32, v = in(reg32) word, options(nostack));
+            continue;
+        }
         let mut parts = [(0u32, 0u32, false); 4];
         for (j, part) in parts.iter_mut().enumerate() {
             let x = to_i64(<f64 as Element>::ld_shared(at + 8 * j as u32));
             let a = x.unsigned_abs();
             *part = ((a >> 32) as u32, a as u32, x < 0);
         }
-        let dst = out.add(b as usize * matrix + line as usize * block_k as usize + hb + q as usize * 4);
         let step = blocks as usize * matrix;
         macro_rules! pair {
             ($l:literal, $p1:literal, $p2:literal, $q:literal) => {
@@ -496,8 +520,8 @@ pub unsafe fn reconstruct<T: Real>(
             }
             s
         } else {
-            // The moduli's first products, four at a time: loaded before
-            // any of the four is used (a load past the N-th rereads the
+            // The moduli's first products, LOAD_GROUP at a time: loaded
+            // before any of them is used (a load past the N-th rereads the
             // N-th, cached), so that the loads overlap.
             let stride = blocks as usize * elems as usize;
             let mut at = w.add(e as usize);
@@ -505,12 +529,12 @@ pub unsafe fn reconstruct<T: Real>(
             let (mut s1, mut s2, mut s3) = (0.0f64, 0.0f64, 0.0f64);
             let mut l = 0u32;
             while l < moduli {
-                let mut four = [0i32; 4];
-                for f in four.iter_mut() {
+                let mut group = [0i32; LOAD_GROUP];
+                for f in group.iter_mut() {
                     *f = i32::ld_global_i32(if at < last { at } else { last });
                     at = at.add(stride);
                 }
-                for (j, &f) in four.iter().enumerate() {
+                for (j, &f) in group.iter().enumerate() {
                     let m = l + j as u32;
                     if m < moduli {
                         let (p, inv) = (constant(smem, PMOD + m as usize), constant(smem, INVMOD + m as usize));
@@ -526,7 +550,7 @@ pub unsafe fn reconstruct<T: Real>(
                         s3 = <f64 as Element>::fma(r, constant(smem, W3 + m as usize), s3);
                     }
                 }
-                l += 4;
+                l += LOAD_GROUP as u32;
             }
             let q = rint(s1 * constant(smem, INV_P));
             let z1 = <f64 as Element>::fma(-q, constant(smem, P1), s1);
@@ -549,6 +573,131 @@ pub unsafe fn reconstruct<T: Real>(
         e += step;
     }
 }
+
+/// The accurate mode's bound pass over a `rows x n` panel of the coarse
+/// product (the INT8 product of the coarse magnitudes): `u` holds its
+/// `blocks` i32 matrices (one per k block, row-major, leading dimension
+/// n); the largest sum over the blocks of each row goes to `row_max` (the
+/// panel's rows) and of each column to `col_max`, as f64 (exact: below
+/// 2^53), by atomic maxima on their bits (`red.max.u64`: non-negative
+/// doubles order as their bits do), the same values in any order. Block (x, y) takes `BOUND_ROWS` rows from `y
+/// * BOUND_ROWS` and `BOUND_THREADS` columns from `x * BOUND_THREADS`, a
+/// thread a column; a row's maximum goes through a warp's butterfly, then
+/// shared memory.
+///
+/// # Safety
+/// Launched with `BOUND_THREADS` threads, `BOUND_SMEM_BYTES` of dynamic
+/// shared memory and the grid of `gemm_core::emulation::bound_grid`; `u`
+/// holds `blocks * rows * n` non-negative i32 whose sums are below 2^53;
+/// `row_max` holds `rows` and `col_max` `n` writable non-negative f64.
+#[inline(always)]
+pub unsafe fn bound_max(rows: u32, n: u32, blocks: u32, u: *const i32, row_max: *mut f64, col_max: *mut f64) {
+    let [bx, by, _] = block_idx();
+    let tid = thread_idx()[0];
+    let (warp, lane) = (tid / 32, tid % 32);
+    let j = bx * BOUND_THREADS + tid;
+    let r0 = by * BOUND_ROWS;
+    let smem = smem_base(); // [warp][row] f64
+    let plane = rows as u64 * n as u64;
+    let mut col = 0u64;
+    for r in 0..BOUND_ROWS {
+        let i = r0 + r;
+        let mut v = 0u64;
+        if i < rows && j < n {
+            let mut bb = 0u32;
+            while bb < blocks {
+                let at = bb as u64 * plane + i as u64 * n as u64 + j as u64;
+                v += i32::ld_global_i32(u.add(at as usize)) as u32 as u64;
+                bb += 1;
+            }
+        }
+        if v > col {
+            col = v;
+        }
+        // The row's maximum over the warp (exact as f64: below 2^53).
+        let mut w = v as f64;
+        for mask in [16, 8, 4, 2, 1] {
+            let o = shfl_f64(w, mask);
+            if o > w {
+                w = o;
+            }
+        }
+        if lane == 0 {
+            <f64 as Element>::st_shared(smem + (warp * BOUND_ROWS + r) * 8, w);
+        }
+    }
+    sync_threads();
+    if tid < BOUND_ROWS && r0 + tid < rows {
+        let mut best = 0.0f64;
+        for wi in 0..BOUND_THREADS / 32 {
+            let o = <f64 as Element>::ld_shared(smem + (wi * BOUND_ROWS + tid) * 8);
+            if o > best {
+                best = o;
+            }
+        }
+        if best > 0.0 {
+            let p = row_max.add((r0 + tid) as usize);
+            asm!("red.global.max.u64 [{p}], {v};", p = in(reg64) p, v = in(reg64) best.to_bits(), options(nostack));
+        }
+    }
+    if j < n && col > 0 {
+        let p = col_max.add(j as usize);
+        let v = (col as f64).to_bits();
+        asm!("red.global.max.u64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v, options(nostack));
+    }
+}
+
+/// The accurate mode's exponents: line i's coarse shift `exps[i]` becomes
+/// `exponent_from_bound(maxes[i], exps[i], target)` (`NON_FINITE` stays),
+/// a thread a line.
+///
+/// # Safety
+/// Launched with `BOUND_THREADS` threads a block and at least `lines`
+/// threads; `maxes` holds `lines` integral f64 in `[0, 2^53)` (from
+/// [`bound_max`]) and `exps` `lines` writable i32.
+#[inline(always)]
+pub unsafe fn bound_exponents(lines: u32, maxes: *const f64, target: f64, exps: *mut i32) {
+    let i = block_idx()[0] as usize * BOUND_THREADS as usize + thread_idx()[0] as usize;
+    if i < lines as usize {
+        let c = *exps.add(i);
+        if c != NON_FINITE {
+            *exps.add(i) = exponent_from_bound(*maxes.add(i) as u64, c, target);
+        }
+    }
+}
+
+/// Entry point: [`bound_max`].
+///
+/// # Safety
+/// As [`bound_max`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn emulation_bound_max(
+    rows: u32,
+    n: u32,
+    blocks: u32,
+    u: *const i32,
+    row_max: *mut f64,
+    col_max: *mut f64,
+) {
+    bound_max(rows, n, blocks, u, row_max, col_max)
+}
+
+/// Entry point: [`bound_exponents`].
+///
+/// # Safety
+/// As [`bound_exponents`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn emulation_bound_exponents(
+    lines: u32,
+    maxes: *const f64,
+    target: f64,
+    exps: *mut i32,
+) {
+    bound_exponents(lines, maxes, target, exps)
+}
+
+/// Products the reconstruction loads before it uses any of them.
+const LOAD_GROUP: usize = 8;
 
 /// Where the reconstruction keeps each constant in shared memory (f64
 /// index): the three weight parts, `1/P` and the three parts of `P`.
@@ -603,9 +752,10 @@ macro_rules! export {
             line_stride: u64,
             elem_stride: u64,
             target: f64,
+            coarse: u32,
             out: *mut i32,
         ) {
-            exponents::<$t>(lines, len, x, (line_stride, elem_stride), target, out)
+            exponents::<$t>(lines, len, x, (line_stride, elem_stride), (target, coarse), out)
         }
 
         /// Entry point: [`exponents_strided`] of this operand type.
@@ -620,9 +770,10 @@ macro_rules! export {
             line_stride: u64,
             elem_stride: u64,
             target: f64,
+            coarse: u32,
             out: *mut i32,
         ) {
-            exponents_strided::<$t>(lines, len, x, (line_stride, elem_stride), target, out)
+            exponents_strided::<$t>(lines, len, x, (line_stride, elem_stride), (target, coarse), out)
         }
 
         /// Entry point: [`residues`] of this operand type.
@@ -639,11 +790,12 @@ macro_rules! export {
             elem_stride: u64,
             exps: *const i32,
             moduli: u32,
+            coarse: u32,
             blocks: u32,
             block_k: u32,
             out: *mut u8,
         ) {
-            residues::<$t>((lines, len), x, (line_stride, elem_stride), exps, moduli, (blocks, block_k), out)
+            residues::<$t>((lines, len), x, (line_stride, elem_stride), exps, (moduli, coarse), (blocks, block_k), out)
         }
 
         /// Entry point: [`reconstruct`] of this operand type.

@@ -17,6 +17,7 @@ use crate::exec::launch::{checked_geometry, SINGLE};
 use crate::exec::skinny::SkinnyLaunch;
 use crate::exec::warpgroup::read_in_layout;
 use crate::exec::{Launch, ListLaunch, TensorCoreStage};
+use crate::plan::emulation::Mode;
 use crate::plan::product_plan::{
     mma_launch, skinny_family, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list, KernelFamily, ProductPlan,
 };
@@ -244,11 +245,17 @@ impl Gemm {
                 panel_rows: l.panel_rows,
                 workspace_bytes: l.workspace_bytes(),
                 kernel,
+                accurate: l.bound.is_some(),
             },
             split_k: 1,
             route: format!(
-                "scaling exponents (a warp a line), residues written K-major (k padded to {block_k}), \
+                "{}residues written K-major (k padded to {block_k}), \
                  {} INT8 products in one strided batch per panel, CRT reconstruction fused with alpha and beta",
+                if l.bound.is_some() {
+                    "scales from a bound on |A||B| (coarse magnitudes, their INT8 product per panel, its row and column maxima), "
+                } else {
+                    "scales from each line's 2-norm (a warp a line), "
+                },
                 moduli * blocks
             ),
             copies: Vec::new(),
@@ -288,7 +295,7 @@ impl Gemm {
         let (blocks, block_k) = emulation::k_blocks(kd.k);
         let panel = emulation::panel_rows(moduli.n(), (kd.m, kd.n), (blocks, block_k), emulation.panel_bytes());
         let count = moduli.n() * blocks;
-        let int8 = |rows: usize| {
+        let int8 = |rows: usize, count: usize| {
             let d = GemmDims {
                 m: rows,
                 n: kd.n,
@@ -303,7 +310,10 @@ impl Gemm {
             warpgroup_launch(WgmmaTypes::S8, &d, 1.0, (count, sm_count), None, false)
         };
         let last = kd.m % panel;
-        let products = (int8(panel), (last != 0 && kd.m > panel).then(|| int8(last)));
+        let products = (int8(panel, count), (last != 0 && kd.m > panel).then(|| int8(last, count)));
+        // The accurate mode's coarse products: a batch over the k blocks.
+        let bound = (emulation.scaling() == Mode::Accurate)
+            .then(|| (int8(panel, blocks), (last != 0 && kd.m > panel).then(|| int8(last, blocks))));
         EmulatedLaunch {
             precision,
             crt: emulation.crt_static(),
@@ -313,6 +323,7 @@ impl Gemm {
             blocks: (blocks, block_k),
             panel_rows: panel,
             products,
+            bound,
         }
     }
 

@@ -178,6 +178,10 @@ pub static EMULATION_KERNELS: [[&str; 4]; 2] = [
     ],
 ];
 
+/// The type-free entry points of the emulation's accurate mode: the row and
+/// column maxima of the coarse product, and the exponents they give.
+pub static EMULATION_BOUND_KERNELS: [&str; 2] = ["emulation_bound_max", "emulation_bound_exponents"];
+
 /// One compiled stage-8 mixed-precision kernel (`mma.sync`): the entry
 /// point of that name in each layout module (f16, bf16), or in the `nt`
 /// module alone (tf32, i8).

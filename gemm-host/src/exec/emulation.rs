@@ -3,11 +3,14 @@
 //! the scaling exponents of A's rows and B's columns, B's residues, then per
 //! panel of C's rows A's residues, the INT8 products as one strided batch of
 //! stage 9 over the moduli and k blocks, and the reconstruction fused with
-//! the alpha/beta epilogue. Every buffer comes from the library's scratch
-//! pool and is freed stream-ordered; nothing is waited for.
+//! the alpha/beta epilogue. The accurate mode first runs a bound pass: the
+//! lines' coarse shifts, the coarse magnitudes of B and, per panel, of A,
+//! their INT8 product and its row and column maxima, which give the
+//! exponents. Every buffer comes from the library's scratch pool and is
+//! freed stream-ordered; nothing is waited for.
 
 use crate::device::memory::alloc_scratch;
-use crate::device::registry::EMULATION_KERNELS;
+use crate::device::registry::{EMULATION_BOUND_KERNELS, EMULATION_KERNELS};
 use crate::device::Device;
 use crate::element::{Recast, Scalar};
 use crate::error::{DriverContext, Error};
@@ -15,8 +18,9 @@ use crate::exec::launch::Operands;
 use crate::exec::warpgroup::{self, WarpgroupLaunch};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use gemm_core::emulation::{
-    residue_grid, CrtConstants, EXPONENT_LINES, EXPONENT_STRIDED_SMEM_BYTES, EXPONENT_THREADS, RECONSTRUCT_SMEM_BYTES,
-    RECONSTRUCT_THREADS, RESIDUE_SMEM_BYTES, RESIDUE_THREADS, SUM_LANES,
+    bound_grid, residue_grid, CrtConstants, BOUND_SMEM_BYTES, BOUND_THREADS, EXPONENT_LINES,
+    EXPONENT_STRIDED_SMEM_BYTES, EXPONENT_THREADS, RECONSTRUCT_SMEM_BYTES, RECONSTRUCT_THREADS, RESIDUE_SMEM_BYTES,
+    RESIDUE_THREADS, SUM_LANES,
 };
 use gemm_core::{GemmDims, Layout, Precision};
 use std::sync::Arc;
@@ -42,15 +46,21 @@ pub(crate) struct EmulatedLaunch {
     /// The INT8 batch of a full panel, and of the last one where it is
     /// shorter.
     pub products: (WarpgroupLaunch, Option<WarpgroupLaunch>),
+    /// The accurate mode's coarse products (a batch over the k blocks) of a
+    /// full panel and of the last one; `None` in the fast mode.
+    pub bound: Option<(WarpgroupLaunch, Option<WarpgroupLaunch>)>,
 }
 
 impl EmulatedLaunch {
     /// Bytes of device memory one product takes beside its operands: the
-    /// exponents, B's residues, and a panel's A residues and i32 products.
+    /// exponents, B's residues, and a panel's A residues and i32 products
+    /// (and the accurate mode's row and column maxima, which the coarse
+    /// magnitudes and products share those buffers with).
     pub(crate) fn workspace_bytes(&self) -> usize {
         let (m, n, (blocks, block_k)) = (self.kd.m, self.kd.n, self.blocks);
         let mats = self.crt.n as usize * blocks;
-        4 * (m + n) + mats * n * block_k + mats * self.panel_rows.min(m) * (block_k + 4 * n)
+        let maxima = if self.bound.is_some() { 8 * (m + n) } else { 0 };
+        4 * (m + n) + maxima + mats * n * block_k + mats * self.panel_rows.min(m) * (block_k + 4 * n)
     }
 }
 
@@ -77,7 +87,8 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     // The kernel form's B (the user's A when swapped), one matrix for
     // every product when its stride is 0: its exponents and residues are
     // made once for the batch.
-    let shared_b = (if launch.swapped { sa } else { sb }) == 0;
+    // (Not in the accurate mode: there B's exponents depend on A too.)
+    let shared_b = (if launch.swapped { sa } else { sb }) == 0 && launch.bound.is_none();
     let mut prepared = None;
     for i in 0..count {
         let (ai, bi) = (a.slice(i * sa..), b.slice(i * sb..));
@@ -119,7 +130,8 @@ fn one<T: Scalar>(
     (a, b, c): Operands<'_, '_, '_, '_, T, T>,
     prepared: &mut Option<PreparedB>,
 ) -> Result<(), Error> {
-    let EmulatedLaunch { crt, target, kd, swapped, blocks: (blocks, block_k), panel_rows, products, .. } = *launch;
+    let EmulatedLaunch { crt, target, kd, swapped, blocks: (blocks, block_k), panel_rows, products, bound, .. } =
+        *launch;
     let (ka, kb) = if swapped { (b, a) } else { (a, b) };
     let (m, n, k) = (kd.m, kd.n, kd.k);
     let moduli = crt.n as usize;
@@ -145,6 +157,8 @@ fn one<T: Scalar>(
     let (len, moduli_u32) = (k as u64, moduli as u32);
     // Exponents of A's rows and B's columns: a warp a line where its
     // elements are contiguous, else a lane a line (32 lines a block).
+    // The accurate mode's first pass: coarse shifts and magnitudes.
+    let coarse = bound.is_some() as u32;
     let exponents = |x: &CudaView<'_, T>, lines: usize, strides: (u64, u64), out: &mut CudaViewMut<'_, i32>| {
         let (func, cfg) = if strides.1 == 1 {
             let threads = lines as u64 * SUM_LANES as u64;
@@ -164,16 +178,16 @@ fn one<T: Scalar>(
         };
         let lines = lines as u32;
         let mut builder = stream.launch_builder(func);
-        builder.arg(&lines).arg(&len).arg(x).arg(&strides.0).arg(&strides.1).arg(&target).arg(out);
+        builder.arg(&lines).arg(&len).arg(x).arg(&strides.0).arg(&strides.1).arg(&target).arg(&coarse).arg(out);
         // SAFETY: matches `emulation_exponents_*` and
         // `emulation_exponents_strided_*` (lines, len, x, line_stride,
-        // elem_stride, target, out); every line's elements lie in the
+        // elem_stride, target, coarse, out); every line's elements lie in the
         // operand (validated shapes); `out` holds `lines` i32; the blocks
         // and shared memory are gemm-core's.
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel").map(|_| ())
     };
     let residues = |x: &CudaView<'_, T>,
-                    lines: usize,
+                    (lines, coarse): (usize, u32),
                     strides: (u64, u64),
                     exps: &CudaView<'_, i32>,
                     out: &mut CudaViewMut<'_, i8>| {
@@ -186,12 +200,13 @@ fn one<T: Scalar>(
         let (lines, nb, bk) = (lines as u32, blocks as u32, block_k as u32);
         let mut builder = stream.launch_builder(&res_fn);
         builder.arg(&lines).arg(&len).arg(x).arg(&strides.0).arg(&strides.1).arg(exps);
-        builder.arg(&moduli_u32).arg(&nb).arg(&bk).arg(out);
+        builder.arg(&moduli_u32).arg(&coarse).arg(&nb).arg(&bk).arg(out);
         // SAFETY: matches `emulation_residues_*` (lines, len, x,
-        // line_stride, elem_stride, exps, moduli, blocks, block_k, out);
-        // `out` holds moduli * blocks matrices of lines x block_k bytes
-        // (4-byte aligned: block_k is a multiple of 128); the grid and
-        // shared memory are gemm-core's.
+        // line_stride, elem_stride, exps, moduli, coarse, blocks, block_k,
+        // out); `out` holds moduli * blocks matrices of lines x block_k
+        // bytes (blocks of them for coarse magnitudes; 4-byte aligned:
+        // block_k is a multiple of 128); the grid and shared memory are
+        // gemm-core's.
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel").map(|_| ())
     };
     exponents(ka, m, a_lines, &mut mu.slice_mut(..))?;
@@ -200,7 +215,71 @@ fn one<T: Scalar>(
         let mut nu = unsafe { alloc_scratch::<i32>(stream, n.max(1)) }?;
         let mut res_b = unsafe { alloc_scratch::<i8>(stream, (mats * n * block_k).max(1)) }?;
         exponents(kb, n, b_lines, &mut nu.slice_mut(..))?;
-        residues(kb, n, b_lines, &nu.slice(..), &mut res_b.slice_mut(..))?;
+        if let Some(bound) = bound {
+            // The accurate mode: coarse magnitudes of B (in res_b), then
+            // per panel of A's, their INT8 product (in w) and its maxima;
+            // then the exponents, and B's residues.
+            // SAFETY: zeroed before use (0.0, the maxima's start).
+            let mut maxima = unsafe { alloc_scratch::<f64>(stream, m + n) }?;
+            stream.memset_zeros(&mut maxima).during("cuMemsetD8Async")?;
+            let [max_fn, bexp_fn] = EMULATION_BOUND_KERNELS.map(|name| device.warpgroup_function(name));
+            let (max_fn, bexp_fn) = (max_fn?, bexp_fn?);
+            residues(kb, (n, 1), b_lines, &nu.slice(..), &mut res_b.slice_mut(..blocks * n * block_k))?;
+            let mut r0 = 0;
+            while r0 < m {
+                let pm = rows.min(m - r0);
+                let a_panel = ka.slice(r0 * a_lines.0 as usize..);
+                let mut ra = res_a.slice_mut(..blocks * pm * block_k);
+                residues(&a_panel, (pm, 1), a_lines, &mu.slice(r0..), &mut ra)?;
+                let plan = if pm == rows { &bound.0 } else { bound.1.as_ref().unwrap_or(&bound.0) };
+                let mut wv = w.slice_mut(..blocks * pm * n);
+                let (ra_view, rb_view) = (res_a.slice(..blocks * pm * block_k), res_b.slice(..blocks * n * block_k));
+                warpgroup::enqueue::<i8, i32>(
+                    plan,
+                    device,
+                    stream,
+                    (1.0, 0.0),
+                    (&ra_view, &rb_view, &mut wv),
+                    (blocks, [pm * block_k, n * block_k, pm * n]),
+                )?;
+                let grid = bound_grid(pm as u32, n as u32);
+                let cfg = LaunchConfig {
+                    grid_dim: (grid[0], grid[1], 1),
+                    block_dim: (BOUND_THREADS, 1, 1),
+                    shared_mem_bytes: BOUND_SMEM_BYTES,
+                };
+                let (pm32, n32, nb) = (pm as u32, n as u32, blocks as u32);
+                let w_view = w.slice(..blocks * pm * n);
+                let (mut row_max, mut col_max) = maxima.split_at_mut(m);
+                let mut row_max = row_max.slice_mut(r0..);
+                let mut builder = stream.launch_builder(&max_fn);
+                builder.arg(&pm32).arg(&n32).arg(&nb).arg(&w_view).arg(&mut row_max).arg(&mut col_max);
+                // SAFETY: matches `emulation_bound_max` (rows, n, blocks, u,
+                // row_max, col_max); w holds the panel's `blocks` coarse
+                // products (non-negative, each below 2^31, their sums below
+                // 2^53); the maxima (f64, zeroed) hold the panel's rows and
+                // n columns;
+                // the grid and shared memory are gemm-core's.
+                unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+                r0 += pm;
+            }
+            let (rows_max, cols_max) = maxima.split_at(m);
+            for (exps, lines, maxes) in [(&mut mu, m, &rows_max), (&mut nu, n, &cols_max)] {
+                let cfg = LaunchConfig {
+                    grid_dim: ((lines as u32).div_ceil(BOUND_THREADS).max(1), 1, 1),
+                    block_dim: (BOUND_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                let lines = lines as u32;
+                let mut builder = stream.launch_builder(&bexp_fn);
+                builder.arg(&lines).arg(maxes).arg(&target).arg(exps);
+                // SAFETY: matches `emulation_bound_exponents` (lines, maxes,
+                // target, exps): `lines` maxima and coarse shifts.
+                unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+            }
+            drop(maxima);
+        }
+        residues(kb, (n, 0), b_lines, &nu.slice(..), &mut res_b.slice_mut(..))?;
         *prepared = Some(PreparedB { nu, res_b });
     }
     let PreparedB { nu, res_b } = prepared.as_ref().expect("made above");
@@ -210,7 +289,7 @@ fn one<T: Scalar>(
         let a_panel = ka.slice(r0 * a_lines.0 as usize..);
         let mu_panel = mu.slice(r0..);
         let mut ra = res_a.slice_mut(..mats * pm * block_k);
-        residues(&a_panel, pm, a_lines, &mu_panel, &mut ra)?;
+        residues(&a_panel, (pm, 0), a_lines, &mu_panel, &mut ra)?;
         // The INT8 batch: product z = l * blocks + b of the K-major residue
         // matrices into the z-th pm x n i32 matrix of w.
         let plan: &WarpgroupLaunch = if pm == rows { &products.0 } else { products.1.as_ref().unwrap_or(&products.0) };

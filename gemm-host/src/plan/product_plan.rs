@@ -37,8 +37,8 @@ pub enum KernelFamily {
         /// Block tile and pipeline depth.
         tile: MmaTile,
     },
-    /// f64 or f32 emulated on INT8 tensor cores (Ozaki scheme II, fast
-    /// mode; [`Gemm::emulation`](crate::Gemm::emulation)).
+    /// f64 or f32 emulated on INT8 tensor cores (Ozaki scheme II;
+    /// [`Gemm::emulation`](crate::Gemm::emulation)).
     Emulated {
         /// Moduli: INT8 products per k block.
         moduli: usize,
@@ -50,6 +50,9 @@ pub enum KernelFamily {
         workspace_bytes: usize,
         /// Stage 9's INT8 entry point of the products.
         kernel: &'static str,
+        /// The accurate mode (one more INT8 product per k block, of coarse
+        /// magnitudes, for the scales), else the fast mode.
+        accurate: bool,
     },
     /// The token-sized kernels: C with few rows or columns (up to 8, 16 for
     /// f32, on the CUDA cores; up to 32 on the tensor cores for f16, bf16
@@ -121,10 +124,11 @@ impl fmt::Display for ProductPlan {
                 write!(f, "{}, {kernel} (block {}x{}, pipeline depth {})", self.stage(), tile.bm, tile.bn, tile.depth)?
             }
             KernelFamily::Skinny { kernel, rows, .. } => write!(f, "{}, {kernel} (S = {rows})", self.stage())?,
-            KernelFamily::Emulated { moduli, k_blocks, panel_rows, workspace_bytes, kernel } => write!(
+            KernelFamily::Emulated { moduli, k_blocks, panel_rows, workspace_bytes, kernel, accurate } => write!(
                 f,
-                "{}, {moduli} moduli x {k_blocks} k block(s) of INT8 products on {kernel}, C in panels of {panel_rows} rows, workspace {:.1} MiB",
+                "{}, {} mode, {moduli} moduli x {k_blocks} k block(s) of INT8 products on {kernel}, C in panels of {panel_rows} rows, workspace {:.1} MiB",
                 self.stage(),
+                if *accurate { "accurate" } else { "fast" },
                 *workspace_bytes as f64 / (1u64 << 20) as f64
             )?,
         }
