@@ -37,9 +37,9 @@ pub(crate) enum Kernels {
     /// 9.0, stage 8's `mma.sync` on 8.x or when `.stage(Stage::TensorCore)`
     /// asked for it (true).
     TensorCores(WgmmaTypes, bool),
-    /// f64 or f32 emulated on INT8 tensor cores with this many moduli
-    /// ([`Gemm::emulation`]).
-    Emulated(Precision, usize),
+    /// f64 or f32 emulated on INT8 tensor cores with this many moduli, in
+    /// the accurate mode or not ([`Gemm::emulation`]).
+    Emulated(Precision, usize, bool),
 }
 
 impl Kernels {
@@ -50,8 +50,10 @@ impl Kernels {
             Kernels::Ladder(_) => HostPolicy::LADDER,
             Kernels::TensorCores(..) => HostPolicy::tensor_cores(c_bytes),
             // k whole: each tile's rows and columns scale as the whole
-            // product's, so a tile gives the whole product's bits.
-            Kernels::Emulated(..) => HostPolicy { whole_k: true, column_panels: false },
+            // product's, so a tile gives the whole product's bits. The
+            // accurate mode's scales depend on all of C's rows and
+            // columns: C whole, one tile.
+            Kernels::Emulated(_, _, accurate) => HostPolicy { whole_k: true, column_panels: false, whole_c: accurate },
         }
     }
 }
@@ -90,7 +92,7 @@ impl Gemm {
                 });
             }
             self.check_options(precision, batch)?;
-            return Ok(Kernels::Emulated(precision, e.moduli().n()));
+            return Ok(Kernels::Emulated(precision, e.moduli().n(), e.scaling() == Mode::Accurate));
         }
         match T::TYPES {
             Types::F64 => ladder(Precision::F64),
@@ -206,7 +208,7 @@ impl Gemm {
                     Ok(Launch::MmaSync(mma_launch(types, dims, sm, smem)))
                 }
             },
-            Kernels::Emulated(precision, _) => self.emulated_launch(precision, device, dims),
+            Kernels::Emulated(precision, ..) => self.emulated_launch(precision, device, dims),
         }
     }
 
@@ -218,7 +220,7 @@ impl Gemm {
         count: usize,
     ) -> Result<ProductPlan, Error> {
         let device = self.plan_device();
-        let Kernels::Emulated(precision, moduli) = self.kernels::<T, C>(count > 1, device.as_ref())? else {
+        let Kernels::Emulated(precision, moduli, _) = self.kernels::<T, C>(count > 1, device.as_ref())? else {
             unreachable!("the emulation option gives emulated kernels or an error")
         };
         let (sm_count, cc, where_) = match &device {
@@ -429,7 +431,7 @@ impl Gemm {
         let product = match kernels {
             Kernels::Ladder(p) => format!("{0} x {0} -> {0}", p.name()),
             Kernels::TensorCores(types, _) => product_name(types),
-            Kernels::Emulated(p, _) => format!("{0} x {0} -> {0}", p.name()),
+            Kernels::Emulated(p, ..) => format!("{0} x {0} -> {0}", p.name()),
         };
         let (family, route) = skinny_family(&launch);
         let plural = |x: usize, one: &str| if x == 1 { format!("1 {one}") } else { format!("{x} {one}s") };

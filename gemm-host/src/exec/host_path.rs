@@ -268,7 +268,7 @@ pub(crate) fn host_product<T: Scalar, C: Scalar>(
     let (m, n, k) = (dims.m, dims.n, dims.k);
     let reads_ab = call.alpha != 0.0 && k > 0;
     let kk = if reads_ab { k } else { 0 };
-    let streams = call.streams.unwrap_or_else(|| default_host_streams(m, n, k)).max(1);
+    let streams = if policy.whole_c { 1 } else { call.streams.unwrap_or_else(|| default_host_streams(m, n, k)).max(1) };
     // The driver answers for the context current on this thread.
     device.context().bind_to_thread().during("cuCtxSetCurrent")?;
     let budget = match call.budget {
@@ -276,10 +276,16 @@ pub(crate) fn host_product<T: Scalar, C: Scalar>(
         None => result::mem_get_info().map(|(free, _)| free / 10 * 9).unwrap_or(1 << 30),
     };
     let locked = reads_ab && a.page_locked(e.input) && b.page_locked(e.input);
-    let plan = plan_tiles((m, n, kk), streams, budget, column_panel(n, locked && policy.column_panels), e, whole_k);
+    let plan = if policy.whole_c {
+        let tiling = Tiling { pm: m.max(1), pn: n.max(1), pk: kk.max(1) };
+        let input_bytes = (aligned(m * kk * e.input) + aligned(kk * n * e.input)).max(256);
+        TilePlan { tiling, in_core: true, input_bytes }
+    } else {
+        plan_tiles((m, n, kk), streams, budget, column_panel(n, locked && policy.column_panels), e, whole_k)
+    };
     let t = plan.tiling;
     let needed = plan.input_bytes + t.output_bytes(streams, e);
-    if whole_k && needed > budget && call.budget.is_some() {
+    if (whole_k && call.budget.is_some() || policy.whole_c) && needed > budget {
         return Err(Error::MemoryBudget { budget, needed });
     }
     let mut guard = device.host_pool.lock().unwrap_or_else(|p| p.into_inner());
@@ -521,16 +527,20 @@ pub(crate) struct HostPolicy {
     /// ms, 2.12x its transfer bound, against 31.6 ms, 1.70x, for 16000^3
     /// with B whole; bf16 -> bf16 30.3 ms, 1.56x, against 22.4 ms, 1.21x).
     pub column_panels: bool,
+    /// C whole, in one tile on one stream, in core (the emulation's
+    /// accurate mode, whose scales depend on all of C's rows and columns);
+    /// a typed error where it does not fit the memory budget.
+    pub whole_c: bool,
 }
 
 impl HostPolicy {
     /// The ladder's f64 and f32 products.
-    pub(crate) const LADDER: HostPolicy = HostPolicy { whole_k: false, column_panels: true };
+    pub(crate) const LADDER: HostPolicy = HostPolicy { whole_k: false, column_panels: true, whole_c: false };
 
     /// The tensor-core products (f16, bf16, TF32, i8) into a C of
     /// `c_bytes` bytes an element.
     pub(crate) fn tensor_cores(c_bytes: usize) -> HostPolicy {
-        HostPolicy { whole_k: c_bytes == 2, column_panels: false }
+        HostPolicy { whole_k: c_bytes == 2, column_panels: false, whole_c: false }
     }
 }
 

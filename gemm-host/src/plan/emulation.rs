@@ -741,6 +741,10 @@ pub enum Mode {
     /// ([the accurate mode](self#the-accurate-mode)). Tighter where a
     /// row's or column's large elements do not meet the other operand's:
     /// more bits kept for the same moduli, for about one more INT8 product.
+    /// Every scale depends on all of C's rows and columns, so on host
+    /// operands C is computed whole, in one tile (A, B and C must fit the
+    /// device's memory budget, else `Error::MemoryBudget`), and a strided
+    /// batch prepares a shared B for each product.
     Accurate,
 }
 
