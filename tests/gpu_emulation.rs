@@ -201,6 +201,15 @@ fn device_path_batches_views_and_panels_give_the_host_bits() {
     assert!(first_diff(&inner, host[1].as_slice()).is_none(), "view in panels");
     let zero = Matrix::<f64>::zeros(m + 5, n + 7);
     outside_view_unchanged(&zero, &whole, (2, 3), (m, n)).unwrap();
+    // Host operands with a workspace below one panel: the host path's tiles
+    // (here of 128 rows and 2) each take panels of at most their own rows.
+    let (m, n, k) = (130, 67, 128);
+    let (a, b) = (spread_matrix(m, k, 1.0, seed()), spread_matrix(k, n, 1.0, seed()));
+    let tiny = e.workspace_limit(1 << 10);
+    let mut c = Matrix::<f64>::zeros(m, n);
+    Gemm::new().emulation(tiny).host_streams(2).run(&a, &b, &mut c).unwrap();
+    let expect = reference(&a, &b, &tiny, (1.0, 0.0), &Matrix::zeros(m, n));
+    assert!(first_diff(&c, &expect).is_none(), "host path, tiny workspace");
 }
 
 #[test]
@@ -331,6 +340,20 @@ fn accurate_mode_bits_of_the_reference_on_every_door() {
         }
         outside_view_unchanged(&before, &c, (0, 0), (m, n)).unwrap();
     }
+    // Host operands: C whole in one tile (the scales depend on all of C),
+    // whatever the host path's streams; a memory budget that cannot hold
+    // A, B and C is a typed error that leaves C untouched.
+    let (m, n, k) = (300, 140, 200);
+    let a = spread_matrix(m, k, 2.0, seed());
+    let b = spread_matrix(k, n, 2.0, seed());
+    let mut c = Matrix::<f64>::zeros(m, n);
+    Gemm::new().emulation(e14).host_streams(4).run(&a, &b, &mut c).unwrap();
+    let expect = reference(&a, &b, &e14, (1.0, 0.0), &Matrix::zeros(m, n));
+    assert!(first_diff(&c, &expect).is_none(), "accurate mode, host path, 4 streams");
+    let mut y = Matrix::<f64>::from_fn(m, n, |_, _| 7.0);
+    let err = Gemm::new().emulation(e14).memory_budget(1 << 16).run(&a, &b, &mut y).unwrap_err();
+    assert!(matches!(err, Error::MemoryBudget { .. }), "{err}");
+    assert!(y.as_slice().iter().all(|&x| x == 7.0));
     // Device path: a strided batch sharing B (B's exponents depend on each
     // A here, so they are made per product) in panels of 128 rows (the
     // column maxima gathered over the panels), against the host path.

@@ -417,13 +417,15 @@ pub const PANEL_BYTES: usize = 2 << 30;
 /// Rows of C per panel for `moduli` moduli, C m x n and k cut as
 /// `(blocks, block_k)` ([`k_blocks`]): all `m` rows where their workspace
 /// fits `budget` bytes, else the most that fit, a multiple of 128 (at
-/// least 128).
+/// least 128, or all `m` where `m < 128`): never more than `m`.
 ///
 /// ```
 /// use gemm_core::emulation::{panel_rows, PANEL_BYTES};
 /// assert_eq!(panel_rows(16, (4096, 4096), (1, 4096), PANEL_BYTES), 4096);
 /// assert_eq!(panel_rows(16, (16384, 16384), (1, 16384), PANEL_BYTES), 1536);
 /// assert_eq!(panel_rows(2, (1000, 100), (1, 128), 1 << 20), 896);
+/// assert_eq!(panel_rows(14, (130, 67), (1, 128), 1 << 10), 128);
+/// assert_eq!(panel_rows(14, (2, 67), (1, 128), 1 << 10), 2);
 /// ```
 pub const fn panel_rows(
     moduli: usize,
@@ -436,7 +438,7 @@ pub const fn panel_rows(
         Some(rows) => rows,
         None => m,
     };
-    if fit >= m {
+    if fit >= m || m <= 128 {
         m
     } else if fit < 128 {
         128
