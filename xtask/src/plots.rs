@@ -860,10 +860,12 @@ impl EmulationRow {
 fn emulation_plot(all: &[EmulationRow], precision: &str) -> Result<String> {
     // The latest run (by date, then file order) of this precision at phi = 1.
     let ours: Vec<&EmulationRow> = all.iter().filter(|r| r.precision == precision && r.phi == 1.0).collect();
+    let date = ours.iter().map(|r| r.run.date.clone()).max().ok_or("emulation.csv: no phi = 1 rows")?;
     let last = ours
         .iter()
+        .rev()
+        .find(|r| r.run.date == date)
         .map(|r| (r.run.date.clone(), r.run.commit.clone()))
-        .max()
         .ok_or("emulation.csv: no phi = 1 rows")?;
     let rows: Vec<&EmulationRow> =
         ours.into_iter().filter(|r| (r.run.date.clone(), r.run.commit.clone()) == last).collect();
