@@ -70,6 +70,31 @@ fn first_diff<T: Bits>(c: &Matrix<T>, expect: &[T]) -> Option<(usize, usize, T, 
     })
 }
 
+/// `g` as a strided batch of `count` products on the device: A's matrices
+/// (`da`, `count * m x k` row-major) m k apart, `db` shared, C's matrices m n
+/// apart, NaN-poisoned; each product's C.
+fn strided_on_device(
+    g: &Gemm,
+    (da, db): (&DeviceMatrix<f64>, &DeviceMatrix<f64>),
+    (m, n, k, count): (usize, usize, usize, usize),
+) -> Vec<Matrix<f64>> {
+    let dev = device();
+    let stream = dev.stream();
+    let poisoned = vec![f64::NAN; count * m * n];
+    let mut dc =
+        DeviceMatrix::from_cuda_slice(&dev, stream.clone_htod(&poisoned).unwrap(), m, n, Layout::RowMajor, n).unwrap();
+    let a0 = da.view(0, 0, m, k).unwrap();
+    g.run_strided_device(Strided::new(a0, count, m * k).unwrap(), Strided::new(db, count, 0).unwrap(), {
+        Strided::new(&mut dc, count, m * n).unwrap()
+    })
+    .unwrap();
+    let got = stream.clone_dtoh(dc.buffer()).unwrap();
+    stream.synchronize().unwrap();
+    (0..count)
+        .map(|i| Matrix::from_vec_in(m, n, Layout::RowMajor, n, got[i * m * n..(i + 1) * m * n].to_vec()).unwrap())
+        .collect()
+}
+
 /// Runs the emulated product of `a` (m x k) and `b` (k x n) stored as `v`
 /// says on host operands and checks every element's bits and C's padding.
 fn check_f64(e: Emulation, a: &Matrix<f64>, b: &Matrix<f64>, v: Variant, (alpha, beta): (f64, f64), what: &str) {
@@ -171,20 +196,8 @@ fn device_path_batches_views_and_panels_give_the_host_bits() {
     // Device path: a strided batch (A's matrices m k apart, B shared, C's m n apart).
     let da = DeviceMatrix::from_host(&dev, &a).unwrap();
     let db = DeviceMatrix::from_host(&dev, &b).unwrap();
-    let stream = dev.stream();
-    let poisoned = vec![f64::NAN; count * m * n];
-    let mut dc =
-        DeviceMatrix::from_cuda_slice(&dev, stream.clone_htod(&poisoned).unwrap(), m, n, Layout::RowMajor, n).unwrap();
-    let a0 = da.view(0, 0, m, k).unwrap();
-    g.run_strided_device(Strided::new(a0, count, m * k).unwrap(), Strided::new(&db, count, 0).unwrap(), {
-        Strided::new(&mut dc, count, m * n).unwrap()
-    })
-    .unwrap();
-    let got = stream.clone_dtoh(dc.buffer()).unwrap();
-    stream.synchronize().unwrap();
-    for (i, h) in host.iter().enumerate() {
-        let gi = Matrix::from_vec_in(m, n, Layout::RowMajor, n, got[i * m * n..(i + 1) * m * n].to_vec()).unwrap();
-        assert!(first_diff(&gi, h.as_slice()).is_none(), "strided batch, product {i}");
+    for (i, (gi, h)) in strided_on_device(&g, (&da, &db), (m, n, k, count)).iter().zip(&host).enumerate() {
+        assert!(first_diff(gi, h.as_slice()).is_none(), "strided batch, product {i}");
     }
     // A view of C inside a larger device matrix, computed in panels of 128
     // rows (a workspace limit of 1 MiB: 3 panels) on the caller's stream.
@@ -363,24 +376,11 @@ fn accurate_mode_bits_of_the_reference_on_every_door() {
     let e = Emulation::new(13).unwrap().mode(Mode::Accurate).workspace_limit(1 << 20);
     let g = Gemm::new().emulation(e);
     assert!(g.plan_for::<f64, f64>(m, n, k).unwrap().to_string().contains("panels of 128 rows"));
-    let da = DeviceMatrix::from_host(&dev, &a).unwrap();
-    let db = DeviceMatrix::from_host(&dev, &b).unwrap();
-    let stream = dev.stream();
-    let poisoned = vec![f64::NAN; count * m * n];
-    let mut dc =
-        DeviceMatrix::from_cuda_slice(&dev, stream.clone_htod(&poisoned).unwrap(), m, n, Layout::RowMajor, n).unwrap();
-    let a0 = da.view(0, 0, m, k).unwrap();
-    g.run_strided_device(Strided::new(a0, count, m * k).unwrap(), Strided::new(&db, count, 0).unwrap(), {
-        Strided::new(&mut dc, count, m * n).unwrap()
-    })
-    .unwrap();
-    let got = stream.clone_dtoh(dc.buffer()).unwrap();
-    stream.synchronize().unwrap();
-    for i in 0..count {
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    for (i, gi) in strided_on_device(&g, (&da, &db), (m, n, k, count)).iter().enumerate() {
         let ai = a.view(i * m, 0, m, k).unwrap().to_matrix();
         let expect = reference(&ai, &b, &e, (1.0, 0.0), &Matrix::zeros(m, n));
-        let gi = Matrix::from_vec_in(m, n, Layout::RowMajor, n, got[i * m * n..(i + 1) * m * n].to_vec()).unwrap();
-        if let Some((r, c, x, want)) = first_diff(&gi, &expect) {
+        if let Some((r, c, x, want)) = first_diff(gi, &expect) {
             panic!("accurate strided batch, product {i}: C[{r},{c}] = {x:e}, the reference's {want:e}");
         }
     }

@@ -155,6 +155,20 @@ fn one<T: Scalar>(
     let mut res_a = unsafe { alloc_scratch::<i8>(stream, (mats * rows * block_k).max(1)) }?;
     let mut w = unsafe { alloc_scratch::<i32>(stream, (mats * rows * n).max(1)) }?;
     let (len, moduli_u32) = (k as u64, moduli as u32);
+    // The INT8 batch of a panel of `pm` rows: product z of the K-major
+    // matrices z of A's and B's residues (or coarse magnitudes) into the
+    // z-th pm x n i32 matrix of w; `plans` for a full panel and the last.
+    let int8_batch = |plans: &(WarpgroupLaunch, Option<WarpgroupLaunch>),
+                      count: usize,
+                      pm: usize,
+                      (res_a, res_b): (&CudaSlice<i8>, &CudaSlice<i8>),
+                      w: &mut CudaSlice<i32>| {
+        let plan = if pm == rows { &plans.0 } else { plans.1.as_ref().unwrap_or(&plans.0) };
+        let mut wv = w.slice_mut(..count * pm * n);
+        let (ra, rb) = (res_a.slice(..count * pm * block_k), res_b.slice(..count * n * block_k));
+        let strides = [pm * block_k, n * block_k, pm * n];
+        warpgroup::enqueue::<i8, i32>(plan, device, stream, (1.0, 0.0), (&ra, &rb, &mut wv), (count, strides))
+    };
     // Exponents of A's rows and B's columns: a warp a line where its
     // elements are contiguous, else a lane a line (32 lines a block).
     // The accurate mode's first pass: coarse shifts and magnitudes.
@@ -231,17 +245,7 @@ fn one<T: Scalar>(
                 let a_panel = ka.slice(r0 * a_lines.0 as usize..);
                 let mut ra = res_a.slice_mut(..blocks * pm * block_k);
                 residues(&a_panel, (pm, 1), a_lines, &mu.slice(r0..), &mut ra)?;
-                let plan = if pm == rows { &bound.0 } else { bound.1.as_ref().unwrap_or(&bound.0) };
-                let mut wv = w.slice_mut(..blocks * pm * n);
-                let (ra_view, rb_view) = (res_a.slice(..blocks * pm * block_k), res_b.slice(..blocks * n * block_k));
-                warpgroup::enqueue::<i8, i32>(
-                    plan,
-                    device,
-                    stream,
-                    (1.0, 0.0),
-                    (&ra_view, &rb_view, &mut wv),
-                    (blocks, [pm * block_k, n * block_k, pm * n]),
-                )?;
+                int8_batch(&bound, blocks, pm, (&res_a, &res_b), &mut w)?;
                 let grid = bound_grid(pm as u32, n as u32);
                 let cfg = LaunchConfig {
                     grid_dim: (grid[0], grid[1], 1),
@@ -292,17 +296,7 @@ fn one<T: Scalar>(
         residues(&a_panel, (pm, 0), a_lines, &mu_panel, &mut ra)?;
         // The INT8 batch: product z = l * blocks + b of the K-major residue
         // matrices into the z-th pm x n i32 matrix of w.
-        let plan: &WarpgroupLaunch = if pm == rows { &products.0 } else { products.1.as_ref().unwrap_or(&products.0) };
-        let mut wv = w.slice_mut(..mats * pm * n);
-        let (ra_view, rb_view) = (res_a.slice(..mats * pm * block_k), res_b.slice(..));
-        warpgroup::enqueue::<i8, i32>(
-            plan,
-            device,
-            stream,
-            (1.0, 0.0),
-            (&ra_view, &rb_view, &mut wv),
-            (mats, [pm * block_k, n * block_k, pm * n]),
-        )?;
+        int8_batch(&products, mats, pm, (&res_a, res_b), &mut w)?;
         // The reconstruction of the panel's rows of C.
         let elems = (pm * n) as u64;
         let max_blocks = device.sm_count() as u64 * 8;

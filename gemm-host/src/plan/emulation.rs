@@ -856,14 +856,7 @@ impl Emulation {
 /// NaN.
 fn line_exponent(len: usize, get: impl Fn(usize) -> f64, moduli: &Moduli) -> Option<i32> {
     debug_assert!(len <= MAX_K);
-    let mut amax = 0.0f64;
-    for h in 0..len {
-        let x = get(h);
-        if !x.is_finite() {
-            return None;
-        }
-        amax = amax.max(x.abs());
-    }
+    let amax = line_amax(len, &get)?;
     if amax == 0.0 {
         return Some(0);
     }
@@ -1009,9 +1002,31 @@ pub fn col_exponents(
     }
 }
 
+/// `(m k, k n)` for dense row-major `a` (`m x k`) and `b` (`k x n`), after
+/// checking that the sizes do not overflow, the slices hold them and
+/// `k <= MAX_K`.
+fn dense_operands((m, n, k): (usize, usize, usize), a: &[f64], b: &[f64]) -> Result<(usize, usize), EmulationError> {
+    let mk = m.checked_mul(k).ok_or(EmulationError::InvalidDimensions("m*k overflows usize"))?;
+    let kn = k.checked_mul(n).ok_or(EmulationError::InvalidDimensions("k*n overflows usize"))?;
+    if a.len() < mk || b.len() < kn {
+        return Err(EmulationError::InvalidDimensions("matrix slice too short"));
+    }
+    if k > MAX_K {
+        return Err(EmulationError::InvalidDimensions("k exceeds MAX_K = 2^40"));
+    }
+    Ok((mk, kn))
+}
+
 /// The coarse shift of one line ([`COARSE_BITS`]` - ilogb(amax)`, 0 for a
 /// zero line), or `None` where it holds an Inf or NaN.
 fn coarse_shift(len: usize, get: impl Fn(usize) -> f64) -> Option<i32> {
+    let amax = line_amax(len, &get)?;
+    Some(if amax == 0.0 { 0 } else { COARSE_BITS - ilogb(amax) })
+}
+
+/// The largest magnitude of a line's `len` elements (`get(h)`), or `None`
+/// where one is Inf or NaN.
+fn line_amax(len: usize, get: &impl Fn(usize) -> f64) -> Option<f64> {
     let mut amax = 0.0f64;
     for h in 0..len {
         let x = get(h);
@@ -1020,7 +1035,7 @@ fn coarse_shift(len: usize, get: impl Fn(usize) -> f64) -> Option<i32> {
         }
         amax = amax.max(x.abs());
     }
-    Some(if amax == 0.0 { 0 } else { COARSE_BITS - ilogb(amax) })
+    Some(amax)
 }
 
 /// Accurate-mode scaling exponents `(mu, nu)` of the `m` rows of `A`
@@ -1058,14 +1073,7 @@ pub fn accurate_exponents(
     b: &[f64],
     moduli: &Moduli,
 ) -> Result<(Vec<i32>, Vec<i32>), EmulationError> {
-    if k > MAX_K {
-        return Err(EmulationError::InvalidDimensions("k exceeds MAX_K = 2^40"));
-    }
-    let mk = m.checked_mul(k).ok_or(EmulationError::InvalidDimensions("m*k overflows usize"))?;
-    let kn = k.checked_mul(n).ok_or(EmulationError::InvalidDimensions("k*n overflows usize"))?;
-    if a.len() < mk || b.len() < kn {
-        return Err(EmulationError::InvalidDimensions("matrix slice too short"));
-    }
+    let (mk, kn) = dense_operands((m, n, k), a, b)?;
     let mut ca = Vec::with_capacity(m);
     for i in 0..m {
         ca.push(coarse_shift(k, |h| a[i * k + h]).ok_or(EmulationError::NonFinite { line: Line::RowOfA, index: i })?);
@@ -1284,15 +1292,8 @@ pub fn emulate_dgemm_cpu_mode(
     moduli: &Moduli,
     mode: Mode,
 ) -> Result<Vec<f64>, EmulationError> {
-    let mk = m.checked_mul(k).ok_or(EmulationError::InvalidDimensions("m*k overflows usize"))?;
-    let kn = k.checked_mul(n).ok_or(EmulationError::InvalidDimensions("k*n overflows usize"))?;
+    let (mk, kn) = dense_operands((m, n, k), a, b)?;
     let mn = m.checked_mul(n).ok_or(EmulationError::InvalidDimensions("m*n overflows usize"))?;
-    if a.len() < mk || b.len() < kn {
-        return Err(EmulationError::InvalidDimensions("matrix slice too short"));
-    }
-    if k > MAX_K {
-        return Err(EmulationError::InvalidDimensions("k exceeds MAX_K = 2^40"));
-    }
     let nm = moduli.n();
     // C (8 bytes an entry) and the N residue matrices (4 bytes an entry each).
     if mn.checked_mul(8 + 4 * nm).is_none_or(|bytes| bytes > isize::MAX as usize) {
