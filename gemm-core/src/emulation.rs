@@ -12,7 +12,8 @@
 //! and error bounds are in the host module's docs (`gemm::emulation`).
 //!
 //! # Launch geometry (the GPU path)
-//! * **Exponents** (entry points `emulation_exponents_{f64,f32}`): one warp
+//! * **Exponents** (entry points `emulation_exponents_{f64,f32}`, grid
+//!   [`exponent_grid`]): one warp
 //!   per line (a row of A or a column of B), [`EXPONENT_THREADS`] per block
 //!   (`emulation_exponents_strided_*` where a line's elements are not
 //!   contiguous: [`EXPONENT_LINES`] lines a block, a lane a line);
@@ -25,14 +26,15 @@
 //!   (4 bytes a thread, 128 bytes a warp): `lines x block_k` i8 matrices, one per modulus and
 //!   k block ([`k_blocks`]), each `lines * block_k` bytes after the previous.
 //! * **Reconstruction** (`emulation_reconstruct_{f64,f32}`): one thread per
-//!   element of C, [`RECONSTRUCT_THREADS`] per block, a grid-sized stride.
+//!   element of C, [`RECONSTRUCT_THREADS`] per block, a grid-sized stride
+//!   ([`reconstruct_grid`]).
 //! * **The accurate mode's bound** (first pass): the exponent kernels give
 //!   coarse shifts ([`COARSE_BITS`]), the residue kernel coarse magnitudes
 //!   ([`coarse`], one matrix per k block), stage 9 their product per panel;
 //!   `emulation_bound_max` ([`bound_grid`]: [`BOUND_ROWS`] rows by
 //!   [`BOUND_THREADS`] columns a block) takes its row and column maxima,
-//!   `emulation_bound_exponents` turns them into the exponents
-//!   ([`exponent_from_bound`]).
+//!   `emulation_bound_exponents` ([`bound_exponents_grid`]) turns them into
+//!   the exponents ([`exponent_from_bound`]).
 //!
 //! Source: K. Ozaki, Y. Uchino, T. Imamura, "Ozaki Scheme II: A
 //! GEMM-oriented emulation of floating-point matrix multiplication using an
@@ -120,6 +122,50 @@ pub fn butterfly_sum(mut p: [f64; SUM_LANES]) -> f64 {
 }
 /// Threads per block of the reconstruction kernel (one element of C each).
 pub const RECONSTRUCT_THREADS: u32 = 256;
+
+/// Blocks per SM of the reconstruction's grid at most (its threads then
+/// stride over C).
+pub const RECONSTRUCT_BLOCKS_PER_SM: u32 = 8;
+
+/// The reconstruction's grid (blocks) over `elems` elements of C on a
+/// device of `sm_count` SMs: a thread an element, at most
+/// [`RECONSTRUCT_BLOCKS_PER_SM`] blocks an SM, at least one block.
+///
+/// ```
+/// use gemm_core::emulation::reconstruct_grid;
+/// assert_eq!(reconstruct_grid(1000, 132), 4);
+/// assert_eq!(reconstruct_grid(1 << 30, 132), 1056);
+/// assert_eq!(reconstruct_grid(0, 132), 1);
+/// ```
+pub const fn reconstruct_grid(elems: u64, sm_count: u32) -> u32 {
+    let blocks = elems.div_ceil(RECONSTRUCT_THREADS as u64);
+    let most = sm_count as u64 * RECONSTRUCT_BLOCKS_PER_SM as u64;
+    if blocks < 1 {
+        1
+    } else if blocks > most {
+        most as u32
+    } else {
+        blocks as u32
+    }
+}
+
+/// The exponent kernels' grid (blocks) over `lines` lines: a warp a line,
+/// [`EXPONENT_THREADS`] a block, where a line's elements are contiguous
+/// (`emulation_exponents_*`); else [`EXPONENT_LINES`] lines a block
+/// (`emulation_exponents_strided_*`).
+///
+/// ```
+/// use gemm_core::emulation::exponent_grid;
+/// assert_eq!(exponent_grid(130, true), 17);
+/// assert_eq!(exponent_grid(130, false), 5);
+/// ```
+pub const fn exponent_grid(lines: u32, contiguous: bool) -> u32 {
+    if contiguous {
+        (lines as u64 * SUM_LANES as u64).div_ceil(EXPONENT_THREADS as u64) as u32
+    } else {
+        ceil_div(lines, EXPONENT_LINES)
+    }
+}
 
 /// Dynamic shared memory of the reconstruction kernel: its 104 f64
 /// constants (the CRT weights' three parts, `P`'s three parts, `1/P`, the
@@ -381,6 +427,17 @@ pub const BOUND_SMEM_BYTES: u32 = BOUND_THREADS / 32 * BOUND_ROWS * 8;
 /// The grid of `emulation_bound_max` over a `rows x n` coarse product.
 pub const fn bound_grid(rows: u32, n: u32) -> [u32; 2] {
     [ceil_div(n, BOUND_THREADS), ceil_div(rows, BOUND_ROWS)]
+}
+
+/// The grid (blocks) of `emulation_bound_exponents` over `lines` lines: a
+/// thread a line, [`BOUND_THREADS`] a block, at least one block.
+pub const fn bound_exponents_grid(lines: u32) -> u32 {
+    let blocks = ceil_div(lines, BOUND_THREADS);
+    if blocks < 1 {
+        1
+    } else {
+        blocks
+    }
 }
 
 /// The unbiased exponent and the 52 fraction bits of a positive normal `f64`.

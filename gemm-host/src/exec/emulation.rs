@@ -18,9 +18,9 @@ use crate::exec::launch::Operands;
 use crate::exec::warpgroup::{self, WarpgroupLaunch};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use gemm_core::emulation::{
-    bound_grid, residue_grid, CrtConstants, BOUND_SMEM_BYTES, BOUND_THREADS, EXPONENT_LINES,
-    EXPONENT_STRIDED_SMEM_BYTES, EXPONENT_THREADS, RECONSTRUCT_SMEM_BYTES, RECONSTRUCT_THREADS, RESIDUE_SMEM_BYTES,
-    RESIDUE_THREADS, SUM_LANES,
+    bound_exponents_grid, bound_grid, exponent_grid, reconstruct_grid, residue_grid, CrtConstants, BOUND_SMEM_BYTES,
+    BOUND_THREADS, EXPONENT_LINES, EXPONENT_STRIDED_SMEM_BYTES, EXPONENT_THREADS, RECONSTRUCT_SMEM_BYTES,
+    RECONSTRUCT_THREADS, RESIDUE_SMEM_BYTES, RESIDUE_THREADS, SUM_LANES,
 };
 use gemm_core::{GemmDims, Layout, Precision};
 use std::sync::Arc;
@@ -175,14 +175,13 @@ fn one<T: Scalar>(
     let coarse = bound.is_some() as u32;
     let exponents = |x: &CudaView<'_, T>, lines: usize, strides: (u64, u64), out: &mut CudaViewMut<'_, i32>| {
         let (func, cfg) = if strides.1 == 1 {
-            let threads = lines as u64 * SUM_LANES as u64;
-            let blocks = threads.div_ceil(EXPONENT_THREADS as u64) as u32;
+            let blocks = exponent_grid(lines as u32, true);
             (
                 &exp_fn,
                 LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (EXPONENT_THREADS, 1, 1), shared_mem_bytes: 0 },
             )
         } else {
-            let blocks = lines.div_ceil(EXPONENT_LINES as usize) as u32;
+            let blocks = exponent_grid(lines as u32, false);
             let cfg = LaunchConfig {
                 grid_dim: (blocks, 1, 1),
                 block_dim: (EXPONENT_LINES * SUM_LANES as u32, 1, 1),
@@ -270,7 +269,7 @@ fn one<T: Scalar>(
             let (rows_max, cols_max) = maxima.split_at(m);
             for (exps, lines, maxes) in [(&mut mu, m, &rows_max), (&mut nu, n, &cols_max)] {
                 let cfg = LaunchConfig {
-                    grid_dim: ((lines as u32).div_ceil(BOUND_THREADS).max(1), 1, 1),
+                    grid_dim: (bound_exponents_grid(lines as u32), 1, 1),
                     block_dim: (BOUND_THREADS, 1, 1),
                     shared_mem_bytes: 0,
                 };
@@ -299,8 +298,7 @@ fn one<T: Scalar>(
         int8_batch(&products, mats, pm, (&res_a, res_b), &mut w)?;
         // The reconstruction of the panel's rows of C.
         let elems = (pm * n) as u64;
-        let max_blocks = device.sm_count() as u64 * 8;
-        let grid = elems.div_ceil(RECONSTRUCT_THREADS as u64).clamp(1, max_blocks) as u32;
+        let grid = reconstruct_grid(elems, device.sm_count());
         let cfg = LaunchConfig {
             grid_dim: (grid, 1, 1),
             block_dim: (RECONSTRUCT_THREADS, 1, 1),
