@@ -14,6 +14,7 @@
 
 pub mod batch;
 pub mod config;
+pub mod distribution;
 pub mod emulation;
 pub mod geometry;
 pub mod mma_sync;
