@@ -171,6 +171,31 @@ pub enum Error {
     },
     /// Operands live on different devices.
     DeviceMismatch(String, String),
+    /// A device group ([`crate::Gemm::devices`]) or process grid that cannot
+    /// run the call (a device listed twice, an empty group, a grid whose
+    /// size is not the number of GPUs); found before any launch.
+    DeviceGroup {
+        /// What is wrong, with the numbers.
+        why: String,
+    },
+    /// Distributed matrices whose layouts do not fit the call (shapes,
+    /// block sizes or process grids that differ); found before any launch.
+    Distribution {
+        /// What is wrong, with the numbers.
+        why: String,
+    },
+    /// A collective (NCCL) call failed, or did not finish within the grid's
+    /// timeout, on one rank: the call ended on every rank this process
+    /// drives, and the communicators were aborted (the grid cannot be used
+    /// again; make a new one).
+    Collective {
+        /// The rank that failed.
+        rank: usize,
+        /// What the library was doing.
+        call: &'static str,
+        /// NCCL's or the driver's message, or the timeout.
+        why: String,
+    },
     /// The cuBLAS library cannot be loaded (only needed for the reference column).
     NoCublas,
     /// A CUDA driver call failed.
@@ -245,6 +270,11 @@ impl core::fmt::Display for Error {
             ),
             Error::DeviceMismatch(first, second) => {
                 write!(f, "operands live on different devices ({first} and {second})")
+            }
+            Error::DeviceGroup { why } => write!(f, "device group: {why}"),
+            Error::Distribution { why } => write!(f, "distributed matrices: {why}"),
+            Error::Collective { rank, call, why } => {
+                write!(f, "collective `{call}` failed on rank {rank}: {why} (the grid's communicators were aborted)")
             }
             Error::NoCublas => {
                 f.write_str("cuBLAS could not be loaded (libcublas is needed for the cuBLAS comparison)")
