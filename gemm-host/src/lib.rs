@@ -81,7 +81,7 @@ pub use operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 pub use operands::matrix::{MatMut, MatRef, Matrix};
 pub use operands::strided::{BatchView, IntoBatchView, Strided};
 pub use plan::emulation;
-pub use plan::product_plan::{KernelFamily, ProductPlan};
+pub use plan::product_plan::{DeviceBlock, DeviceSplit, KernelFamily, ProductPlan};
 
 /// The teaching and tuning surface: the stages of the ladder, their kernel
 /// configurations, the compiled menu (registry), the shipped kernels, and the

@@ -70,6 +70,7 @@ impl Gemm {
             (b.first.dims(), b.count, b.stride, b.first.as_slice().len()),
             (c.first.dims(), c.count, c.stride, c.first.storage_len()),
         )?;
+        self.check_no_group("host batches (run_strided)")?;
         if count == 0 || dims.is_empty() || self.desc.leaves_c_unchanged(&dims) {
             return Ok(());
         }

@@ -263,6 +263,7 @@ impl Gemm {
             copies: Vec::new(),
             why: format!("asked for with .emulation(..): {moduli} moduli"),
             device: where_,
+            devices: None,
         })
     }
 
@@ -450,6 +451,7 @@ impl Gemm {
             },
             why: format!("C has {side}: the product is bound by reading the large operand once"),
             device: where_,
+            devices: None,
         }))
     }
 }

@@ -6,7 +6,7 @@ use crate::device::{default_device, Device};
 use crate::element::{product_name, Product, Scalar, Types};
 use crate::error::Error;
 use crate::exec;
-use crate::exec::host_path::{host_product, HostCall, HostOperand};
+use crate::exec::host_path::{host_product, HostCall, HostOperand, SendOperands};
 use crate::exec::tensor_core::SECTOR_BYTES;
 use crate::exec::warpgroup::read_in_layout;
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
@@ -99,6 +99,7 @@ pub fn sgemm<'a, 'b, 'c>(
 /// | operands' layouts and `ld` | row- or column-major, any leading dimension | `LDA`, `LDB`, `LDC` (column-major) |
 /// | `.stream(&s)` | run on the caller's cudarc stream | `cublasSetStream` |
 /// | `.device(&d)` | run on this device (host operands) | the current device |
+/// | `.devices(&[d0, d1])` | spread a host product over these GPUs (C in blocks) | `cublasXtDeviceSelect` |
 ///
 /// Semantics as the reference BLAS: k = 0 gives C = beta C; m = 0 or n = 0
 /// touches nothing; every shape, leading dimension and overlap is checked
@@ -156,6 +157,8 @@ pub struct Gemm {
     /// op(A), op(B), alpha, beta: what the product is.
     pub(crate) desc: ProductDesc,
     device: Option<Arc<Device>>,
+    /// The GPUs host products are spread over ([`Gemm::devices`]).
+    pub(crate) devices: Option<Vec<Arc<Device>>>,
     stream: Option<Arc<CudaStream>>,
     pub(crate) host_streams: Option<usize>,
     pub(crate) memory_budget: Option<usize>,
@@ -204,6 +207,7 @@ impl Gemm {
             pack: None,
             desc: ProductDesc::default(),
             device: None,
+            devices: None,
             stream: None,
             host_streams: None,
             memory_budget: None,
@@ -827,26 +831,51 @@ impl Gemm {
         if dims.is_empty() || self.desc.leaves_c_unchanged(&dims) {
             return Ok(()); // BLAS quick return: nothing to do, not even on the GPU
         }
-        let device = match &self.device {
-            Some(d) => d.clone(),
-            None => default_device()?,
-        };
-        // Fail on configuration and device limits before any copy.
-        let whole = self.launch_on(kernels, &device, &dims, 1)?;
-        let step = self.tile_step(&whole, &device)?;
+        let group = self.device_group()?;
         let operand = |base: *const u8, d: MatrixDims, op: Op| HostOperand { base, dims: d.op(op) };
         let ha = operand(a.as_slice().as_ptr() as *const u8, a.dims(), self.desc.op_a);
         let hb = operand(b.as_slice().as_ptr() as *const u8, b.dims(), self.desc.op_b);
         let hc = operand(c.span_mut().as_mut_ptr() as *const u8, c.dims(), Op::N);
-        let tile = |(alpha, beta): (f64, f64),
-                    stream: &Arc<CudaStream>,
-                    pd: &GemmDims,
-                    ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>)| {
-            let launch = step.clone().alpha(alpha).beta(beta).launch_on(kernels, &device, pd, 1)?;
-            exec::enqueue(&launch, &device, stream, (alpha, beta), ops, (1, [0; 3]))
-        };
         let policy = kernels.host_policy(size_of::<C>());
-        host_product(&self.host_call(), &device, &dims, (ha, hb, hc), &tile, policy)
+        let split = self.device_split(&group, (dims.m, dims.n, dims.k), policy.whole_c);
+        // Each GPU's block: its launch (the whole product's plan on that
+        // GPU) and its operands. Fail on configuration and device limits
+        // before any copy.
+        let mut parts = Vec::new();
+        for (device, block) in group.iter().zip(&split.blocks) {
+            if block.rows.is_empty() || block.cols.is_empty() {
+                continue;
+            }
+            let whole = self.launch_on(kernels, device, &dims, 1)?;
+            let step = self.tile_step(&whole, device)?;
+            let (r, cl) = (block.rows.clone(), block.cols.clone());
+            let (ti, tc) = (size_of::<T>(), size_of::<C>());
+            let (sa, sb, sc) = (ha.sub(ti, r.clone(), 0..dims.k)?, hb.sub(ti, 0..dims.k, cl.clone())?, hc.sub(tc, r, cl)?);
+            let sub = GemmDims::from_operands(sa.dims, usize::MAX, sb.dims, usize::MAX, sc.dims, usize::MAX)?;
+            parts.push((device.clone(), step, sub, SendOperands((sa, sb, sc))));
+        }
+        let call = self.host_call();
+        let run_part = |(device, step, sub, ops): (Arc<Device>, Gemm, GemmDims, SendOperands)| {
+            let tile = |(alpha, beta): (f64, f64),
+                        stream: &Arc<CudaStream>,
+                        pd: &GemmDims,
+                        ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>)| {
+                let launch = step.clone().alpha(alpha).beta(beta).launch_on(kernels, &device, pd, 1)?;
+                exec::enqueue(&launch, &device, stream, (alpha, beta), ops, (1, [0; 3]))
+            };
+            host_product(&call, &device, &sub, ops.0, &tile, policy)
+        };
+        if parts.len() == 1 {
+            return run_part(parts.pop().expect("one part"));
+        }
+        // One host thread per GPU; every GPU runs to its end (so none is
+        // left copying into C), then the first error in the group's order.
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = parts.into_iter().map(|part| scope.spawn(|| run_part(part))).collect();
+            let results: Vec<Result<(), Error>> =
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+            results.into_iter().collect::<Result<(), Error>>()
+        })
     }
 
     /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` on matrices already on
@@ -930,6 +959,7 @@ impl Gemm {
     /// [`Gemm::memory_budget`]) on a call with device operands, which they
     /// cannot apply to: an error rather than ignored.
     pub(crate) fn check_device_call(&self) -> Result<(), Error> {
+        self.check_no_group("device matrices (their device decides; see DistMatrix for matrices over several GPUs)")?;
         let set =
             [(self.host_streams.is_some(), ".host_streams(..)"), (self.memory_budget.is_some(), ".memory_budget(..)")];
         match set.into_iter().find_map(|(set, name)| set.then_some(name)) {
@@ -973,9 +1003,20 @@ impl Gemm {
         self.stage = None;
     }
 
-    /// The builder's device, if set.
+    /// The builder's device, if set (else the first of its group,
+    /// [`Gemm::devices`]).
     pub(crate) fn device_option(&self) -> Option<&Arc<Device>> {
-        self.device.as_ref()
+        self.device.as_ref().or_else(|| self.devices.as_ref().and_then(|g| g.first()))
+    }
+
+    /// Whether [`Gemm::device`] is set.
+    pub(crate) fn has_device(&self) -> bool {
+        self.device.is_some()
+    }
+
+    /// Whether [`Gemm::stream`] is set.
+    pub(crate) fn has_stream(&self) -> bool {
+        self.stream.is_some()
     }
 }
 
@@ -1010,7 +1051,13 @@ impl Gemm {
     /// ([`Error::Unsupported`] for an option that does not apply to the
     /// type, [`Error::SplitK`], [`Error::Config`], ...).
     pub fn plan_for<T: Product<C>, C: Scalar>(&self, m: usize, n: usize, k: usize) -> Result<ProductPlan, Error> {
-        self.plan_for_batch::<T, C>(m, n, k, 1)
+        let mut plan = self.plan_for_batch::<T, C>(m, n, k, 1)?;
+        if self.devices.as_ref().is_some_and(|g| g.len() > 1) {
+            let group = self.device_group()?;
+            let whole_c = self.kernels::<T, C>(false, None)?.host_policy(size_of::<C>()).whole_c;
+            plan.devices = Some(self.device_split(&group, (m, n, k), whole_c));
+        }
+        Ok(plan)
     }
 
     /// [`Gemm::plan_for`] for a batch of `count` products of one shape: a
@@ -1097,6 +1144,7 @@ impl Gemm {
             copies,
             why: String::new(),
             device,
+            devices: None,
         })
     }
 
@@ -1168,6 +1216,7 @@ impl Gemm {
                 copies,
                 why: format!("{why}; the deepest pipeline that fits, the 128 x 256 tile where it fills the SMs"),
                 device: where_,
+                devices: None,
             });
         }
         // The launch a call of this product would run (C row-major: the
@@ -1245,6 +1294,7 @@ impl Gemm {
             copies,
             why,
             device: where_,
+            devices: None,
         })
     }
 }

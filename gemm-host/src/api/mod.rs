@@ -4,6 +4,7 @@
 //! and the tensor-core types' options and `hgemm`/`igemm` ([`warpgroup`]).
 
 pub(crate) mod batch;
+pub(crate) mod devices;
 pub(crate) mod dispatch;
 pub(crate) mod gemm;
 pub(crate) mod warpgroup;

@@ -32,6 +32,7 @@ use cudarc::driver::{result, CudaEvent, CudaStream, CudaView, CudaViewMut};
 use gemm_core::shape::MatrixDims;
 use gemm_core::GemmDims;
 use std::mem::size_of;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// A host operand as the host path sees it: storage base and shape (after
@@ -50,6 +51,13 @@ impl HostOperand {
         len > 0 && is_page_locked(self.base) && is_page_locked(self.base.wrapping_add(len - 1))
     }
 
+    /// The block `rows` x `cols` of this operand (elements of `elem` bytes),
+    /// in place: a GPU's part of a product over a group.
+    pub(crate) fn sub(&self, elem: usize, rows: Range<usize>, cols: Range<usize>) -> Result<HostOperand, Error> {
+        let (offset, dims) = self.dims.sub(rows.start, cols.start, rows.len(), cols.len())?;
+        Ok(HostOperand { base: self.base.wrapping_add(offset * elem), dims })
+    }
+
     /// Segments of the block (row0, col0, rows, cols).
     fn block(&self, elem: usize, row0: usize, col0: usize, rows: usize, cols: usize) -> Vec<Segment> {
         let mut out = Vec::new();
@@ -61,6 +69,15 @@ impl HostOperand {
         out
     }
 }
+
+/// A GPU's A, B and C of a product over a group, handed to that GPU's
+/// host thread.
+pub(crate) struct SendOperands(pub (HostOperand, HostOperand, HostOperand));
+
+// SAFETY: the operands point into the caller's matrices, borrowed for the
+// whole call (`Gemm::run` joins every GPU's thread before it returns); the
+// GPUs read A and B and write disjoint blocks of C.
+unsafe impl Send for SendOperands {}
 
 /// Tiling of one product: C in tiles of `pm x pn`, k in chunks of `pk`.
 #[derive(Clone, Copy, Debug)]

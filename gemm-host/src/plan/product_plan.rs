@@ -91,6 +91,43 @@ pub struct ProductPlan {
     pub why: String,
     /// The device planned for: its name, or what was assumed without one.
     pub device: String,
+    /// How C is split over a group of GPUs ([`Gemm::devices`](crate::Gemm::devices)
+    /// with more than one GPU); None on one GPU.
+    pub devices: Option<DeviceSplit>,
+}
+
+/// How a host product's C is split over a group of GPUs
+/// ([`Gemm::devices`](crate::Gemm::devices)): a grid of blocks, one per GPU, in
+/// the group's order (GPU `p` at grid row `p / grid.cols`, column
+/// `p % grid.cols`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSplit {
+    /// Rows x columns of blocks.
+    pub grid: gemm_core::distribution::Grid,
+    /// Each GPU's block of C, in the group's order.
+    pub blocks: Vec<DeviceBlock>,
+}
+
+/// One GPU's block of C in a [`DeviceSplit`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceBlock {
+    /// The GPU, e.g. "GPU 1 (NVIDIA H100 80GB HBM3)".
+    pub device: String,
+    /// Its rows of C (may be empty when C has fewer rows than the grid).
+    pub rows: core::ops::Range<usize>,
+    /// Its columns of C.
+    pub cols: core::ops::Range<usize>,
+}
+
+impl fmt::Display for DeviceSplit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "C over {} GPUs as a {} grid:", self.blocks.len(), self.grid)?;
+        for (p, b) in self.blocks.iter().enumerate() {
+            let sep = if p == 0 { " " } else { ", " };
+            write!(f, "{sep}{} rows {:?} columns {:?}", b.device, b.rows, b.cols)?;
+        }
+        Ok(())
+    }
 }
 
 impl ProductPlan {
@@ -141,7 +178,10 @@ impl fmt::Display for ProductPlan {
         if !self.why.is_empty() {
             write!(f, "; {}", self.why)?;
         }
-        write!(f, "; on {}", self.device)
+        match &self.devices {
+            Some(split) => write!(f, "; on {}; {split}", self.device),
+            None => write!(f, "; on {}", self.device),
+        }
     }
 }
 
