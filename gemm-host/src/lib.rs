@@ -73,11 +73,14 @@ pub use half;
 
 pub use api::gemm::{dgemm, sgemm, Gemm};
 pub use api::warpgroup::{hgemm, igemm};
+pub use device::nccl::NcclId;
 pub use device::{default_device, Device};
 pub use element::{Element, Product, Scalar};
 pub use error::Error;
+pub use gemm_core::distribution::Grid;
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};
 pub use operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
+pub use operands::distributed::{BlockCyclic, DistMatrix, ProcessGrid};
 pub use operands::matrix::{MatMut, MatRef, Matrix};
 pub use operands::strided::{BatchView, IntoBatchView, Strided};
 pub use plan::emulation;

@@ -6,5 +6,6 @@
 pub(crate) mod batch;
 pub(crate) mod devices;
 pub(crate) mod dispatch;
+pub(crate) mod distributed;
 pub(crate) mod gemm;
 pub(crate) mod warpgroup;

@@ -7,6 +7,7 @@
 
 pub(crate) mod kernels;
 pub(crate) mod memory;
+pub(crate) mod nccl;
 pub(crate) mod registry;
 pub(crate) mod staging;
 

@@ -16,6 +16,7 @@ pub(crate) mod ladder;
 pub(crate) mod launch;
 pub(crate) mod mma_sync;
 pub(crate) mod skinny;
+pub(crate) mod summa;
 pub(crate) mod tensor_core;
 pub(crate) mod warpgroup;
 

@@ -3,5 +3,6 @@
 //! views, and strided batches of them ([`strided`]).
 
 pub(crate) mod device_matrix;
+pub(crate) mod distributed;
 pub(crate) mod matrix;
 pub(crate) mod strided;
