@@ -214,10 +214,10 @@ fn two_gpus_round_trips_and_ownership() {
     let a = Matrix::<f32>::from_fn(70, 90, |i, j| (i * 1000 + j) as f32);
     let d = DistMatrix::from_host(&grid, &a, 16, 16).unwrap();
     let l = d.layout();
-    for rank in 0..2 {
+    for (rank, dev) in devices.iter().enumerate() {
         let local = d.local(rank).unwrap();
         assert_eq!((local.dims().rows, local.dims().cols), l.local_shape(rank));
-        assert!(local.device().same_context(&devices[rank]));
+        assert!(local.device().same_context(dev));
     }
     let mut back = Matrix::<f32>::zeros(70, 90);
     d.to_host(&mut back).unwrap();
