@@ -148,7 +148,7 @@ impl Gemm {
                     let mut cv = lc.buffer_mut().slice_mut(..);
                     let d = |r, c, ld| gemm_core::MatrixDims::new(r, c, gemm_core::Layout::RowMajor, ld);
                     let dims = GemmDims::from_operands(
-                        d(lo.rows, 0, 0),
+                        d(lo.rows, 0, 1),
                         lo.a.len(),
                         d(0, lo.cols, lo.cols),
                         lo.b.len(),
