@@ -212,7 +212,7 @@ fn checked_grid(rows: usize, cols: usize) -> Result<Grid, Error> {
 /// let l = BlockCyclic::new(10, 7, 3, 4, Grid::new(2, 2))?;
 /// assert_eq!(l.owner(4, 5), 3);                 // block (1, 1): grid (1, 1)
 /// assert_eq!(l.local_shape(0), (6, 4));         // rows 0-2, 6-8; columns 0-3
-/// assert_eq!(l.global_to_local(7, 5), (2, 1, 1));
+/// assert_eq!(l.global_to_local(7, 5), (1, 4, 1)); // rank 1, local (4, 1)
 /// # Ok::<(), gemm::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
