@@ -46,7 +46,8 @@ fn same_as_one_gpu<T: Product<C>, C: Scalar>(
     beta: f64,
     what: &str,
 ) -> (Matrix<T>, Matrix<T>, Matrix<C>, Matrix<C>) {
-    let (a, b, c0) = (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()), random_matrix::<C>(m, n, seed()));
+    let (a, b, c0) =
+        (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()), random_matrix::<C>(m, n, seed()));
     let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::POISON), store(&b, v.op_b, v.b, 1, T::POISON));
     let before = store(&c0, Op::N, v.c, 2, C::POISON);
     let g = base.clone().op_a(v.op_a).op_b(v.op_b).alpha(-1.5).beta(beta);

@@ -941,7 +941,7 @@ impl ExScale {
     }
 }
 
-/// cuBLASXt's `cublasXtDgemm` on one GPU: cuBLAS's own host-memory GEMM,
+/// cuBLASXt's `cublasXtDgemm` on one GPU or several: cuBLAS's own host-memory GEMM,
 /// which tiles the product and streams it through the GPU (the reference
 /// for the host path). cudarc has no binding, so the four functions are
 /// loaded from the cuBLAS library by name, as cudarc loads the rest.
@@ -976,6 +976,15 @@ impl CublasXt {
     /// [`Error::NoCublas`] when no libcublas with cuBLASXt can be loaded or
     /// the handle cannot be made.
     pub fn new(device: &Arc<Device>) -> Result<Self, Error> {
+        Self::with_devices(std::slice::from_ref(device))
+    }
+
+    /// A cuBLASXt handle spreading its products over the GPUs of `devices`
+    /// (`cublasXtDeviceSelect` with their ordinals).
+    ///
+    /// # Errors
+    /// As [`CublasXt::new`].
+    pub fn with_devices(devices: &[Arc<Device>]) -> Result<Self, Error> {
         let names = ["libcublas.so.13", "libcublas.so.12", "libcublas.so"];
         // SAFETY: loading the system's cuBLAS, whose initializers are sound.
         let lib = names.iter().find_map(|&n| unsafe { libloading::Library::new(n) }.ok()).ok_or(Error::NoCublas)?;
@@ -993,8 +1002,8 @@ impl CublasXt {
             if create(&mut handle) != 0 {
                 return Err(Error::NoCublas);
             }
-            let ordinal = device.context().ordinal() as i32;
-            if select(handle, 1, &ordinal) != 0 {
+            let ordinals: Vec<i32> = devices.iter().map(|d| d.context().ordinal() as i32).collect();
+            if select(handle, ordinals.len() as i32, ordinals.as_ptr()) != 0 {
                 destroy(handle);
                 return Err(Error::NoCublas);
             }

@@ -110,6 +110,7 @@ pub mod tuning {
         PlanSource, SplitReason, WaveModel, DRAM_ROUND_TRIP_US,
     };
     pub use gemm_core::batch::{separate_batched_entry, GroupProblem};
+    pub use gemm_core::distribution;
     pub use gemm_core::mma_sync::MmaTile;
     pub use gemm_core::pack;
     pub use gemm_core::skinny;

@@ -850,7 +850,8 @@ impl Gemm {
             let step = self.tile_step(&whole, device)?;
             let (r, cl) = (block.rows.clone(), block.cols.clone());
             let (ti, tc) = (size_of::<T>(), size_of::<C>());
-            let (sa, sb, sc) = (ha.sub(ti, r.clone(), 0..dims.k)?, hb.sub(ti, 0..dims.k, cl.clone())?, hc.sub(tc, r, cl)?);
+            let (sa, sb, sc) =
+                (ha.sub(ti, r.clone(), 0..dims.k)?, hb.sub(ti, 0..dims.k, cl.clone())?, hc.sub(tc, r, cl)?);
             let sub = GemmDims::from_operands(sa.dims, usize::MAX, sb.dims, usize::MAX, sc.dims, usize::MAX)?;
             parts.push((device.clone(), step, sub, SendOperands((sa, sb, sc))));
         }

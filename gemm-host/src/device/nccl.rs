@@ -460,7 +460,7 @@ impl CommGroup {
                 return Err(self.fail(rank, call, why));
             }
             std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(2));
+            pause = (pause * 2).min(Duration::from_micros(250));
         }
     }
 

@@ -21,7 +21,7 @@ use crate::device::nccl::{broadcast, group_end, group_start, CommGroup};
 use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use gemm_core::distribution::{k_panels, KPanel};
 use gemm_core::shape::{Layout, MatrixDims};
 use gemm_core::warpgroup::WgmmaTypes;
@@ -90,6 +90,12 @@ pub(crate) struct LocalInputs<'a, T> {
 struct Workspaces<T> {
     a: Option<[CudaSlice<T>; 2]>,
     b: Option<[CudaSlice<T>; 2]>,
+    /// Per slot: the panel's copy and broadcast are done (recorded on the
+    /// communication stream; the product waits for it).
+    sent: [Option<CudaEvent>; 2],
+    /// Per slot: the product that read it is done (recorded on the compute
+    /// stream; the next copy and broadcast into the slot wait for it).
+    used: [Option<CudaEvent>; 2],
 }
 
 /// Enqueues every panel of SUMMA on every local rank (nothing waited
@@ -118,7 +124,7 @@ pub(crate) fn enqueue_panels<T: Scalar, W: Scalar>(
         };
         let a = if s.row.is_some() { Some(pair(l.rows * shape.kb)?) } else { None };
         let b = if s.col.is_some() { Some(pair(shape.kb * l.cols)?) } else { None };
-        spaces.push(Workspaces { a, b });
+        spaces.push(Workspaces { a, b, sent: [None, None], used: [None, None] });
     }
     if let Some(&first) = panels.first() {
         send(group, inputs, &mut spaces, (first, 0), fault)?;
@@ -145,7 +151,13 @@ pub(crate) fn enqueue_panels<T: Scalar, W: Scalar>(
             let c_dims = row_major(lo.rows, lo.cols, lo.cols);
             let dims = GemmDims::from_operands(a_dims, a_view.len(), b_dims, b_view.len(), c_dims, target.len())?;
             let scalars = (alpha, if l == 0 { beta } else { 1.0 });
+            // The panel's broadcast first (explicit: the kernels may read
+            // the workspace through tensor maps, which cudarc cannot track).
+            if let Some(ev) = &spaces[i].sent[slot] {
+                s.compute.wait(ev).during("cuStreamWaitEvent")?;
+            }
             product.enqueue(i, scalars, &s.compute, &dims, (&a_view, &b_view, target))?;
+            spaces[i].used[slot] = Some(s.compute.record_event(None).during("cuEventRecord")?);
         }
     }
     // The workspaces are freed on their streams after their last use
@@ -169,6 +181,13 @@ fn send<T: Scalar>(
     let grid = group.grid;
     let elem = size_of::<T>();
     let (row_root, col_root) = (p.a_col, p.b_row);
+    // The slot's last product is done before its copy and broadcast overwrite it.
+    for (s, space) in group.ranks.iter().zip(spaces.iter()) {
+        if let Some(ev) = &space.used[slot] {
+            s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
+            s.comm.wait(ev).during("cuStreamWaitEvent")?;
+        }
+    }
     // The copies of A's panel into the owners' workspaces.
     for ((s, lo), space) in group.ranks.iter().zip(inputs).zip(spaces.iter_mut()) {
         let (_, col) = grid.coords(s.rank);
@@ -193,7 +212,7 @@ fn send<T: Scalar>(
             continue;
         }
         let (row, _) = grid.coords(s.rank);
-        let Workspaces { a, b } = space;
+        let Workspaces { a, b, .. } = space;
         if let (Some(comm), Some(ws)) = (s.row.as_ref(), a.as_mut()) {
             let bytes = lo.rows * p.width * elem;
             if bytes > 0 {
@@ -226,7 +245,12 @@ fn send<T: Scalar>(
     }
     let end = group_end();
     drop(guards);
-    result.and(end).map_err(fail)
+    result.and(end).map_err(fail)?;
+    for (s, space) in group.ranks.iter().zip(spaces.iter_mut()) {
+        s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
+        space.sent[slot] = Some(s.comm.record_event(None).during("cuEventRecord")?);
+    }
+    Ok(())
 }
 
 /// A 2D copy of `height` lines of `width` bytes between device buffers
