@@ -117,6 +117,7 @@ fn peer_rate(from: &Arc<Device>, to: &Arc<Device>) -> Result<f64, gemm::Error> {
     let mut dst = s.alloc_zeros::<u8>(bytes)?;
     from.synchronize()?;
     let ms = time(|| {
+        to.context().bind_to_thread()?;
         let (sp, _g1) = src.device_ptr(s);
         let (dp, _g2) = dst.device_ptr_mut(s);
         // SAFETY: two live allocations of `bytes` bytes, on their contexts.
@@ -127,6 +128,11 @@ fn peer_rate(from: &Arc<Device>, to: &Arc<Device>) -> Result<f64, gemm::Error> {
         Ok(s.synchronize()?)
     })?;
     Ok(bytes as f64 / ms / 1e6)
+}
+
+/// `r`, naming the step on stderr when it failed.
+fn step<T>(what: &str, r: Result<T, gemm::Error>) -> Result<T, gemm::Error> {
+    r.inspect_err(|e| eprintln!("# {what} failed: {e}"))
 }
 
 /// One row of the table.
@@ -141,6 +147,10 @@ struct Row {
 }
 
 struct Bench {
+    /// Extra stream counts to time the host rows with (`--streams`).
+    streams: Vec<usize>,
+    /// Whether to time GPU 0 alone on its block (`--diagnose`).
+    diagnose: bool,
     devices: Vec<Arc<Device>>,
     rates: Vec<(f64, f64)>,
     rows: Vec<Row>,
@@ -215,6 +225,19 @@ impl Bench {
             self.push(row("gemm_pageable", ms));
             let ms = time(|| gemm.run(&pa, &pb, &mut pc))?;
             self.push(row("gemm_pinned", ms));
+            // Diagnostics: other stream counts; and one GPU alone on the
+            // first GPU's block of C (the same work, no neighbour).
+            for st in self.streams.clone() {
+                let ms = time(|| gemm.clone().host_streams(st).run(&pa, &pb, &mut pc))?;
+                self.push(row(&format!("gemm_pinned_s{st}"), ms));
+            }
+            if let (Some(split), true) = (&split, self.diagnose) {
+                let (r, cl) = (split.blocks[0].rows.clone(), split.blocks[0].cols.clone());
+                let (sa, sb) = (pa.view(r.start, 0, r.len(), n)?, pb.view(0, cl.start, n, cl.len())?);
+                let mut sc = Matrix::<T>::pinned(&dev0, r.len(), cl.len(), gemm::Layout::RowMajor)?;
+                let ms = time(|| Gemm::new().device(&dev0).run(sa, sb, &mut sc))?;
+                self.push(row("gemm_pinned_block0_alone", ms));
+            }
             match &one_gpu {
                 None => one_gpu = Some(c.clone()),
                 Some(one) => {
@@ -274,7 +297,8 @@ impl Bench {
             let (pr, pc) = (grid_shape.rows as f64, grid_shape.cols as f64);
             let nf = n as f64;
             let received = (nf / pr) * nf * (1.0 - 1.0 / pc) * e + nf * (nf / pc) * (1.0 - 1.0 / pr) * e;
-            let peer = if g > 1 { peer_rate(&self.devices[0], &self.devices[1])? } else { f64::INFINITY };
+            let peer =
+                if g > 1 { step("peer_rate", peer_rate(&self.devices[0], &self.devices[1]))? } else { f64::INFINITY };
             self.push(Row {
                 gpus: g,
                 precision,
@@ -305,7 +329,9 @@ fn main() -> Result<(), gemm::Error> {
     for (d, (up, down)) in devices.iter().zip(&rates) {
         println!("# GPU {}: page-locked copies {up:.1} GB/s up, {down:.1} GB/s down", d.context().ordinal());
     }
-    let mut bench = Bench { devices, rates, rows: Vec::new() };
+    let streams: Vec<usize> = list(&args, "--streams").unwrap_or_default();
+    let diagnose = args.iter().any(|a| a == "--diagnose");
+    let mut bench = Bench { streams, diagnose, devices, rates, rows: Vec::new() };
     for &n in &sizes {
         for t in &types {
             match t.as_str() {

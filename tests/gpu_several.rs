@@ -50,7 +50,7 @@ fn same_as_one_gpu<T: Product<C>, C: Scalar>(
         (random_matrix::<T>(m, k, seed()), random_matrix::<T>(k, n, seed()), random_matrix::<C>(m, n, seed()));
     let (sa, sb) = (store(&a, v.op_a, v.a, 3, T::POISON), store(&b, v.op_b, v.b, 1, T::POISON));
     let before = store(&c0, Op::N, v.c, 2, C::POISON);
-    let g = base.clone().op_a(v.op_a).op_b(v.op_b).alpha(-1.5).beta(beta);
+    let g = base.clone().op_a(v.op_a).op_b(v.op_b).alpha(-2.0).beta(beta);
     let mut one = before.clone();
     g.clone().device(&group[0]).run(&sa, &sb, &mut one).unwrap_or_else(|e| panic!("{what} {v}, one GPU: {e}"));
     let mut several = before.clone();
@@ -70,7 +70,7 @@ fn same_as_one_gpu<T: Product<C>, C: Scalar>(
 /// [`same_as_one_gpu`] for f64, also within the reference's bound.
 fn f64_checked(base: &Gemm, group: &[Arc<Device>], shape: (usize, usize, usize), v: Variant, beta: f64, what: &str) {
     let (a, b, c0, c) = same_as_one_gpu::<f64, f64>(base, group, shape, v, beta, what);
-    let cmp = Reference::new(-1.5, &a, &b, beta, &c0).compare(&c);
+    let cmp = Reference::new(-2.0, &a, &b, beta, &c0).compare(&c);
     assert!(cmp.passed(), "{what} {shape:?} {v} beta {beta}: {cmp}");
 }
 

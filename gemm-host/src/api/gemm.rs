@@ -1053,10 +1053,12 @@ impl Gemm {
     /// type, [`Error::SplitK`], [`Error::Config`], ...).
     pub fn plan_for<T: Product<C>, C: Scalar>(&self, m: usize, n: usize, k: usize) -> Result<ProductPlan, Error> {
         let mut plan = self.plan_for_batch::<T, C>(m, n, k, 1)?;
-        if self.devices.as_ref().is_some_and(|g| g.len() > 1) {
+        if self.devices.is_some() {
             let group = self.device_group()?;
             let whole_c = self.kernels::<T, C>(false, None)?.host_policy(size_of::<C>()).whole_c;
-            plan.devices = Some(self.device_split(&group, (m, n, k), whole_c));
+            if group.len() > 1 {
+                plan.devices = Some(self.device_split(&group, (m, n, k), whole_c));
+            }
         }
         Ok(plan)
     }

@@ -263,16 +263,26 @@ fn copy_2d(
     height: usize,
 ) -> Result<(), Error> {
     use cudarc::driver::sys;
-    // SAFETY: zeroed is a valid CUDA_MEMCPY2D (null arrays and hosts).
-    let mut copy: sys::CUDA_MEMCPY2D = unsafe { core::mem::zeroed() };
-    copy.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-    copy.srcDevice = src;
-    copy.srcPitch = src_pitch;
-    copy.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-    copy.dstDevice = dst;
-    copy.dstPitch = dst_pitch;
-    copy.WidthInBytes = width;
-    copy.Height = height;
+    let d = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+    // (Not `mem::zeroed`: the memory-type enum has no zero value.)
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: d,
+        srcHost: core::ptr::null(),
+        srcDevice: src,
+        srcArray: core::ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: d,
+        dstHost: core::ptr::null_mut(),
+        dstDevice: dst,
+        dstArray: core::ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: width,
+        Height: height,
+    };
     // SAFETY: the caller's buffers hold `height` lines of `width` bytes at
     // their pitches, on the stream's device (checked by the caller).
     unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().during("cuMemcpy2DAsync")
