@@ -25,7 +25,8 @@
 //! GPU's share of the flops.
 //!
 //! Run: `cargo run --release --example several_gpus [-- --sizes 16384,32768]
-//! [--gpus 1,2] [--parts host,summa] [--block 2048] [--out DIR]`; writes
+//! [--gpus 1,2] [--parts host,summa] [--types f64,bf16] [--blocks 2048,8192]
+//! [--streams 2,8] [--diagnose] [--out DIR]`; writes
 //! `DIR/multi_gpu.csv` (device, date, commit, gpus, precision, m, n, k,
 //! method, ms, tflops, transfer_ms, compute_ms) when `--out` is given.
 
@@ -117,8 +118,10 @@ fn peer_rate(from: &Arc<Device>, to: &Arc<Device>) -> Result<f64, gemm::Error> {
     let mut dst = s.alloc_zeros::<u8>(bytes)?;
     from.synchronize()?;
     let ms = time(|| {
+        // Each buffer's pointer on its own context's stream (cudarc's
+        // events belong to one context).
+        let (sp, _g1) = src.device_ptr(from.stream());
         to.context().bind_to_thread()?;
-        let (sp, _g1) = src.device_ptr(s);
         let (dp, _g2) = dst.device_ptr_mut(s);
         // SAFETY: two live allocations of `bytes` bytes, on their contexts.
         let r = unsafe {
@@ -147,6 +150,10 @@ struct Row {
 }
 
 struct Bench {
+    /// The CSV being written, a row at a time (`--out`).
+    csv: Option<std::fs::File>,
+    /// Its fixed columns: device, date, commit.
+    stamp: String,
     /// Extra stream counts to time the host rows with (`--streams`).
     streams: Vec<usize>,
     /// Whether to time GPU 0 alone on its block (`--diagnose`).
@@ -170,6 +177,23 @@ impl Bench {
             row.transfer_ms,
             row.compute_ms
         );
+        if let Some(f) = self.csv.as_mut() {
+            use std::io::Write;
+            let n = row.n;
+            writeln!(
+                f,
+                "{},{},{},{n},{n},{n},{},{:.2},{:.1},{:.2},{:.2}",
+                self.stamp,
+                row.gpus,
+                row.precision,
+                row.method,
+                row.ms,
+                flops / row.ms / 1e9,
+                row.transfer_ms,
+                row.compute_ms
+            )
+            .expect("write multi_gpu.csv");
+        }
         self.rows.push(row);
     }
 
@@ -270,7 +294,7 @@ impl Bench {
         &mut self,
         n: usize,
         gpus: &[usize],
-        block: usize,
+        blocks: &[usize],
         device_ms: f64,
     ) -> Result<(), gemm::Error> {
         let precision = T::NAME;
@@ -285,7 +309,7 @@ impl Bench {
             transfer_ms: 0.0,
             compute_ms: device_ms,
         });
-        for &g in gpus {
+        for (&g, &block) in gpus.iter().flat_map(|g| blocks.iter().map(move |b| (g, b))) {
             let grid_shape = gemm::tuning::distribution::device_grid(n, n, n, g);
             let grid = ProcessGrid::from_devices(&self.devices[..g], grid_shape.rows, grid_shape.cols)?;
             let (da, db) =
@@ -320,7 +344,7 @@ fn main() -> Result<(), gemm::Error> {
     let gpus: Vec<usize> = list(&args, "--gpus").unwrap_or(vec![1, 2]);
     let parts: Vec<String> = list(&args, "--parts").unwrap_or(vec!["host".into(), "summa".into()]);
     let types: Vec<String> = list(&args, "--types").unwrap_or(vec!["f64".into(), "bf16".into()]);
-    let block: usize = list(&args, "--block").map(|v: Vec<usize>| v[0]).unwrap_or(2048);
+    let blocks: Vec<usize> = list(&args, "--blocks").unwrap_or(vec![2048]);
     let count = gpus.iter().copied().max().unwrap_or(1);
     let devices = (0..count).map(Device::new).collect::<Result<Vec<_>, _>>()?;
     let rates = devices.iter().map(copy_rates).collect::<Result<Vec<_>, _>>()?;
@@ -331,7 +355,15 @@ fn main() -> Result<(), gemm::Error> {
     }
     let streams: Vec<usize> = list(&args, "--streams").unwrap_or_default();
     let diagnose = args.iter().any(|a| a == "--diagnose");
-    let mut bench = Bench { streams, diagnose, devices, rates, rows: Vec::new() };
+    let csv = out.map(|dir| {
+        use std::io::Write;
+        std::fs::create_dir_all(&dir).expect("output folder");
+        let mut f = std::fs::File::create(dir.join("multi_gpu.csv")).expect("create multi_gpu.csv");
+        writeln!(f, "device,date,commit,gpus,precision,m,n,k,method,ms,tflops,transfer_ms,compute_ms").expect("write");
+        f
+    });
+    let stamp = format!("{},{date},{commit}", devices[0].name());
+    let mut bench = Bench { csv, stamp, streams, diagnose, devices, rates, rows: Vec::new() };
     for &n in &sizes {
         for t in &types {
             match t.as_str() {
@@ -341,7 +373,7 @@ fn main() -> Result<(), gemm::Error> {
                         bench.host::<f64>(n, &gpus, dms)?;
                     }
                     if parts.iter().any(|p| p == "summa") {
-                        bench.summa::<f64>(n, &gpus, block, dms)?;
+                        bench.summa::<f64>(n, &gpus, &blocks, dms)?;
                     }
                 }
                 "bf16" => {
@@ -350,31 +382,12 @@ fn main() -> Result<(), gemm::Error> {
                         bench.host::<bf16>(n, &gpus, dms)?;
                     }
                     if parts.iter().any(|p| p == "summa") {
-                        bench.summa::<bf16>(n, &gpus, block, dms)?;
+                        bench.summa::<bf16>(n, &gpus, &blocks, dms)?;
                     }
                 }
                 other => panic!("--types: f64 or bf16, not {other}"),
             }
         }
-    }
-    if let Some(dir) = out {
-        std::fs::create_dir_all(&dir).expect("output folder");
-        let mut csv = String::from("device,date,commit,gpus,precision,m,n,k,method,ms,tflops,transfer_ms,compute_ms\n");
-        for r in &bench.rows {
-            let tflops = 2.0 * (r.n as f64).powi(3) / r.ms / 1e9;
-            csv += &format!(
-                "{},{date},{commit},{},{},{n},{n},{n},{},{:.2},{tflops:.1},{:.2},{:.2}\n",
-                bench.devices[0].name(),
-                r.gpus,
-                r.precision,
-                r.method,
-                r.ms,
-                r.transfer_ms,
-                r.compute_ms,
-                n = r.n
-            );
-        }
-        std::fs::write(dir.join("multi_gpu.csv"), csv).expect("write multi_gpu.csv");
     }
     Ok(())
 }
