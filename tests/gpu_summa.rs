@@ -91,12 +91,22 @@ fn check<T: Product<C>, C: Scalar>(
     let want = reference(&a, &b, &c0, alpha, beta);
     let da = DistMatrix::from_host(grid, &a, mb, kb).unwrap();
     let db = DistMatrix::from_host(grid, &b, kb, nb).unwrap();
-    let mut dc = DistMatrix::from_host(grid, &c0, mb, nb).unwrap();
     let g = Gemm::new().alpha(alpha).beta(beta);
-    g.run_distributed(&da, &db, &mut dc).unwrap_or_else(|e| panic!("{what}: {e}"));
+    // All of k in one chunk (the default here), a panel per chunk (a
+    // 1-byte budget), and a few panels per chunk (staged A panels).
     let mut got = Matrix::filled(m, n, C::POISON);
-    dc.to_host(&mut got).unwrap();
-    assert_close(&got, &want, &what);
+    for budget in [None, Some(1), Some(256 << 10)] {
+        let what = format!("{what}, workspace budget {budget:?}");
+        let mut dc = DistMatrix::from_host(grid, &c0, mb, nb).unwrap();
+        let gb = match budget {
+            Some(b) => g.clone().memory_budget(b),
+            None => g.clone(),
+        };
+        gb.run_distributed(&da, &db, &mut dc).unwrap_or_else(|e| panic!("{what}: {e}"));
+        got = Matrix::filled(m, n, C::POISON);
+        dc.to_host(&mut got).unwrap();
+        assert_close(&got, &want, &what);
+    }
     // The single-GPU device product: the same bits.
     let dev = device();
     let (sa, sb) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());

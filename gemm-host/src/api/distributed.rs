@@ -68,8 +68,9 @@ impl Gemm {
     /// blocks, or C's blocks are not A's row and B's column blocks;
     /// [`Error::Shape`] for mismatched shapes; [`Error::Unsupported`] for
     /// op(A) or op(B) = T (not supported on distributed matrices: transpose
-    /// before distributing), for `.stream(..)`, `.device(..)` and the host
-    /// path's options, and for a 16-bit C off compute capability 9.0.
+    /// before distributing), for `.stream(..)`, `.device(..)` and
+    /// `.host_streams(..)` (`.memory_budget(bytes)` bounds each rank's
+    /// SUMMA workspaces), and for a 16-bit C off compute capability 9.0.
     /// During the call: [`Error::Collective`] when a kernel, a copy or a
     /// collective fails on any rank, or the work does not finish within
     /// the grid's timeout ([`crate::ProcessGrid::timeout`]); the grid's
@@ -85,7 +86,12 @@ impl Gemm {
         let group = a.grid.group.clone();
         let first = group.ranks[0].device.clone();
         let kernels = self.kernels::<T, C>(false, Some(&first))?;
-        self.check_device_call()?;
+        // `.memory_budget(bytes)` bounds each rank's workspaces here; the
+        // host path's other option does not apply.
+        let budget = self.memory_budget;
+        let mut probe = self.clone();
+        probe.memory_budget = None;
+        probe.check_device_call()?;
         // The f32 accumulator's kernels for a 16-bit C.
         let widened = match (T::TYPES, C::NAME) {
             (Types::Mixed(WgmmaTypes::F16), "f16") => {
@@ -159,12 +165,16 @@ impl Gemm {
                 }
                 return Ok(());
             }
+            let per_chunk = chunk_panels(&group, &inputs, &shape, size_of::<T>(), budget)?;
+            // One chunk: one local product over all of k, straight into C
+            // (a 16-bit C is rounded once, by that product).
+            let widened = if per_chunk >= shape.k.div_ceil(shape.kb) { None } else { widened };
             match widened {
                 None => {
                     let mut targets: Vec<CudaViewMut<'_, C>> =
                         c.locals.iter_mut().map(|(_, lc)| lc.buffer_mut().slice_mut(..)).collect();
                     let product = panel_product::<T, C>(self, &group, kernels);
-                    enqueue_panels(&group, &shape, (&inputs, &mut targets), (alpha, beta), &product, fault)
+                    enqueue_panels(&group, &shape, (&inputs, &mut targets), (alpha, beta), (&product, per_chunk), fault)
                 }
                 Some((acc_kernels, types)) => {
                     // f32 accumulators, alpha = 1 and beta = 0 then 1;
@@ -179,7 +189,7 @@ impl Gemm {
                     }
                     let mut targets: Vec<CudaViewMut<'_, f32>> = accs.iter_mut().map(|w| w.slice_mut(..)).collect();
                     let product = panel_product::<T, f32>(self, &group, acc_kernels);
-                    enqueue_panels(&group, &shape, (&inputs, &mut targets), (1.0, 0.0), &product, fault)?;
+                    enqueue_panels(&group, &shape, (&inputs, &mut targets), (1.0, 0.0), (&product, per_chunk), fault)?;
                     drop(targets);
                     for ((s, lo), (acc, (_, lc))) in
                         group.ranks.iter().zip(&inputs).zip(accs.iter().zip(c.locals.iter_mut()))
@@ -307,6 +317,40 @@ pub(crate) fn check_layouts(
         });
     }
     Ok(())
+}
+
+/// How many k panels SUMMA multiplies at once (a chunk): all of them when
+/// every rank's workspaces for all of k (its rows of A's panels and its
+/// columns of B's, where they are broadcast) fit in half of its free device
+/// memory (or in `limit` bytes, [`Gemm::memory_budget`], if smaller), so C is written once and a 16-bit C rounded once; else the most
+/// that fit twice (chunk c + 1 is broadcast while chunk c is multiplied),
+/// at least one. Fewer chunks mean fewer passes over C; one chunk leaves
+/// its broadcasts unoverlapped.
+fn chunk_panels<T>(
+    group: &CommGroup,
+    inputs: &[LocalInputs<'_, T>],
+    shape: &SummaShape,
+    elem: usize,
+    limit: Option<usize>,
+) -> Result<usize, Error> {
+    use crate::error::DriverContext;
+    let panels = shape.k.div_ceil(shape.kb.max(1)).max(1);
+    let mut most = panels;
+    for (s, lo) in group.ranks.iter().zip(inputs) {
+        s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
+        let (free, _) = cudarc::driver::result::mem_get_info().during("cuMemGetInfo")?;
+        let budget = limit.map_or(free / 2, |l| l.min(free / 2));
+        // Bytes per panel of width kb held by this rank's workspaces.
+        let a = if s.row.is_some() { lo.rows * shape.kb } else { 0 };
+        let b = if s.col.is_some() { shape.kb * lo.cols } else { 0 };
+        let per_panel = (a + b) * elem;
+        if per_panel == 0 {
+            continue;
+        }
+        let fits = if per_panel * panels <= budget { panels } else { (budget / (2 * per_panel)).max(1) };
+        most = most.min(fits);
+    }
+    Ok(most)
 }
 
 #[cfg(test)]

@@ -5,16 +5,18 @@
 //!
 //! For each k panel ([`gemm_core::distribution::k_panels`]), on the rank's
 //! communication stream: the process column that holds A's panel copies it
-//! (local_m x width, strided in its local A) into a packed workspace
+//! (local_m x width, strided in its local A) into a packed buffer
 //! (`cuMemcpy2DAsync`) and broadcasts it along its grid row; the process
 //! row that holds B's panel (width x local_n, already contiguous in its
-//! local B) broadcasts it along its grid column. On the compute stream:
-//! the local product `T <- alpha * A_panel * B_panel + beta_l * T` with the
-//! library's kernels ([`PanelProduct`], built at the api layer), beta_l =
-//! beta for the first panel and 1 after, into C or an f32 accumulator.
-//! Two workspaces per operand: panel l + 1 is broadcast while panel l is
-//! multiplied, ordered by the buffers' events (cudarc's, recorded when a
-//! stream writes or reads them).
+//! local B) broadcasts it along its grid column. Consecutive panels form a
+//! chunk, gathered into one workspace per operand and multiplied by one
+//! local product on the compute stream, `T <- alpha * A_chunk * B_chunk +
+//! beta_c * T` with the library's kernels ([`PanelProduct`], built at the
+//! api layer), beta_c = beta for the first chunk and 1 after, into C or an
+//! f32 accumulator: C is read and written once per chunk, and one chunk
+//! (all of k, where the workspaces fit) is one product. With several
+//! chunks, two workspaces per operand: chunk c + 1 is broadcast while chunk
+//! c is multiplied, ordered by explicit events.
 
 use crate::device::memory::alloc_scratch;
 use crate::device::nccl::{broadcast, group_end, group_start, CommGroup};
@@ -85,73 +87,126 @@ pub(crate) struct LocalInputs<'a, T> {
     pub cols: usize,
 }
 
-/// A rank's two workspaces of each operand's panel (None where the panel
-/// is read in place: a grid of one column for A, one row for B).
+/// A rank's workspaces: per slot (two when the call has more than one
+/// chunk of panels), A's chunk (`rows x width`, row-major, ld the chunk's
+/// width) and B's (`width x cols`, ld `cols`); None where the panels are
+/// read in place (a grid of one column for A, one row for B). A's panels
+/// arrive through `staging` (one panel, packed: a broadcast needs
+/// contiguous memory) and are copied into their columns of the chunk.
 struct Workspaces<T> {
     a: Option<[CudaSlice<T>; 2]>,
     b: Option<[CudaSlice<T>; 2]>,
-    /// Per slot: the panel's copy and broadcast are done (recorded on the
-    /// communication stream; the product waits for it).
+    staging: Option<CudaSlice<T>>,
+    /// Per slot: the chunk's copies and broadcasts are done (recorded on
+    /// the communication stream; the product waits for it).
     sent: [Option<CudaEvent>; 2],
     /// Per slot: the product that read it is done (recorded on the compute
-    /// stream; the next copy and broadcast into the slot wait for it).
+    /// stream; the next chunk's copies into the slot wait for it).
     used: [Option<CudaEvent>; 2],
 }
 
-/// Enqueues every panel of SUMMA on every local rank (nothing waited
-/// for): `target <- alpha * A * B + beta * target` over the grid, rank i
-/// of the group reading `inputs[i]` and writing `targets[i]`. With
-/// `fault = Some(r)`, rank r skips its copies and broadcasts (tests: its
-/// peers then wait for them until the watchdog fires). The caller waits
-/// ([`CommGroup::wait`]) and aborts on any error.
+/// Consecutive k panels multiplied as one local product: `first..end` of
+/// [`k_panels`], global k from `k0`, `width` wide.
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    first: usize,
+    end: usize,
+    k0: usize,
+    width: usize,
+}
+
+/// Enqueues SUMMA on every local rank (nothing waited for):
+/// `target <- alpha * A * B + beta * target` over the grid, rank i of the
+/// group reading `inputs[i]` and writing `targets[i]`. The k panels go in
+/// chunks of `per_chunk` consecutive panels (at least 1): each chunk's
+/// panels are broadcast into one workspace, then multiplied by one local
+/// product, so C is read and written once per chunk; with more than one
+/// chunk, chunk c + 1 is broadcast while chunk c is multiplied (two
+/// workspaces). With `fault = Some(r)`, rank r skips its copies and
+/// broadcasts (tests: its peers then wait for them until the watchdog
+/// fires). The caller waits ([`CommGroup::wait`]) and aborts on any error.
 pub(crate) fn enqueue_panels<T: Scalar, W: Scalar>(
     group: &CommGroup,
     shape: &SummaShape,
     (inputs, targets): (&[LocalInputs<'_, T>], &mut [CudaViewMut<'_, W>]),
     (alpha, beta): (f64, f64),
-    product: &impl PanelProduct<T, W>,
+    (product, per_chunk): (&impl PanelProduct<T, W>, usize),
     fault: Option<usize>,
 ) -> Result<(), Error> {
     let panels: Vec<KPanel> = k_panels(shape.k, shape.kb, group.grid).collect();
-    // The workspaces, from the library's pool on each comm stream.
+    let per_chunk = per_chunk.max(1);
+    let chunks: Vec<Chunk> = (0..panels.len())
+        .step_by(per_chunk)
+        .map(|first| {
+            let end = (first + per_chunk).min(panels.len());
+            let k0 = panels[first].k0;
+            Chunk { first, end, k0, width: panels[end - 1].k0 + panels[end - 1].width - k0 }
+        })
+        .collect();
+    let widest = chunks.iter().map(|c| c.width).max().unwrap_or(0);
+    let slots = chunks.len().min(2);
     let mut spaces = Vec::with_capacity(inputs.len());
     for (s, l) in group.ranks.iter().zip(inputs) {
         s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
+        // SAFETY: every element a product reads is written first by the
+        // chunk's copies and broadcasts (ordered by the events below).
+        let alloc = |len: usize| unsafe { alloc_scratch::<T>(&s.comm, len.max(1)) };
         let pair = |len: usize| -> Result<[CudaSlice<T>; 2], Error> {
-            // SAFETY: each is written by its panel's copy or broadcast
-            // before a product reads it (stream order, events).
-            unsafe { Ok([alloc_scratch::<T>(&s.comm, len)?, alloc_scratch::<T>(&s.comm, len)?]) }
+            Ok([alloc(len)?, if slots > 1 { alloc(len)? } else { alloc(1)? }])
         };
-        let a = if s.row.is_some() { Some(pair(l.rows * shape.kb)?) } else { None };
-        let b = if s.col.is_some() { Some(pair(shape.kb * l.cols)?) } else { None };
-        spaces.push(Workspaces { a, b, sent: [None, None], used: [None, None] });
+        let a = if s.row.is_some() { Some(pair(l.rows * widest)?) } else { None };
+        let b = if s.col.is_some() { Some(pair(widest * l.cols)?) } else { None };
+        let staging = if s.row.is_some() && per_chunk > 1 { Some(alloc(l.rows * shape.kb)?) } else { None };
+        spaces.push(Workspaces { a, b, staging, sent: [None, None], used: [None, None] });
     }
-    if let Some(&first) = panels.first() {
-        send(group, inputs, &mut spaces, (first, 0), fault)?;
-    }
-    for (l, p) in panels.iter().enumerate() {
-        if let Some(&next) = panels.get(l + 1) {
-            send(group, inputs, &mut spaces, (next, (l + 1) % 2), fault)?;
+    let send_chunk = |spaces: &mut [Workspaces<T>], c: usize| -> Result<(), Error> {
+        let chunk = chunks[c];
+        let slot = c % 2;
+        // The slot's last product is done before this chunk overwrites it.
+        for (s, space) in group.ranks.iter().zip(spaces.iter()) {
+            if let Some(ev) = &space.used[slot] {
+                s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
+                s.comm.wait(ev).during("cuStreamWaitEvent")?;
+            }
         }
-        let slot = l % 2;
+        for p in &panels[chunk.first..chunk.end] {
+            send(group, inputs, spaces, (*p, p.k0 - chunk.k0, chunk.width, slot), fault)?;
+        }
+        for (s, space) in group.ranks.iter().zip(spaces.iter_mut()) {
+            s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
+            space.sent[slot] = Some(s.comm.record_event(None).during("cuEventRecord")?);
+        }
+        Ok(())
+    };
+    if !chunks.is_empty() {
+        send_chunk(&mut spaces, 0)?;
+    }
+    for (c, chunk) in chunks.iter().enumerate() {
+        if c + 1 < chunks.len() {
+            send_chunk(&mut spaces, c + 1)?;
+        }
+        let slot = c % 2;
+        let first = panels[chunk.first];
         for (i, ((s, lo), target)) in group.ranks.iter().zip(inputs).zip(targets.iter_mut()).enumerate() {
             if lo.rows == 0 || lo.cols == 0 {
                 continue;
             }
             s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
             let row_major = |rows: usize, cols: usize, ld: usize| MatrixDims::new(rows, cols, Layout::RowMajor, ld);
+            // In place, a chunk's panels are consecutive local columns of
+            // A (one grid column) or rows of B (one grid row).
             let (a_view, a_dims) = match spaces[i].a.as_ref() {
-                Some(ws) => (ws[slot].slice(..), row_major(lo.rows, p.width, p.width)),
-                None => (lo.a.slice(p.a_local..), row_major(lo.rows, p.width, lo.a_cols)),
+                Some(ws) => (ws[slot].slice(..), row_major(lo.rows, chunk.width, chunk.width)),
+                None => (lo.a.slice(first.a_local..), row_major(lo.rows, chunk.width, lo.a_cols)),
             };
             let (b_view, b_dims) = match spaces[i].b.as_ref() {
-                Some(ws) => (ws[slot].slice(..), row_major(p.width, lo.cols, lo.cols)),
-                None => (lo.b.slice(p.b_local * lo.cols..), row_major(p.width, lo.cols, lo.cols)),
+                Some(ws) => (ws[slot].slice(..), row_major(chunk.width, lo.cols, lo.cols)),
+                None => (lo.b.slice(first.b_local * lo.cols..), row_major(chunk.width, lo.cols, lo.cols)),
             };
             let c_dims = row_major(lo.rows, lo.cols, lo.cols);
             let dims = GemmDims::from_operands(a_dims, a_view.len(), b_dims, b_view.len(), c_dims, target.len())?;
-            let scalars = (alpha, if l == 0 { beta } else { 1.0 });
-            // The panel's broadcast first (explicit: the kernels may read
+            let scalars = (alpha, if c == 0 { beta } else { 1.0 });
+            // The chunk's broadcasts first (explicit: the kernels may read
             // the workspace through tensor maps, which cudarc cannot track).
             if let Some(ev) = &spaces[i].sent[slot] {
                 s.compute.wait(ev).during("cuStreamWaitEvent")?;
@@ -160,50 +215,55 @@ pub(crate) fn enqueue_panels<T: Scalar, W: Scalar>(
             spaces[i].used[slot] = Some(s.compute.record_event(None).during("cuEventRecord")?);
         }
     }
-    // The workspaces are freed on their streams after their last use
-    // (their events), without waiting here.
+    // The workspaces go back to the pool on their stream after the last
+    // product that reads them.
+    for (s, space) in group.ranks.iter().zip(&spaces) {
+        for ev in space.used.iter().flatten() {
+            s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
+            s.comm.wait(ev).during("cuStreamWaitEvent")?;
+        }
+    }
     drop(spaces);
     Ok(())
 }
 
-/// Enqueues panel `p`'s copies and broadcasts into workspace `slot` on
-/// every local rank's communication stream: A's panel packed by its
-/// owners and broadcast along the grid rows, B's broadcast along the grid
-/// columns (from the owner's local B, where its rows are contiguous), all
-/// ranks' NCCL calls in one group.
+/// One panel `p` into slot `slot` of the workspaces, at column (A) and row
+/// (B) `offset` of a chunk `width` wide: the process column holding A's
+/// panel copies it from its local A (packed, into the staging buffer, or
+/// straight into the chunk when a chunk is one panel) and broadcasts it
+/// along its grid row, the receivers copying it into their chunk; the
+/// process row holding B's panel broadcasts it from its local B along its
+/// grid column into the receivers' chunk rows.
 fn send<T: Scalar>(
     group: &CommGroup,
     inputs: &[LocalInputs<'_, T>],
     spaces: &mut [Workspaces<T>],
-    (p, slot): (KPanel, usize),
+    (p, offset, width, slot): (KPanel, usize, usize, usize),
     fault: Option<usize>,
 ) -> Result<(), Error> {
     let grid = group.grid;
     let elem = size_of::<T>();
     let (row_root, col_root) = (p.a_col, p.b_row);
-    // The slot's last product is done before its copy and broadcast overwrite it.
-    for (s, space) in group.ranks.iter().zip(spaces.iter()) {
-        if let Some(ev) = &space.used[slot] {
-            s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
-            s.comm.wait(ev).during("cuStreamWaitEvent")?;
-        }
-    }
-    // The copies of A's panel into the owners' workspaces.
+    // Where A's panel is broadcast: the staging buffer, or the chunk itself
+    // when the chunk is this one panel (packed, ld = width).
+    let a_target = |space: &mut Workspaces<T>, stream: &CudaStream| -> Option<(u64, bool)> {
+        let direct = space.staging.is_none();
+        let buf = if direct { space.a.as_mut().map(|ws| &mut ws[slot]) } else { space.staging.as_mut() }?;
+        let (ptr, _g) = buf.device_ptr_mut(stream);
+        Some((ptr, direct))
+    };
+    // The root column's copies of its local A panel, packed.
     for ((s, lo), space) in group.ranks.iter().zip(inputs).zip(spaces.iter_mut()) {
         let (_, col) = grid.coords(s.rank);
-        let Some(ws) = space.a.as_mut() else { continue };
-        if col != row_root || fault == Some(s.rank) || lo.rows == 0 {
+        if space.a.is_none() || col != row_root || fault == Some(s.rank) || lo.rows == 0 {
             continue;
         }
         s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
+        let Some((dst, _)) = a_target(space, &s.comm) else { continue };
         let (src, _read) = lo.a.device_ptr(&s.comm);
-        let (dst, _write) = ws[slot].device_ptr_mut(&s.comm);
         let src = src + (p.a_local * elem) as u64;
         copy_2d(&s.comm, (src, lo.a_cols * elem), (dst, p.width * elem), p.width * elem, lo.rows)?;
     }
-    // The broadcasts, all ranks' in one group. The buffers' guards live
-    // until the group is launched, so that their events follow it.
-    let mut guards = Vec::new();
     let fail = |why: String| Error::Collective { rank: group.ranks[0].rank, call: "ncclBroadcast", why };
     group_start().map_err(fail)?;
     let mut result = Ok(());
@@ -212,43 +272,43 @@ fn send<T: Scalar>(
             continue;
         }
         let (row, _) = grid.coords(s.rank);
-        let Workspaces { a, b, .. } = space;
-        if let (Some(comm), Some(ws)) = (s.row.as_ref(), a.as_mut()) {
+        if let Some(comm) = s.row.as_ref() {
             let bytes = lo.rows * p.width * elem;
-            if bytes > 0 {
-                let (ptr, g) = ws[slot].device_ptr_mut(&s.comm);
-                guards.push(g);
-                // SAFETY: `bytes` of the workspace (rows x width,
-                // packed) on this rank's device, in place at the root.
+            if let (Some((ptr, _)), true) = (a_target(space, &s.comm), bytes > 0) {
+                // SAFETY: `bytes` bytes of a live workspace of this rank.
                 result = unsafe { broadcast(comm, ptr, ptr, bytes, row_root, &s.comm) };
             }
         }
-        if let (Some(comm), Some(ws)) = (s.col.as_ref(), b.as_mut()) {
+        if let (Some(comm), Some(ws)) = (s.col.as_ref(), space.b.as_mut()) {
             let bytes = p.width * lo.cols * elem;
             if bytes > 0 {
-                let (dst, g) = ws[slot].device_ptr_mut(&s.comm);
-                guards.push(g);
+                let (dst, _g) = ws[slot].device_ptr_mut(&s.comm);
+                let dst = dst + (offset * lo.cols * elem) as u64;
                 let src = if row == col_root {
-                    let (src, g) = lo.b.device_ptr(&s.comm);
-                    guards.push(g);
+                    let (src, _g) = lo.b.device_ptr(&s.comm);
                     src + (p.b_local * lo.cols * elem) as u64
                 } else {
                     dst
                 };
-                // SAFETY: `bytes` of B's local rows b_local.. at the
-                // root (contiguous: ld = local_n), into the workspace,
-                // on this rank's device.
+                // SAFETY: `bytes` bytes of live buffers of this rank.
                 let sent = unsafe { broadcast(comm, src, dst, bytes, col_root, &s.comm) };
                 result = result.and(sent);
             }
         }
     }
     let end = group_end();
-    drop(guards);
     result.and(end).map_err(fail)?;
-    for (s, space) in group.ranks.iter().zip(spaces.iter_mut()) {
+    // Received A panels (staged) into their columns of the chunk.
+    for ((s, lo), space) in group.ranks.iter().zip(inputs).zip(spaces.iter_mut()) {
+        if fault == Some(s.rank) || lo.rows == 0 {
+            continue;
+        }
+        let (Some(staging), Some(ws)) = (space.staging.as_ref(), space.a.as_mut()) else { continue };
         s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
-        space.sent[slot] = Some(s.comm.record_event(None).during("cuEventRecord")?);
+        let (src, _r) = staging.device_ptr(&s.comm);
+        let (dst, _w) = ws[slot].device_ptr_mut(&s.comm);
+        let dst = dst + (offset * elem) as u64;
+        copy_2d(&s.comm, (src, p.width * elem), (dst, width * elem), p.width * elem, lo.rows)?;
     }
     Ok(())
 }
