@@ -20,7 +20,8 @@
 //! Bounds per row, from rates measured in this run: **transfer**, the
 //! largest over the GPUs of (bytes it uploads / its page-locked upload
 //! rate, bytes it downloads / its download rate) for the host rows, and of
-//! (bytes it receives by broadcast / the peer-to-peer copy rate) for SUMMA;
+//! (bytes it receives by broadcast / the peer-to-peer copy rate, peer
+//! access on) for SUMMA;
 //! **compute**, the one-GPU product of device matrices times the largest
 //! GPU's share of the flops.
 //!
@@ -109,9 +110,17 @@ fn copy_rates(dev: &Arc<Device>) -> Result<(f64, f64), gemm::Error> {
     Ok((bytes as f64 / up / 1e6, bytes as f64 / down / 1e6))
 }
 
-/// Peer-to-peer copy rate from GPU `from` to GPU `to` (GB/s): 1 GiB.
+/// Peer-to-peer copy rate from GPU `from` to GPU `to` (GB/s): 1 GiB, with
+/// peer access on (NVLink where the GPUs have it, as NCCL uses).
 fn peer_rate(from: &Arc<Device>, to: &Arc<Device>) -> Result<f64, gemm::Error> {
     use gemm::cudarc::driver::{sys, DevicePtr, DevicePtrMut};
+    to.context().bind_to_thread()?;
+    // SAFETY: two live contexts; "already enabled" is fine.
+    let r = unsafe { sys::cuCtxEnablePeerAccess(from.context().cu_ctx(), 0) };
+    assert!(
+        matches!(r, sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED),
+        "cuCtxEnablePeerAccess: {r:?}"
+    );
     let bytes = 1usize << 30;
     let src = from.stream().alloc_zeros::<u8>(bytes)?;
     let s = to.stream();
