@@ -27,7 +27,7 @@
 //!
 //! Run: `cargo run --release --example several_gpus [-- --sizes 16384,32768]
 //! [--gpus 1,2] [--parts host,summa] [--types f64,bf16] [--blocks 2048,8192]
-//! [--streams 2,8] [--diagnose] [--out DIR]`; writes
+//! [--streams 2,8] [--diagnose] [--no-xt] [--out DIR]`; writes
 //! `DIR/multi_gpu.csv` (device, date, commit, gpus, precision, m, n, k,
 //! method, ms, tflops, transfer_ms, compute_ms) when `--out` is given.
 
@@ -165,6 +165,8 @@ struct Bench {
     stamp: String,
     /// Extra stream counts to time the host rows with (`--streams`).
     streams: Vec<usize>,
+    /// Whether to time cuBLASXt (f64; not with `--no-xt`).
+    xt: bool,
     /// Whether to time GPU 0 alone on its block (`--diagnose`).
     diagnose: bool,
     devices: Vec<Arc<Device>>,
@@ -284,7 +286,7 @@ impl Bench {
             fn f64s<T: Scalar>(x: &Matrix<T>) -> Option<&Matrix<f64>> {
                 (x as &dyn Any).downcast_ref::<Matrix<f64>>()
             }
-            if let (Some(a), Some(b), Some(pa), Some(pb)) = (f64s(&a), f64s(&b), f64s(&pa), f64s(&pb)) {
+            if let (Some(a), Some(b), Some(pa), Some(pb), true) = (f64s(&a), f64s(&b), f64s(&pa), f64s(&pb), self.xt) {
                 let xt = CublasXt::with_devices(&group)?;
                 let c = (&mut c as &mut dyn Any).downcast_mut::<Matrix<f64>>().expect("T is f64");
                 let ms = time(|| xt.dgemm(a, b, c))?;
@@ -318,13 +320,32 @@ impl Bench {
             transfer_ms: 0.0,
             compute_ms: device_ms,
         });
+        // The one-GPU product of the same operands, to check each grid's result against.
+        let want = {
+            let dev = &self.devices[0];
+            let (da, db) = (DeviceMatrix::from_host(dev, &a)?, DeviceMatrix::from_host(dev, &b)?);
+            let mut dc = DeviceMatrix::<T>::zeros(dev, n, n)?;
+            Gemm::new().run_device(&da, &db, &mut dc)?;
+            dc.to_host()?
+        };
         for (&g, &block) in gpus.iter().flat_map(|g| blocks.iter().map(move |b| (g, b))) {
             let grid_shape = gemm::tuning::distribution::device_grid(n, n, n, g);
             let grid = ProcessGrid::from_devices(&self.devices[..g], grid_shape.rows, grid_shape.cols)?;
             let (da, db) =
                 (DistMatrix::from_host(&grid, &a, block, block)?, DistMatrix::from_host(&grid, &b, block, block)?);
             let mut dc = DistMatrix::<T>::zeros(&grid, n, n, block, block)?;
-            let ms = time(|| Gemm::new().run_distributed(&da, &db, &mut dc))?;
+            let ms = step("run_distributed", time(|| Gemm::new().run_distributed(&da, &db, &mut dc)))?;
+            let mut got = Matrix::<T>::zeros(n, n);
+            dc.to_host(&mut got)?;
+            let (mut diff, mut top) = (0f64, 0f64);
+            for (x, y) in got.as_slice().iter().zip(want.as_slice()) {
+                diff = diff.max((x.as_f64() - y.as_f64()).abs());
+                top = top.max(y.as_f64().abs());
+            }
+            let same = bytes(&got) == bytes(&want);
+            println!(
+                "# {precision} {n} on {g} GPU(s), blocks {block}: max |SUMMA - one GPU| = {diff:.3e} (max |C| {top:.3e}); same bits: {same}"
+            );
             // Each rank receives the A panels of its process row and the B
             // panels of its process column that it does not hold.
             let (pr, pc) = (grid_shape.rows as f64, grid_shape.cols as f64);
@@ -372,7 +393,8 @@ fn main() -> Result<(), gemm::Error> {
         f
     });
     let stamp = format!("{},{date},{commit}", devices[0].name());
-    let mut bench = Bench { csv, stamp, streams, diagnose, devices, rates, rows: Vec::new() };
+    let xt = !args.iter().any(|a| a == "--no-xt");
+    let mut bench = Bench { csv, stamp, streams, xt, diagnose, devices, rates, rows: Vec::new() };
     for &n in &sizes {
         for t in &types {
             match t.as_str() {

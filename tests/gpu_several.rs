@@ -5,9 +5,10 @@
 //! and page-locked memory; C's padding comes back bit for bit; a bad group
 //! is a typed error before any copy, with C untouched.
 //!
-//! Tests named `two_gpus_*` need 2 GPUs and fail (never pass) with fewer;
-//! the others need one. GPU tests: `--include-ignored` (on a one-GPU
-//! machine add `--skip two_gpus`).
+//! Tests named `two_gpus_*` need 2 GPUs and `four_gpus_*` 4, and fail
+//! (never pass) with fewer; the others need one. GPU tests:
+//! `--include-ignored` (on a one-GPU machine add `--skip two_gpus --skip
+//! four_gpus`).
 
 mod common;
 
@@ -25,6 +26,11 @@ fn two_gpus() -> Vec<Arc<Device>> {
         Ok(second) => vec![first, second],
         Err(e) => panic!("this test needs 2 GPUs: {e}"),
     }
+}
+
+/// GPUs 0 to 3, or a panic naming how many there are.
+fn four_gpus() -> Vec<Arc<Device>> {
+    (0..4).map(|i| Device::new(i).unwrap_or_else(|e| panic!("this test needs 4 GPUs; GPU {i}: {e}"))).collect()
 }
 
 /// The bytes of a matrix's storage (the element types are plain data).
@@ -188,4 +194,25 @@ fn two_gpus_plan_says_the_split() {
     let accurate = g.clone().emulation(Emulation::new(14).unwrap().mode(Mode::Accurate));
     let whole = accurate.plan_for::<f64, f64>(4096, 4096, 4096).unwrap();
     assert_eq!(whole.devices.as_ref().map(|s| s.blocks.len()), Some(1), "{whole}");
+}
+
+#[test]
+#[ignore = "needs 4 GPUs"]
+fn four_gpus_every_type_has_the_one_gpu_bits() {
+    let gpus = four_gpus();
+    let g = Gemm::new();
+    let plan = g.clone().devices(&gpus).plan_for::<f64, f64>(8192, 8192, 8192).unwrap();
+    assert_eq!(plan.devices.as_ref().map(|s| (s.grid.rows, s.grid.cols)), Some((2, 2)), "{plan}");
+    // A 2 x 2 grid (square C), 1 x 4 (wide C) and 4 x 1 (tall C).
+    for (shape, v) in
+        [((1000, 900, 700), Variant::NN), ((200, 3000, 300), Variant::all()[27]), ((3000, 130, 64), Variant::all()[6])]
+    {
+        for (i, v) in [v, Variant::all()[13]].into_iter().enumerate() {
+            f64_checked(&g, &gpus, shape, v, if i == 0 { 0.0 } else { 0.5 }, "f64");
+        }
+        same_as_one_gpu::<f32, f32>(&g, &gpus, shape, v, 0.5, "f32");
+        same_as_one_gpu::<bf16, bf16>(&g, &gpus, shape, v, 0.5, "bf16 -> bf16");
+        same_as_one_gpu::<f16, f32>(&g, &gpus, shape, v, 0.0, "f16 -> f32");
+        same_as_one_gpu::<i8, i32>(&g, &gpus, shape, v, 1.0, "i8 -> i32");
+    }
 }

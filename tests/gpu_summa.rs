@@ -298,3 +298,22 @@ fn two_gpus_injected_fault_ends_with_a_typed_error_in_time() {
         assert!(matches!(e, Error::DeviceGroup { .. }), "{e}");
     }
 }
+
+/// Four GPUs, or a panic saying so (never a silent pass).
+fn four_devices() -> Vec<Arc<gemm::Device>> {
+    (0..4)
+        .map(|i| gemm::Device::new(i).unwrap_or_else(|e| panic!("the four_gpus_ tests need 4 GPUs; GPU {i}: {e}")))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs 4 GPUs"]
+fn four_gpus_grids_every_type() {
+    let devices = four_devices();
+    for (rows, cols) in [(2, 2), (1, 4), (4, 1)] {
+        let grid = ProcessGrid::from_devices(&devices, rows, cols).unwrap();
+        assert_eq!(grid.local_ranks(), vec![0, 1, 2, 3]);
+        every_type(&grid, (257, 131, 300), (64, 48, 40));
+        every_type(&grid, (100, 50, 70), (33, 7, 19));
+    }
+}
