@@ -35,27 +35,10 @@ use std::time::Instant;
 /// The largest N at which the CPU baseline and stages 1 and 3 are timed.
 const SLOW_METHODS_MAX_N: usize = 8192;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Median ms of `f` over 3 runs after a warm-up; one run when the warm-up
+/// Median ms of `f` over 3 runs after a warm-up; the warm-up alone when it
 /// took over a second.
-fn time(mut f: impl FnMut() -> Result<(), gemm::Error>) -> Result<f64, gemm::Error> {
-    let t0 = Instant::now();
-    f()?;
-    let first = t0.elapsed().as_secs_f64() * 1e3;
-    if first > 1000.0 {
-        return Ok(first);
-    }
-    let mut t = Vec::new();
-    for _ in 0..3 {
-        let t0 = Instant::now();
-        f()?;
-        t.push(t0.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok(median(t))
+fn time(f: impl FnMut() -> Result<(), gemm::Error>) -> Result<f64, gemm::Error> {
+    gemm::bench::wall_ms(f, 1000.0)
 }
 
 fn list(args: &[String], flag: &str) -> Option<Vec<usize>> {

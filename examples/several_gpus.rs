@@ -37,29 +37,11 @@ use gemm::half::bf16;
 use gemm::{Device, DeviceMatrix, DistMatrix, Gemm, Matrix, ProcessGrid, Product, Scalar};
 use rayon::prelude::*;
 use std::sync::Arc;
-use std::time::Instant;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// Median ms of `f` over 3 runs after a warm-up; the warm-up alone when it
 /// took over 2 s.
-fn time(mut f: impl FnMut() -> Result<(), gemm::Error>) -> Result<f64, gemm::Error> {
-    let t0 = Instant::now();
-    f()?;
-    let first = t0.elapsed().as_secs_f64() * 1e3;
-    if first > 2000.0 {
-        return Ok(first);
-    }
-    let mut t = Vec::new();
-    for _ in 0..3 {
-        let t0 = Instant::now();
-        f()?;
-        t.push(t0.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok(median(t))
+fn time(f: impl FnMut() -> Result<(), gemm::Error>) -> Result<f64, gemm::Error> {
+    gemm::bench::wall_ms(f, 2000.0)
 }
 
 fn list<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<Vec<T>> {
@@ -299,6 +281,25 @@ impl Bench {
         Ok(())
     }
 
+    /// The `parts` (host, summa) of one type at n^3, beside the one-GPU
+    /// product of device matrices.
+    fn all<T: Product<T>>(
+        &mut self,
+        n: usize,
+        gpus: &[usize],
+        blocks: &[usize],
+        parts: &[String],
+    ) -> Result<(), gemm::Error> {
+        let dms = self.device_ms(&random::<T>(n, 5), &random::<T>(n, 6))?;
+        if parts.iter().any(|p| p == "host") {
+            self.host::<T>(n, gpus, dms)?;
+        }
+        if parts.iter().any(|p| p == "summa") {
+            self.summa::<T>(n, gpus, blocks, dms)?;
+        }
+        Ok(())
+    }
+
     /// SUMMA on a 1 x 1 grid and on the grid of each GPU count, beside the
     /// one-GPU device product.
     fn summa<T: Product<T>>(
@@ -398,24 +399,8 @@ fn main() -> Result<(), gemm::Error> {
     for &n in &sizes {
         for t in &types {
             match t.as_str() {
-                "f64" => {
-                    let dms = bench.device_ms(&random::<f64>(n, 5), &random::<f64>(n, 6))?;
-                    if parts.iter().any(|p| p == "host") {
-                        bench.host::<f64>(n, &gpus, dms)?;
-                    }
-                    if parts.iter().any(|p| p == "summa") {
-                        bench.summa::<f64>(n, &gpus, &blocks, dms)?;
-                    }
-                }
-                "bf16" => {
-                    let dms = bench.device_ms(&random::<bf16>(n, 5), &random::<bf16>(n, 6))?;
-                    if parts.iter().any(|p| p == "host") {
-                        bench.host::<bf16>(n, &gpus, dms)?;
-                    }
-                    if parts.iter().any(|p| p == "summa") {
-                        bench.summa::<bf16>(n, &gpus, &blocks, dms)?;
-                    }
-                }
+                "f64" => bench.all::<f64>(n, &gpus, &blocks, &parts)?,
+                "bf16" => bench.all::<bf16>(n, &gpus, &blocks, &parts)?,
                 other => panic!("--types: f64 or bf16, not {other}"),
             }
         }

@@ -66,6 +66,29 @@ pub fn time_kernel(
     })
 }
 
+/// Wall-clock milliseconds of `f` (a blocking call, such as a host
+/// product): the median of 3 timed runs after a warm-up, or the warm-up
+/// alone when it took over `one_run_above_ms` (a long call is timed once).
+///
+/// # Errors
+/// Whatever `f` returns.
+pub fn wall_ms(mut f: impl FnMut() -> Result<(), Error>, one_run_above_ms: f64) -> Result<f64, Error> {
+    let t0 = std::time::Instant::now();
+    f()?;
+    let first = t0.elapsed().as_secs_f64() * 1e3;
+    if first > one_run_above_ms {
+        return Ok(first);
+    }
+    let mut t = [0.0; 3];
+    for x in &mut t {
+        let t0 = std::time::Instant::now();
+        f()?;
+        *x = t0.elapsed().as_secs_f64() * 1e3;
+    }
+    t.sort_by(f64::total_cmp);
+    Ok(t[1])
+}
+
 /// GFLOP/s of `flops` floating-point operations in `ms` milliseconds.
 pub fn gflops(flops: f64, ms: f64) -> f64 {
     flops / (ms * 1e6)

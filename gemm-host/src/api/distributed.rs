@@ -9,7 +9,8 @@ use crate::device::nccl::CommGroup;
 use crate::element::{Product, Scalar, Types};
 use crate::error::Error;
 use crate::exec;
-use crate::exec::summa::{enqueue_panels, finish_f32_into, LocalInputs, PanelProduct, SummaShape};
+use crate::exec::host_path::TileProduct;
+use crate::exec::summa::{enqueue_panels, finish_f32_into, LocalInputs, SummaShape};
 use crate::operands::distributed::DistMatrix;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use gemm_core::shape::Op;
@@ -146,7 +147,7 @@ impl Gemm {
         let enqueued = (|| -> Result<(), Error> {
             if !reads_ab {
                 // C <- beta C: a product with k = 0 on each rank.
-                let product = panel_product::<T, C>(self, &group, kernels);
+                let products = rank_products::<T, C>(self, &group, kernels);
                 for (i, ((s, lo), (_, lc))) in group.ranks.iter().zip(&inputs).zip(c.locals.iter_mut()).enumerate() {
                     if lo.rows == 0 || lo.cols == 0 {
                         continue;
@@ -161,7 +162,7 @@ impl Gemm {
                         d(lo.rows, lo.cols, lo.cols),
                         cv.len(),
                     )?;
-                    product.enqueue(i, (0.0, beta), &s.compute, &dims, (&lo.a, &lo.b, &mut cv))?;
+                    products[i].enqueue((0.0, beta), &s.compute, &dims, (&lo.a, &lo.b, &mut cv))?;
                 }
                 return Ok(());
             }
@@ -173,8 +174,15 @@ impl Gemm {
                 None => {
                     let mut targets: Vec<CudaViewMut<'_, C>> =
                         c.locals.iter_mut().map(|(_, lc)| lc.buffer_mut().slice_mut(..)).collect();
-                    let product = panel_product::<T, C>(self, &group, kernels);
-                    enqueue_panels(&group, &shape, (&inputs, &mut targets), (alpha, beta), (&product, per_chunk), fault)
+                    let products = rank_products::<T, C>(self, &group, kernels);
+                    enqueue_panels(
+                        &group,
+                        &shape,
+                        (&inputs, &mut targets),
+                        (alpha, beta),
+                        (&products, per_chunk),
+                        fault,
+                    )
                 }
                 Some((acc_kernels, types)) => {
                     // f32 accumulators, alpha = 1 and beta = 0 then 1;
@@ -188,8 +196,8 @@ impl Gemm {
                         }?);
                     }
                     let mut targets: Vec<CudaViewMut<'_, f32>> = accs.iter_mut().map(|w| w.slice_mut(..)).collect();
-                    let product = panel_product::<T, f32>(self, &group, acc_kernels);
-                    enqueue_panels(&group, &shape, (&inputs, &mut targets), (1.0, 0.0), (&product, per_chunk), fault)?;
+                    let products = rank_products::<T, f32>(self, &group, acc_kernels);
+                    enqueue_panels(&group, &shape, (&inputs, &mut targets), (1.0, 0.0), (&products, per_chunk), fault)?;
                     drop(targets);
                     for ((s, lo), (acc, (_, lc))) in
                         group.ranks.iter().zip(&inputs).zip(accs.iter().zip(c.locals.iter_mut()))
@@ -243,22 +251,28 @@ impl Gemm {
     }
 }
 
-/// The local product of a panel on local rank i of `group`: the launch
-/// [`Gemm::run_device`] would plan, with the panel's alpha and beta.
-fn panel_product<'g, T: Scalar, W: Scalar>(
+/// The local products of each rank of `group`, in rank order: the launch
+/// [`Gemm::run_device`] would plan on that rank's GPU, with the chunk's
+/// alpha and beta.
+fn rank_products<'g, T: Scalar, W: Scalar>(
     gemm: &'g Gemm,
     group: &'g CommGroup,
     kernels: Kernels,
-) -> impl PanelProduct<T, W> + 'g {
-    move |i: usize,
-          (alpha, beta): (f64, f64),
-          stream: &Arc<CudaStream>,
-          dims: &GemmDims,
-          (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, W>)| {
-        let device = &group.ranks[i].device;
-        let launch = gemm.clone().alpha(alpha).beta(beta).launch_on(kernels, device, dims, 1)?;
-        exec::enqueue(&launch, device, stream, (alpha, beta), (a, b, c), (1, [0; 3]))
-    }
+) -> Vec<impl TileProduct<T, W> + 'g> {
+    group
+        .ranks
+        .iter()
+        .map(move |s| {
+            let device = &s.device;
+            move |(alpha, beta): (f64, f64),
+                  stream: &Arc<CudaStream>,
+                  dims: &GemmDims,
+                  (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, W>)| {
+                let launch = gemm.clone().alpha(alpha).beta(beta).launch_on(kernels, device, dims, 1)?;
+                exec::enqueue(&launch, device, stream, (alpha, beta), (a, b, c), (1, [0; 3]))
+            }
+        })
+        .collect()
 }
 
 /// The error of a call on a grid whose communicators were aborted.

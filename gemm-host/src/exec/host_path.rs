@@ -195,8 +195,9 @@ fn upload_order(rows: usize, cols: usize) -> Vec<Panel> {
 
 /// Enqueues, on a stream, one product of operands already in device memory
 /// (validated, user form) with the tile's `(alpha, beta)`: how the host path
-/// runs each tile, the same for every element type (`enqueue` launches the
-/// type's kernels with the whole product's plan).
+/// runs each tile, and SUMMA each rank's local product (`exec/summa.rs`),
+/// the same for every element type (`enqueue` launches the type's kernels
+/// with the whole product's plan).
 pub(crate) trait TileProduct<T, C> {
     fn enqueue(
         &self,

@@ -11,7 +11,7 @@
 //! local B) broadcasts it along its grid column. Consecutive panels form a
 //! chunk, gathered into one workspace per operand and multiplied by one
 //! local product on the compute stream, `T <- alpha * A_chunk * B_chunk +
-//! beta_c * T` with the library's kernels ([`PanelProduct`], built at the
+//! beta_c * T` with the library's kernels (a [`TileProduct`] per rank, built at the
 //! api layer), beta_c = beta for the first chunk and 1 after, into C or an
 //! f32 accumulator: C is read and written once per chunk, and one chunk
 //! (all of k, where the workspaces fit) is one product. With several
@@ -23,48 +23,13 @@ use crate::device::nccl::{broadcast, group_end, group_start, CommGroup};
 use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
+use crate::exec::host_path::TileProduct;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use gemm_core::distribution::{k_panels, KPanel};
 use gemm_core::shape::{Layout, MatrixDims};
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::GemmDims;
 use std::sync::Arc;
-
-/// Enqueues on a stream one local product of a rank (index `local` in the
-/// group's ranks) with `(alpha, beta)`, operands in device memory, shapes
-/// validated: how SUMMA runs each panel, the same for every element type.
-pub(crate) trait PanelProduct<T, W> {
-    fn enqueue(
-        &self,
-        local: usize,
-        scalars: (f64, f64),
-        stream: &Arc<CudaStream>,
-        dims: &GemmDims,
-        operands: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, W>),
-    ) -> Result<(), Error>;
-}
-
-impl<T, W, F> PanelProduct<T, W> for F
-where
-    F: Fn(
-        usize,
-        (f64, f64),
-        &Arc<CudaStream>,
-        &GemmDims,
-        (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, W>),
-    ) -> Result<(), Error>,
-{
-    fn enqueue(
-        &self,
-        local: usize,
-        scalars: (f64, f64),
-        stream: &Arc<CudaStream>,
-        dims: &GemmDims,
-        operands: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, W>),
-    ) -> Result<(), Error> {
-        self(local, scalars, stream, dims, operands)
-    }
-}
 
 /// The global product's shape and the width of its k panels (A's column
 /// blocks, B's row blocks).
@@ -130,7 +95,7 @@ pub(crate) fn enqueue_panels<T: Scalar, W: Scalar>(
     shape: &SummaShape,
     (inputs, targets): (&[LocalInputs<'_, T>], &mut [CudaViewMut<'_, W>]),
     (alpha, beta): (f64, f64),
-    (product, per_chunk): (&impl PanelProduct<T, W>, usize),
+    (products, per_chunk): (&[impl TileProduct<T, W>], usize),
     fault: Option<usize>,
 ) -> Result<(), Error> {
     let panels: Vec<KPanel> = k_panels(shape.k, shape.kb, group.grid).collect();
@@ -211,7 +176,7 @@ pub(crate) fn enqueue_panels<T: Scalar, W: Scalar>(
             if let Some(ev) = &spaces[i].sent[slot] {
                 s.compute.wait(ev).during("cuStreamWaitEvent")?;
             }
-            product.enqueue(i, scalars, &s.compute, &dims, (&a_view, &b_view, target))?;
+            products[i].enqueue(scalars, &s.compute, &dims, (&a_view, &b_view, target))?;
             spaces[i].used[slot] = Some(s.compute.record_event(None).during("cuEventRecord")?);
         }
     }
