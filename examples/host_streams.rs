@@ -55,22 +55,7 @@ fn main() -> Result<(), gemm::Error> {
     let cublas = Cublas::new(&dev)?;
     let xt = CublasXt::new(&dev).ok();
     // Pinned copy rates: one 256 MiB buffer each way.
-    let (up_gbs, down_gbs) = {
-        let bytes = 256usize << 20;
-        let s = dev.stream();
-        // SAFETY: written by the copies before being read.
-        let mut host = unsafe { dev.context().alloc_pinned::<u8>(bytes) }?;
-        let mut d = s.alloc_zeros::<u8>(bytes)?;
-        let up = time(|| {
-            s.memcpy_htod(&host, &mut d)?;
-            Ok(s.synchronize()?)
-        })?;
-        let down = time(|| {
-            s.memcpy_dtoh(&d, &mut host)?;
-            Ok(s.synchronize()?)
-        })?;
-        (bytes as f64 / up / 1e6, bytes as f64 / down / 1e6)
-    };
+    let (up_gbs, down_gbs) = gemm::bench::pinned_copy_rates(&dev, 256 << 20)?;
     // Load the kernels once (the driver's JIT compiles the PTX module on
     // first use, seconds), so no row pays for it.
     {

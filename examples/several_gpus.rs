@@ -74,24 +74,6 @@ fn bytes<T: Scalar>(x: &Matrix<T>) -> &[u8] {
     unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
 }
 
-/// Page-locked copy rates of one GPU (GB/s up, down): 512 MiB each way.
-fn copy_rates(dev: &Arc<Device>) -> Result<(f64, f64), gemm::Error> {
-    let bytes = 512usize << 20;
-    let s = dev.stream();
-    // SAFETY: written by the copies before being read.
-    let mut host = unsafe { dev.context().alloc_pinned::<u8>(bytes) }?;
-    let mut d = s.alloc_zeros::<u8>(bytes)?;
-    let up = time(|| {
-        s.memcpy_htod(&host, &mut d)?;
-        Ok(s.synchronize()?)
-    })?;
-    let down = time(|| {
-        s.memcpy_dtoh(&d, &mut host)?;
-        Ok(s.synchronize()?)
-    })?;
-    Ok((bytes as f64 / up / 1e6, bytes as f64 / down / 1e6))
-}
-
 /// Peer-to-peer copy rate from GPU `from` to GPU `to` (GB/s): 1 GiB, with
 /// peer access on (NVLink where the GPUs have it, as NCCL uses).
 fn peer_rate(from: &Arc<Device>, to: &Arc<Device>) -> Result<f64, gemm::Error> {
@@ -378,7 +360,7 @@ fn main() -> Result<(), gemm::Error> {
     let blocks: Vec<usize> = list(&args, "--blocks").unwrap_or(vec![2048]);
     let count = gpus.iter().copied().max().unwrap_or(1);
     let devices = (0..count).map(Device::new).collect::<Result<Vec<_>, _>>()?;
-    let rates = devices.iter().map(copy_rates).collect::<Result<Vec<_>, _>>()?;
+    let rates = devices.iter().map(|d| gemm::bench::pinned_copy_rates(d, 512 << 20)).collect::<Result<Vec<_>, _>>()?;
     let (date, commit) = (today_utc(), commit());
     println!("# {} x {count}, {date}, commit {commit}", devices[0].name());
     for (d, (up, down)) in devices.iter().zip(&rates) {

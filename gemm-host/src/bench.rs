@@ -89,6 +89,34 @@ pub fn wall_ms(mut f: impl FnMut() -> Result<(), Error>, one_run_above_ms: f64) 
     Ok(t[1])
 }
 
+/// Page-locked copy rates of `device` in GB/s (host to device, device to
+/// host): `bytes` each way on the device's stream, each the median of 3
+/// copies after a warm-up ([`wall_ms`]).
+///
+/// # Errors
+/// [`Error::Driver`] or [`Error::OutOfMemory`] from the allocations and copies.
+pub fn pinned_copy_rates(device: &Arc<Device>, bytes: usize) -> Result<(f64, f64), Error> {
+    let s = device.stream();
+    // SAFETY: written by the copies before being read.
+    let mut host = unsafe { device.context().alloc_pinned::<u8>(bytes) }?;
+    let mut d = s.alloc_zeros::<u8>(bytes)?;
+    let up = wall_ms(
+        || {
+            s.memcpy_htod(&host, &mut d)?;
+            Ok(s.synchronize()?)
+        },
+        f64::INFINITY,
+    )?;
+    let down = wall_ms(
+        || {
+            s.memcpy_dtoh(&d, &mut host)?;
+            Ok(s.synchronize()?)
+        },
+        f64::INFINITY,
+    )?;
+    Ok((bytes as f64 / up / 1e6, bytes as f64 / down / 1e6))
+}
+
 /// GFLOP/s of `flops` floating-point operations in `ms` milliseconds.
 pub fn gflops(flops: f64, ms: f64) -> f64 {
     flops / (ms * 1e6)
