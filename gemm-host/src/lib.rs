@@ -33,6 +33,11 @@
 //! functions block until C holds the result; [`Gemm::run_device`] only
 //! enqueues work on a stream.
 //!
+//! Several GPUs: [`Gemm::devices`] spreads a host product over a group of
+//! GPUs (C in a block per GPU, one GPU's bits); [`DistMatrix`] keeps a
+//! matrix 2D block-cyclic on the GPUs of a [`ProcessGrid`] (NCCL), and
+//! [`Gemm::run_distributed`] multiplies such matrices by SUMMA.
+//!
 //! The kernels, one per stage of an optimization ladder from a naive loop to
 //! FP64 tensor cores (stages 1-8) and Hopper's warpgroup MMA fed by TMA
 //! (stage 9), and how to choose and tune them, are in [`tuning`];
