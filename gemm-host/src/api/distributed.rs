@@ -296,7 +296,8 @@ pub(crate) fn check_layouts(
         return Err(Error::Unsupported {
             product: "distributed".into(),
             why: "op(A) = T and op(B) = T are not supported on distributed matrices (only N, N): distribute the \
-                  transposed matrix instead"
+                  transposed matrix instead (DistMatrix::to_host, then DistMatrix::from_host of the host matrix's \
+                  .t() view)"
                 .into(),
         });
     }
