@@ -236,18 +236,13 @@ impl Gemm {
             });
         }
         check_layouts(self.desc.op_a, self.desc.op_b, &a.layout, &b.layout, &c.layout)?;
-        if self.stream_option_set() || self.device_option().is_some() {
+        if self.has_stream() || self.device_option().is_some() {
             return Err(Error::Unsupported {
                 product: "distributed".into(),
                 why: ".stream(..) and .device(..) do not apply: each rank runs on its grid GPU's own streams".into(),
             });
         }
         Ok(SummaShape { m: a.layout.m, n: b.layout.n, k: a.layout.n, kb: a.layout.nb })
-    }
-
-    /// Whether `.stream(..)` was set.
-    fn stream_option_set(&self) -> bool {
-        self.target().stream.is_some()
     }
 }
 
@@ -337,8 +332,9 @@ pub(crate) fn check_layouts(
 /// How many k panels SUMMA multiplies at once (a chunk): all of them when
 /// every rank's workspaces for all of k (its rows of A's panels and its
 /// columns of B's, where they are broadcast) fit in half of its free device
-/// memory (or in `limit` bytes, [`Gemm::memory_budget`], if smaller), so C is written once and a 16-bit C rounded once; else the most
-/// that fit twice (chunk c + 1 is broadcast while chunk c is multiplied),
+/// memory (or in `limit` bytes, [`Gemm::memory_budget`], if smaller), so C
+/// is written once and a 16-bit C rounded once; else the most that fit
+/// twice (chunk c + 1 is broadcast while chunk c is multiplied),
 /// at least one. Fewer chunks mean fewer passes over C; one chunk leaves
 /// its broadcasts unoverlapped.
 fn chunk_panels<T>(

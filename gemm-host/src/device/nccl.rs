@@ -204,13 +204,13 @@ unsafe impl Sync for CommGroup {}
 
 /// `ncclGroupStart`: the NCCL calls up to [`group_end`] are launched
 /// together (one thread driving several ranks).
-pub(crate) fn group_start() -> Result<(), String> {
+fn group_start() -> Result<(), String> {
     // SAFETY: NCCL is loaded (a grid with communicators exists).
     check(unsafe { sys::ncclGroupStart() }, None)
 }
 
 /// `ncclGroupEnd`: launches the calls since [`group_start`].
-pub(crate) fn group_end() -> Result<(), String> {
+fn group_end() -> Result<(), String> {
     // SAFETY: closes a group [`group_start`] opened.
     check(unsafe { sys::ncclGroupEnd() }, None)
 }

@@ -64,8 +64,8 @@ impl HostOperand {
         if rows == 0 || cols == 0 {
             return out;
         }
-        let (offset, dims) = self.dims.sub(row0, col0, rows, cols).expect("inside the operand");
-        segments(self.base.wrapping_add(offset * elem), &dims, elem, &mut out);
+        let block = self.sub(elem, row0..row0 + rows, col0..col0 + cols).expect("inside the operand");
+        segments(block.base, &block.dims, elem, &mut out);
         out
     }
 }

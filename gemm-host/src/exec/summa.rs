@@ -19,7 +19,7 @@
 //! c is multiplied, ordered by explicit events.
 
 use crate::device::memory::alloc_scratch;
-use crate::device::nccl::{broadcast, group_end, group_start, CommGroup};
+use crate::device::nccl::{broadcast, grouped, CommGroup};
 use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
@@ -211,11 +211,12 @@ fn send<T: Scalar>(
     let (row_root, col_root) = (p.a_col, p.b_row);
     // Where A's panel is broadcast: the staging buffer, or the chunk itself
     // when the chunk is this one panel (packed, ld = width).
-    let a_target = |space: &mut Workspaces<T>, stream: &CudaStream| -> Option<(u64, bool)> {
-        let direct = space.staging.is_none();
-        let buf = if direct { space.a.as_mut().map(|ws| &mut ws[slot]) } else { space.staging.as_mut() }?;
-        let (ptr, _g) = buf.device_ptr_mut(stream);
-        Some((ptr, direct))
+    let a_target = |space: &mut Workspaces<T>, stream: &CudaStream| -> Option<u64> {
+        let buf = match space.staging.as_mut() {
+            Some(staging) => staging,
+            None => &mut space.a.as_mut()?[slot],
+        };
+        Some(buf.device_ptr_mut(stream).0)
     };
     // The root column's copies of its local A panel, packed.
     for ((s, lo), space) in group.ranks.iter().zip(inputs).zip(spaces.iter_mut()) {
@@ -224,45 +225,44 @@ fn send<T: Scalar>(
             continue;
         }
         s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
-        let Some((dst, _)) = a_target(space, &s.comm) else { continue };
+        let Some(dst) = a_target(space, &s.comm) else { continue };
         let (src, _read) = lo.a.device_ptr(&s.comm);
         let src = src + (p.a_local * elem) as u64;
         copy_2d(&s.comm, (src, lo.a_cols * elem), (dst, p.width * elem), p.width * elem, lo.rows)?;
     }
     let fail = |why: String| Error::Collective { rank: group.ranks[0].rank, call: "ncclBroadcast", why };
-    group_start().map_err(fail)?;
-    let mut result = Ok(());
-    for ((s, lo), space) in group.ranks.iter().zip(inputs).zip(spaces.iter_mut()) {
-        if fault == Some(s.rank) || result.is_err() {
-            continue;
-        }
-        let (row, _) = grid.coords(s.rank);
-        if let Some(comm) = s.row.as_ref() {
-            let bytes = lo.rows * p.width * elem;
-            if let (Some((ptr, _)), true) = (a_target(space, &s.comm), bytes > 0) {
-                // SAFETY: `bytes` bytes of a live workspace of this rank.
-                result = unsafe { broadcast(comm, ptr, ptr, bytes, row_root, &s.comm) };
+    grouped(|| {
+        for ((s, lo), space) in group.ranks.iter().zip(inputs).zip(spaces.iter_mut()) {
+            if fault == Some(s.rank) {
+                continue;
+            }
+            let (row, _) = grid.coords(s.rank);
+            if let Some(comm) = s.row.as_ref() {
+                let bytes = lo.rows * p.width * elem;
+                if let (Some(ptr), true) = (a_target(space, &s.comm), bytes > 0) {
+                    // SAFETY: `bytes` bytes of a live workspace of this rank.
+                    unsafe { broadcast(comm, ptr, ptr, bytes, row_root, &s.comm) }?;
+                }
+            }
+            if let (Some(comm), Some(ws)) = (s.col.as_ref(), space.b.as_mut()) {
+                let bytes = p.width * lo.cols * elem;
+                if bytes > 0 {
+                    let (dst, _g) = ws[slot].device_ptr_mut(&s.comm);
+                    let dst = dst + (offset * lo.cols * elem) as u64;
+                    let src = if row == col_root {
+                        let (src, _g) = lo.b.device_ptr(&s.comm);
+                        src + (p.b_local * lo.cols * elem) as u64
+                    } else {
+                        dst
+                    };
+                    // SAFETY: `bytes` bytes of live buffers of this rank.
+                    unsafe { broadcast(comm, src, dst, bytes, col_root, &s.comm) }?;
+                }
             }
         }
-        if let (Some(comm), Some(ws)) = (s.col.as_ref(), space.b.as_mut()) {
-            let bytes = p.width * lo.cols * elem;
-            if bytes > 0 {
-                let (dst, _g) = ws[slot].device_ptr_mut(&s.comm);
-                let dst = dst + (offset * lo.cols * elem) as u64;
-                let src = if row == col_root {
-                    let (src, _g) = lo.b.device_ptr(&s.comm);
-                    src + (p.b_local * lo.cols * elem) as u64
-                } else {
-                    dst
-                };
-                // SAFETY: `bytes` bytes of live buffers of this rank.
-                let sent = unsafe { broadcast(comm, src, dst, bytes, col_root, &s.comm) };
-                result = result.and(sent);
-            }
-        }
-    }
-    let end = group_end();
-    result.and(end).map_err(fail)?;
+        Ok(())
+    })
+    .map_err(fail)?;
     // Received A panels (staged) into their columns of the chunk.
     for ((s, lo), space) in group.ranks.iter().zip(inputs).zip(spaces.iter_mut()) {
         if fault == Some(s.rank) || lo.rows == 0 {

@@ -31,7 +31,6 @@ use crate::error::{DriverContext, Error};
 use crate::operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef, Matrix};
 use gemm_core::distribution::{global_to_local, local_count, local_to_global, Grid};
-use gemm_core::shape::Layout;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -267,7 +266,7 @@ impl BlockCyclic {
 
     /// The rank holding global element `(i, j)`.
     pub fn owner(&self, i: usize, j: usize) -> usize {
-        self.grid.rank((i / self.mb) % self.grid.rows, (j / self.nb) % self.grid.cols)
+        self.global_to_local(i, j).0
     }
 
     /// (rank, local row, local column) of global element `(i, j)`.
@@ -460,8 +459,8 @@ impl<T: Scalar> DistMatrix<T> {
     }
 }
 
-/// A device view's elements copied to a new host matrix (its layout,
-/// packed). Blocks.
+/// A device view copied to a new host matrix (its layout and leading
+/// dimension). Blocks.
 fn view_to_host<T: Scalar>(v: &DeviceView<'_, T>) -> Result<Matrix<T>, Error> {
     let dims = v.dims();
     let len = dims.required_len().unwrap_or(0);
@@ -471,8 +470,7 @@ fn view_to_host<T: Scalar>(v: &DeviceView<'_, T>) -> Result<Matrix<T>, Error> {
         crate::device::memory::memcpy_dtoh(stream, &v.data.slice(..len), &mut span)?;
         stream.synchronize().during("cuStreamSynchronize")?;
     }
-    let src = MatRef::from_slice(&span, dims.rows, dims.cols, dims.layout, dims.ld)?;
-    Ok(Matrix::from_fn_in(dims.rows, dims.cols, Layout::RowMajor, |i, j| src.get(i, j).expect("inside")))
+    Matrix::from_vec_in(dims.rows, dims.cols, dims.layout, dims.ld, span)
 }
 
 #[cfg(test)]
