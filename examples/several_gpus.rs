@@ -10,7 +10,9 @@
 //! - **SUMMA** ([`gemm::DistMatrix`], `Gemm::run_distributed`): f64 and
 //!   bf16 matrices already on the GPUs, 2D block-cyclic, on a 1 x 1 grid
 //!   and on the grid of all GPUs, beside the one-GPU product of device
-//!   matrices (`run_device`).
+//!   matrices (`run_device`); with `--transposed`, also op(A) = T on A
+//!   stored transposed (the call redistributes it, `DistMatrix::transpose`),
+//!   and that transpose timed alone.
 //!
 //! Times are wall-clock from the call to its return (the host rows) or to
 //! the end of the work on every GPU (the device rows), the median of 3
@@ -27,7 +29,7 @@
 //!
 //! Run: `cargo run --release --example several_gpus [-- --sizes 16384,32768]
 //! [--gpus 1,2] [--parts host,summa] [--types f64,bf16] [--blocks 2048,8192]
-//! [--streams 2,8] [--diagnose] [--no-xt] [--out DIR]`; writes
+//! [--streams 2,8] [--diagnose] [--transposed] [--no-xt] [--out DIR]`; writes
 //! `DIR/multi_gpu.csv` (device, date, commit, gpus, precision, m, n, k,
 //! method, ms, tflops, transfer_ms, compute_ms) when `--out` is given.
 
@@ -133,6 +135,8 @@ struct Bench {
     xt: bool,
     /// Whether to time GPU 0 alone on its block (`--diagnose`).
     diagnose: bool,
+    /// Whether to time SUMMA with op(A) = T too (`--transposed`).
+    transposed: bool,
     devices: Vec<Arc<Device>>,
     rates: Vec<(f64, f64)>,
     rows: Vec<Row>,
@@ -345,6 +349,33 @@ impl Bench {
                 transfer_ms: received / peer / 1e6,
                 compute_ms: device_ms / g as f64,
             });
+            if self.transposed {
+                // op(A) = T: A stored transposed, redistributed as its
+                // transpose inside the call (one chunk: the same bits).
+                drop(da);
+                let dat = DistMatrix::from_host(&grid, a.t(), block, block)?;
+                let t_ms = step("transpose", time(|| dat.transpose().map(drop)))?;
+                let ms = step(
+                    "run_distributed op(A) = T",
+                    time(|| Gemm::new().op_a(gemm::Op::T).run_distributed(&dat, &db, &mut dc)),
+                )?;
+                let mut got_t = Matrix::<T>::zeros(n, n);
+                dc.to_host(&mut got_t)?;
+                let same = bytes(&got_t) == bytes(&got);
+                println!(
+                    "# {precision} {n} on {g} GPU(s), blocks {block}: op(A) = T {ms:.1} ms (of which a transpose \
+                     alone takes {t_ms:.1} ms); same bits as op(A) = N: {same}"
+                );
+                self.push(Row {
+                    gpus: g,
+                    precision,
+                    n,
+                    method: format!("summa_{}x{}_b{block}_ta", grid_shape.rows, grid_shape.cols),
+                    ms,
+                    transfer_ms: received / peer / 1e6,
+                    compute_ms: device_ms / g as f64,
+                });
+            }
         }
         Ok(())
     }
@@ -368,6 +399,7 @@ fn main() -> Result<(), gemm::Error> {
     }
     let streams: Vec<usize> = list(&args, "--streams").unwrap_or_default();
     let diagnose = args.iter().any(|a| a == "--diagnose");
+    let transposed = args.iter().any(|a| a == "--transposed");
     let csv = out.map(|dir| {
         use std::io::Write;
         std::fs::create_dir_all(&dir).expect("output folder");
@@ -377,7 +409,7 @@ fn main() -> Result<(), gemm::Error> {
     });
     let stamp = format!("{},{date},{commit}", devices[0].name());
     let xt = !args.iter().any(|a| a == "--no-xt");
-    let mut bench = Bench { csv, stamp, streams, xt, diagnose, devices, rates, rows: Vec::new() };
+    let mut bench = Bench { csv, stamp, streams, xt, diagnose, transposed, devices, rates, rows: Vec::new() };
     for &n in &sizes {
         for t in &types {
             match t.as_str() {

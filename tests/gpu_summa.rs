@@ -7,7 +7,9 @@
 //! C's type) and against the single-GPU `run_device` product (the same
 //! bits: both round the exact value once); NaN-poisoned C with beta = 0;
 //! round trips from and to host and device matrices bit for bit, host C's
-//! padding untouched; mismatched layouts as typed errors; an injected
+//! padding untouched; op(A) = T and op(B) = T (the operand redistributed
+//! as its transpose) and `DistMatrix::transpose` bit for bit for every
+//! element width; mismatched layouts as typed errors; an injected
 //! fault on one rank ending the call with `Error::Collective` within the
 //! grid's timeout. GPU tests: `--include-ignored`.
 
@@ -15,7 +17,7 @@ mod common;
 
 use common::{device, Rng};
 use gemm::half::{bf16, f16};
-use gemm::{DeviceMatrix, DistMatrix, Error, Gemm, Layout, MatMut, Matrix, ProcessGrid, Product, Scalar};
+use gemm::{DeviceMatrix, DistMatrix, Error, Gemm, Layout, MatMut, Matrix, Op, ProcessGrid, Product, Scalar};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -71,17 +73,34 @@ fn assert_same<C: Scalar>(x: &Matrix<C>, y: &Matrix<C>, what: &str) {
     }
 }
 
+/// `a` transposed, as a new host matrix.
+fn transposed<T: Scalar>(a: &Matrix<T>) -> Matrix<T> {
+    Matrix::from_fn(a.cols(), a.rows(), |i, j| a[(j, i)])
+}
+
 /// One distributed product C <- alpha A B + beta C of `T` into `C` on
 /// `grid` with blocks (mb, kb, nb), checked against the CPU reference and
 /// the single-GPU device product; beta = 0 poisons C first.
 fn check<T: Product<C>, C: Scalar>(
     grid: &ProcessGrid,
+    dims: (usize, usize, usize),
+    blocks: (usize, usize, usize),
+    scalars: (f64, f64),
+) {
+    check_ops::<T, C>(grid, (Op::N, Op::N), dims, blocks, scalars)
+}
+
+/// As [`check`], with op(A) and op(B): an op = T operand is stored
+/// transposed (A as k x m in kb x mb blocks, B as n x k in nb x kb).
+fn check_ops<T: Product<C>, C: Scalar>(
+    grid: &ProcessGrid,
+    (op_a, op_b): (Op, Op),
     (m, n, k): (usize, usize, usize),
     (mb, kb, nb): (usize, usize, usize),
     (alpha, beta): (f64, f64),
 ) {
     let what = format!(
-        "{} -> {} on {} {m}x{n}x{k} blocks {mb}/{kb}/{nb} alpha {alpha} beta {beta}",
+        "{} -> {} op {op_a:?}{op_b:?} on {} {m}x{n}x{k} blocks {mb}/{kb}/{nb} alpha {alpha} beta {beta}",
         T::NAME,
         C::NAME,
         grid.grid()
@@ -89,9 +108,17 @@ fn check<T: Product<C>, C: Scalar>(
     let (a, b) = (ints::<T>(m, k, 1 + m as u64), ints::<T>(k, n, 2 + n as u64));
     let c0: Matrix<C> = if beta == 0.0 { Matrix::filled(m, n, C::POISON) } else { ints(m, n, 3) };
     let want = reference(&a, &b, &c0, alpha, beta);
-    let da = DistMatrix::from_host(grid, &a, mb, kb).unwrap();
-    let db = DistMatrix::from_host(grid, &b, kb, nb).unwrap();
-    let g = Gemm::new().alpha(alpha).beta(beta);
+    let (sa, sb) = match (op_a, op_b) {
+        (Op::N, Op::N) => (a.clone(), b.clone()),
+        (Op::T, Op::N) => (transposed(&a), b.clone()),
+        (Op::N, Op::T) => (a.clone(), transposed(&b)),
+        (Op::T, Op::T) => (transposed(&a), transposed(&b)),
+    };
+    let (a_blocks, b_blocks) =
+        (if op_a == Op::T { (kb, mb) } else { (mb, kb) }, if op_b == Op::T { (nb, kb) } else { (kb, nb) });
+    let da = DistMatrix::from_host(grid, &sa, a_blocks.0, a_blocks.1).unwrap();
+    let db = DistMatrix::from_host(grid, &sb, b_blocks.0, b_blocks.1).unwrap();
+    let g = Gemm::new().alpha(alpha).beta(beta).op_a(op_a).op_b(op_b);
     // All of k in one chunk (the default here), a panel per chunk (a
     // 1-byte budget), and a few panels per chunk (staged A panels).
     let mut got = Matrix::filled(m, n, C::POISON);
@@ -107,12 +134,46 @@ fn check<T: Product<C>, C: Scalar>(
         dc.to_host(&mut got).unwrap();
         assert_close(&got, &want, &what);
     }
-    // The single-GPU device product: the same bits.
+    // The single-GPU device product of the same op(A) and op(B): the same bits.
     let dev = device();
-    let (sa, sb) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let (sa, sb) = (DeviceMatrix::from_host(&dev, &sa).unwrap(), DeviceMatrix::from_host(&dev, &sb).unwrap());
     let mut sc = DeviceMatrix::from_host(&dev, &c0).unwrap();
     g.run_device(&sa, &sb, &mut sc).unwrap();
     assert_same(&got, &sc.to_host().unwrap(), &format!("{what} against run_device"));
+}
+
+/// op(A) = T and op(B) = T (the operands redistributed as their
+/// transposes first) on four type pairs of every element width.
+fn every_op(grid: &ProcessGrid, dims: (usize, usize, usize), blocks: (usize, usize, usize)) {
+    for ops in [(Op::T, Op::N), (Op::N, Op::T), (Op::T, Op::T)] {
+        check_ops::<f64, f64>(grid, ops, dims, blocks, (2.0, 0.5));
+        check_ops::<f32, f32>(grid, ops, dims, blocks, (1.0, 0.0));
+        check_ops::<bf16, bf16>(grid, ops, dims, blocks, (1.0, 0.0));
+        check_ops::<f16, f32>(grid, ops, dims, blocks, (2.0, 0.5));
+        check_ops::<i8, i32>(grid, ops, dims, blocks, (1.0, 1.0));
+    }
+}
+
+/// `DistMatrix::transpose` against the host transpose, bit for bit, for
+/// elements of 8, 4, 2 and 1 bytes, then transposed back.
+fn transposes(grid: &ProcessGrid, (m, n): (usize, usize), (mb, nb): (usize, usize)) {
+    fn one<T: Scalar>(grid: &ProcessGrid, a: &Matrix<T>, (mb, nb): (usize, usize)) {
+        let what = format!("{} {}x{} blocks {mb}x{nb} on {}", T::NAME, a.rows(), a.cols(), grid.grid());
+        let d = DistMatrix::from_host(grid, a, mb, nb).unwrap();
+        let t = d.transpose().unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(t.layout(), d.layout().transposed(), "{what}");
+        let mut got = Matrix::filled(a.cols(), a.rows(), T::POISON);
+        t.to_host(&mut got).unwrap();
+        assert_same(&got, &transposed(a), &what);
+        let mut back = Matrix::filled(a.rows(), a.cols(), T::POISON);
+        t.transpose().unwrap().to_host(&mut back).unwrap();
+        assert_same(&back, a, &format!("{what}, transposed back"));
+    }
+    let mut r = Rng::new(9);
+    one(grid, &Matrix::<f64>::from_fn(m, n, |_, _| r.uniform()), (mb, nb));
+    one(grid, &Matrix::<f32>::from_fn(m, n, |_, _| r.uniform() as f32), (mb, nb));
+    one(grid, &Matrix::<f16>::from_fn(m, n, |_, _| f16::from_f64(r.uniform())), (mb, nb));
+    one(grid, &ints::<i8>(m, n, 10), (mb, nb));
 }
 
 /// Every type pair of `Product` at one shape, blocking and grid.
@@ -137,6 +198,9 @@ fn one_by_one_grid_every_type_odd_sizes() {
     every_type(&grid, (33, 65, 1), (7, 5, 9));
     // k within one panel.
     every_type(&grid, (100, 64, 48), (64, 64, 64));
+    every_op(&grid, (257, 131, 300), (64, 48, 40));
+    transposes(&grid, (257, 131), (64, 48));
+    transposes(&grid, (33, 70), (300, 7));
 }
 
 #[test]
@@ -195,8 +259,9 @@ fn one_by_one_grid_mismatches_are_typed_errors() {
     let e = Gemm::new().run_distributed(&a, &b, &mut c).unwrap_err();
     assert!(matches!(e, Error::DeviceGroup { .. }), "{e}");
     let b = DistMatrix::<f64>::zeros(&grid, 48, 32, 8, 8).unwrap();
-    let e = Gemm::new().op_a(gemm::Op::T).run_distributed(&a, &b, &mut c).unwrap_err();
-    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    // op(A) = T: op(A) is 48 x 64, which B's 48 rows do not fit.
+    let e = Gemm::new().op_a(Op::T).run_distributed(&a, &b, &mut c).unwrap_err();
+    assert!(matches!(e, Error::Shape(_)), "{e}");
     assert!(matches!(DistMatrix::<f64>::zeros(&grid, 4, 4, 0, 1), Err(Error::Distribution { .. })));
     Gemm::new().run_distributed(&a, &b, &mut c).unwrap();
 }
@@ -213,6 +278,12 @@ fn two_gpus_grids_every_type() {
         every_type(&grid, (100, 50, 70), (33, 7, 19));
         // A rank with no blocks (m, n below one block).
         every_type(&grid, (20, 10, 90), (64, 16, 64));
+        every_op(&grid, (257, 131, 300), (64, 48, 40));
+        every_op(&grid, (100, 50, 70), (33, 7, 19));
+        every_op(&grid, (20, 10, 90), (64, 16, 64));
+        transposes(&grid, (257, 131), (64, 48));
+        transposes(&grid, (100, 50), (33, 7));
+        transposes(&grid, (10, 200), (64, 16));
     }
 }
 
@@ -257,6 +328,16 @@ fn two_gpus_one_thread_per_rank() {
                     Gemm::new().run_distributed(&da, &db, &mut dc).unwrap();
                     let mut part = Matrix::filled(m, n, f64::NAN);
                     dc.to_host(&mut part).unwrap();
+                    // op(A) = T on A stored transposed (ncclSend/Recv
+                    // between the processes' ranks): the same result.
+                    let dat = DistMatrix::from_host(&grid, &transposed(a), 24, 32).unwrap();
+                    let mut dc2 = DistMatrix::<f64>::zeros(&grid, m, n, 32, 32).unwrap();
+                    Gemm::new().op_a(Op::T).run_distributed(&dat, &db, &mut dc2).unwrap();
+                    let mut part2 = Matrix::filled(m, n, f64::NAN);
+                    dc2.to_host(&mut part2).unwrap();
+                    for (x, y) in part.as_slice().iter().zip(part2.as_slice()) {
+                        assert!(x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()), "op(A) = T differs");
+                    }
                     part
                 })
             })
@@ -315,5 +396,9 @@ fn four_gpus_grids_every_type() {
         assert_eq!(grid.local_ranks(), vec![0, 1, 2, 3]);
         every_type(&grid, (257, 131, 300), (64, 48, 40));
         every_type(&grid, (100, 50, 70), (33, 7, 19));
+        every_op(&grid, (257, 131, 300), (64, 48, 40));
+        every_op(&grid, (100, 50, 70), (33, 7, 19));
+        transposes(&grid, (257, 131), (64, 48));
+        transposes(&grid, (100, 50), (33, 7));
     }
 }

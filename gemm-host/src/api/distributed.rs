@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::exec;
 use crate::exec::host_path::TileProduct;
 use crate::exec::summa::{enqueue_panels, finish_f32_into, LocalInputs, SummaShape};
-use crate::operands::distributed::DistMatrix;
+use crate::operands::distributed::{failed_grid, DistMatrix};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use gemm_core::shape::Op;
 use gemm_core::warpgroup::WgmmaTypes;
@@ -33,6 +33,13 @@ impl Gemm {
     /// Blocks until the product is done on every rank this process drives
     /// (each process of a [`crate::ProcessGrid::from_rank`] grid calls it
     /// with its parts).
+    ///
+    /// op(A) = T and op(B) = T (`.op_a(Op::T)`): the operand is first
+    /// redistributed as its transpose on the grid ([`DistMatrix::transpose`],
+    /// PBLAS's `PxTRAN`: its bits moved, an extra copy of it per rank while
+    /// the call runs), so the block sizes are checked on op(A) and op(B):
+    /// a `k x m` A in `kb x mb` blocks is op(A) = A^T, `m x k` in
+    /// `mb x kb` blocks.
     ///
     /// Every type pair of [`Product`]. Accuracy, per element of C:
     /// - i8 -> i32: exact (wrapping, as one product).
@@ -65,11 +72,10 @@ impl Gemm {
     /// # Errors
     /// Before any launch: [`Error::DeviceGroup`] when the three matrices
     /// are not on one grid, or the grid failed before;
-    /// [`Error::Distribution`] when A's column blocks are not B's row
-    /// blocks, or C's blocks are not A's row and B's column blocks;
-    /// [`Error::Shape`] for mismatched shapes; [`Error::Unsupported`] for
-    /// op(A) or op(B) = T (not supported on distributed matrices: transpose
-    /// before distributing), for `.stream(..)`, `.device(..)` and
+    /// [`Error::Distribution`] when op(A)'s column blocks are not op(B)'s
+    /// row blocks, or C's blocks are not op(A)'s row and op(B)'s column
+    /// blocks; [`Error::Shape`] for mismatched shapes;
+    /// [`Error::Unsupported`] for `.stream(..)`, `.device(..)` and
     /// `.host_streams(..)` (`.memory_budget(bytes)` bounds each rank's
     /// SUMMA workspaces), and for a 16-bit C off compute capability 9.0.
     /// During the call: [`Error::Collective`] when a kernel, a copy or a
@@ -125,6 +131,20 @@ impl Gemm {
         if !reads_ab && self.desc.beta == 1.0 {
             return Ok(()); // C unchanged
         }
+        // op = T: the operand's transpose, redistributed on the grid first.
+        let (a_t, b_t);
+        let a = if self.desc.op_a == Op::T && reads_ab {
+            a_t = a.transpose()?;
+            &a_t
+        } else {
+            a
+        };
+        let b = if self.desc.op_b == Op::T && reads_ab {
+            b_t = b.transpose()?;
+            &b_t
+        } else {
+            b
+        };
         let _busy = group.busy.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(why) = group.failed() {
             return Err(failed_grid(&why));
@@ -235,14 +255,14 @@ impl Gemm {
                     .into(),
             });
         }
-        check_layouts(self.desc.op_a, self.desc.op_b, &a.layout, &b.layout, &c.layout)?;
+        let (a, b) = check_layouts(self.desc.op_a, self.desc.op_b, &a.layout, &b.layout, &c.layout)?;
         if self.has_stream() || self.device_option().is_some() {
             return Err(Error::Unsupported {
                 product: "distributed".into(),
                 why: ".stream(..) and .device(..) do not apply: each rank runs on its grid GPU's own streams".into(),
             });
         }
-        Ok(SummaShape { m: a.layout.m, n: b.layout.n, k: a.layout.n, kb: a.layout.nb })
+        Ok(SummaShape { m: a.m, n: b.n, k: a.n, kb: a.nb })
     }
 }
 
@@ -270,32 +290,18 @@ fn rank_products<'g, T: Scalar, W: Scalar>(
         .collect()
 }
 
-/// The error of a call on a grid whose communicators were aborted.
-fn failed_grid(why: &str) -> Error {
-    Error::DeviceGroup {
-        why: format!("the grid's communicators were aborted by an earlier failed call ({why}); make a new ProcessGrid"),
-    }
-}
-
-/// The CPU checks of a distributed product's layouts: op flags (N only),
-/// shapes, and blocks: A's column blocks are B's row blocks (kb), C's
-/// blocks are A's row blocks and B's column blocks.
+/// The CPU checks of a distributed product's layouts, on op(A) and op(B)
+/// (the transpose's layout where op = T, [`crate::BlockCyclic::transposed`]):
+/// shapes, and blocks: op(A)'s column blocks are op(B)'s row blocks (kb),
+/// C's blocks are op(A)'s row blocks and op(B)'s column blocks. Returns
+/// op(A)'s and op(B)'s layouts.
 pub(crate) fn check_layouts(
     op_a: Op,
     op_b: Op,
     a: &crate::BlockCyclic,
     b: &crate::BlockCyclic,
     c: &crate::BlockCyclic,
-) -> Result<(), Error> {
-    if op_a != Op::N || op_b != Op::N {
-        return Err(Error::Unsupported {
-            product: "distributed".into(),
-            why: "op(A) = T and op(B) = T are not supported on distributed matrices (only N, N): distribute the \
-                  transposed matrix instead (DistMatrix::to_host, then DistMatrix::from_host of the host matrix's \
-                  .t() view)"
-                .into(),
-        });
-    }
+) -> Result<(crate::BlockCyclic, crate::BlockCyclic), Error> {
     for l in [a, b, c] {
         l.check()?;
     }
@@ -304,6 +310,8 @@ pub(crate) fn check_layouts(
             why: format!("A is on a {} grid, B on {}, C on {}: a product needs one grid", a.grid, b.grid, c.grid),
         });
     }
+    let a = if op_a == Op::T { a.transposed() } else { *a };
+    let b = if op_b == Op::T { b.transposed() } else { *b };
     if a.n != b.m {
         return Err(gemm_core::ShapeError::InnerDimension { a_rows: a.m, a_cols: a.n, b_rows: b.m, b_cols: b.n }.into());
     }
@@ -313,7 +321,8 @@ pub(crate) fn check_layouts(
     if a.nb != b.mb {
         return Err(Error::Distribution {
             why: format!(
-                "A's column blocks are {} wide but B's row blocks are {} high: SUMMA's k panels need them equal",
+                "op(A)'s column blocks are {} wide but op(B)'s row blocks are {} high: SUMMA's k panels need them \
+                 equal",
                 a.nb, b.mb
             ),
         });
@@ -321,12 +330,13 @@ pub(crate) fn check_layouts(
     if c.mb != a.mb || c.nb != b.nb {
         return Err(Error::Distribution {
             why: format!(
-                "C's blocks are {} x {} but A's row blocks are {} high and B's column blocks {} wide: C needs {} x {}",
+                "C's blocks are {} x {} but op(A)'s row blocks are {} high and op(B)'s column blocks {} wide: C needs \
+                 {} x {}",
                 c.mb, c.nb, a.mb, b.nb, a.mb, b.nb
             ),
         });
     }
-    Ok(())
+    Ok((a, b))
 }
 
 /// How many k panels SUMMA multiplies at once (a chunk): all of them when
@@ -381,7 +391,8 @@ mod tests {
         let e = check_layouts(Op::N, Op::N, &l(100, 80, 32, 16), &l(80, 60, 32, 8), &l(100, 60, 32, 8)).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "distributed matrices: A's column blocks are 16 wide but B's row blocks are 32 high: SUMMA's k panels need them equal"
+            "distributed matrices: op(A)'s column blocks are 16 wide but op(B)'s row blocks are 32 high: SUMMA's k panels \
+             need them equal"
         );
         let e = check_layouts(Op::N, Op::N, &l(100, 80, 32, 16), &l(80, 60, 16, 8), &l(100, 60, 16, 8)).unwrap_err();
         assert!(matches!(e, Error::Distribution { .. }), "{e}");
@@ -392,7 +403,14 @@ mod tests {
         let other = BlockCyclic::new(80, 60, 16, 8, Grid::new(2, 1)).unwrap();
         let e = check_layouts(Op::N, Op::N, &l(100, 80, 32, 16), &other, &l(100, 60, 32, 8)).unwrap_err();
         assert!(matches!(e, Error::DeviceGroup { .. }), "{e}");
+        // op = T checks the transpose's layout: A^T of an 80 x 100 A in 16 x 32 blocks.
+        let (ea, eb) = check_layouts(Op::T, Op::N, &l(80, 100, 16, 32), &l(80, 60, 16, 8), &l(100, 60, 32, 8)).unwrap();
+        assert_eq!((ea.m, ea.n, ea.mb, ea.nb), (100, 80, 32, 16));
+        assert_eq!(eb, l(80, 60, 16, 8));
         let e = check_layouts(Op::T, Op::N, &l(100, 80, 32, 16), &l(80, 60, 16, 8), &l(100, 60, 32, 8)).unwrap_err();
-        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        assert!(matches!(e, Error::Shape(_)), "{e}");
+        let e = check_layouts(Op::N, Op::T, &l(100, 80, 32, 16), &l(60, 80, 8, 32), &l(100, 60, 32, 8)).unwrap_err();
+        assert!(matches!(e, Error::Distribution { .. }), "{e}");
+        assert!(check_layouts(Op::N, Op::T, &l(100, 80, 32, 16), &l(60, 80, 8, 16), &l(100, 60, 32, 8)).is_ok());
     }
 }

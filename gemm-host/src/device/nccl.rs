@@ -172,8 +172,9 @@ pub(crate) struct RankState {
     pub(crate) row: Option<Comm>,
     /// The communicator of the rank's grid column (its rank there: the grid row).
     pub(crate) col: Option<Comm>,
-    /// The world communicator (one process per GPU only).
-    world: Option<Comm>,
+    /// The communicator of the whole grid (its rank there: the grid rank;
+    /// None on a 1 x 1 grid): the transpose's point-to-point messages.
+    pub(crate) world: Option<Comm>,
 }
 
 impl RankState {
@@ -251,8 +252,9 @@ impl CommGroup {
     }
 
     /// Every rank of `grid` in this process, rank r on `devices[r]`: one
-    /// `ncclCommInitAll` per grid row and per grid column of more than one
-    /// GPU (none for a 1 x 1 grid, which needs no NCCL).
+    /// `ncclCommInitAll` over the grid and one per grid row and per grid
+    /// column of more than one GPU (none for a 1 x 1 grid, which needs no
+    /// NCCL).
     pub(crate) fn from_devices(devices: &[Arc<Device>], grid: Grid) -> Result<Self, Error> {
         let mut ranks = Vec::with_capacity(devices.len());
         for (r, d) in devices.iter().enumerate() {
@@ -272,6 +274,10 @@ impl CommGroup {
             check(r, None).map_err(|why| Error::Collective { rank: members[0], call: "ncclCommInitAll", why })?;
             Ok(raw.into_iter().map(|raw| Comm { raw }).collect())
         };
+        let everyone: Vec<usize> = (0..grid.size()).collect();
+        for (comm, &r) in init_all(&everyone)?.into_iter().zip(&everyone) {
+            group.ranks[r].world = Some(comm);
+        }
         if grid.cols > 1 {
             for row in 0..grid.rows {
                 let members: Vec<usize> = (0..grid.cols).map(|c| grid.rank(row, c)).collect();
@@ -510,6 +516,60 @@ pub(crate) unsafe fn broadcast(
             bytes,
             sys::ncclDataType_t::ncclUint8,
             root as c_int,
+            comm.raw,
+            stream.cu_stream() as sys::cudaStream_t,
+        )
+    };
+    check(r, Some(comm.raw))
+}
+
+/// `ncclSend` of `bytes` bytes at `send` to the communicator's rank
+/// `peer`, on `stream` (matched by that rank's [`recv`]).
+///
+/// # Safety
+/// `send` is a device address of at least `bytes` bytes on the
+/// communicator's device, live until the stream has run the send.
+pub(crate) unsafe fn send(
+    comm: &Comm,
+    send: u64,
+    bytes: usize,
+    peer: usize,
+    stream: &CudaStream,
+) -> Result<(), String> {
+    // SAFETY: the caller's contract; NCCL is loaded.
+    let r = unsafe {
+        sys::ncclSend(
+            send as *const c_void,
+            bytes,
+            sys::ncclDataType_t::ncclUint8,
+            peer as c_int,
+            comm.raw,
+            stream.cu_stream() as sys::cudaStream_t,
+        )
+    };
+    check(r, Some(comm.raw))
+}
+
+/// `ncclRecv` of `bytes` bytes into `recv` from the communicator's rank
+/// `peer`, on `stream` (matched by that rank's [`send`]).
+///
+/// # Safety
+/// `recv` is a device address of at least `bytes` bytes on the
+/// communicator's device, live until the stream has run the receive.
+pub(crate) unsafe fn recv(
+    comm: &Comm,
+    recv: u64,
+    bytes: usize,
+    peer: usize,
+    stream: &CudaStream,
+) -> Result<(), String> {
+    // SAFETY: the caller's contract; NCCL is loaded.
+    let r = unsafe {
+        sys::ncclRecv(
+            recv as *mut c_void,
+            bytes,
+            sys::ncclDataType_t::ncclUint8,
+            peer as c_int,
             comm.raw,
             stream.cu_stream() as sys::cudaStream_t,
         )

@@ -15,6 +15,7 @@ pub(crate) mod host_path;
 pub(crate) mod ladder;
 pub(crate) mod launch;
 pub(crate) mod mma_sync;
+pub(crate) mod redistribute;
 pub(crate) mod skinny;
 pub(crate) mod summa;
 pub(crate) mod tensor_core;

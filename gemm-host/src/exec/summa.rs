@@ -280,7 +280,7 @@ fn send<T: Scalar>(
 
 /// A 2D copy of `height` lines of `width` bytes between device buffers
 /// with pitches in bytes, on `stream`.
-fn copy_2d(
+pub(crate) fn copy_2d(
     stream: &CudaStream,
     (src, src_pitch): (u64, usize),
     (dst, dst_pitch): (u64, usize),

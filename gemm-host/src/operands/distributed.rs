@@ -264,6 +264,12 @@ impl BlockCyclic {
         Ok(())
     }
 
+    /// The layout of the transpose on the same grid ([`DistMatrix::transpose`]):
+    /// `n x m` in `nb x mb` blocks.
+    pub fn transposed(&self) -> BlockCyclic {
+        BlockCyclic { m: self.n, n: self.m, mb: self.nb, nb: self.mb, grid: self.grid }
+    }
+
     /// The rank holding global element `(i, j)`.
     pub fn owner(&self, i: usize, j: usize) -> usize {
         self.global_to_local(i, j).0
@@ -429,6 +435,81 @@ impl<T: Scalar> DistMatrix<T> {
         stream.synchronize().during("cuStreamSynchronize")
     }
 
+    /// The transpose, an `n x m` matrix in `nb x mb` blocks on the same
+    /// grid (PBLAS's `PxTRAN`): its block (I, J) is this matrix's block
+    /// (J, I) transposed, on the rank at grid row `I mod P_r`, column
+    /// `J mod P_c`. Each rank transposes its local matrix on its GPU, packs
+    /// what each other rank needs into one message per rank and exchanges
+    /// them (`ncclSend` / `ncclRecv` on the grid's communicator), then
+    /// unpacks; the bits are moved, not computed. Blocks until done on
+    /// every rank this process drives (each process of a
+    /// [`ProcessGrid::from_rank`] grid calls it). Memory while it runs, per
+    /// rank: the result's local matrix, plus a transposed copy of its local
+    /// matrix and its messages (each at most the local matrix's size).
+    ///
+    /// ```no_run
+    /// use gemm::{DistMatrix, Matrix, ProcessGrid};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let devices = [gemm::Device::new(0)?, gemm::Device::new(1)?];
+    /// let grid = ProcessGrid::from_devices(&devices, 1, 2)?;
+    /// let a = Matrix::<f64>::from_fn(300, 200, |i, j| (i * 200 + j) as f64);
+    /// let at = DistMatrix::from_host(&grid, &a, 64, 32)?.transpose()?; // 200 x 300, blocks 32 x 64
+    /// let mut back = Matrix::<f64>::zeros(200, 300);
+    /// at.to_host(&mut back)?;
+    /// assert_eq!(back[(5, 7)], a[(7, 5)]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::DeviceGroup`] when the grid's communicators were aborted by
+    /// an earlier failed call; [`Error::OutOfMemory`], [`Error::Driver`];
+    /// [`Error::Collective`] when a copy or a message fails on any rank, or
+    /// does not finish within the grid's timeout (the communicators are then
+    /// aborted; this matrix is left as it was).
+    pub fn transpose(&self) -> Result<DistMatrix<T>, Error> {
+        use crate::exec::redistribute::{enqueue_transpose, TransposeParts};
+        let l = self.layout;
+        let mut out = DistMatrix::zeros(&self.grid, l.n, l.m, l.nb, l.mb)?;
+        for (_, local) in &out.locals {
+            // The copies below run on the grid's own streams.
+            local.device().stream().synchronize().during("cuStreamSynchronize")?;
+        }
+        let group = self.grid.group.clone();
+        let _busy = group.busy.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(why) = group.failed() {
+            return Err(failed_grid(&why));
+        }
+        let call = "transpose (local transposes, ncclSend/ncclRecv, copies)";
+        let enqueued = {
+            let mut parts: Vec<TransposeParts<'_, T>> = self
+                .locals
+                .iter()
+                .zip(out.locals.iter_mut())
+                .map(|((_, src), (_, dst))| TransposeParts {
+                    src: src.buffer().slice(..),
+                    rows: src.rows(),
+                    cols: src.cols(),
+                    dst_cols: dst.cols(),
+                    dst: dst.buffer_mut().slice_mut(..),
+                })
+                .collect();
+            enqueue_transpose(&group, (l.m, l.n, l.mb, l.nb), &mut parts)
+        };
+        match enqueued {
+            Ok(scratch) => {
+                let waited = group.wait(call);
+                drop(scratch);
+                waited?;
+            }
+            Err(e @ Error::Collective { .. }) => {
+                group.abort(&e.to_string());
+                return Err(e);
+            }
+            Err(e) => return Err(group.fail(group.ranks[0].rank, call, e.to_string())),
+        }
+        Ok(out)
+    }
+
     fn check_shape(&self, rows: usize, cols: usize) -> Result<(), Error> {
         if rows != self.layout.m || cols != self.layout.n {
             return Err(gemm_core::ShapeError::Output {
@@ -456,6 +537,13 @@ impl<T: Scalar> DistMatrix<T> {
     /// dimension its columns) on its GPU, if this process drives it.
     pub fn local(&self, rank: usize) -> Option<DeviceView<'_, T>> {
         self.locals.iter().find(|(r, _)| *r == rank).map(|(_, m)| m.as_view())
+    }
+}
+
+/// The error of a call on a grid whose communicators were aborted.
+pub(crate) fn failed_grid(why: &str) -> Error {
+    Error::DeviceGroup {
+        why: format!("the grid's communicators were aborted by an earlier failed call ({why}); make a new ProcessGrid"),
     }
 }
 
