@@ -356,15 +356,21 @@ impl<T: Scalar> DistMatrix<T> {
     /// # Errors
     /// As [`DistMatrix::zeros`].
     pub fn from_host<'a>(grid: &ProcessGrid, a: impl Into<MatRef<'a, T>>, mb: usize, nb: usize) -> Result<Self, Error> {
+        use rayon::prelude::*;
         let a = a.into();
         let layout = Self::layout_on(grid, a.rows(), a.cols(), mb, nb)?;
         let mut locals = Vec::new();
         for s in &grid.group.ranks {
             let (rows, cols) = layout.local_shape(s.rank);
-            let local = Matrix::from_fn(rows, cols, |li, lj| {
-                let (i, j) = layout.local_to_global(s.rank, li, lj);
-                a.get(i, j).expect("inside the matrix")
+            // Gathered in parallel, a local row per task.
+            let (rank, mut data) = (s.rank, vec![T::default(); rows * cols]);
+            data.par_chunks_mut(cols.max(1)).enumerate().for_each(|(li, line)| {
+                for (lj, x) in line.iter_mut().enumerate() {
+                    let (i, j) = layout.local_to_global(rank, li, lj);
+                    *x = a.get(i, j).expect("inside the matrix");
+                }
             });
+            let local = Matrix::from_vec_in(rows, cols, gemm_core::Layout::RowMajor, cols.max(1), data)?;
             let d = DeviceMatrix::from_host(&s.device, &local)?;
             locals.push((s.rank, d));
         }
@@ -381,15 +387,23 @@ impl<T: Scalar> DistMatrix<T> {
     pub fn to_host<'a>(&self, c: impl Into<MatMut<'a, T>>) -> Result<(), Error> {
         let mut c = c.into();
         self.check_shape(c.rows(), c.cols())?;
+        let mut hosts: Vec<Option<Matrix<T>>> = vec![None; self.grid.grid().size()];
         for (rank, local) in &self.locals {
-            let host = local.to_host()?;
-            for li in 0..host.rows() {
-                for lj in 0..host.cols() {
-                    let (i, j) = self.layout.local_to_global(*rank, li, lj);
-                    c.set(i, j, host[(li, lj)]);
+            hosts[*rank] = Some(local.to_host()?);
+        }
+        // Scattered in parallel, a line of C per task; each element is
+        // read from the local matrix that holds it, where this process
+        // drives its rank.
+        let (layout, row_major) = (self.layout, c.layout() == gemm_core::Layout::RowMajor);
+        c.par_lines_mut(|line, out| {
+            for (x, v) in out.iter_mut().enumerate() {
+                let (i, j) = if row_major { (line, x) } else { (x, line) };
+                let (rank, li, lj) = layout.global_to_local(i, j);
+                if let Some(h) = &hosts[rank] {
+                    *v = h[(li, lj)];
                 }
             }
-        }
+        });
         Ok(())
     }
 

@@ -490,6 +490,22 @@ impl<'a, T: Scalar> MatMut<'a, T> {
         (i < self.dims.rows && j < self.dims.cols).then(|| self.data[self.dims.offset(i, j)])
     }
 
+    /// Calls `f(line, elements)` for every line of the view (a row of a
+    /// row-major view, a column of a column-major one; its padding left
+    /// out), in parallel on the host's threads (rayon).
+    pub(crate) fn par_lines_mut(&mut self, f: impl Fn(usize, &mut [T]) + Sync + Send) {
+        use rayon::prelude::*;
+        let (lines, len) = self.dims.lines();
+        if lines == 0 || len == 0 {
+            return;
+        }
+        self.data
+            .par_chunks_mut(self.dims.ld.max(1))
+            .take(lines)
+            .enumerate()
+            .for_each(|(l, chunk)| f(l, &mut chunk[..len]));
+    }
+
     /// Sets element (i, j); returns false (and changes nothing) outside the view.
     pub fn set(&mut self, i: usize, j: usize, value: T) -> bool {
         if i < self.dims.rows && j < self.dims.cols {
