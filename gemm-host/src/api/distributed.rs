@@ -346,7 +346,9 @@ pub(crate) fn check_layouts(
 /// is written once and a 16-bit C rounded once; else the most that fit
 /// twice (chunk c + 1 is broadcast while chunk c is multiplied),
 /// at least one. Fewer chunks mean fewer passes over C; one chunk leaves
-/// its broadcasts unoverlapped.
+/// its broadcasts unoverlapped. Where all of k does not fit at first, the
+/// rank's context is synchronized and its free memory read again (memory
+/// freed stream-ordered is held by its pool until a synchronization).
 fn chunk_panels<T>(
     group: &CommGroup,
     inputs: &[LocalInputs<'_, T>],
@@ -358,9 +360,8 @@ fn chunk_panels<T>(
     let panels = shape.k.div_ceil(shape.kb.max(1)).max(1);
     let mut most = panels;
     for (s, lo) in group.ranks.iter().zip(inputs) {
-        s.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
-        let (free, _) = cudarc::driver::result::mem_get_info().during("cuMemGetInfo")?;
-        let budget = limit.map_or(free / 2, |l| l.min(free / 2));
+        let ctx = s.device.context();
+        ctx.bind_to_thread().during("cuCtxSetCurrent")?;
         // Bytes per panel of width kb held by this rank's workspaces.
         let a = if s.row.is_some() { lo.rows * shape.kb } else { 0 };
         let b = if s.col.is_some() { shape.kb * lo.cols } else { 0 };
@@ -368,8 +369,24 @@ fn chunk_panels<T>(
         if per_panel == 0 {
             continue;
         }
-        let fits = if per_panel * panels <= budget { panels } else { (budget / (2 * per_panel)).max(1) };
-        most = most.min(fits);
+        let fits = |free: usize| {
+            let budget = limit.map_or(free / 2, |l| l.min(free / 2));
+            if per_panel * panels <= budget {
+                panels
+            } else {
+                (budget / (2 * per_panel)).max(1)
+            }
+        };
+        let (free, _) = cudarc::driver::result::mem_get_info().during("cuMemGetInfo")?;
+        let mut chunk = fits(free);
+        if chunk < panels {
+            // Memory freed stream-ordered stays in its pool (counted as
+            // used) until a synchronization returns it to the driver.
+            ctx.synchronize().during("cuCtxSynchronize")?;
+            let (free, _) = cudarc::driver::result::mem_get_info().during("cuMemGetInfo")?;
+            chunk = fits(free);
+        }
+        most = most.min(chunk);
     }
     Ok(most)
 }
