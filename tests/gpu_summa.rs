@@ -16,6 +16,7 @@
 mod common;
 
 use common::{device, Rng};
+use gemm::float8::F8E4M3;
 use gemm::half::{bf16, f16};
 use gemm::{DeviceMatrix, DistMatrix, Error, Gemm, Layout, MatMut, Matrix, Op, ProcessGrid, Product, Scalar};
 use std::sync::Arc;
@@ -187,6 +188,8 @@ fn every_type(grid: &ProcessGrid, dims: (usize, usize, usize), blocks: (usize, u
         check::<bf16, f32>(grid, dims, blocks, (alpha, beta));
         // i8: integer alpha and beta.
         check::<i8, i32>(grid, dims, blocks, (alpha.round(), (beta * 2.0).round()));
+        check::<F8E4M3, bf16>(grid, dims, blocks, (alpha, beta));
+        check::<F8E4M3, f32>(grid, dims, blocks, (alpha, beta));
     }
 }
 

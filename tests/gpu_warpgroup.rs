@@ -34,6 +34,7 @@ mod common;
 
 use common::{device, op_view, seed, store, Variant};
 use gemm::check::{random_int_matrix, random_matrix, Reference};
+use gemm::float8::F8E4M3;
 use gemm::half::{bf16, f16};
 use gemm::tuning::{warpgroup_plan, WgmmaTypes};
 use gemm::{DeviceMatrix, Error, Gemm, Layout, Matrix, Op, Product, Scalar};
@@ -88,6 +89,8 @@ fn reference<T: Scalar, C: Scalar>(
         let f = |x: &Matrix<T>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
         let h = |x: &Matrix<C>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
         Reference::new_tf32(alpha, &f(a), &f(b), beta, &h(c0))
+    } else if T::NAME == "e4m3" {
+        Reference::new_fp8(alpha, a, b, beta, c0)
     } else {
         Reference::new_mixed(alpha, a, b, beta, c0)
     }
@@ -216,6 +219,9 @@ fn every_tile_family_is_within_the_bound() {
             WgmmaTypes::Bf16F32 => check::<bf16, f32>(shape, v, alpha, beta, false),
             WgmmaTypes::Tf32 => check_with::<f32, f32>(Gemm::new().allow_tf32(true), shape, v, alpha, beta, false),
             WgmmaTypes::S8 => check::<i8, i32>(shape, v, -2.0, 3.0, false),
+            WgmmaTypes::E4m3Bf16 => check::<F8E4M3, bf16>(shape, v, alpha, beta, false),
+            WgmmaTypes::E4m3F16 => check::<F8E4M3, f16>(shape, v, alpha, beta, false),
+            WgmmaTypes::E4m3F32 => check::<F8E4M3, f32>(shape, v, alpha, beta, false),
         }
     }
 }

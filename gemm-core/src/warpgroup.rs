@@ -123,6 +123,13 @@ pub enum WgmmaTypes {
     Tf32,
     /// i8 operands, i32 accumulation, i32 C.
     S8,
+    /// FP8 e4m3 operands, f32 accumulation (promoted to a full-precision
+    /// f32 accumulator every k-tile of 128), bf16 C.
+    E4m3Bf16,
+    /// FP8 e4m3 operands, f32 accumulation (promoted), f16 C.
+    E4m3F16,
+    /// FP8 e4m3 operands, f32 accumulation (promoted), f32 C.
+    E4m3F32,
 }
 
 impl WgmmaTypes {
@@ -130,13 +137,13 @@ impl WgmmaTypes {
     pub const fn input_bytes(self) -> u32 {
         match self {
             WgmmaTypes::Tf32 => 4,
-            WgmmaTypes::S8 => 1,
+            WgmmaTypes::S8 | WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3F32 => 1,
             _ => 2,
         }
     }
 
     /// Whether wgmma can read its operands MN-major (transposed): f16 and
-    /// bf16 only; tf32 and s8 operands must be K-major (PTX ISA,
+    /// bf16 only; tf32, s8 and FP8 operands must be K-major (PTX ISA,
     /// wgmma.mma_async: imm-trans-a and imm-trans-b exist for .f16 and
     /// .bf16 only).
     pub const fn transposes(self) -> bool {
@@ -156,8 +163,8 @@ impl WgmmaTypes {
     /// Bytes of one element of C.
     pub const fn output_bytes(self) -> u32 {
         match self {
-            WgmmaTypes::F16 | WgmmaTypes::Bf16 => 2,
-            WgmmaTypes::F16F32 | WgmmaTypes::Bf16F32 | WgmmaTypes::Tf32 | WgmmaTypes::S8 => 4,
+            WgmmaTypes::F16 | WgmmaTypes::Bf16 | WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 => 2,
+            WgmmaTypes::F16F32 | WgmmaTypes::Bf16F32 | WgmmaTypes::Tf32 | WgmmaTypes::S8 | WgmmaTypes::E4m3F32 => 4,
         }
     }
 
@@ -167,6 +174,7 @@ impl WgmmaTypes {
         match self {
             WgmmaTypes::F16 => WgmmaTypes::F16F32,
             WgmmaTypes::Bf16 => WgmmaTypes::Bf16F32,
+            WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 => WgmmaTypes::E4m3F32,
             other => other,
         }
     }
@@ -180,7 +188,17 @@ impl WgmmaTypes {
             WgmmaTypes::Bf16F32 => "bf16_f32",
             WgmmaTypes::Tf32 => "tf32",
             WgmmaTypes::S8 => "s8",
+            WgmmaTypes::E4m3Bf16 => "e4m3_bf16",
+            WgmmaTypes::E4m3F16 => "e4m3_f16",
+            WgmmaTypes::E4m3F32 => "e4m3_f32",
         }
+    }
+
+    /// Whether the operands are FP8 (e4m3): wgmma's FP8 accumulation is not
+    /// full f32, so the kernel adds each k-tile's (128 k) partial product to
+    /// a second, full-precision f32 accumulator (DeepGEMM's promotion).
+    pub const fn fp8(self) -> bool {
+        matches!(self, WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3F32)
     }
 }
 
@@ -382,6 +400,12 @@ macro_rules! warpgroup_menu {
             (wgmma_s8_b128x64_d8, S8, [128, 64, 8])
             (wgmma_s8_b128x128_d5, S8, [128, 128, 5])
             (wgmma_s8_b128x256_d4, S8, [128, 256, 4])
+            (wgmma_e4m3_bf16_b128x64_d8, E4m3Bf16, [128, 64, 8])
+            (wgmma_e4m3_f16_b128x64_d8, E4m3F16, [128, 64, 8])
+            (wgmma_e4m3_f32_b128x64_d8, E4m3F32, [128, 64, 8])
+            (wgmma_e4m3_bf16_b128x128_d5, E4m3Bf16, [128, 128, 5])
+            (wgmma_e4m3_f16_b128x128_d5, E4m3F16, [128, 128, 5])
+            (wgmma_e4m3_f32_b128x128_d5, E4m3F32, [128, 128, 5])
             (wgmma_f16_b128x8_d13, F16, [128, 8, 13], narrow)
             (wgmma_f16_f32_b128x8_d13, F16F32, [128, 8, 13], narrow)
             (wgmma_bf16_b128x8_d13, Bf16, [128, 8, 13], narrow)

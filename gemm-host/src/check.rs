@@ -218,6 +218,19 @@ impl Reference {
         Reference { m, n, value, bound }
     }
 
+    /// [`Reference::new_mixed`] for an FP8 product (e4m3 operands): the
+    /// bound adds [`FP8_ACCUMULATION`] `|alpha| (|A||B|)_ij`, the tensor
+    /// cores' reduced-precision accumulation within each k-tile of 128.
+    pub fn new_fp8<'a, 'b, 'c, T: Scalar, C: Scalar>(
+        alpha: f64,
+        a: impl Into<MatRef<'a, T>>,
+        b: impl Into<MatRef<'b, T>>,
+        beta: f64,
+        c0: impl Into<MatRef<'c, C>>,
+    ) -> Self {
+        Self::mixed(alpha, a.into(), b.into(), beta, c0.into(), FP8_ACCUMULATION)
+    }
+
     /// The reference computed by cuBLAS on the GPU (for sizes where the CPU is
     /// too slow): values from cuBLAS `?gemm` of op(A) and op(B), bounds from
     /// cuBLAS of |A| and |B|. cuBLAS's own error is within `k * u * (|A||B|)`,
@@ -384,6 +397,14 @@ pub enum ProductBound {
     Exact,
 }
 
+/// The relative error, against `|alpha| (|A||B|)_ij`, that an FP8 product
+/// may add to the f32 bound: wgmma accumulates FP8 products with fewer bits
+/// than f32 (DeepSeek-AI, "DeepSeek-V3 technical report": about 14), and
+/// stage 9 adds each k-tile's partial (128 k, at most four wgmma steps of
+/// 32 into a partial below |A||B|) to an f32 accumulator: 2^-9 leaves room
+/// for a step's truncations at 2^-13 relative to the running sum.
+pub const FP8_ACCUMULATION: f64 = 1.0 / 512.0;
+
 impl ProductBound {
     /// The bound of a product of `T` operands into a `C` (`tf32`: f32 on
     /// TF32 tensor cores).
@@ -395,6 +416,7 @@ impl ProductBound {
                 ProductBound::F32Accumulation { input: 2f64.powi(-9) + 2f64.powi(-20), eps_c: C::EPSILON }
             }
             Types::Mixed(WgmmaTypes::S8) => ProductBound::Exact,
+            Types::Mixed(t) if t.fp8() => ProductBound::F32Accumulation { input: FP8_ACCUMULATION, eps_c: C::EPSILON },
             Types::Mixed(_) => ProductBound::F32Accumulation { input: 0.0, eps_c: C::EPSILON },
         }
     }

@@ -159,6 +159,9 @@ impl Cublas {
             "f32" => sys::cudaDataType::CUDA_R_32F,
             "i8" => sys::cudaDataType::CUDA_R_8I,
             "i32" => sys::cudaDataType::CUDA_R_32I,
+            // cublasGemmEx has no FP8 (cuBLASLt has): cuBLAS refuses it
+            // with a typed error.
+            "e4m3" => sys::cudaDataType::CUDA_R_8F_E4M3,
             _ => sys::cudaDataType::CUDA_R_64F,
         };
         let compute = match T::NAME {

@@ -20,6 +20,7 @@ mod sealed {
     impl Sealed for half::bf16 {}
     impl Sealed for i8 {}
     impl Sealed for i32 {}
+    impl Sealed for float8::F8E4M3 {}
 }
 
 /// A type a [`crate::Matrix`] or [`crate::DeviceMatrix`] may hold: `f64`,
@@ -76,6 +77,15 @@ impl_scalar!(half::f16, u16, "f16", 9.765625e-4, half::f16::NAN, half::f16::from
 impl_scalar!(half::bf16, u16, "bf16", 7.8125e-3, half::bf16::NAN, half::bf16::from_f64, half::bf16::to_f64);
 impl_scalar!(i8, i8, "i8", 0.0, i8::MIN, |x: f64| x.round().clamp(-128.0, 127.0) as i8, |x: i8| x as f64);
 impl_scalar!(
+    float8::F8E4M3,
+    u8,
+    "e4m3",
+    0.125,
+    float8::F8E4M3::NAN,
+    float8::F8E4M3::from_f64,
+    |x: float8::F8E4M3| x.to_f64()
+);
+impl_scalar!(
     i32,
     i32,
     "i32",
@@ -94,6 +104,9 @@ mod product_sealed {
     impl Sealed<half::bf16> for half::bf16 {}
     impl Sealed<f32> for half::bf16 {}
     impl Sealed<i32> for i8 {}
+    impl Sealed<half::bf16> for float8::F8E4M3 {}
+    impl Sealed<half::f16> for float8::F8E4M3 {}
+    impl Sealed<f32> for float8::F8E4M3 {}
 }
 
 /// Which product a [`Product`] is, as the doors of [`crate::Gemm`] dispatch
@@ -158,6 +171,15 @@ impl Product<f32> for half::bf16 {
 }
 impl Product<i32> for i8 {
     const TYPES: Types = Types::Mixed(WgmmaTypes::S8);
+}
+impl Product<half::bf16> for float8::F8E4M3 {
+    const TYPES: Types = Types::Mixed(WgmmaTypes::E4m3Bf16);
+}
+impl Product<half::f16> for float8::F8E4M3 {
+    const TYPES: Types = Types::Mixed(WgmmaTypes::E4m3F16);
+}
+impl Product<f32> for float8::F8E4M3 {
+    const TYPES: Types = Types::Mixed(WgmmaTypes::E4m3F32);
 }
 
 /// A view generic over its element type ([`crate::MatRef`],
@@ -236,6 +258,9 @@ pub(crate) fn product_name(types: WgmmaTypes) -> String {
         WgmmaTypes::Bf16F32 => ("bf16", "f32"),
         WgmmaTypes::Tf32 => ("f32 (TF32)", "f32"),
         WgmmaTypes::S8 => ("i8", "i32"),
+        WgmmaTypes::E4m3Bf16 => ("e4m3", "bf16"),
+        WgmmaTypes::E4m3F16 => ("e4m3", "f16"),
+        WgmmaTypes::E4m3F32 => ("e4m3", "f32"),
     };
     format!("{i} x {i} -> {o}")
 }

@@ -76,6 +76,10 @@ pub use cudarc;
 /// half-precision element types ([`hgemm`], [`Product`]).
 pub use half;
 
+/// The `float8` crate, whose [`float8::F8E4M3`] is the FP8 (e4m3) element
+/// type ([`Product`]: e4m3 x e4m3 -> bf16, f16 or f32 on stage 9).
+pub use float8;
+
 pub use api::gemm::{dgemm, sgemm, Gemm};
 pub use api::warpgroup::{hgemm, igemm};
 pub use device::nccl::NcclId;

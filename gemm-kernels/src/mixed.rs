@@ -17,6 +17,8 @@ pub struct Bf16;
 pub struct Tf32;
 /// i8 operands (s32 accumulation).
 pub struct S8;
+/// FP8 e4m3 operands (their bits, as `u8`; f32 accumulation, promoted).
+pub struct E4m3;
 
 /// Element type of C, with the epilogue's arithmetic: `alpha * acc + beta *
 /// C` in `Value` (f32 for the floating-point products, i32, wrapping, for

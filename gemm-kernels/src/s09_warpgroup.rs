@@ -120,7 +120,7 @@
 //! "mbarrier"; the warp-specialized producer/consumer design of CUTLASS 3's
 //! sm90 kernels (`KernelTmaWarpSpecialized`).
 
-use crate::mixed::{store_one, store_pair, Bf16, Output, Tf32, F16, S8};
+use crate::mixed::{store_one, store_pair, Bf16, E4m3, Output, Tf32, F16, S8};
 use crate::thread::smem_base;
 use core::arch::asm;
 use gemm_core::warpgroup::{
@@ -135,8 +135,14 @@ const MN_BOX_BYTES: u32 = 64 * ROW_BYTES;
 /// Element type of A and B: selects the `wgmma` instruction.
 pub trait Input {
     /// Bytes of one element: BK = 128 / BYTES (64 f16 or bf16, 32 tf32,
-    /// 128 s8), four k-steps of the instruction's k (16, 8, 32) per k-tile.
+    /// 128 s8 or e4m3), four k-steps of the instruction's k (16, 8, 32) per
+    /// k-tile.
     const BYTES: u32;
+    /// Whether each k-tile's partial product is added to a second,
+    /// full-precision f32 accumulator once its wgmma group completes, the
+    /// wgmma accumulators then cleared (FP8: its tensor-core accumulation
+    /// keeps fewer bits than f32; DeepGEMM's promotion, every 128 k).
+    const PROMOTE: bool = false;
     /// One k-tile (four k-steps of `wgmma.mma_async.m64nNk*`) into `acc`
     /// (N = 2 x ACC; f32 accumulators, or s32 ones as their bits),
     /// committed as one wgmma group.
@@ -283,6 +289,13 @@ macro_rules! wgmma_input {
             }
         });
     };
+    // With promotion (FP8).
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal,
+     [$n8:ident, $n16:ident, $n32:ident, $n64:ident, $n128:ident, $n192:ident, $n256:ident], promote) => {
+        wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, [$n8, $n16, $n32, $n64, $n128, $n192, $n256], {
+            const PROMOTE: bool = true;
+        });
+    };
     (@ $t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal,
      [$n8:ident, $n16:ident, $n32:ident, $n64:ident, $n128:ident, $n192:ident, $n256:ident], {$($rs:item)*}) => {
         wgmma_k_tile!($n8, 8, $k, $acc, $ty, $args, [1 2 3]);
@@ -360,6 +373,13 @@ wgmma_input!(
     rs [tf32_rs_n8, tf32_rs_n16, tf32_rs_n32, tf32_rs_n64, tf32_rs_n128, tf32_rs_n192, tf32_rs_n256]
 );
 wgmma_input!(S8, 1, "32", "s32", "s8", "p", [s8_n8, s8_n16, s8_n32, s8_n64, s8_n128, s8_n192, s8_n256]);
+// FP8: scale-d and the input scales (imm-scale-a, imm-scale-b), no
+// transposes (K-major operands only).
+wgmma_input!(
+    E4m3, 1, "32", "f32", "e4m3", "p, 1, 1",
+    [e4m3_n8, e4m3_n16, e4m3_n32, e4m3_n64, e4m3_n128, e4m3_n192, e4m3_n256],
+    promote
+);
 
 /// `mbarrier.init` of the barrier at shared address `bar` for `count` arrivals.
 #[inline(always)]
@@ -715,6 +735,9 @@ pub unsafe fn warpgroup<
         let (by, bx) = raster(tile_index, q.m.div_ceil(BM), q.n.div_ceil(BN));
         let (m0, n0) = (by * BM, bx * BN);
         let mut acc = [0f32; ACC];
+        // The full-precision accumulator of a promoting type (unused, and
+        // optimized away, otherwise).
+        let mut total = [0f32; ACC];
         let (k_first, k_end) = k_range(&q, z);
         // k-tile kt, the it-th of this block: its buffer, phase parity and
         // the previous k-tile's `empty` barrier (released by the leader).
@@ -726,9 +749,23 @@ pub unsafe fn warpgroup<
         let row0 = c * WARPGROUP_M;
         for kt in k_first..k_end {
             consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
+            if I::PROMOTE {
+                // This k-tile's group is done: its partial product joins
+                // the full-precision sum, and the wgmma accumulators start
+                // the next k-tile from zero.
+                asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+                for (x, t) in acc.iter_mut().zip(total.iter_mut()) {
+                    asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
+                    *t += *x;
+                    *x = 0.0;
+                }
+            }
             it += 1;
         }
         asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+        if I::PROMOTE {
+            acc = total;
+        }
         // The accumulators as this point defines them: an empty asm per
         // register, ordered after the wait, so LLVM cannot hoist the
         // epilogue's arithmetic on them (it did, for i32, and ptxas then

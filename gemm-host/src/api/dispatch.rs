@@ -122,7 +122,7 @@ impl Gemm {
             }
             Kernels::TensorCores(_, true) | Kernels::Emulated(..) => None,
             Kernels::TensorCores(_, false) if self.warpgroup_split.is_some() => None,
-            Kernels::TensorCores(types, false) => Some(skinny_types(types)),
+            Kernels::TensorCores(types, false) => skinny_types(types),
         })
     }
 

@@ -107,6 +107,13 @@ impl Gemm {
             (Types::Mixed(WgmmaTypes::Bf16), "bf16") => {
                 Some((self.kernels::<half::bf16, f32>(false, Some(&first))?, WgmmaTypes::Bf16))
             }
+            // FP8 into a 16-bit C: the e4m3 -> f32 kernels, then the same last pass.
+            (Types::Mixed(WgmmaTypes::E4m3F16), _) => {
+                Some((self.kernels::<float8::F8E4M3, f32>(false, Some(&first))?, WgmmaTypes::F16))
+            }
+            (Types::Mixed(WgmmaTypes::E4m3Bf16), _) => {
+                Some((self.kernels::<float8::F8E4M3, f32>(false, Some(&first))?, WgmmaTypes::Bf16))
+            }
             _ => None,
         };
         if widened.is_some() {

@@ -1309,5 +1309,6 @@ fn short(types: WgmmaTypes) -> &'static str {
         WgmmaTypes::S8 => "i8",
         WgmmaTypes::F16 | WgmmaTypes::F16F32 => "f16",
         WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => "bf16",
+        WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3F32 => "e4m3",
     }
 }

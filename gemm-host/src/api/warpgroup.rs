@@ -89,6 +89,18 @@ impl Gemm {
         let (major, minor) = device.compute_capability();
         if (major, minor) == (9, 0) && !mma_sync {
             Ok(TensorCoreStage::Warpgroup)
+        } else if types.fp8() {
+            Err(Error::Unsupported {
+                product: product_name(types),
+                why: if mma_sync {
+                    "FP8 runs on stage 9 (warpgroup MMA) only: .stage(Stage::TensorCore) does not apply".into()
+                } else {
+                    format!(
+                        "FP8 runs on stage 9 (warpgroup MMA, compute capability 9.0); {} has {major}.{minor}",
+                        device.name()
+                    )
+                },
+            })
         } else if major >= 8 {
             Ok(TensorCoreStage::MmaSync)
         } else {

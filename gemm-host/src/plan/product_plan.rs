@@ -232,9 +232,10 @@ pub(crate) fn skinny_launch(
 /// still takes.
 const SKINNY_SHORT_K: usize = 8192;
 
-/// The token-sized kernels' types for a tensor-core product.
-pub(crate) fn skinny_types(types: WgmmaTypes) -> SkinnyTypes {
-    match types {
+/// The token-sized kernels' types for a tensor-core product (none for FP8
+/// yet: stage 9 takes every shape).
+pub(crate) fn skinny_types(types: WgmmaTypes) -> Option<SkinnyTypes> {
+    Some(match types {
         WgmmaTypes::F16 => SkinnyTypes::F16,
         WgmmaTypes::F16F32 => SkinnyTypes::F16F32,
         WgmmaTypes::Bf16 => SkinnyTypes::Bf16,
@@ -242,7 +243,8 @@ pub(crate) fn skinny_types(types: WgmmaTypes) -> SkinnyTypes {
         // f32 FMAs: at least TF32's accuracy.
         WgmmaTypes::Tf32 => SkinnyTypes::F32,
         WgmmaTypes::S8 => SkinnyTypes::S8,
-    }
+        WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3F32 => return None,
+    })
 }
 
 /// What the plan says of a token-sized launch: its family and route.

@@ -1,0 +1,211 @@
+//! FP8 (e4m3) products on stage 9: `F8E4M3 x F8E4M3 -> bf16, f16, f32`
+//! against a CPU reference computed in f64 from the e4m3 values (which are
+//! exact in f64), on odd and rectangular sizes, every layout of A and B
+//! (wgmma reads FP8 K-major only: the others go through a transposed copy),
+//! leading dimensions with padding (guard values must come back bit for
+//! bit), NaN-poisoned C with beta = 0, alpha and beta, k beyond one k-tile
+//! of 128 (the promotion to the full-precision f32 accumulator) and NaN
+//! inputs. GPU tests: `--include-ignored`.
+//!
+//! Bound per element, random inputs: |C - C_ref| <= |alpha| 2^-9 (|A||B|)_ij
+//! + u_C |C_ref| + |beta| u_C |C_ij| (u_C: C's unit roundoff): within a
+//! k-tile of 128 the tensor cores accumulate FP8 products with fewer bits
+//! than f32, each k-tile's partial is then added in f32, and C is rounded
+//! once. Integer-valued inputs whose sums stay below 2^11 are exact in any
+//! of these accumulators: there the result must be the exact value rounded
+//! once to C's type.
+
+mod common;
+
+use common::{device, Rng};
+use gemm::float8::F8E4M3;
+use gemm::half::{bf16, f16};
+use gemm::{DeviceMatrix, Error, Gemm, Layout, Matrix, Op, Product, Scalar};
+
+/// A `rows x cols` matrix in `layout` with `pad` elements of padding per
+/// line, holding `f(i, j)`, its padding `pad_value`.
+fn stored<T: Scalar>(
+    (rows, cols): (usize, usize),
+    layout: Layout,
+    pad: usize,
+    pad_value: T,
+    mut f: impl FnMut(usize, usize) -> T,
+) -> Matrix<T> {
+    let (lines, line) = if layout == Layout::RowMajor { (rows, cols) } else { (cols, rows) };
+    let ld = line + pad;
+    let mut data = vec![pad_value; (lines.max(1) - 1) * ld + line];
+    if lines == 0 {
+        data.clear();
+    }
+    for i in 0..rows {
+        for j in 0..cols {
+            let at = if layout == Layout::RowMajor { i * ld + j } else { j * ld + i };
+            data[at] = f(i, j);
+        }
+    }
+    Matrix::from_vec_in(rows, cols, layout, ld.max(1), data).unwrap()
+}
+
+/// Whether storage index `at` of a matrix is padding (outside its elements).
+fn is_padding<T: Scalar>(m: &Matrix<T>, at: usize) -> bool {
+    let (lines, line) = if m.layout() == Layout::RowMajor { (m.rows(), m.cols()) } else { (m.cols(), m.rows()) };
+    at / m.ld() >= lines || at % m.ld() >= line
+}
+
+/// One product `C <- alpha A B + beta C` of e4m3 into `C` checked against
+/// the f64 reference: `exact` demands the exact value rounded once (integer
+/// inputs), else the bound of the module docs. Padding of every operand
+/// (guards) must be unchanged.
+#[allow(clippy::too_many_arguments)]
+fn check<C: Scalar>(
+    (m, n, k): (usize, usize, usize),
+    (la, lb, lc): (Layout, Layout, Layout),
+    pad: usize,
+    (alpha, beta): (f64, f64),
+    exact: bool,
+    seed: u64,
+) where
+    F8E4M3: Product<C>,
+{
+    let what = format!(
+        "e4m3 -> {} {m}x{n}x{k} layouts {la:?}/{lb:?}/{lc:?} pad {pad} alpha {alpha} beta {beta}",
+        C::NAME
+    );
+    let mut r = Rng::new(seed);
+    let mut value = |r: &mut Rng| {
+        if exact {
+            F8E4M3::from_f64(r.below(9) as f64 - 4.0)
+        } else {
+            F8E4M3::from_f64(2.0 * r.uniform())
+        }
+    };
+    let guard8 = F8E4M3::from_bits(0x7f); // NaN: never read
+    let a = stored((m, k), la, pad, guard8, |_, _| value(&mut r));
+    let b = stored((k, n), lb, pad, guard8, |_, _| value(&mut r));
+    let c_guard = C::POISON;
+    let c0 = stored((m, n), lc, pad, c_guard, |_, _| {
+        if beta == 0.0 {
+            C::POISON
+        } else {
+            C::from_f64((r.below(9) as f64 - 4.0) / 4.0)
+        }
+    });
+    let dev = device();
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut dc = DeviceMatrix::from_host(&dev, &c0).unwrap();
+    Gemm::new().alpha(alpha).beta(beta).run_device(&da, &db, &mut dc).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let c = dc.to_host().unwrap();
+    // Guards: the padding comes back bit for bit.
+    for (at, (x, y)) in c.as_slice().iter().zip(c0.as_slice()).enumerate() {
+        if is_padding(&c, at) {
+            assert!(x.as_f64().is_nan() && y.as_f64().is_nan(), "{what}: C's padding at {at} changed to {x:?}");
+        }
+    }
+    let u_c = C::EPSILON / 2.0;
+    let mut worst = 0f64;
+    for i in 0..m {
+        for j in 0..n {
+            let (mut dot, mut abs) = (0f64, 0f64);
+            for p in 0..k {
+                let x = a[(i, p)].as_f64() * b[(p, j)].as_f64();
+                dot += x;
+                abs += x.abs();
+            }
+            let old = if beta == 0.0 { 0.0 } else { c0[(i, j)].as_f64() };
+            let want = alpha * dot + beta * old;
+            let got = c[(i, j)].as_f64();
+            if exact {
+                let rounded = C::from_f64(want).as_f64();
+                assert_eq!(got, rounded, "{what}: C({i}, {j}) = {got}, want {want} rounded to {rounded}");
+            } else {
+                let tol = alpha.abs() * 2f64.powi(-9) * abs + u_c * want.abs() + beta.abs() * u_c * old.abs() + 1e-30;
+                assert!(
+                    (got - want).abs() <= tol,
+                    "{what}: C({i}, {j}) = {got}, want {want} (|A||B| {abs}, tolerance {tol})"
+                );
+                if abs > 0.0 {
+                    worst = worst.max((got - want).abs() / (alpha.abs() * abs));
+                }
+            }
+        }
+    }
+    if !exact {
+        println!("{what}: max |C - C_ref| / (|alpha| |A||B|) = {worst:.3e}");
+    }
+}
+
+fn every_output(dims: (usize, usize, usize), layouts: (Layout, Layout, Layout), pad: usize, exact: bool) {
+    for (alpha, beta) in [(1.0, 0.0), (0.75, -0.5)] {
+        check::<bf16>(dims, layouts, pad, (alpha, beta), exact, 11);
+        check::<f16>(dims, layouts, pad, (alpha, beta), exact, 12);
+        check::<f32>(dims, layouts, pad, (alpha, beta), exact, 13);
+    }
+}
+
+const R: Layout = Layout::RowMajor;
+const C: Layout = Layout::ColMajor;
+
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn e4m3_integer_inputs_are_exact_every_shape_and_layout() {
+    for dims in [(1, 1, 1), (7, 33, 31), (129, 65, 257), (256, 128, 1000)] {
+        for la in [R, C] {
+            for lb in [R, C] {
+                every_output(dims, (la, lb, R), 0, true);
+            }
+        }
+    }
+    // A column-major C, and padded lines everywhere (unaligned leading
+    // dimensions: C's epilogue stores by thread).
+    every_output((100, 70, 300), (R, C, C), 3, true);
+    every_output((128, 128, 256), (R, C, R), 8, true);
+}
+
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn e4m3_random_inputs_within_the_bound() {
+    // k across many k-tiles (promotion every 128), odd and aligned shapes.
+    for dims in [(257, 131, 4096), (512, 512, 2048), (64, 1000, 1025), (1000, 64, 129)] {
+        every_output(dims, (R, C, R), 0, false);
+    }
+    every_output((300, 200, 777), (C, R, R), 0, false);
+}
+
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn e4m3_nan_inputs_propagate_and_the_host_door_agrees() {
+    let dev = device();
+    let (m, n, k) = (70, 90, 300);
+    let mut r = Rng::new(5);
+    let mut a = Matrix::from_fn(m, k, |_, _| F8E4M3::from_f64(r.uniform()));
+    let b = Matrix::from_fn(k, n, |_, _| F8E4M3::from_f64(r.uniform()));
+    a.as_mut().set(3, 17, F8E4M3::NAN);
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut dc = DeviceMatrix::<f32>::zeros(&dev, m, n).unwrap();
+    Gemm::new().run_device(&da, &db, &mut dc).unwrap();
+    let c = dc.to_host().unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            assert_eq!(c[(i, j)].is_nan(), i == 3, "C({i}, {j}) = {}", c[(i, j)]);
+        }
+    }
+    // The host door: the same bits as the device product.
+    let mut hc = Matrix::<f32>::zeros(m, n);
+    Gemm::new().run(&a, &b, &mut hc).unwrap();
+    for (x, y) in hc.as_slice().iter().zip(c.as_slice()) {
+        assert!(x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()), "host {x} vs device {y}");
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn e4m3_options_of_other_stages_are_typed_errors() {
+    let dev = device();
+    let a = DeviceMatrix::<F8E4M3>::zeros(&dev, 64, 64).unwrap();
+    let b = DeviceMatrix::<F8E4M3>::zeros(&dev, 64, 64).unwrap();
+    let mut c = DeviceMatrix::<bf16>::zeros(&dev, 64, 64).unwrap();
+    let e = Gemm::new().stage(gemm::tuning::Stage::TensorCore).run_device(&a, &b, &mut c).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    // op(A) = T reads A as it is stored (a K-major copy where needed).
+    Gemm::new().op_a(Op::T).run_device(&a, &b, &mut c).unwrap();
+}
