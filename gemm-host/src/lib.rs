@@ -41,9 +41,9 @@
 //! The kernels, one per stage of an optimization ladder from a naive loop to
 //! FP64 tensor cores (stages 1-8) and Hopper's warpgroup MMA fed by TMA
 //! (stage 9), and how to choose and tune them, are in [`tuning`];
-//! benchmarking and checking support (`gemm::bench`, `gemm::check`, `gemm::cublas`) is
-//! behind the `bench` cargo feature. [`cudarc`] is re-exported, so a
-//! dependent uses the same version.
+//! benchmarking and checking support (`gemm::bench`, `gemm::check`,
+//! `gemm::cublas`, `gemm::cublas_lt`) is behind the `bench` cargo feature.
+//! [`cudarc`] is re-exported, so a dependent uses the same version.
 #![deny(missing_docs)]
 
 mod api;
@@ -53,6 +53,8 @@ pub mod bench;
 pub mod check;
 #[cfg(feature = "bench")]
 pub mod cublas;
+#[cfg(feature = "bench")]
+pub mod cublas_lt;
 mod describe;
 mod device;
 mod element;
