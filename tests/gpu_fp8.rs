@@ -72,7 +72,7 @@ fn check<C: Scalar>(
         C::NAME
     );
     let mut r = Rng::new(seed);
-    let mut value = |r: &mut Rng| {
+    let value = |r: &mut Rng| {
         if exact {
             F8E4M3::from_f64(r.below(9) as f64 - 4.0)
         } else {

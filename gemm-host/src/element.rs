@@ -7,6 +7,7 @@
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::{CudaBlas, GemmConfig};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+use float8::F8E4M3;
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::Precision;
 use std::any::TypeId;
@@ -76,8 +77,7 @@ impl_scalar!(f32, f32, "f32", f32::EPSILON as f64, f32::NAN, |x| x as f32, |x: f
 impl_scalar!(half::f16, u16, "f16", 9.765625e-4, half::f16::NAN, half::f16::from_f64, half::f16::to_f64);
 impl_scalar!(half::bf16, u16, "bf16", 7.8125e-3, half::bf16::NAN, half::bf16::from_f64, half::bf16::to_f64);
 impl_scalar!(i8, i8, "i8", 0.0, i8::MIN, |x: f64| x.round().clamp(-128.0, 127.0) as i8, |x: i8| x as f64);
-impl_scalar!(float8::F8E4M3, u8, "e4m3", 0.125, float8::F8E4M3::NAN, float8::F8E4M3::from_f64, |x: float8::F8E4M3| x
-    .to_f64());
+impl_scalar!(F8E4M3, u8, "e4m3", 0.125, F8E4M3::NAN, F8E4M3::from_f64, |x: F8E4M3| x.to_f64());
 impl_scalar!(
     i32,
     i32,
@@ -165,13 +165,13 @@ impl Product<f32> for half::bf16 {
 impl Product<i32> for i8 {
     const TYPES: Types = Types::Mixed(WgmmaTypes::S8);
 }
-impl Product<half::bf16> for float8::F8E4M3 {
+impl Product<half::bf16> for F8E4M3 {
     const TYPES: Types = Types::Mixed(WgmmaTypes::E4m3Bf16);
 }
-impl Product<half::f16> for float8::F8E4M3 {
+impl Product<half::f16> for F8E4M3 {
     const TYPES: Types = Types::Mixed(WgmmaTypes::E4m3F16);
 }
-impl Product<f32> for float8::F8E4M3 {
+impl Product<f32> for F8E4M3 {
     const TYPES: Types = Types::Mixed(WgmmaTypes::E4m3F32);
 }
 

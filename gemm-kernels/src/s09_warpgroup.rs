@@ -376,7 +376,12 @@ wgmma_input!(S8, 1, "32", "s32", "s8", "p", [s8_n8, s8_n16, s8_n32, s8_n64, s8_n
 // FP8: scale-d and the input scales (imm-scale-a, imm-scale-b), no
 // transposes (K-major operands only).
 wgmma_input!(
-    E4m3, 1, "32", "f32", "e4m3", "p, 1, 1",
+    E4m3,
+    1,
+    "32",
+    "f32",
+    "e4m3",
+    "p, 1, 1",
     [e4m3_n8, e4m3_n16, e4m3_n32, e4m3_n64, e4m3_n128, e4m3_n192, e4m3_n256],
     promote
 );
