@@ -8,8 +8,8 @@
 //! inputs. GPU tests: `--include-ignored`.
 //!
 //! Bound per element, random inputs: |C - C_ref| <= |alpha| 2^-9 (|A||B|)_ij
-//! + u_C |C_ref| + |beta| u_C |C_ij| (u_C: C's unit roundoff): within a
-//! k-tile of 128 the tensor cores accumulate FP8 products with fewer bits
+//! plus u_C |C_ref| plus |beta| u_C |C_ij| (u_C: C's unit roundoff): within
+//! a k-tile of 128 the tensor cores accumulate FP8 products with fewer bits
 //! than f32, each k-tile's partial is then added in f32, and C is rounded
 //! once. Integer-valued inputs whose sums stay below 2^11 are exact in any
 //! of these accumulators: there the result must be the exact value rounded
