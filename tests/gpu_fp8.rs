@@ -67,10 +67,8 @@ fn check<C: Scalar>(
 ) where
     F8E4M3: Product<C>,
 {
-    let what = format!(
-        "e4m3 -> {} {m}x{n}x{k} layouts {la:?}/{lb:?}/{lc:?} pad {pad} alpha {alpha} beta {beta}",
-        C::NAME
-    );
+    let what =
+        format!("e4m3 -> {} {m}x{n}x{k} layouts {la:?}/{lb:?}/{lc:?} pad {pad} alpha {alpha} beta {beta}", C::NAME);
     let mut r = Rng::new(seed);
     let value = |r: &mut Rng| {
         if exact {
