@@ -207,3 +207,54 @@ fn e4m3_options_of_other_stages_are_typed_errors() {
     // op(A) = T reads A as it is stored (a K-major copy where needed).
     Gemm::new().op_a(Op::T).run_device(&a, &b, &mut c).unwrap();
 }
+
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn e4m3_strided_and_grouped_batches_have_each_products_bits() {
+    let dev = device();
+    let (m, n, k, count) = (96, 80, 300, 3);
+    let mut r = Rng::new(21);
+    let a = Matrix::from_fn(count * m, k, |_, _| F8E4M3::from_f64(r.uniform()));
+    let b = Matrix::from_fn(count * k, n, |_, _| F8E4M3::from_f64(r.uniform()));
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    // Each product alone.
+    let mut alone = Vec::new();
+    for i in 0..count {
+        let mut c = DeviceMatrix::<bf16>::zeros(&dev, m, n).unwrap();
+        let (ai, bi) = (da.view(i * m, 0, m, k).unwrap(), db.view(i * k, 0, k, n).unwrap());
+        Gemm::new().alpha(0.5).run_device(ai, bi, &mut c).unwrap();
+        alone.push(c.to_host().unwrap());
+    }
+    let same = |x: &Matrix<bf16>, y: &Matrix<bf16>, what: &str| {
+        for i in 0..m {
+            for j in 0..n {
+                assert_eq!(x[(i, j)].to_bits(), y[(i, j)].to_bits(), "{what}: C({i}, {j})");
+            }
+        }
+    };
+    // A strided batch, one launch.
+    let mut dc = DeviceMatrix::<bf16>::zeros(&dev, count * m, n).unwrap();
+    Gemm::new()
+        .alpha(0.5)
+        .run_strided_device(
+            gemm::Strided::new(da.view(0, 0, m, k).unwrap(), count, m * k).unwrap(),
+            gemm::Strided::new(db.view(0, 0, k, n).unwrap(), count, k * n).unwrap(),
+            gemm::Strided::new(dc.view_mut(0, 0, m, n).unwrap(), count, m * n).unwrap(),
+        )
+        .unwrap();
+    let all = dc.to_host().unwrap();
+    for (i, want) in alone.iter().enumerate() {
+        let got = Matrix::from_fn(m, n, |r, c| all[(i * m + r, c)]);
+        same(&got, want, &format!("strided product {i}"));
+    }
+    // A grouped batch, one launch.
+    let mut cs: Vec<DeviceMatrix<bf16>> = (0..count).map(|_| DeviceMatrix::zeros(&dev, m, n).unwrap()).collect();
+    let av: Vec<_> = (0..count).map(|i| da.view(i * m, 0, m, k).unwrap()).collect();
+    let bv: Vec<_> = (0..count).map(|i| db.view(i * k, 0, k, n).unwrap()).collect();
+    let mut cv: Vec<_> = cs.iter_mut().map(|c| c.as_view_mut()).collect();
+    Gemm::new().alpha(0.5).run_grouped_device(&av, &bv, &mut cv).unwrap();
+    drop(cv);
+    for (i, (c, want)) in cs.iter().zip(&alone).enumerate() {
+        same(&c.to_host().unwrap(), want, &format!("grouped product {i}"));
+    }
+}

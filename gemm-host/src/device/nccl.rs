@@ -536,18 +536,8 @@ pub(crate) unsafe fn send(
     peer: usize,
     stream: &CudaStream,
 ) -> Result<(), String> {
-    // SAFETY: the caller's contract; NCCL is loaded.
-    let r = unsafe {
-        sys::ncclSend(
-            send as *const c_void,
-            bytes,
-            sys::ncclDataType_t::ncclUint8,
-            peer as c_int,
-            comm.raw,
-            stream.cu_stream() as sys::cudaStream_t,
-        )
-    };
-    check(r, Some(comm.raw))
+    // SAFETY: the caller's contract.
+    unsafe { point_to_point(true, comm, send, bytes, peer, stream) }
 }
 
 /// `ncclRecv` of `bytes` bytes into `recv` from the communicator's rank
@@ -563,16 +553,31 @@ pub(crate) unsafe fn recv(
     peer: usize,
     stream: &CudaStream,
 ) -> Result<(), String> {
+    // SAFETY: the caller's contract.
+    unsafe { point_to_point(false, comm, recv, bytes, peer, stream) }
+}
+
+/// [`send`] (`sending`) or [`recv`] of bytes at `at`.
+///
+/// # Safety
+/// As theirs.
+unsafe fn point_to_point(
+    sending: bool,
+    comm: &Comm,
+    at: u64,
+    bytes: usize,
+    peer: usize,
+    stream: &CudaStream,
+) -> Result<(), String> {
+    let (kind, peer, raw) = (sys::ncclDataType_t::ncclUint8, peer as c_int, comm.raw);
+    let stream = stream.cu_stream() as sys::cudaStream_t;
     // SAFETY: the caller's contract; NCCL is loaded.
     let r = unsafe {
-        sys::ncclRecv(
-            recv as *mut c_void,
-            bytes,
-            sys::ncclDataType_t::ncclUint8,
-            peer as c_int,
-            comm.raw,
-            stream.cu_stream() as sys::cudaStream_t,
-        )
+        if sending {
+            sys::ncclSend(at as *const c_void, bytes, kind, peer, raw, stream)
+        } else {
+            sys::ncclRecv(at as *mut c_void, bytes, kind, peer, raw, stream)
+        }
     };
     check(r, Some(comm.raw))
 }
