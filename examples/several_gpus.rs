@@ -340,15 +340,16 @@ impl Bench {
             let received = (nf / pr) * nf * (1.0 - 1.0 / pc) * e + nf * (nf / pc) * (1.0 - 1.0 / pr) * e;
             let peer =
                 if g > 1 { step("peer_rate", peer_rate(&self.devices[0], &self.devices[1]))? } else { f64::INFINITY };
-            self.push(Row {
+            let row = |suffix: &str, ms: f64| Row {
                 gpus: g,
                 precision,
                 n,
-                method: format!("summa_{}x{}_b{block}", grid_shape.rows, grid_shape.cols),
+                method: format!("summa_{}x{}_b{block}{suffix}", grid_shape.rows, grid_shape.cols),
                 ms,
                 transfer_ms: received / peer / 1e6,
                 compute_ms: device_ms / g as f64,
-            });
+            };
+            self.push(row("", ms));
             if self.transposed {
                 // op(A) = T: A stored transposed, redistributed as its
                 // transpose inside the call (one chunk: the same bits).
@@ -366,15 +367,7 @@ impl Bench {
                     "# {precision} {n} on {g} GPU(s), blocks {block}: op(A) = T {ms:.1} ms (of which a transpose \
                      alone takes {t_ms:.1} ms); same bits as op(A) = N: {same}"
                 );
-                self.push(Row {
-                    gpus: g,
-                    precision,
-                    n,
-                    method: format!("summa_{}x{}_b{block}_ta", grid_shape.rows, grid_shape.cols),
-                    ms,
-                    transfer_ms: received / peer / 1e6,
-                    compute_ms: device_ms / g as f64,
-                });
+                self.push(row("_ta", ms));
             }
         }
         Ok(())
