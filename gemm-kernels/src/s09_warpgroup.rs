@@ -752,46 +752,24 @@ pub unsafe fn warpgroup<
             ((full(s), u & 1), (a_tile(s), b_tile(s)), release)
         };
         let row0 = c * WARPGROUP_M;
+        for kt in k_first..k_end {
+            consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
+            if I::PROMOTE {
+                // This k-tile's group is done: its partial product joins
+                // the full-precision sum, and the wgmma accumulators start
+                // the next k-tile from zero.
+                asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+                for (x, t) in acc.iter_mut().zip(total.iter_mut()) {
+                    asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
+                    *t += *x;
+                    *x = 0.0;
+                }
+            }
+            it += 1;
+        }
+        asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
         if I::PROMOTE {
-            // Two sets of wgmma accumulators, k-tile by k-tile in turn: once
-            // k-tile kt's group is issued and k-tile kt - 1's has completed
-            // (`consume`'s `wgmma.wait_group 1`), kt - 1's partial product
-            // joins the full-precision sum and its set is cleared, while kt
-            // runs on the tensor cores. `pending`: the set whose group was
-            // issued last (0: `acc`, 1: `spare`, 2: none).
-            let mut spare = [0f32; ACC];
-            let mut pending = 2u32;
-            let mut kt = k_first;
-            while kt < k_end {
-                consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
-                it += 1;
-                kt += 1;
-                if pending == 1 {
-                    promote(&mut spare, &mut total);
-                }
-                pending = 0;
-                if kt == k_end {
-                    break;
-                }
-                consume::<I, ACC, A_MN, B_MN>(&mut spare, args(kt, it), row0);
-                it += 1;
-                kt += 1;
-                promote(&mut acc, &mut total);
-                pending = 1;
-            }
-            asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-            if pending == 0 {
-                promote(&mut acc, &mut total);
-            } else if pending == 1 {
-                promote(&mut spare, &mut total);
-            }
             acc = total;
-        } else {
-            for kt in k_first..k_end {
-                consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
-                it += 1;
-            }
-            asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
         }
         // The accumulators as this point defines them: an empty asm per
         // register, ordered after the wait, so LLVM cannot hoist the
@@ -840,19 +818,6 @@ pub unsafe fn warpgroup<
         // memory goes away (any product of a grouped launch may have used
         // TMA stores; none pending is a no-op).
         asm!("cp.async.bulk.wait_group.read 0;", options(nostack));
-    }
-}
-
-/// Adds a completed k-tile's partial product `x` (its wgmma group waited
-/// for) to the full-precision sum `total` and clears `x` for the next
-/// k-tile it receives. The empty asm per register, after the wait, keeps
-/// LLVM from reading `x` before the wgmma has written it.
-#[inline(always)]
-unsafe fn promote<const ACC: usize>(x: &mut [f32; ACC], total: &mut [f32; ACC]) {
-    for (x, t) in x.iter_mut().zip(total.iter_mut()) {
-        asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
-        *t += *x;
-        *x = 0.0;
     }
 }
 
