@@ -89,8 +89,6 @@ fn reference<T: Scalar, C: Scalar>(
         let f = |x: &Matrix<T>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
         let h = |x: &Matrix<C>| Matrix::<f32>::from_fn(x.rows(), x.cols(), |i, j| x[(i, j)].as_f64() as f32);
         Reference::new_tf32(alpha, &f(a), &f(b), beta, &h(c0))
-    } else if T::NAME == "e4m3" {
-        Reference::new_fp8(alpha, a, b, beta, c0)
     } else {
         Reference::new_mixed(alpha, a, b, beta, c0)
     }

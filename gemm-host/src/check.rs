@@ -147,7 +147,10 @@ impl Reference {
     /// the f32 accumulation's error with c = 2 (the tensor cores' adds are
     /// not all rounded to nearest), plus the rounding of the result to C's
     /// type (`eps_C` its machine epsilon: 2^-10 f16, 2^-7 bf16, 2^-23 f32).
-    /// For i8 operands and an i32 C (exact integer products) the bound is 0.
+    /// For i8 operands and an i32 C (exact integer products) the bound is 0;
+    /// for FP8 (e4m3) operands it adds [`FP8_ACCUMULATION`] `|alpha|
+    /// (|A||B|)_ij` (the tensor cores' reduced-precision accumulation within
+    /// each k-tile of 128).
     ///
     /// # Panics
     /// When the shapes do not match (a bug in the caller's test).
@@ -158,7 +161,8 @@ impl Reference {
         beta: f64,
         c0: impl Into<MatRef<'c, C>>,
     ) -> Self {
-        Self::mixed(alpha, a.into(), b.into(), beta, c0.into(), 0.0)
+        let input = if T::NAME == "e4m3" { FP8_ACCUMULATION } else { 0.0 };
+        Self::mixed(alpha, a.into(), b.into(), beta, c0.into(), input)
     }
 
     /// The reference of an f32 product on TF32 tensor cores
@@ -216,19 +220,6 @@ impl Reference {
             }
         }
         Reference { m, n, value, bound }
-    }
-
-    /// [`Reference::new_mixed`] for an FP8 product (e4m3 operands): the
-    /// bound adds [`FP8_ACCUMULATION`] `|alpha| (|A||B|)_ij`, the tensor
-    /// cores' reduced-precision accumulation within each k-tile of 128.
-    pub fn new_fp8<'a, 'b, 'c, T: Scalar, C: Scalar>(
-        alpha: f64,
-        a: impl Into<MatRef<'a, T>>,
-        b: impl Into<MatRef<'b, T>>,
-        beta: f64,
-        c0: impl Into<MatRef<'c, C>>,
-    ) -> Self {
-        Self::mixed(alpha, a.into(), b.into(), beta, c0.into(), FP8_ACCUMULATION)
     }
 
     /// The reference computed by cuBLAS on the GPU (for sizes where the CPU is
