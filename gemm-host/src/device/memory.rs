@@ -249,3 +249,38 @@ pub(crate) fn keep_pool_memory(ctx: &Arc<CudaContext>) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// A 2D copy of `height` lines of `width` bytes between device buffers
+/// with pitches in bytes, on `stream`.
+pub(crate) fn copy_2d_device(
+    stream: &CudaStream,
+    (src, src_pitch): (u64, usize),
+    (dst, dst_pitch): (u64, usize),
+    width: usize,
+    height: usize,
+) -> Result<(), Error> {
+    use cudarc::driver::sys;
+    let d = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+    // (Not `mem::zeroed`: the memory-type enum has no zero value.)
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: d,
+        srcHost: core::ptr::null(),
+        srcDevice: src,
+        srcArray: core::ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: d,
+        dstHost: core::ptr::null_mut(),
+        dstDevice: dst,
+        dstArray: core::ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: width,
+        Height: height,
+    };
+    // SAFETY: the caller's buffers hold `height` lines of `width` bytes at
+    // their pitches, on the stream's device (checked by the caller).
+    unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().during("cuMemcpy2DAsync")
+}

@@ -22,12 +22,12 @@
 //! sender's packing and the receiver's unpacking agree
 //! ([`transpose_messages`], checked on the CPU by the tests below).
 
-use crate::device::memory::{address, alloc_scratch};
+use crate::device::memory::{address, alloc_scratch, copy_2d_device};
 use crate::device::nccl::{grouped, recv, send, CommGroup};
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
-use crate::exec::summa::copy_2d;
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use crate::exec::tensor_core::launch_transpose;
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut};
 use gemm_core::distribution::Grid;
 use gemm_core::KernelLayouts;
 
@@ -155,7 +155,7 @@ pub(crate) fn enqueue_transpose<T: Scalar>(
     (m, n, mb, nb): (usize, usize, usize, usize),
     parts: &mut [TransposeParts<'_, T>],
 ) -> Result<Vec<CudaSlice<T>>, Error> {
-    use gemm_core::pack::{pack_grid, pack_tile_bytes, transpose_entry, PACK_BLOCK};
+    use gemm_core::pack::transpose_entry;
     let elem = size_of::<T>();
     let mut keep = Vec::new();
     let mut plans = Vec::with_capacity(parts.len());
@@ -169,21 +169,13 @@ pub(crate) fn enqueue_transpose<T: Scalar>(
         if rows > 0 && cols > 0 {
             // SAFETY: the transpose writes all of it before the copies read it.
             let mut local_t = unsafe { alloc_scratch::<T>(&s.comm, rows * cols) }?;
-            let name = transpose_entry(elem).expect("elements of 1, 2, 4 or 8 bytes");
-            let func = s.device.function(name, KernelLayouts::NN)?;
-            let grid = pack_grid(rows as u32, cols as u32);
-            let cfg = LaunchConfig {
-                grid_dim: (grid[0], grid[1], grid[2]),
-                block_dim: (PACK_BLOCK[0], PACK_BLOCK[1], 1),
-                shared_mem_bytes: pack_tile_bytes(elem as u32),
-            };
+            let func =
+                s.device.function(transpose_entry(elem).expect("elements of 1, 2, 4 or 8 bytes"), KernelLayouts::NN)?;
             let (r32, c32) = (rows as u32, cols as u32);
-            let mut builder = s.comm.launch_builder(&func);
-            builder.arg(&r32).arg(&c32).arg(&part.src).arg(&c32).arg(&mut local_t).arg(&r32);
-            // SAFETY: the source holds `rows` lines of `cols` elements
-            // (ld `cols`), the destination `cols` lines of `rows` (ld
-            // `rows`); separate buffers; packing's geometry.
-            unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+            // SAFETY: the source holds `rows` lines of `cols` elements (ld
+            // `cols`), the destination `cols` lines of `rows` (ld `rows`);
+            // separate buffers.
+            unsafe { launch_transpose(&func, &s.comm, (r32, c32, c32), &part.src, (&mut local_t.slice_mut(..), r32)) }?;
             let base = address(&local_t);
             for msg in &sends {
                 // SAFETY: every element is written by the rectangles below
@@ -193,7 +185,7 @@ pub(crate) fn enqueue_transpose<T: Scalar>(
                 for r in &msg.rects {
                     let from = base + ((r.src.0 * rows + r.src.1) * elem) as u64;
                     let into = to + ((r.dst.0 * msg.cols + r.dst.1) * elem) as u64;
-                    copy_2d(&s.comm, (from, rows * elem), (into, msg.cols * elem), r.cols * elem, r.rows)?;
+                    copy_2d_device(&s.comm, (from, rows * elem), (into, msg.cols * elem), r.cols * elem, r.rows)?;
                 }
                 messages.push((msg.peer, buf));
             }
@@ -248,7 +240,7 @@ pub(crate) fn enqueue_transpose<T: Scalar>(
             for r in &msg.rects {
                 let from = at + ((r.src.0 * msg.cols + r.src.1) * elem) as u64;
                 let into = base + ((r.dst.0 * ld + r.dst.1) * elem) as u64;
-                copy_2d(&s.comm, (from, msg.cols * elem), (into, ld * elem), r.cols * elem, r.rows)?;
+                copy_2d_device(&s.comm, (from, msg.cols * elem), (into, ld * elem), r.cols * elem, r.rows)?;
             }
         }
     }

@@ -18,7 +18,7 @@
 //! chunks, two workspaces per operand: chunk c + 1 is broadcast while chunk
 //! c is multiplied, ordered by explicit events.
 
-use crate::device::memory::alloc_scratch;
+use crate::device::memory::{alloc_scratch, copy_2d_device};
 use crate::device::nccl::{broadcast, grouped, CommGroup};
 use crate::device::Device;
 use crate::element::Scalar;
@@ -228,7 +228,7 @@ fn send<T: Scalar>(
         let Some(dst) = a_target(space, &s.comm) else { continue };
         let (src, _read) = lo.a.device_ptr(&s.comm);
         let src = src + (p.a_local * elem) as u64;
-        copy_2d(&s.comm, (src, lo.a_cols * elem), (dst, p.width * elem), p.width * elem, lo.rows)?;
+        copy_2d_device(&s.comm, (src, lo.a_cols * elem), (dst, p.width * elem), p.width * elem, lo.rows)?;
     }
     let fail = |why: String| Error::Collective { rank: group.ranks[0].rank, call: "ncclBroadcast", why };
     grouped(|| {
@@ -273,44 +273,9 @@ fn send<T: Scalar>(
         let (src, _r) = staging.device_ptr(&s.comm);
         let (dst, _w) = ws[slot].device_ptr_mut(&s.comm);
         let dst = dst + (offset * elem) as u64;
-        copy_2d(&s.comm, (src, p.width * elem), (dst, width * elem), p.width * elem, lo.rows)?;
+        copy_2d_device(&s.comm, (src, p.width * elem), (dst, width * elem), p.width * elem, lo.rows)?;
     }
     Ok(())
-}
-
-/// A 2D copy of `height` lines of `width` bytes between device buffers
-/// with pitches in bytes, on `stream`.
-pub(crate) fn copy_2d(
-    stream: &CudaStream,
-    (src, src_pitch): (u64, usize),
-    (dst, dst_pitch): (u64, usize),
-    width: usize,
-    height: usize,
-) -> Result<(), Error> {
-    use cudarc::driver::sys;
-    let d = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-    // (Not `mem::zeroed`: the memory-type enum has no zero value.)
-    let copy = sys::CUDA_MEMCPY2D {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: d,
-        srcHost: core::ptr::null(),
-        srcDevice: src,
-        srcArray: core::ptr::null_mut(),
-        srcPitch: src_pitch,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: d,
-        dstHost: core::ptr::null_mut(),
-        dstDevice: dst,
-        dstArray: core::ptr::null_mut(),
-        dstPitch: dst_pitch,
-        WidthInBytes: width,
-        Height: height,
-    };
-    // SAFETY: the caller's buffers hold `height` lines of `width` bytes at
-    // their pitches, on the stream's device (checked by the caller).
-    unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().during("cuMemcpy2DAsync")
 }
 
 /// The last pass of a product accumulated in f32 for a 16-bit C:

@@ -4,13 +4,13 @@
 //! whose lines do not start on 16 bytes, a K-major copy of an MN-major
 //! TF32 or i8 operand).
 
-use crate::device::memory::alloc_scratch;
+use crate::device::memory::{alloc_scratch, copy_2d_device};
 use crate::device::Device;
 use crate::element::Scalar;
 use crate::error::{DriverContext, Error};
-use cudarc::driver::sys as cu;
 use cudarc::driver::{
-    CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg, SyncOnDrop,
+    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+    SyncOnDrop,
 };
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::KernelLayouts;
@@ -154,27 +154,11 @@ fn aligned_copy<T: Scalar>(
         return Ok((dst, dst_op));
     }
     for i in 0..op.count {
-        let copy = cu::CUDA_MEMCPY2D {
-            srcXInBytes: 0,
-            srcY: 0,
-            srcMemoryType: cu::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-            srcHost: core::ptr::null(),
-            srcDevice: src_ptr + (i * op.stride * size) as u64,
-            srcArray: core::ptr::null_mut(),
-            srcPitch: op.ld * size,
-            dstXInBytes: 0,
-            dstY: 0,
-            dstMemoryType: cu::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-            dstHost: core::ptr::null_mut(),
-            dstDevice: dst_ptr + (i * dst_op.stride * size) as u64,
-            dstArray: core::ptr::null_mut(),
-            dstPitch: dst_op.ld * size,
-            WidthInBytes: op.line * size,
-            Height: op.lines,
-        };
-        // SAFETY: both regions lie in their buffers (validated shapes; the
+        let from = src_ptr + (i * op.stride * size) as u64;
+        let to = dst_ptr + (i * dst_op.stride * size) as u64;
+        // Both regions lie in their buffers (validated shapes; the
         // destination was sized by `len`); the copy is ordered on `stream`.
-        unsafe { cu::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().during("cuMemcpy2DAsync")?;
+        copy_2d_device(stream, (from, op.ld * size), (to, dst_op.ld * size), op.line * size, op.lines)?;
     }
     drop((_r, _w));
     Ok((dst, dst_op))
@@ -192,7 +176,6 @@ pub(crate) fn transposed_copy<T: Scalar>(
     op: TmaOperand,
     src: &CudaView<'_, T>,
 ) -> Result<(CudaSlice<T>, TmaOperand), Error> {
-    use gemm_core::pack::{pack_grid, pack_tile_bytes, PACK_BLOCK};
     let dst_op = op.transposed();
     // SAFETY: the transpose writes every element inside each copied matrix;
     // the pad past each line's end is never read (TMA's boxes stop at the
@@ -203,25 +186,44 @@ pub(crate) fn transposed_copy<T: Scalar>(
         TensorCoreStage::Warpgroup => device.warpgroup_function(name)?,
         TensorCoreStage::MmaSync => device.function(name, KernelLayouts::NN)?,
     };
-    let grid = pack_grid(op.lines as u32, op.line as u32);
-    let cfg = LaunchConfig {
-        grid_dim: (grid[0], grid[1], grid[2]),
-        block_dim: (PACK_BLOCK[0], PACK_BLOCK[1], 1),
-        shared_mem_bytes: pack_tile_bytes(op.elem as u32),
-    };
     let (rows, cols, ld, ld_dst) = (op.lines as u32, op.line as u32, op.ld as u32, dst_op.ld as u32);
     for i in 0..op.count {
         let from = src.slice(i * op.stride..);
         let mut to = dst.slice_mut(i * dst_op.stride..);
-        let mut builder = stream.launch_builder(&func);
-        builder.arg(&rows).arg(&cols).arg(&from).arg(&ld).arg(&mut to).arg(&ld_dst);
         // SAFETY: the source holds `rows` lines of `cols` elements `ld` apart
         // (a validated operand), the destination `cols` lines of `rows`
-        // elements `ld_dst` apart (sized by `len`); they do not overlap; the
-        // geometry is packing's.
-        unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+        // elements `ld_dst` apart (sized by `len`); they do not overlap.
+        unsafe { launch_transpose(&func, stream, (rows, cols, ld), &from, (&mut to, ld_dst)) }?;
     }
     Ok((dst, dst_op))
+}
+
+/// Enqueues packing's tiled transpose (`transpose_b64` and the other
+/// widths, `func`) on `stream`: `rows` lines of `cols` elements `ld` apart
+/// at `src` into `cols` lines of `rows` elements `ld_dst` apart at `dst`.
+///
+/// # Safety
+/// `src` and `dst` hold what those shapes address and do not overlap;
+/// `func` is the transpose of `T`'s width.
+pub(crate) unsafe fn launch_transpose<T: Scalar>(
+    func: &CudaFunction,
+    stream: &Arc<CudaStream>,
+    (rows, cols, ld): (u32, u32, u32),
+    src: &CudaView<'_, T>,
+    (dst, ld_dst): (&mut CudaViewMut<'_, T>, u32),
+) -> Result<(), Error> {
+    use gemm_core::pack::{pack_grid, pack_tile_bytes, PACK_BLOCK};
+    let grid = pack_grid(rows, cols);
+    let cfg = LaunchConfig {
+        grid_dim: (grid[0], grid[1], grid[2]),
+        block_dim: (PACK_BLOCK[0], PACK_BLOCK[1], 1),
+        shared_mem_bytes: pack_tile_bytes(size_of::<T>() as u32),
+    };
+    let mut builder = stream.launch_builder(func);
+    builder.arg(&rows).arg(&cols).arg(src).arg(&ld).arg(dst).arg(&ld_dst);
+    // SAFETY: the caller's contract; packing's geometry.
+    unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    Ok(())
 }
 
 /// One operand brought to what the kernels read (`in_layout`: the kernel
