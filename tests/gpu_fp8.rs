@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::{device, Rng};
+use common::{device, store, Rng};
 use gemm::float8::F8E4M3;
 use gemm::half::{bf16, f16};
 use gemm::{DeviceMatrix, Error, Gemm, Layout, Matrix, Op, Product, Scalar};
@@ -29,21 +29,9 @@ fn stored<T: Scalar>(
     layout: Layout,
     pad: usize,
     pad_value: T,
-    mut f: impl FnMut(usize, usize) -> T,
+    f: impl FnMut(usize, usize) -> T,
 ) -> Matrix<T> {
-    let (lines, line) = if layout == Layout::RowMajor { (rows, cols) } else { (cols, rows) };
-    let ld = line + pad;
-    let mut data = vec![pad_value; (lines.max(1) - 1) * ld + line];
-    if lines == 0 {
-        data.clear();
-    }
-    for i in 0..rows {
-        for j in 0..cols {
-            let at = if layout == Layout::RowMajor { i * ld + j } else { j * ld + i };
-            data[at] = f(i, j);
-        }
-    }
-    Matrix::from_vec_in(rows, cols, layout, ld.max(1), data).unwrap()
+    store(&Matrix::from_fn(rows, cols, f), Op::N, layout, pad, pad_value)
 }
 
 /// Whether storage index `at` of a matrix is padding (outside its elements).
