@@ -76,7 +76,7 @@ pub const C_STORE_TRANSPOSED: u32 = 2;
 /// dimension and store mode (`C_STORE_*`). The launch's table holds one per
 /// product plus an end marker whose `first_job` is the launch's job count;
 /// product z's tensor maps (A, B, C) are the 384 bytes at `maps + 384 z`.
-/// 32 bytes, the same on the host and in the kernel.
+/// 40 bytes, the same on the host and in the kernel.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupProblem {
@@ -96,7 +96,82 @@ pub struct GroupProblem {
     pub c_store: u32,
     /// C's device address.
     pub c: u64,
+    /// 0, or the device address of this product's [`Fusion`].
+    pub fusion: u64,
 }
+
+/// What a stage-9 launch fuses into its product (the kernel's `fusion`
+/// parameter, or a grouped product's [`GroupProblem::fusion`]: a device
+/// address of one of these, 0 for none). In the kernel's form: rows i and
+/// columns j of the kernel's m x n C, A its m x k operand, B its k x n. The
+/// kernel computes, for C(i, j),
+///
+/// ```text
+/// acc   = sum over k-tiles kb of  sa(i, kb) sb(j, kb) (A B over kb's 128 k)   (sa = sb = 1 without block scales)
+/// v     = alpha rs(i) cs(j) acc + beta C(i, j)                                (rs = cs = 1 without them)
+/// C(i,j) = act(v + bias)                                                      (bias by row i or column j)
+/// ```
+///
+/// 80 bytes, `repr(C)`, the same on the host and in the kernel; pointers
+/// as device addresses (0: absent), all scales and an f32 bias as f32.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Fusion {
+    /// A's block scales (FP8 only, applied as each k-tile of 128 is
+    /// promoted): the scale of rows `i` with the same `i / a_scales_rows`
+    /// and k-tile kb at `a_scales[kb a_scales_k + (i / a_scales_rows)
+    /// a_scales_mn]`.
+    pub a_scales: u64,
+    /// B's block scales: the scale of columns `j` with the same `j / 128`
+    /// (one per block tile: BN divides 128) and k-tile kb at `b_scales[kb
+    /// b_scales_k + (j / 128) b_scales_mn]`.
+    pub b_scales: u64,
+    /// Elements from one k-tile's A scale to the next.
+    pub a_scales_k: u32,
+    /// Elements from one row block's A scale to the next.
+    pub a_scales_mn: u32,
+    /// Elements from one k-tile's B scale to the next.
+    pub b_scales_k: u32,
+    /// Elements from one column block's B scale to the next.
+    pub b_scales_mn: u32,
+    /// Rows of A one A scale covers: 1 (DeepGEMM's 1 x 128 blocks) or 128.
+    pub a_scales_rows: u32,
+    /// Padding (0).
+    pub reserved: u32,
+    /// m f32 factors of C's rows (per-row scales of A), or 0.
+    pub row_scales: u64,
+    /// n f32 factors of C's columns (per-column scales of B), or 0.
+    pub col_scales: u64,
+    /// The bias: one element per row (`BIAS_ROWS`, m) or per column
+    /// (`BIAS_COLUMNS`, n), f32 or C's type (`bias_type`); 0 for none.
+    pub bias: u64,
+    /// `BIAS_ROWS` or `BIAS_COLUMNS`.
+    pub bias_along: u32,
+    /// `BIAS_F32` or `BIAS_C_TYPE`.
+    pub bias_type: u32,
+    /// `ACT_NONE`, `ACT_RELU` or `ACT_GELU`.
+    pub activation: u32,
+    /// Padding (0).
+    pub reserved2: u32,
+}
+
+/// k of one block scale along k (FP8's k-tile: 128 one-byte elements), and
+/// the columns of B one B scale covers.
+pub const BLOCK_SCALE_K: u32 = 128;
+/// [`Fusion::bias_along`]: `bias[i]` is added to row i.
+pub const BIAS_ROWS: u32 = 0;
+/// [`Fusion::bias_along`]: `bias[j]` is added to column j.
+pub const BIAS_COLUMNS: u32 = 1;
+/// [`Fusion::bias_type`]: the bias is f32.
+pub const BIAS_F32: u32 = 0;
+/// [`Fusion::bias_type`]: the bias has C's type.
+pub const BIAS_C_TYPE: u32 = 1;
+/// [`Fusion::activation`]: none.
+pub const ACT_NONE: u32 = 0;
+/// [`Fusion::activation`]: `max(v, 0)` (a NaN stays NaN).
+pub const ACT_RELU: u32 = 1;
+/// [`Fusion::activation`]: GELU, tanh approximation: `0.5 v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3)))`.
+pub const ACT_GELU: u32 = 2;
 
 /// Bytes of one product's tensor maps in a grouped launch: A's, B's, C's.
 pub const GROUP_MAPS_BYTES: usize = 384;
@@ -274,6 +349,15 @@ impl WgmmaTile {
     /// [narrow](WgmmaTile::narrow) tile stages no C).
     pub const fn barriers_offset(self) -> u32 {
         self.c_stage_offset() + if self.narrow() { 0 } else { 2 * self.consumers() * C_BOX_BYTES }
+    }
+
+    /// Whether the kernels of this tile apply a fused epilogue ([`Fusion`]'s
+    /// row and column scales, bias and activation): all but the 192 x 192
+    /// tile, whose three consumers have 152 registers each and spilled
+    /// around the epilogue's calls (so the planner does not pick it for a
+    /// fused product).
+    pub const fn fuses(self) -> bool {
+        self.bm != 192
     }
 
     /// Whether BN is below the 64-element span of the 128-byte swizzle (8,

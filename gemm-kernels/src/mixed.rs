@@ -46,6 +46,13 @@ pub trait Output: Copy {
     fn pair(a: Self::Value, b: Self::Value) -> Self::Pair;
     /// Unpacks two values.
     fn unpair(p: Self::Pair) -> (Self::Value, Self::Value);
+    /// Whether `Value` is f32 (the floating-point outputs): only those take
+    /// stage 9's fused epilogue.
+    const FLOAT: bool;
+    /// A value as f32 (exact for the floating-point outputs).
+    fn value_f32(v: Self::Value) -> f32;
+    /// An f32 as a value (exact for the floating-point outputs).
+    fn f32_value(x: f32) -> Self::Value;
 }
 
 /// Two f32, one 8-byte access.
@@ -95,6 +102,15 @@ macro_rules! float_value {
         #[inline(always)]
         fn mul_add(a: f32, x: f32, y: f32) -> f32 {
             core::intrinsics::fmaf32(a, x, y)
+        }
+        const FLOAT: bool = true;
+        #[inline(always)]
+        fn value_f32(v: f32) -> f32 {
+            v
+        }
+        #[inline(always)]
+        fn f32_value(x: f32) -> f32 {
+            x
         }
     };
 }
@@ -194,6 +210,16 @@ impl Output for i32 {
     #[inline(always)]
     fn to_value(self) -> i32 {
         self
+    }
+    // The host fuses nothing into an integer product.
+    const FLOAT: bool = false;
+    #[inline(always)]
+    fn value_f32(v: i32) -> f32 {
+        v as f32
+    }
+    #[inline(always)]
+    fn f32_value(x: f32) -> i32 {
+        x as i32
     }
     #[inline(always)]
     fn pair(a: i32, b: i32) -> I32x2 {

@@ -1,11 +1,14 @@
-//! Stage 9, the Hopper stage: f16 and bf16 GEMM with f32 accumulation on
-//! warpgroup MMA (`wgmma.mma_async`), its operands brought into shared
-//! memory by the tensor memory accelerator (TMA, `cp.async.bulk.tensor`) in
-//! a warp-specialized pipeline. Compiled only into the `sm_90a` module
-//! (`--cfg gemm_sm90a`): these instructions exist for compute capability 9.0
-//! only.
+//! Stage 9, the Hopper stage: f16, bf16, tf32, i8 and FP8 (e4m3) GEMM on
+//! warpgroup MMA (`wgmma.mma_async`; f32 accumulation, i32 for i8), its
+//! operands brought into shared memory by the tensor memory accelerator
+//! (TMA, `cp.async.bulk.tensor`) in a warp-specialized pipeline. Compiled
+//! only into the `sm_90a` module (`--cfg gemm_sm90a`): these instructions
+//! exist for compute capability 9.0 only.
 //!
-//! `C <- alpha * A * B + beta * C` with alpha and beta in f32.
+//! `C <- alpha * A * B + beta * C` with alpha and beta in f32 (i32 for
+//! i8), and optionally what [`Fusion`] describes: FP8 block scales applied
+//! as each k-tile is promoted, row and column scales, a bias and an
+//! activation applied in the epilogue.
 //!
 //! # Shapes
 //! A m x k, B k x n (f16 or bf16), C m x n row-major (f16, bf16 or f32), in
@@ -124,8 +127,8 @@ use crate::mixed::{store_one, store_pair, Bf16, E4m3, Output, Tf32, F16, S8};
 use crate::thread::smem_base;
 use core::arch::asm;
 use gemm_core::warpgroup::{
-    GroupProblem, WgmmaTile, C_BOX_BYTES, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, PRODUCER_REGISTERS,
-    ROW_BYTES, SMEM_ALIGN, WARPGROUP_M, WARPGROUP_THREADS,
+    Fusion, GroupProblem, WgmmaTile, ACT_GELU, ACT_RELU, BIAS_F32, BIAS_ROWS, BLOCK_SCALE_K, C_BOX_BYTES, C_STORE_TMA,
+    C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, PRODUCER_REGISTERS, ROW_BYTES, SMEM_ALIGN, WARPGROUP_M, WARPGROUP_THREADS,
 };
 
 /// Bytes of one 64 x 64 box of an MN-major 16-bit operand (64 rows of 128
@@ -151,11 +154,13 @@ pub trait Input {
     /// Warpgroup-collective: all 128 threads of the warpgroup, in uniform
     /// control flow; `da`, `db` describe tiles in shared memory that the TMA
     /// copies have completed; TA and TB false unless the type transposes
-    /// (f16, bf16 only).
+    /// (f16, bf16 only). `accumulate` 0: the first k-step overwrites the
+    /// accumulators (wgmma's scale-d false) instead of adding to them.
     unsafe fn k_tile<const ACC: usize, const TA: bool, const TB: bool>(
         acc: &mut [f32; ACC],
         da: [u64; 4],
         db: [u64; 4],
+        accumulate: u32,
     );
 
     /// One k-tile with A from registers (`a[kk]`: the A fragment of k-step
@@ -210,18 +215,22 @@ macro_rules! wgmma_k_tile_rs {
 /// `$ty` operands and `$acc` accumulators `acc[0..$n / 2]` (the `$i` list
 /// is 1..$n/2), fenced before and committed after. `$args` is what follows
 /// the descriptors: scale-d and, for floating-point types, the input scales
-/// and (f16, bf16) the transposes.
+/// and (f16, bf16) the transposes. Scale-d (`p`) is `accumulate` != 0 for
+/// the first k-step, true for the other three.
 macro_rules! wgmma_k_tile {
     ($name:ident, $n:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, [$($i:literal)*]) => {
         #[inline(always)]
-        unsafe fn $name<const TA: bool, const TB: bool>(acc: &mut [f32; $n / 2], da: [u64; 4], db: [u64; 4]) {
+        unsafe fn $name<const TA: bool, const TB: bool>(
+            acc: &mut [f32; $n / 2], da: [u64; 4], db: [u64; 4], accumulate: u32,
+        ) {
             asm!(
                 "wgmma.fence.sync.aligned;",
                 "{{",
                 ".reg .pred p;",
-                "setp.ne.b32 p, {one}, 0;",
+                "setp.ne.b32 p, {first}, 0;",
                 concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
                         " {{{0}" $(, ", {", $i, "}")*, "}}, {da0}, {db0}, ", $args, ";"),
+                "setp.ne.b32 p, {one}, 0;",
                 concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
                         " {{{0}" $(, ", {", $i, "}")*, "}}, {da1}, {db1}, ", $args, ";"),
                 concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
@@ -235,6 +244,7 @@ macro_rules! wgmma_k_tile {
                 da0 = in(reg64) da[0], da1 = in(reg64) da[1], da2 = in(reg64) da[2], da3 = in(reg64) da[3],
                 db0 = in(reg64) db[0], db1 = in(reg64) db[1], db2 = in(reg64) db[2], db3 = in(reg64) db[3],
                 one = in(reg32) 1u32,
+                first = in(reg32) accumulate,
                 ta = const TA as u32, tb = const TB as u32,
                 options(nostack),
             );
@@ -328,16 +338,17 @@ macro_rules! wgmma_input {
                 acc: &mut [f32; ACC],
                 da: [u64; 4],
                 db: [u64; 4],
+                accumulate: u32,
             ) {
                 // ACC is BN / 2, fixed by the menu: one arm survives.
                 match ACC {
-                    4 => $n8::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 4]), da, db),
-                    8 => $n16::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 8]), da, db),
-                    16 => $n32::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), da, db),
-                    32 => $n64::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), da, db),
-                    64 => $n128::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), da, db),
-                    96 => $n192::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 96]), da, db),
-                    128 => $n256::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), da, db),
+                    4 => $n8::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 4]), da, db, accumulate),
+                    8 => $n16::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 8]), da, db, accumulate),
+                    16 => $n32::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), da, db, accumulate),
+                    32 => $n64::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), da, db, accumulate),
+                    64 => $n128::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), da, db, accumulate),
+                    96 => $n192::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 96]), da, db, accumulate),
+                    128 => $n256::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), da, db, accumulate),
                     _ => core::arch::nvptx::trap(),
                 }
             }
@@ -551,6 +562,10 @@ pub struct Params<O: Output> {
     /// `maps + 384 z`; m, n, k, c, ldc, stride_c, batch_a, batch_b,
     /// c_store and k_slice above are then unused.
     pub group: *const GroupProblem,
+    /// Null, or what the product fuses (block scales, row and column
+    /// scales, bias, activation: [`Fusion`]); a grouped product's is its
+    /// [`GroupProblem::fusion`].
+    pub fusion: *const Fusion,
 }
 
 impl<O: Output> Params<O> {
@@ -578,6 +593,7 @@ impl<O: Output> Params<O> {
             c_store: g.c_store,
             k_slice: 0,
             group: core::ptr::null(),
+            fusion: g.fusion as *const Fusion,
             ..*self
         };
         (q, job - g.first_job)
@@ -744,6 +760,8 @@ pub unsafe fn warpgroup<
         // optimized away, otherwise).
         let mut total = [0f32; ACC];
         let (k_first, k_end) = k_range(&q, z);
+        let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
+        let scales = if I::PROMOTE { BlockScales::of(q.fusion, (row, n0), q.m) } else { BlockScales::NONE };
         // k-tile kt, the it-th of this block: its buffer, phase parity and
         // the previous k-tile's `empty` barrier (released by the leader).
         let args = |kt: u32, it: u32| {
@@ -755,14 +773,18 @@ pub unsafe fn warpgroup<
         for kt in k_first..k_end {
             consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
             if I::PROMOTE {
-                // This k-tile's group is done: its partial product joins
-                // the full-precision sum, and the wgmma accumulators start
-                // the next k-tile from zero.
+                // This k-tile's group is done: its partial product, times
+                // its block scales (1 without them: then the fused
+                // multiply-add is the plain sum), joins the full-precision
+                // sum. The next k-tile's first wgmma overwrites the
+                // accumulators (scale-d false), so they need no clearing.
+                // The scales are read before the wait.
+                let s = scales.at(kt);
                 asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-                for (x, t) in acc.iter_mut().zip(total.iter_mut()) {
+                for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
                     asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
-                    *t += *x;
-                    *x = 0.0;
+                    // acc[4j + 2h + e] is on row `row + 8 h`.
+                    *t = core::intrinsics::fmaf32(*x, s[i / 2 % 2], *t);
                 }
             }
             it += 1;
@@ -784,8 +806,17 @@ pub unsafe fn warpgroup<
 
         // Epilogue: alpha * acc + beta * C, converted to C's type, while the
         // producer already fetches the next tile's k-tiles.
-        let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
         let cbase = q.c.add(z as usize * q.stride_c as usize);
+        // A fused epilogue (floating-point C only) is applied to the
+        // accumulators here, C's old value included; the stores below then
+        // convert them (alpha 1, beta 0).
+        let fused = Epilogue::of(q.fusion, O::FLOAT && tile.fuses());
+        let mut q = q;
+        if fused.on {
+            let transposed = q.c_store == C_STORE_TRANSPOSED;
+            fuse_accumulators::<O, ACC>(&mut acc, &q, fused.f, (cbase, transposed), (row, n0 + 2 * (lane % 4)));
+            (q.alpha, q.beta) = (O::f32_value(1.0), O::f32_value(0.0));
+        }
         // A narrow tile has no staging boxes: its threads store C (the host
         // asks for TMA stores only where BN is at least 64).
         if BN >= 64 && q.c_store == C_STORE_TMA {
@@ -853,13 +884,198 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
         I::k_tile_rs::<ACC>(acc, a, db);
     } else {
         let da = k_tile_descriptors(a_tile, row0, A_MN);
-        I::k_tile::<ACC, A_MN, B_MN>(acc, da, db);
+        // A promoting type starts each k-tile's partial product afresh.
+        I::k_tile::<ACC, A_MN, B_MN>(acc, da, db, !I::PROMOTE as u32);
         // The previous k-tile's group has completed: its buffer is free.
         asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
         if let Some(bar) = release {
             mbarrier_arrive(bar);
         }
     }
+}
+
+/// The block scales one consumer thread applies as it promotes (FP8; see
+/// [`Fusion`]): the A scales of its two rows (r and r + 8) and the B scale
+/// of its block tile's columns, at k-tile 0 (k-tile kt's are `kt k` further,
+/// `k` the strides along k).
+#[derive(Clone, Copy)]
+struct BlockScales {
+    /// A's scales of rows r and r + 8, B's of the tile, or null: none.
+    a: [*const f32; 2],
+    b: *const f32,
+    /// `a_scales_k` and `b_scales_k`.
+    k: [u32; 2],
+}
+
+impl BlockScales {
+    const NONE: BlockScales = BlockScales { a: [core::ptr::null(); 2], b: core::ptr::null(), k: [0; 2] };
+
+    /// The scales of the thread whose first row is `row` in the tile of
+    /// columns from `n0` (a multiple of BN, and BN divides 128), in a
+    /// product of `m` rows. Rows past m read row m - 1's scale (their
+    /// results are not stored).
+    #[inline(always)]
+    unsafe fn of(fusion: *const Fusion, (row, n0): (u32, u32), m: u32) -> BlockScales {
+        if fusion.is_null() || (*fusion).a_scales == 0 {
+            return BlockScales::NONE;
+        }
+        let f = *fusion;
+        let last = m - 1;
+        let block = |r: u32| (if r < last { r } else { last } / f.a_scales_rows * f.a_scales_mn) as usize;
+        let a = f.a_scales as *const f32;
+        BlockScales {
+            a: [a.add(block(row)), a.add(block(row + 8))],
+            b: (f.b_scales as *const f32).add((n0 / BLOCK_SCALE_K * f.b_scales_mn) as usize),
+            k: [f.a_scales_k, f.b_scales_k],
+        }
+    }
+
+    /// The factors of k-tile `kt` for rows r and r + 8: sa(r, kt) sb(kt),
+    /// sa(r + 8, kt) sb(kt); 1 without block scales.
+    #[inline(always)]
+    unsafe fn at(&self, kt: u32) -> [f32; 2] {
+        if self.b.is_null() {
+            return [1.0; 2];
+        }
+        let sb = *self.b.add((kt * self.k[1]) as usize);
+        let at = (kt * self.k[0]) as usize;
+        [*self.a[0].add(at) * sb, *self.a[1].add(at) * sb]
+    }
+}
+
+/// The fused epilogue of one product ([`Fusion`] without its block scales:
+/// row and column scales, bias, activation), if any: `on` false without
+/// one or for an integer C (the host fuses nothing into one).
+#[derive(Clone, Copy)]
+struct Epilogue {
+    on: bool,
+    f: *const Fusion,
+}
+
+impl Epilogue {
+    #[inline(always)]
+    unsafe fn of(fusion: *const Fusion, float: bool) -> Epilogue {
+        if fusion.is_null() || !float {
+            return Epilogue { on: false, f: fusion };
+        }
+        let f = &*fusion;
+        Epilogue { on: f.row_scales != 0 || f.col_scales != 0 || f.bias != 0 || f.activation != 0, f: fusion }
+    }
+}
+
+/// Applies the epilogue `f` to one consumer thread's accumulators in place:
+/// each element (i, j) inside C becomes `act(alpha rs(i) cs(j) acc + beta
+/// C(i, j) + bias)` in f32 (the value the store then converts, with alpha 1
+/// and beta 0); `row` is the thread's first row, `col` its first column
+/// (acc[4 jj + 2 h + e] is element (row + 8 h, col + 8 jj + e)); C's element
+/// (i, j) at `c + i ldc + j`, or `c + j ldc + i` when `transposed`.
+///
+/// # Safety
+/// `f` is a valid [`Fusion`] whose vectors cover m x n; C as the kernel's.
+#[inline(always)]
+unsafe fn fuse_accumulators<O: Output, const ACC: usize>(
+    acc: &mut [f32; ACC],
+    q: &Params<O>,
+    f: *const Fusion,
+    (c, transposed): (*mut O, bool),
+    (row, col): (u32, u32),
+) {
+    let scalars = (O::value_f32(q.alpha), O::value_f32(q.beta));
+    for jj in 0..ACC / 4 {
+        for h in 0..2usize {
+            let (i, j) = (row + 8 * h as u32, col + 8 * jj as u32);
+            let at = |j: u32| {
+                let e = if transposed {
+                    j as usize * q.ldc as usize + i as usize
+                } else {
+                    i as usize * q.ldc as usize + j as usize
+                };
+                c.add(e) as *const O
+            };
+            let inside = (i < q.m && j < q.n, i < q.m && j + 1 < q.n);
+            let x = (acc[4 * jj + 2 * h], acc[4 * jj + 2 * h + 1]);
+            let (v0, v1) = fused_pair::<O>(f, x, scalars, (at(j), at(j + 1)), (i, j), inside);
+            acc[4 * jj + 2 * h] = v0;
+            acc[4 * jj + 2 * h + 1] = v1;
+        }
+    }
+}
+
+/// Elements (i, j) and (i, j + 1), accumulated products `x`, with what `f`
+/// fuses: `act(alpha rs cs x + beta C + bias)` in f32 for those inside C
+/// (`inside`; 0 for the others, which are not stored), C's elements at `q`
+/// (read only when beta is not 0). Out of line, one call per pair: inlined
+/// at each of a tile's 64-128 pairs it made the loop over them too large
+/// to unroll, and the accumulators went to local memory.
+///
+/// # Safety
+/// `f` is a valid [`Fusion`] whose vectors cover the elements inside; `q`
+/// points at C's elements that are inside.
+#[inline(never)]
+unsafe fn fused_pair<O: Output>(
+    f: *const Fusion,
+    (x0, x1): (f32, f32),
+    (alpha, beta): (f32, f32),
+    (q0, q1): (*const O, *const O),
+    (i, j): (u32, u32),
+    inside: (bool, bool),
+) -> (f32, f32) {
+    let f = &*f;
+    let one = |x: f32, j: u32, q: *const O| {
+        let mut v = x;
+        if f.row_scales != 0 {
+            v *= *(f.row_scales as *const f32).add(i as usize);
+        }
+        if f.col_scales != 0 {
+            v *= *(f.col_scales as *const f32).add(j as usize);
+        }
+        v *= alpha;
+        if beta != 0.0 {
+            v = core::intrinsics::fmaf32(beta, O::value_f32((*q).to_value()), v);
+        }
+        if f.bias != 0 {
+            let at = if f.bias_along == BIAS_ROWS { i } else { j } as usize;
+            v += if f.bias_type == BIAS_F32 {
+                *(f.bias as *const f32).add(at)
+            } else {
+                O::value_f32((*(f.bias as *const O).add(at)).to_value())
+            };
+        }
+        match f.activation {
+            ACT_RELU => relu(v),
+            ACT_GELU => gelu(v),
+            _ => v,
+        }
+    };
+    (if inside.0 { one(x0, j, q0) } else { 0.0 }, if inside.1 { one(x1, j + 1, q1) } else { 0.0 })
+}
+
+/// `max(v, 0)`, a NaN kept.
+#[inline(always)]
+fn relu(v: f32) -> f32 {
+    if v < 0.0 {
+        0.0
+    } else {
+        v
+    }
+}
+
+/// GELU, tanh approximation (as cuBLASLt's `CUBLASLT_EPILOGUE_GELU`):
+/// `0.5 v (1 + tanh(u))` with `u = sqrt(2 / pi) (v + 0.044715 v^3)`,
+/// computed as `v / (1 + exp(-2 u))` (the same function) with `ex2.approx`
+/// (relative error below 2^-22) and a full-precision division. Large |v|
+/// give v and -0; a NaN stays NaN.
+#[inline(always)]
+fn gelu(v: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const LOG2_E: f32 = core::f32::consts::LOG2_E;
+    let u = SQRT_2_OVER_PI * (v + 0.044_715 * v * v * v);
+    let e: f32;
+    // SAFETY: a register-to-register approximation.
+    unsafe {
+        asm!("ex2.approx.f32 {e}, {x};", e = out(reg32) e, x = in(reg32) -2.0 * LOG2_E * u, options(pure, nomem, nostack))
+    };
+    v / (1.0 + e)
 }
 
 /// The TMA-store epilogue of one consumer warpgroup (`consumer`, rows `r0 ..

@@ -183,6 +183,16 @@ impl Output for f64 {
     fn unpair(p: [f64; 2]) -> (f64, f64) {
         (p[0], p[1])
     }
+    // The token-sized kernels fuse nothing.
+    const FLOAT: bool = false;
+    #[inline(always)]
+    fn value_f32(v: f64) -> f32 {
+        v as f32
+    }
+    #[inline(always)]
+    fn f32_value(x: f32) -> f64 {
+        x as f64
+    }
 }
 
 /// An operand type: its storage, its partial sums, and a 16-byte chunk's

@@ -9,7 +9,8 @@
 //! the s8 product), `maps: *const u8` (A's,
 //! B's and, for the TMA-store epilogue, C's `CUtensorMap`, 128 bytes each,
 //! in global memory), `c: *mut C`,
-//! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count, c_store, k_slice: u32` (see
+//! `ldc: u32`, `stride_c: u64`, `batch_a, batch_b, count, c_store, k_slice: u32`,
+//! `group: *const GroupProblem`, `fusion: *const Fusion` (see
 //! [`crate::s09_warpgroup::Params`]). And split-K's reductions
 //! `warpgroup_reduce_{f32,f16,bf16,i32}` (see
 //! [`crate::mixed::reduce`]). The transposes of MN-major tf32 and s8
@@ -18,7 +19,7 @@
 
 use crate::mixed::{reduce, Bf16, Bh, E4m3, Output, Tf32, F16, H, S8};
 use crate::s09_warpgroup::{warpgroup, Params};
-use gemm_core::warpgroup::GroupProblem;
+use gemm_core::warpgroup::{Fusion, GroupProblem};
 
 macro_rules! layout_entry {
     ($name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal], $amn:literal, $bmn:literal) => {
@@ -45,6 +46,7 @@ macro_rules! layout_entry {
             c_store: u32,
             k_slice: u32,
             group: *const GroupProblem,
+            fusion: *const Fusion,
         ) {
             let p = Params {
                 m,
@@ -62,6 +64,7 @@ macro_rules! layout_entry {
                 c_store,
                 k_slice,
                 group,
+                fusion,
             };
             warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn>(p)
         }
