@@ -99,6 +99,15 @@ pub enum Error {
         /// Why, with the numbers.
         why: String,
     },
+    /// A fused epilogue's input ([`crate::Epilogue`]: a scale vector, the
+    /// bias, the block scales) does not fit the product: too short, on
+    /// another device, or of the wrong type.
+    Epilogue {
+        /// Which input, e.g. "the bias".
+        what: &'static str,
+        /// Why, with the numbers.
+        why: String,
+    },
     /// The split of k asked for with `.split_k(n)` cannot be run.
     SplitK {
         /// Slices asked for.
@@ -247,6 +256,7 @@ impl core::fmt::Display for Error {
                 write!(f, "{name} has compute capability {major}.{minor}; gemm's kernels need 8.0 or newer")
             }
             Error::Unsupported { product, why } => write!(f, "{product} products: {why}"),
+            Error::Epilogue { what, why } => write!(f, "{what} of the fused epilogue: {why}"),
             Error::SplitK { slices, why } => write!(f, "split-K into {slices} slices is not possible: {why}"),
             Error::Pack { why } => write!(f, "packing the operands is not possible: {why}"),
             Error::BatchCount { a, b, c } => write!(f, "batch counts differ: A has {a} matrices, B {b}, C {c}"),

@@ -82,6 +82,7 @@ pub use half;
 /// type ([`Product`]: e4m3 x e4m3 -> bf16, f16 or f32 on stage 9).
 pub use float8;
 
+pub use api::epilogue::{Activation, Along, Bias, BlockScales, Epilogue, Fused, Values};
 pub use api::gemm::{dgemm, sgemm, Gemm};
 pub use api::warpgroup::{hgemm, igemm};
 pub use device::nccl::NcclId;

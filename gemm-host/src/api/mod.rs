@@ -7,5 +7,6 @@ pub(crate) mod batch;
 pub(crate) mod devices;
 pub(crate) mod dispatch;
 pub(crate) mod distributed;
+pub(crate) mod epilogue;
 pub(crate) mod gemm;
 pub(crate) mod warpgroup;

@@ -75,6 +75,21 @@ impl ProductDesc {
         c: &DeviceViewMut<'_, C>,
         at: Target<'_>,
     ) -> Result<Option<(GemmDims, Arc<Device>, Arc<CudaStream>)>, Error> {
+        self.device_problem_with(a, b, c, at, true)
+    }
+
+    /// [`ProductDesc::device_problem`], with the BLAS quick return for alpha
+    /// = 0 (or k = 0) and beta = 1 only when `c_unchanged_returns` (a fused
+    /// epilogue changes C even then).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn device_problem_with<T: Scalar, C: Scalar>(
+        &self,
+        a: &DeviceView<'_, T>,
+        b: &DeviceView<'_, T>,
+        c: &DeviceViewMut<'_, C>,
+        at: Target<'_>,
+        c_unchanged_returns: bool,
+    ) -> Result<Option<(GemmDims, Arc<Device>, Arc<CudaStream>)>, Error> {
         let dims = self.problem((a.dims, a.data.len()), (b.dims, b.data.len()), (c.dims, c.data.len()))?;
         let device = c.device.clone();
         for other in [a.device, b.device].into_iter().chain(at.device) {
@@ -83,7 +98,7 @@ impl ProductDesc {
             }
         }
         let stream = device.stream_or(at.stream)?;
-        if dims.is_empty() || self.leaves_c_unchanged(&dims) {
+        if dims.is_empty() || (c_unchanged_returns && self.leaves_c_unchanged(&dims)) {
             return Ok(None); // BLAS quick return
         }
         let (c_start, c_bytes) = c.byte_span();

@@ -167,7 +167,7 @@ fn one<T: Scalar>(
         let mut wv = w.slice_mut(..count * pm * n);
         let (ra, rb) = (res_a.slice(..count * pm * block_k), res_b.slice(..count * n * block_k));
         let strides = [pm * block_k, n * block_k, pm * n];
-        warpgroup::enqueue::<i8, i32>(plan, device, stream, (1.0, 0.0), (&ra, &rb, &mut wv), (count, strides))
+        warpgroup::enqueue::<i8, i32>(plan, device, stream, (1.0, 0.0), (&ra, &rb, &mut wv), (count, strides), None)
     };
     // Exponents of A's rows and B's columns: a warp a line where its
     // elements are contiguous, else a lane a line (32 lines a block).

@@ -105,7 +105,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         }
         Launch::Warpgroup(l) => {
             fits(l.types)?;
-            warpgroup::enqueue(l, device, stream, scalars, (a, b, c), batch)
+            warpgroup::enqueue(l, device, stream, scalars, (a, b, c), batch, None)
         }
         Launch::Skinny(l) => skinny::enqueue(l, device, stream, scalars, (a, b, c), batch),
         Launch::Emulated(l) => emulation::enqueue(l, device, stream, scalars, (a, b, c), batch),

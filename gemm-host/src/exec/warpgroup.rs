@@ -21,8 +21,8 @@ use cudarc::driver::{
 };
 use gemm_core::shape::Layout;
 use gemm_core::warpgroup::{
-    GroupProblem, WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, ROW_BYTES,
-    WARPGROUP_M,
+    Fusion, GroupProblem, WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES,
+    ROW_BYTES, WARPGROUP_M,
 };
 use gemm_core::GemmDims;
 use gemm_core::KernelLayouts;
@@ -130,8 +130,12 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     (alpha, beta): (f64, f64),
     (a, b, c): Operands<'_, '_, '_, '_, T, C>,
     (batch, [stride_a, stride_b, stride_c]): (usize, [usize; 3]),
+    fusion: Option<&Fusion>,
 ) -> Result<(), Error> {
     let WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign, tail } = *launch;
+    // A fused epilogue runs in the product's one launch (the planner
+    // splits neither k nor the last wave for one: `warpgroup_fused_launch`).
+    debug_assert!(fusion.is_none() || (split.0 == 1 && tail.is_none()));
     let (kd, transposed_c) = (route.dims, route.transposed_c);
     let (ka, kb) = if swapped { (b, a) } else { (a, b) };
     let (sa, sb) = if swapped { (stride_b, stride_a) } else { (stride_a, stride_b) };
@@ -194,9 +198,15 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     if let Some((_, _, tail_maps, _, _)) = &tail {
         bytes.extend_from_slice(tail_maps);
     }
+    // A fused epilogue's description after the maps (8-byte aligned).
+    let fusion_offset = bytes.len() as u64;
+    if let Some(f) = fusion {
+        bytes.extend_from_slice(&fusion_bytes(f));
+    }
     // The same operands' maps are uploaded once (`Device::tensor_maps`).
     let uploaded = device.tensor_maps(stream, &bytes)?;
     let maps = uploaded.slice(..GROUP_MAPS_BYTES);
+    let fusion_at = if fusion.is_some() { uploaded.device_ptr(stream).0 + fusion_offset } else { NO_FUSION };
     if !reads_ab {
         // With alpha = 0 or k = 0 the maps are not read: any layout's
         // kernel, `_nt`, which every family has (a narrow one reads B
@@ -223,6 +233,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         let mut builder = stream.launch_builder(&func);
         builder.arg(&head).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(&mut *c).arg(&ldc);
         builder.arg(&0u64).arg(&batch_a).arg(&batch_b).arg(&1u32).arg(&c_store).arg(&0u32).arg(&NOT_GROUPED);
+        builder.arg(&NO_FUSION);
         // SAFETY: as for an unsplit launch below, over C's first `head`
         // rows (whole block tiles: a multiple of BM, below m).
         unsafe { builder.launch(head_cfg) }.during("cuLaunchKernel")?;
@@ -247,6 +258,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         let mut builder = stream.launch_builder(&func);
         builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(c).arg(&ldc);
         builder.arg(&stride_c).arg(&batch_a).arg(&batch_b).arg(&count).arg(&c_store).arg(&k_slice).arg(&NOT_GROUPED);
+        builder.arg(&fusion_at);
         // SAFETY: the arguments match the entry point's signature
         // (gemm-kernels/src/warpgroup_entry_points.rs); the tensor maps
         // describe buffers that live until the work queued on `stream`
@@ -329,6 +341,7 @@ fn enqueue_slices(
     let mut builder = stream.launch_builder(func);
     builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(maps).arg(w).arg(&ldw);
     builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&slices).arg(&c_store).arg(&k_slice).arg(&NOT_GROUPED);
+    builder.arg(&NO_FUSION);
     // SAFETY: the arguments match the entry point's signature
     // (gemm-kernels/src/warpgroup_entry_points.rs), the tensor maps
     // describe buffers that live until the work queued on `stream` is
@@ -422,6 +435,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
             ldc: kd.ldc as u32,
             c_store: ready.c_store,
             c: c_address,
+            fusion: NO_FUSION,
         };
         if !reads_ab {
             // A and B not read: any layout's kernel.
@@ -486,6 +500,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         let mut builder = stream.launch_builder(&func);
         builder.arg(&zero).arg(&zero).arg(&zero).arg(&alpha).arg(&beta).arg(&maps).arg(&wide_zero).arg(&zero);
         builder.arg(&wide_zero).arg(&zero).arg(&zero).arg(&problem_count).arg(&zero).arg(&zero).arg(&table);
+        builder.arg(&NO_FUSION);
         // SAFETY: the arguments match the entry point's signature
         // (gemm-kernels/src/warpgroup_entry_points.rs) for a grouped
         // launch: `problem_count` products in the table (plus its end
@@ -506,12 +521,49 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
 /// The `group` argument of a launch that is not grouped (a null table).
 const NOT_GROUPED: u64 = 0;
 
-/// A grouped launch's table entry as the kernel reads it: 8 words in
-/// [`GroupProblem`]'s `repr(C)` order (C's address low word first, little
+/// The `fusion` argument of a launch without a fused epilogue (null), and
+/// a grouped product's [`GroupProblem::fusion`] without one.
+const NO_FUSION: u64 = 0;
+
+/// A grouped launch's table entry as the kernel reads it: 10 words in
+/// [`GroupProblem`]'s `repr(C)` order (addresses low word first, little
 /// endian as the GPU).
-fn group_words(p: &GroupProblem) -> [u32; 8] {
-    [p.m, p.n, p.k, p.first_job, p.ldc, p.c_store, p.c as u32, (p.c >> 32) as u32]
+fn group_words(p: &GroupProblem) -> [u32; 10] {
+    let (c, f) = (p.c, p.fusion);
+    [p.m, p.n, p.k, p.first_job, p.ldc, p.c_store, c as u32, (c >> 32) as u32, f as u32, (f >> 32) as u32]
 }
+
+/// A [`Fusion`] as the kernel reads it: its fields in `repr(C)` order,
+/// little-endian (as the GPU), [`FUSION_BYTES`] bytes.
+pub(crate) fn fusion_bytes(f: &Fusion) -> [u8; FUSION_BYTES] {
+    let mut out = [0u8; FUSION_BYTES];
+    let fields: [(u64, usize); 15] = [
+        (f.a_scales, 8),
+        (f.b_scales, 8),
+        (f.a_scales_k as u64, 4),
+        (f.a_scales_mn as u64, 4),
+        (f.b_scales_k as u64, 4),
+        (f.b_scales_mn as u64, 4),
+        (f.a_scales_rows as u64, 4),
+        (f.reserved as u64, 4),
+        (f.row_scales, 8),
+        (f.col_scales, 8),
+        (f.bias, 8),
+        (f.bias_along as u64, 4),
+        (f.bias_type as u64, 4),
+        (f.activation as u64, 4),
+        (f.reserved2 as u64, 4),
+    ];
+    let mut at = 0;
+    for (value, len) in fields {
+        out[at..at + len].copy_from_slice(&value.to_le_bytes()[..len]);
+        at += len;
+    }
+    out
+}
+
+/// Bytes of a [`Fusion`] in device memory.
+pub(crate) const FUSION_BYTES: usize = 80;
 
 /// One product of stage 9 made ready for a launch of `tile`: its tensor maps
 /// (A's, B's and, for TMA stores, C's), the layouts the kernel reads (the
@@ -687,3 +739,40 @@ pub(crate) fn read_in_layout(types: WgmmaTypes, tile: WgmmaTile, i: usize, k_maj
 /// A and B of one product as [`ready_warpgroup`] takes them: each view with
 /// its batch count and element stride.
 type OperandPair<'a, 'b, T> = ((&'a CudaView<'b, T>, (usize, usize)), (&'a CudaView<'b, T>, (usize, usize)));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fusion_and_group_tables_are_the_kernels_layouts() {
+        assert_eq!(size_of::<Fusion>(), FUSION_BYTES);
+        assert_eq!(size_of::<GroupProblem>(), 4 * group_words(&GroupProblem::default()).len());
+        let f = Fusion {
+            a_scales: 0x1122_3344_5566_7788,
+            b_scales: 2,
+            a_scales_k: 3,
+            a_scales_mn: 4,
+            b_scales_k: 5,
+            b_scales_mn: 6,
+            a_scales_rows: 7,
+            reserved: 8,
+            row_scales: 9,
+            col_scales: 10,
+            bias: 11,
+            bias_along: 12,
+            bias_type: 13,
+            activation: 14,
+            reserved2: 15,
+        };
+        // SAFETY: Fusion is repr(C) plain data without padding (80 bytes of
+        // u64 and u32 fields in order); the host is little-endian, as the GPU.
+        let raw: [u8; FUSION_BYTES] = unsafe { core::mem::transmute(f) };
+        assert_eq!(fusion_bytes(&f), raw);
+        let p =
+            GroupProblem { m: 1, n: 2, k: 3, first_job: 4, ldc: 5, c_store: 6, c: 7 << 32 | 8, fusion: 9 << 32 | 10 };
+        // SAFETY: as above; GroupProblem is 40 bytes without padding.
+        let raw: [u32; 10] = unsafe { core::mem::transmute(p) };
+        assert_eq!(group_words(&p), raw);
+    }
+}

@@ -365,6 +365,20 @@ fn warpgroup_plan_with(
     (batch, sm_count): (usize, u32),
     (tails, narrow): (bool, bool),
 ) -> WarpgroupPlan {
+    warpgroup_plan_among(types, (m, n, k), (batch, sm_count), (tails, narrow), false)
+}
+
+/// [`warpgroup_plan_with`]; `fused`: among the tiles that apply a fused
+/// epilogue ([`WgmmaTile::fuses`]), k whole (a split's reduction would
+/// have to apply the epilogue).
+fn warpgroup_plan_among(
+    types: WgmmaTypes,
+    (m, n, k): (usize, usize, usize),
+    (batch, sm_count): (usize, u32),
+    (tails, narrow): (bool, bool),
+    fused: bool,
+) -> WarpgroupPlan {
+    let tails = tails && !fused;
     // Seconds per multiply-add of one SM (989 TFLOP/s f16 over 132 SMs; the
     // other types scale alike) and per byte of HBM (about 3.3 TB/s).
     const MAC_S: f64 = 2.0 * 132.0 / 989e12;
@@ -428,10 +442,17 @@ fn warpgroup_plan_with(
     let mut best: Option<(f64, WarpgroupPlan)> = None;
     // Narrow tiles for C of few columns only (token-sized products).
     let narrow = narrow && n <= TOKEN_ROWS;
-    for kernel in WARPGROUP_KERNELS.iter().filter(|k| k.types == types && (narrow || !k.tile.narrow())) {
+    let candidates = WARPGROUP_KERNELS
+        .iter()
+        .filter(|k| k.types == types && (narrow || !k.tile.narrow()) && (!fused || k.tile.fuses()));
+    for kernel in candidates {
         // Each tile whole, or split where split_k offers it (single
         // products), or the last wave's rows split (`warpgroup_tail`).
-        let split = if batch == 1 { kernel.tile.split_k(m32, n32, k32, types.input_bytes(), sm_count) } else { (1, 0) };
+        let split = if batch == 1 && !fused {
+            kernel.tile.split_k(m32, n32, k32, types.input_bytes(), sm_count)
+        } else {
+            (1, 0)
+        };
         let tail =
             if batch == 1 && tails { warpgroup_tail(types, kernel.tile, (m32, n32, k32), sm_count) } else { None };
         for (split, tail) in [((1, 0), None), (split, None), ((1, 0), tail.filter(|_| split.0 == 1))] {
@@ -574,6 +595,36 @@ pub(crate) fn warpgroup_launch(
     let kernel = if split.0 > 1 { f32_family() } else { plan.kernel };
     let tail = plan.tail.filter(|_| count == 1 && reads_ab).map(|t| (t, f32_family()));
     WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign, tail }
+}
+
+/// The stage-9 launch of one product in user form `dims` with a fused
+/// epilogue ([`crate::Epilogue`]): as [`warpgroup_launch`], among the tiles
+/// that fuse, k whole, no tail split; with `keep_a` (A's block scales are
+/// per row, which the kernel applies to its A only), the user's A stays
+/// the kernel's A: a column-major C is stored transposed by the threads
+/// (`C_STORE_TRANSPOSED`) instead of running the product transposed, and
+/// no token-sized route.
+pub(crate) fn warpgroup_fused_launch(
+    types: WgmmaTypes,
+    dims: &GemmDims,
+    alpha: f64,
+    sm_count: u32,
+    keep_a: bool,
+) -> WarpgroupLaunch {
+    let (route, swapped, reads_ab) = if keep_a {
+        let reads_ab = alpha != 0.0 && dims.k > 0;
+        let transposed_c = dims.c_layout == Layout::ColMajor;
+        let kd = GemmDims { c_layout: Layout::RowMajor, ..*dims };
+        (WarpgroupRoute { dims: kd, transposed_c, token: false }, false, reads_ab)
+    } else {
+        warpgroup_form(types, dims, alpha)
+    };
+    let kd = route.dims;
+    let narrow = narrow_allowed(types, &kd, 1);
+    let dims_k = (kd.m, kd.n, if reads_ab { kd.k } else { 0 });
+    let plan = warpgroup_plan_among(types, dims_k, (1, sm_count), (false, narrow), true);
+    let realign = realign_wanted(types, &kd, plan.kernel.tile);
+    WarpgroupLaunch { types, route, swapped, reads_ab, kernel: plan.kernel, split: (1, 0), realign, tail: None }
 }
 
 /// The stage-9 launches of a list batch's problems `todo` (index, validated

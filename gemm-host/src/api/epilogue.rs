@@ -1,0 +1,542 @@
+//! Fused epilogues and scales: what a stage-9 product computes besides
+//! `alpha op(A) op(B) + beta C`, in the product's own launch,
+//!
+//! ```text
+//! C <- act(alpha sA sB (rs(i) cs(j) sum over k-blocks kb of sa(i, kb) sb(kb, j) op(A) op(B) over kb) + beta C + bias)
+//! ```
+//!
+//! with per-tensor scales sA, sB (folded into alpha), per-row scales rs of
+//! op(A) and per-column scales cs of op(B), FP8 block scales sa, sb
+//! (DeepGEMM's: 1 x 128 or 128 x 128 blocks of op(A) along k, 128 x 128
+//! blocks of op(B)), a bias by row or by column (f32 or C's type), and an
+//! activation (none, ReLU, GELU with the tanh approximation, as
+//! cuBLASLt's `CUBLASLT_EPILOGUE_GELU`). [`Gemm::epilogue`] runs a product
+//! with one.
+//!
+//! Sources: DeepSeek-AI, "DeepGEMM: clean and efficient FP8 GEMM kernels
+//! with fine-grained scaling" (block scales, promotion every 128 of k);
+//! NVIDIA, cuBLASLt's `cublasLtMatmulDescAttributes_t` (scale modes, bias
+//! and GELU epilogues).
+
+use crate::api::dispatch::Kernels;
+use crate::api::gemm::Gemm;
+use crate::device::memory::clone_htod;
+use crate::device::Device;
+use crate::element::{product_name, Product, Scalar};
+use crate::error::Error;
+use crate::exec::warpgroup::enqueue;
+use crate::exec::TensorCoreStage;
+use crate::operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
+use crate::operands::matrix::{MatMut, MatRef};
+use crate::plan::product_plan::warpgroup_fused_launch;
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DeviceSlice, SyncOnDrop};
+use gemm_core::warpgroup::{
+    Fusion, WgmmaTypes, ACT_GELU, ACT_NONE, ACT_RELU, BIAS_COLUMNS, BIAS_C_TYPE, BIAS_F32, BIAS_ROWS, BLOCK_SCALE_K,
+};
+use gemm_core::GemmDims;
+use std::any::TypeId;
+use std::sync::Arc;
+
+/// The activation a fused epilogue applies last.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Activation {
+    /// None: `C <- v`.
+    #[default]
+    None,
+    /// `max(v, 0)`; a NaN stays NaN.
+    Relu,
+    /// GELU, tanh approximation (as cuBLASLt's): `0.5 v (1 + tanh(sqrt(2 /
+    /// pi) (v + 0.044715 v^3)))`, computed in f32 within a few ulps.
+    Gelu,
+}
+
+/// Which way a bias runs over C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Along {
+    /// One value per row of C (m values): `bias[i]` is added to row i.
+    Rows,
+    /// One value per column of C (n values): `bias[j]` is added to column j.
+    Columns,
+}
+
+/// Values an epilogue reads: a host slice (copied to the GPU with the call)
+/// or a view of a cudarc buffer on the product's device (read in place; it
+/// must outlive the enqueued work, as the operands do).
+pub enum Values<'v, T> {
+    /// In host memory.
+    Host(&'v [T]),
+    /// In GPU memory.
+    Device(CudaView<'v, T>),
+}
+
+impl<'v, T> Values<'v, T> {
+    fn len(&self) -> usize {
+        match self {
+            Values::Host(s) => s.len(),
+            Values::Device(v) => v.len(),
+        }
+    }
+}
+
+impl<'v, T> From<&'v [T]> for Values<'v, T> {
+    fn from(s: &'v [T]) -> Self {
+        Values::Host(s)
+    }
+}
+
+impl<'v, T> From<&'v Vec<T>> for Values<'v, T> {
+    fn from(s: &'v Vec<T>) -> Self {
+        Values::Host(s)
+    }
+}
+
+impl<'v, T> From<&'v CudaSlice<T>> for Values<'v, T> {
+    fn from(s: &'v CudaSlice<T>) -> Self {
+        Values::Device(s.as_view())
+    }
+}
+
+impl<'v, T> From<CudaView<'v, T>> for Values<'v, T> {
+    fn from(v: CudaView<'v, T>) -> Self {
+        Values::Device(v)
+    }
+}
+
+/// A bias: f32, or C's type (f16 or bf16 for a 16-bit C).
+pub enum Bias<'v> {
+    /// f32 values.
+    F32(Values<'v, f32>),
+    /// f16 values (C must be f16).
+    F16(Values<'v, half::f16>),
+    /// bf16 values (C must be bf16).
+    Bf16(Values<'v, half::bf16>),
+}
+
+impl<'v, V: Into<Values<'v, f32>>> From<V> for Bias<'v> {
+    fn from(v: V) -> Self {
+        Bias::F32(v.into())
+    }
+}
+
+impl<'v> Bias<'v> {
+    /// A bias of f16 values (for an f16 C).
+    pub fn f16(v: impl Into<Values<'v, half::f16>>) -> Self {
+        Bias::F16(v.into())
+    }
+
+    /// A bias of bf16 values (for a bf16 C).
+    pub fn bf16(v: impl Into<Values<'v, half::bf16>>) -> Self {
+        Bias::Bf16(v.into())
+    }
+}
+
+/// FP8 block scales (DeepGEMM's fine-grained scaling), f32: op(A) (m x k)
+/// in blocks of `a_rows` rows (1 or 128) by 128 of k, op(B) (k x n) in
+/// blocks of 128 x 128. The product over each 128 of k is multiplied by
+/// its blocks' scales as the kernel adds it to its f32 sum.
+///
+/// Layouts, in elements: A's scale of row block `ib = i / a_rows` and k
+/// block `kb = p / 128` at `a[ib * a_strides.0 + kb * a_strides.1]`, by
+/// default `(1, ceil(m / a_rows))` (column-major `ceil(m / a_rows) x
+/// ceil(k / 128)`: DeepGEMM's layout for A); B's of k block kb and column
+/// block `jb = j / 128` at `b[jb * b_strides.0 + kb * b_strides.1]`, by
+/// default `(ceil(k / 128), 1)` (DeepGEMM's `(n / 128, k / 128)`,
+/// row-major).
+pub struct BlockScales<'v> {
+    a: Values<'v, f32>,
+    a_rows: usize,
+    a_strides: Option<(usize, usize)>,
+    b: Values<'v, f32>,
+    b_strides: Option<(usize, usize)>,
+}
+
+impl<'v> BlockScales<'v> {
+    /// DeepGEMM's scaling: A's scales per 1 x 128 block, B's per 128 x 128,
+    /// in the default layouts above.
+    pub fn new(a: impl Into<Values<'v, f32>>, b: impl Into<Values<'v, f32>>) -> Self {
+        BlockScales { a: a.into(), a_rows: 1, a_strides: None, b: b.into(), b_strides: None }
+    }
+
+    /// Rows of A one A scale covers: 1 (the default) or 128.
+    pub fn a_rows(mut self, rows: usize) -> Self {
+        self.a_rows = rows;
+        self
+    }
+
+    /// A's strides (per row block, per k block), in elements.
+    pub fn a_strides(mut self, per_row_block: usize, per_k_block: usize) -> Self {
+        self.a_strides = Some((per_row_block, per_k_block));
+        self
+    }
+
+    /// B's strides (per column block, per k block), in elements.
+    pub fn b_strides(mut self, per_column_block: usize, per_k_block: usize) -> Self {
+        self.b_strides = Some((per_column_block, per_k_block));
+        self
+    }
+}
+
+/// What a product fuses into its launch (see the module docs): build one,
+/// then run with [`Gemm::epilogue`]. Stage 9 (compute capability 9.0), for
+/// f16, bf16, TF32 and FP8 operands with a floating-point C; block scales
+/// for FP8 only.
+///
+/// ```no_run
+/// use gemm::{Activation, Along, DeviceMatrix, Epilogue, Gemm};
+/// use gemm::half::bf16;
+/// # fn main() -> Result<(), gemm::Error> {
+/// let dev = gemm::default_device()?;
+/// let (m, n, k) = (256, 512, 1024);
+/// let a = DeviceMatrix::<bf16>::zeros(&dev, m, k)?;
+/// let b = DeviceMatrix::<bf16>::zeros(&dev, k, n)?;
+/// let mut c = DeviceMatrix::<bf16>::zeros(&dev, m, n)?;
+/// let bias = vec![0.5f32; n];
+/// let e = Epilogue::new().bias(Along::Columns, &bias).activation(Activation::Gelu);
+/// Gemm::new().epilogue(&e).run_device(&a, &b, &mut c)?; // C = GELU(A B + bias)
+/// # Ok(()) }
+/// ```
+#[derive(Default)]
+pub struct Epilogue<'v> {
+    scale_a: Option<f32>,
+    scale_b: Option<f32>,
+    row_scales: Option<Values<'v, f32>>,
+    col_scales: Option<Values<'v, f32>>,
+    bias: Option<(Along, Bias<'v>)>,
+    activation: Activation,
+    block_scales: Option<BlockScales<'v>>,
+}
+
+impl<'v> Epilogue<'v> {
+    /// Nothing fused: the plain product.
+    pub fn new() -> Self {
+        Epilogue::default()
+    }
+
+    /// A per-tensor scale of A (an FP8 operand's dequantization factor):
+    /// multiplies alpha.
+    pub fn scale_a(mut self, scale: f32) -> Self {
+        self.scale_a = Some(scale);
+        self
+    }
+
+    /// A per-tensor scale of B: multiplies alpha.
+    pub fn scale_b(mut self, scale: f32) -> Self {
+        self.scale_b = Some(scale);
+        self
+    }
+
+    /// Per-row scales of op(A): m f32 values, row i of the product times
+    /// `scales[i]` (before beta C is added).
+    pub fn row_scales(mut self, scales: impl Into<Values<'v, f32>>) -> Self {
+        self.row_scales = Some(scales.into());
+        self
+    }
+
+    /// Per-column scales of op(B): n f32 values, column j of the product
+    /// times `scales[j]`.
+    pub fn col_scales(mut self, scales: impl Into<Values<'v, f32>>) -> Self {
+        self.col_scales = Some(scales.into());
+        self
+    }
+
+    /// A bias added after beta C: m values along [`Along::Rows`], n along
+    /// [`Along::Columns`]; f32 (a slice or buffer of f32) or C's type
+    /// ([`Bias::f16`], [`Bias::bf16`]).
+    pub fn bias(mut self, along: Along, values: impl Into<Bias<'v>>) -> Self {
+        self.bias = Some((along, values.into()));
+        self
+    }
+
+    /// The activation applied last.
+    pub fn activation(mut self, activation: Activation) -> Self {
+        self.activation = activation;
+        self
+    }
+
+    /// FP8 block scales ([`BlockScales`]).
+    pub fn block_scales(mut self, scales: BlockScales<'v>) -> Self {
+        self.block_scales = Some(scales);
+        self
+    }
+
+    /// alpha times the per-tensor scales.
+    fn alpha(&self, alpha: f64) -> f64 {
+        alpha * self.scale_a.unwrap_or(1.0) as f64 * self.scale_b.unwrap_or(1.0) as f64
+    }
+
+    /// Whether the epilogue changes C where the plain product would not
+    /// (alpha = 0 or k = 0, beta = 1): a bias or an activation.
+    fn changes_c(&self) -> bool {
+        self.bias.is_some() || self.activation != Activation::None
+    }
+}
+
+/// A product with a fused [`Epilogue`]: [`Gemm::epilogue`]'s answer, with
+/// the builder's doors for a single product.
+pub struct Fused<'g, 'v> {
+    gemm: &'g Gemm,
+    epilogue: &'g Epilogue<'v>,
+}
+
+impl Gemm {
+    /// This builder's product with what `epilogue` fuses into it. Only
+    /// stage 9 fuses (compute capability 9.0; f16, bf16, TF32 with
+    /// [`Gemm::allow_tf32`], and FP8 operands; a floating-point C); the
+    /// product runs in one launch without a split of k; the tuning options
+    /// of stages 1-8 do not apply.
+    pub fn epilogue<'g, 'v>(&'g self, epilogue: &'g Epilogue<'v>) -> Fused<'g, 'v> {
+        Fused { gemm: self, epilogue }
+    }
+}
+
+impl Fused<'_, '_> {
+    /// As [`Gemm::run_device`], with the epilogue fused.
+    ///
+    /// # Errors
+    /// As [`Gemm::run_device`]; [`Error::Unsupported`] for a product stage 9
+    /// does not fuse (another device or type, an option of stages 1-8 set,
+    /// block scales on other than FP8 operands); [`Error::Epilogue`] for
+    /// an input too short for the product, on another device, or a bias of
+    /// a type other than f32 and C's.
+    pub fn run_device<'a, 'b, 'c, T: Product<C>, C: Scalar>(
+        &self,
+        a: impl Into<DeviceView<'a, T>>,
+        b: impl Into<DeviceView<'b, T>>,
+        c: impl Into<DeviceViewMut<'c, C>>,
+    ) -> Result<(), Error> {
+        let (a, b, mut c) = (a.into(), b.into(), c.into());
+        let gemm = self.gemm;
+        let types = self.types::<T, C>(Some(c.device))?;
+        gemm.check_device_call()?;
+        let e = self.epilogue;
+        let Some((dims, device, stream)) = gemm.desc.device_problem_with(&a, &b, &c, gemm.target(), !e.changes_c())?
+        else {
+            return Ok(());
+        };
+        if Gemm::mixed_stage(types, &device, false)? != TensorCoreStage::Warpgroup {
+            return Err(unsupported(types, "fused epilogues run on stage 9 (compute capability 9.0) only"));
+        }
+        let alpha = e.alpha(gemm.desc.alpha);
+        let keep_a = e.block_scales.as_ref().is_some_and(|s| s.a_rows == 1);
+        let launch = warpgroup_fused_launch(types, &dims, alpha, device.sm_count(), keep_a);
+        let mut inputs = Inputs { device: &device, stream: &stream, owned: Vec::new(), guards: Vec::new() };
+        let fusion = kernel_fusion::<C>(e, types, &dims, launch.swapped, &mut inputs)?;
+        let ops = (&a.data, &b.data, &mut c.data);
+        let done = enqueue(&launch, &device, &stream, (alpha, gemm.desc.beta), ops, (1, [0; 3]), Some(&fusion));
+        drop(inputs); // host inputs' copies freed stream-ordered, after the launch
+        done
+    }
+
+    /// As [`Gemm::run`], with the epilogue fused: A, B (and C when beta is
+    /// not 0) are copied to the device whole, the product runs there, and C
+    /// comes back (its padding left as it was). Blocks until C holds the
+    /// result.
+    ///
+    /// # Errors
+    /// As [`Fused::run_device`]; [`Error::OutOfMemory`] when the operands do
+    /// not fit on the device (fused products of host matrices are not
+    /// streamed in tiles).
+    pub fn run<'a, 'b, 'c, T: Product<C>, C: Scalar>(
+        &self,
+        a: impl Into<MatRef<'a, T>>,
+        b: impl Into<MatRef<'b, T>>,
+        c: impl Into<MatMut<'c, C>>,
+    ) -> Result<(), Error> {
+        let (a, b, mut c) = (a.into(), b.into(), c.into());
+        let gemm = self.gemm;
+        let types = self.types::<T, C>(None)?;
+        let c_len = c.dims().required_len().unwrap_or(0);
+        let dims = gemm.desc.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
+        if dims.is_empty() || (!self.epilogue.changes_c() && gemm.desc.leaves_c_unchanged(&dims)) {
+            return Ok(());
+        }
+        gemm.check_no_group("a fused epilogue (one device)")?;
+        let device = match gemm.target().device {
+            Some(d) => d.clone(),
+            None => crate::default_device()?,
+        };
+        if Gemm::mixed_stage(types, &device, false)? != TensorCoreStage::Warpgroup {
+            return Err(unsupported(types, "fused epilogues run on stage 9 (compute capability 9.0) only"));
+        }
+        let da = DeviceMatrix::from_host(&device, a)?;
+        let db = DeviceMatrix::from_host(&device, b)?;
+        let mut dc = if gemm.desc.beta != 0.0 {
+            DeviceMatrix::from_host(&device, c.as_ref())?
+        } else {
+            DeviceMatrix::zeros_in(&device, c.dims().rows, c.dims().cols, c.dims().layout)?
+        };
+        let on_device = gemm.clone().device(&device);
+        Fused { gemm: &on_device, epilogue: self.epilogue }.run_device(&da, &db, &mut dc)?;
+        dc.copy_to_host(c.rb())
+    }
+
+    /// The stage-9 types of a fused `T x T -> C` product, its options
+    /// checked (`device`: the operands' device where known).
+    fn types<T: Product<C>, C: Scalar>(&self, device: Option<&Arc<Device>>) -> Result<WgmmaTypes, Error> {
+        let kernels = self.gemm.kernels::<T, C>(false, device)?;
+        let Kernels::TensorCores(types, false) = kernels else {
+            return Err(Error::Unsupported {
+                product: format!("{} x {} -> {}", T::NAME, T::NAME, C::NAME),
+                why: "fused epilogues run on stage 9's tensor-core kernels: f16, bf16, FP8 operands, or f32 with \
+                      .allow_tf32(true); not with .stage(Stage::TensorCore)"
+                    .into(),
+            });
+        };
+        if types == WgmmaTypes::S8 {
+            return Err(unsupported(types, "an integer C takes no fused epilogue"));
+        }
+        if self.epilogue.block_scales.is_some() && !types.fp8() {
+            return Err(unsupported(types, "block scales apply to FP8 operands only"));
+        }
+        if let Some(option) = self.gemm.tuning_option_set() {
+            return Err(unsupported(types, &format!("{option} does not apply to a fused product")));
+        }
+        Ok(types)
+    }
+}
+
+fn unsupported(types: WgmmaTypes, why: &str) -> Error {
+    Error::Unsupported { product: product_name(types), why: why.into() }
+}
+
+/// The device side of an epilogue's inputs while the launch is enqueued:
+/// host values' copies (freed stream-ordered when dropped) and the device
+/// views' use records.
+struct Inputs<'a> {
+    device: &'a Arc<Device>,
+    stream: &'a Arc<CudaStream>,
+    owned: Vec<Owned>,
+    guards: Vec<SyncOnDrop<'a>>,
+}
+
+/// A host input's copy on the device, held (not read) until the launch is
+/// enqueued.
+#[allow(dead_code)]
+enum Owned {
+    F32(CudaSlice<f32>),
+    F16(CudaSlice<half::f16>),
+    Bf16(CudaSlice<half::bf16>),
+}
+
+impl<'a> Inputs<'a> {
+    /// The device address of `values` (at least `needed` elements), copied
+    /// there first when on the host.
+    fn address<T: Scalar>(
+        &mut self,
+        what: &'static str,
+        values: &'a Values<'a, T>,
+        needed: usize,
+        wrap: fn(CudaSlice<T>) -> Owned,
+    ) -> Result<u64, Error> {
+        if values.len() < needed {
+            return Err(Error::Epilogue { what, why: format!("{} values, the product needs {needed}", values.len()) });
+        }
+        match values {
+            Values::Host(s) => {
+                let copy = clone_htod(self.stream, &s[..needed])?;
+                let (address, _) = copy.device_ptr(self.stream);
+                self.owned.push(wrap(copy));
+                Ok(address)
+            }
+            Values::Device(v) => {
+                if **v.stream().context() != **self.device.context() {
+                    return Err(Error::Epilogue {
+                        what,
+                        why: format!("its buffer is not in {}'s context", self.device.name()),
+                    });
+                }
+                let (address, guard) = v.device_ptr(self.stream);
+                self.guards.push(guard);
+                Ok(address)
+            }
+        }
+    }
+}
+
+/// The kernel's [`Fusion`] of `e` for the product `dims` (user form) run
+/// with A and B swapped or not (`swapped`: the kernel's rows are the
+/// user's columns), its inputs on the device.
+fn kernel_fusion<'a, C: Scalar>(
+    e: &'a Epilogue<'a>,
+    types: WgmmaTypes,
+    dims: &GemmDims,
+    swapped: bool,
+    inputs: &mut Inputs<'a>,
+) -> Result<Fusion, Error> {
+    let (m, n, k) = (dims.m, dims.n, dims.k);
+    let mut f = Fusion::default();
+    let rows = match &e.row_scales {
+        Some(v) => inputs.address("the row scales", v, m, Owned::F32)?,
+        None => 0,
+    };
+    let cols = match &e.col_scales {
+        Some(v) => inputs.address("the column scales", v, n, Owned::F32)?,
+        None => 0,
+    };
+    (f.row_scales, f.col_scales) = if swapped { (cols, rows) } else { (rows, cols) };
+    if let Some((along, bias)) = &e.bias {
+        let needed = if *along == Along::Rows { m } else { n };
+        let c_is = |t: TypeId| TypeId::of::<C>() == t;
+        let (address, c_type) = match bias {
+            Bias::F32(v) => (inputs.address("the bias", v, needed, Owned::F32)?, false),
+            Bias::F16(v) if c_is(TypeId::of::<half::f16>()) => {
+                (inputs.address("the bias", v, needed, Owned::F16)?, true)
+            }
+            Bias::Bf16(v) if c_is(TypeId::of::<half::bf16>()) => {
+                (inputs.address("the bias", v, needed, Owned::Bf16)?, true)
+            }
+            _ => {
+                return Err(Error::Epilogue {
+                    what: "the bias",
+                    why: format!("its values are f32 or C's type ({})", C::NAME),
+                })
+            }
+        };
+        f.bias = address;
+        f.bias_type = if c_type { BIAS_C_TYPE } else { BIAS_F32 };
+        f.bias_along = if (*along == Along::Rows) != swapped { BIAS_ROWS } else { BIAS_COLUMNS };
+    }
+    f.activation = match e.activation {
+        Activation::None => ACT_NONE,
+        Activation::Relu => ACT_RELU,
+        Activation::Gelu => ACT_GELU,
+    };
+    if let Some(s) = &e.block_scales {
+        debug_assert!(types.fp8());
+        let block = BLOCK_SCALE_K as usize;
+        if s.a_rows != 1 && s.a_rows != block {
+            return Err(Error::Epilogue {
+                what: "the block scales",
+                why: format!("A's blocks cover 1 or 128 rows, not {}", s.a_rows),
+            });
+        }
+        let (a_blocks, b_blocks, k_blocks) = (m.div_ceil(s.a_rows), n.div_ceil(block), k.div_ceil(block).max(1));
+        let a_strides = s.a_strides.unwrap_or((1, a_blocks));
+        let b_strides = s.b_strides.unwrap_or((k_blocks, 1));
+        let extent = |(blocks, kb): (usize, usize), (s0, s1): (usize, usize)| (blocks - 1) * s0 + (kb - 1) * s1 + 1;
+        let a_len = if m == 0 { 0 } else { extent((a_blocks, k_blocks), a_strides) };
+        let b_len = if n == 0 { 0 } else { extent((b_blocks, k_blocks), b_strides) };
+        let a = inputs.address("A's block scales", &s.a, a_len, Owned::F32)?;
+        let b = inputs.address("B's block scales", &s.b, b_len, Owned::F32)?;
+        let stride = |x: usize| {
+            u32::try_from(x).map_err(|_| Error::Epilogue {
+                what: "the block scales",
+                why: format!("a stride of {x} elements: at most 2^32 - 1"),
+            })
+        };
+        if swapped {
+            // The kernel's A is the user's B: its scales cover 128 kernel
+            // rows; the kernel's B is the user's A, whose row blocks are
+            // 128 rows (`keep_a` keeps 1-row blocks unswapped).
+            debug_assert_eq!(s.a_rows, block);
+            (f.a_scales, f.a_scales_mn, f.a_scales_k, f.a_scales_rows) =
+                (b, stride(b_strides.0)?, stride(b_strides.1)?, BLOCK_SCALE_K);
+            (f.b_scales, f.b_scales_mn, f.b_scales_k) = (a, stride(a_strides.0)?, stride(a_strides.1)?);
+        } else {
+            (f.a_scales, f.a_scales_mn, f.a_scales_k, f.a_scales_rows) =
+                (a, stride(a_strides.0)?, stride(a_strides.1)?, s.a_rows as u32);
+            (f.b_scales, f.b_scales_mn, f.b_scales_k) = (b, stride(b_strides.0)?, stride(b_strides.1)?);
+        }
+    }
+    Ok(f)
+}

@@ -1,0 +1,424 @@
+//! Fused epilogues and scales on stage 9 ([`gemm::Epilogue`]): row and
+//! column scales, a bias by row or column (f32 or C's type), ReLU and GELU,
+//! per-tensor scales, and FP8 block scales, for bf16, f16, TF32 and e4m3
+//! operands, against a CPU reference in f64; odd and rectangular sizes,
+//! every layout of A, B and C, padded leading dimensions (guards come back
+//! bit for bit; unaligned ones take the threads' stores instead of TMA's),
+//! NaN-poisoned C with beta = 0, the host door against the device door, and
+//! typed errors that leave C untouched. GPU tests: `--include-ignored`.
+//!
+//! Inputs are multiples of 1/4 in [-1, 1] (exact in every operand type), so
+//! each product over k is exact in the f32 accumulator (k <= 1024); what
+//! remains is the epilogue's few f32 roundings, the activation (GELU within
+//! 2^-20 relative), and C's rounding: per element |C - C_ref| <= 1.2 (2^-21
+//! (|alpha s dot| + |beta C0| + |bias|) + 2^-20 |v| + e8) + u_C |C_ref| +
+//! 2^-30, v the value before the activation, e8 = 2^-9 |alpha s rs cs|
+//! (|A||B|) for e4m3 (FP8's accumulation within a k-tile) and 0 otherwise.
+//! Block-scaled products add the FP8 accumulation term 2^-9 sum_kb |sa sb|
+//! (|A||B|)_kb (none here: the inputs keep each k-tile exact).
+
+mod common;
+
+use common::{device, store, Rng};
+use gemm::float8::F8E4M3;
+use gemm::half::{bf16, f16};
+use gemm::{
+    Activation, Along, Bias, BlockScales, DeviceMatrix, Epilogue, Error, Gemm, Layout, Matrix, Op, Product, Scalar,
+};
+
+const R: Layout = Layout::RowMajor;
+const C: Layout = Layout::ColMajor;
+
+/// Whether storage index `at` of a matrix is padding (outside its elements).
+fn is_padding<T: Scalar>(m: &Matrix<T>, at: usize) -> bool {
+    let (lines, line) = if m.layout() == R { (m.rows(), m.cols()) } else { (m.cols(), m.rows()) };
+    at / m.ld() >= lines || at % m.ld() >= line
+}
+
+/// An element's bits (any Scalar: 1 to 8 bytes), for bit-for-bit checks.
+fn bits<T: Scalar>(x: T) -> u64 {
+    let mut out = 0u64;
+    // SAFETY: copies size_of::<T>() <= 8 bytes of a plain value.
+    unsafe {
+        std::ptr::copy_nonoverlapping(&x as *const T as *const u8, &mut out as *mut u64 as *mut u8, size_of::<T>())
+    };
+    out
+}
+
+/// GELU, tanh approximation, in f64.
+fn gelu(v: f64) -> f64 {
+    0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v * v * v)).tanh())
+}
+
+fn act(a: Activation, v: f64) -> f64 {
+    match a {
+        Activation::None => v,
+        Activation::Relu => {
+            if v < 0.0 {
+                0.0
+            } else {
+                v
+            }
+        }
+        Activation::Gelu => gelu(v),
+    }
+}
+
+/// What one case fuses (host values; the device door gets them as cudarc
+/// buffers when `device_inputs`).
+#[derive(Clone, Debug)]
+struct Case {
+    dims: (usize, usize, usize),
+    layouts: (Layout, Layout, Layout),
+    pad: usize,
+    alpha_beta: (f64, f64),
+    /// Per-tensor scales of A and B.
+    tensor: Option<(f32, f32)>,
+    row_scales: bool,
+    col_scales: bool,
+    bias: Option<(Along, bool)>, // (along, in C's type)
+    activation: Activation,
+    device_inputs: bool,
+}
+
+impl Case {
+    fn new(dims: (usize, usize, usize)) -> Case {
+        Case {
+            dims,
+            layouts: (R, R, R),
+            pad: 0,
+            alpha_beta: (1.0, 0.0),
+            tensor: None,
+            row_scales: false,
+            col_scales: false,
+            bias: None,
+            activation: Activation::None,
+            device_inputs: false,
+        }
+    }
+}
+
+/// Runs `case` with `T` operands into a `C` (through `gemm`, which may
+/// allow TF32) and checks every element and guard.
+fn check<T: Product<Cc>, Cc: Scalar>(gemm: &Gemm, case: &Case, seed: u64) {
+    let what = format!("{} -> {} {case:?}", T::NAME, Cc::NAME);
+    let (m, n, k) = case.dims;
+    let (la, lb, lc) = case.layouts;
+    let (alpha, beta) = case.alpha_beta;
+    let mut r = Rng::new(seed);
+    let quarter = |r: &mut Rng| (r.below(9) as f64 - 4.0) / 4.0;
+    let a = store(&Matrix::from_fn(m, k, |_, _| T::from_f64(quarter(&mut r))), Op::N, la, case.pad, T::POISON);
+    let b = store(&Matrix::from_fn(k, n, |_, _| T::from_f64(quarter(&mut r))), Op::N, lb, case.pad, T::POISON);
+    let c0 = store(
+        &Matrix::from_fn(m, n, |_, _| if beta == 0.0 { Cc::POISON } else { Cc::from_f64(quarter(&mut r)) }),
+        Op::N,
+        lc,
+        case.pad,
+        Cc::POISON,
+    );
+    let mut vec_of = |len: usize, lo: f64| -> Vec<f32> { (0..len).map(|_| (lo + r.uniform().abs()) as f32).collect() };
+    let rows = vec_of(m, 0.5);
+    let cols = vec_of(n, 0.5);
+    let bias_len = match case.bias {
+        Some((Along::Rows, _)) => m,
+        _ => n,
+    };
+    let bias32: Vec<f32> = vec_of(bias_len, -1.0);
+    // A bias in C's type: the f32 values rounded to it (the reference uses
+    // the rounded ones).
+    let bias_c: Vec<Cc> = bias32.iter().map(|&x| Cc::from_f64(x as f64)).collect();
+    let bias_value = |i: usize| -> f64 {
+        match case.bias {
+            Some((_, true)) => bias_c[i].as_f64(),
+            Some((_, false)) => bias32[i] as f64,
+            None => 0.0,
+        }
+    };
+    let dev = device();
+    let stream = dev.stream();
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut dc = DeviceMatrix::from_host(&dev, &c0).unwrap();
+    let d_rows = stream.clone_htod(&rows).unwrap();
+    let d_cols = stream.clone_htod(&cols).unwrap();
+    let d_bias32 = stream.clone_htod(&bias32).unwrap();
+    // Bias in C's type as f16 / bf16 values (C is one of them then).
+    let bias_f16: Vec<f16> = bias_c.iter().map(|x| f16::from_f64(x.as_f64())).collect();
+    let bias_bf16: Vec<bf16> = bias_c.iter().map(|x| bf16::from_f64(x.as_f64())).collect();
+    let d_bias_f16 = stream.clone_htod(&bias_f16).unwrap();
+    let d_bias_bf16 = stream.clone_htod(&bias_bf16).unwrap();
+    let mut e = Epilogue::new().activation(case.activation);
+    if let Some((sa, sb)) = case.tensor {
+        e = e.scale_a(sa).scale_b(sb);
+    }
+    if case.row_scales {
+        e = if case.device_inputs { e.row_scales(&d_rows) } else { e.row_scales(&rows) };
+    }
+    if case.col_scales {
+        e = if case.device_inputs { e.col_scales(&d_cols) } else { e.col_scales(&cols) };
+    }
+    if let Some((along, c_type)) = case.bias {
+        let bias: Bias = match (c_type, Cc::NAME, case.device_inputs) {
+            (false, _, true) => (&d_bias32).into(),
+            (false, _, false) => (&bias32).into(),
+            (true, "f16", true) => Bias::f16(&d_bias_f16),
+            (true, "f16", false) => Bias::f16(&bias_f16),
+            (true, "bf16", true) => Bias::bf16(&d_bias_bf16),
+            (true, "bf16", false) => Bias::bf16(&bias_bf16),
+            (true, other, _) => panic!("no bias of C's type {other}"),
+        };
+        e = e.bias(along, bias);
+    }
+    let g = gemm.clone().alpha(alpha).beta(beta);
+    g.epilogue(&e).run_device(&da, &db, &mut dc).unwrap_or_else(|err| panic!("{what}: {err}"));
+    let c = dc.to_host().unwrap();
+    // The host door: the same bits.
+    let mut hc = c0.clone();
+    g.epilogue(&e).run(&a, &b, &mut hc).unwrap_or_else(|err| panic!("{what} (host door): {err}"));
+    for (at, (x, y)) in hc.as_slice().iter().zip(c.as_slice()).enumerate() {
+        assert!(bits(*x) == bits(*y), "{what}: the host door's C at {at} is {x:?}, the device door's {y:?}");
+    }
+    for (at, (x, y)) in c.as_slice().iter().zip(c0.as_slice()).enumerate() {
+        if is_padding(&c, at) {
+            assert!(bits(*x) == bits(*y), "{what}: C's padding at {at} changed to {x:?}");
+        }
+    }
+    let s = case.tensor.map_or(1.0, |(sa, sb)| sa as f64 * sb as f64);
+    let u_c = Cc::EPSILON / 2.0;
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k).map(|p| a[(i, p)].as_f64() * b[(p, j)].as_f64()).sum();
+            let abs: f64 = (0..k).map(|p| (a[(i, p)].as_f64() * b[(p, j)].as_f64()).abs()).sum();
+            let rs = if case.row_scales { rows[i] as f64 } else { 1.0 };
+            let cs = if case.col_scales { cols[j] as f64 } else { 1.0 };
+            let old = if beta == 0.0 { 0.0 } else { c0[(i, j)].as_f64() };
+            let bias = match case.bias {
+                Some((Along::Rows, _)) => bias_value(i),
+                Some((Along::Columns, _)) => bias_value(j),
+                None => 0.0,
+            };
+            let t1 = alpha * s * rs * cs * dot;
+            let v = t1 + beta * old + bias;
+            let want = act(case.activation, v);
+            let got = c[(i, j)].as_f64();
+            // FP8's accumulation within a k-tile keeps fewer bits than f32.
+            let fp8 = if T::NAME == "e4m3" { 2f64.powi(-9) * (alpha * s * rs * cs).abs() * abs } else { 0.0 };
+            let tol = 1.2
+                * (2f64.powi(-21) * (t1.abs() + (beta * old).abs() + bias.abs()) + 2f64.powi(-20) * v.abs() + fp8)
+                + u_c * want.abs()
+                + 2f64.powi(-30);
+            assert!(
+                (got - want).abs() <= tol,
+                "{what}: C({i}, {j}) = {got}, want {want} (before the activation {v}, tolerance {tol})"
+            );
+        }
+    }
+}
+
+/// The epilogue variants every type runs: each input alone and together,
+/// every activation, host and device inputs.
+fn variants(base: &Case, c_type_bias: bool) -> Vec<Case> {
+    let mut out = Vec::new();
+    for activation in [Activation::None, Activation::Relu, Activation::Gelu] {
+        out.push(Case { activation, bias: Some((Along::Columns, false)), ..base.clone() });
+    }
+    out.push(Case { bias: Some((Along::Rows, false)), row_scales: true, device_inputs: true, ..base.clone() });
+    out.push(Case { col_scales: true, tensor: Some((0.5, 3.0)), activation: Activation::Relu, ..base.clone() });
+    out.push(Case {
+        row_scales: true,
+        col_scales: true,
+        bias: Some((Along::Columns, c_type_bias)),
+        activation: Activation::Gelu,
+        alpha_beta: (0.75, -0.5),
+        device_inputs: true,
+        ..base.clone()
+    });
+    out
+}
+
+fn shapes_and_layouts() -> Vec<Case> {
+    let mut out = Vec::new();
+    for dims in [(1, 1, 1), (7, 33, 31), (129, 65, 257), (200, 136, 64)] {
+        for (layouts, pad) in [((R, R, R), 0), ((C, R, C), 0), ((R, C, R), 3), ((C, C, C), 1)] {
+            out.push(Case { layouts, pad, ..Case::new(dims) });
+        }
+    }
+    // A token-sized product (its own route) and a multi-wave one.
+    out.push(Case { layouts: (R, C, R), ..Case::new((16, 1024, 256)) });
+    out.push(Case { layouts: (R, R, R), ..Case::new((1000, 520, 136)) });
+    out
+}
+
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn bf16_and_f16_epilogues_every_shape_and_layout() {
+    let g = Gemm::new();
+    for (at, base) in shapes_and_layouts().iter().enumerate() {
+        for (v, case) in variants(base, true).iter().enumerate() {
+            let seed = (at * 16 + v) as u64;
+            check::<bf16, bf16>(&g, case, seed);
+            check::<f16, f32>(&g, &Case { bias: case.bias.map(|(a, _)| (a, false)), ..case.clone() }, seed);
+        }
+    }
+    let base = Case { layouts: (R, C, R), ..Case::new((129, 65, 257)) };
+    for case in variants(&base, true) {
+        check::<f16, f16>(&g, &case, 3);
+        check::<bf16, f32>(&g, &Case { bias: case.bias.map(|(a, _)| (a, false)), ..case.clone() }, 4);
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn tf32_and_e4m3_epilogues() {
+    let tf32 = Gemm::new().allow_tf32(true);
+    for base in shapes_and_layouts() {
+        for case in variants(&base, false) {
+            check::<f32, f32>(&tf32, &case, 5);
+        }
+    }
+    let g = Gemm::new();
+    for base in shapes_and_layouts() {
+        for case in variants(&base, true) {
+            check::<F8E4M3, bf16>(&g, &case, 6);
+            check::<F8E4M3, f32>(&g, &Case { bias: case.bias.map(|(a, _)| (a, false)), ..case.clone() }, 7);
+        }
+    }
+}
+
+/// One block-scaled e4m3 product against the reference: A's scales per
+/// `a_rows` rows (1 or 128) and 128 of k, B's per 128 x 128, in the
+/// default layouts or transposed ones (`row_major_scales`).
+fn check_block_scaled(
+    (m, n, k): (usize, usize, usize),
+    (la, lb, lc): (Layout, Layout, Layout),
+    a_rows: usize,
+    row_major_scales: bool,
+    seed: u64,
+) {
+    let what = format!("block-scaled e4m3 -> f32 {m}x{n}x{k} {la:?}/{lb:?}/{lc:?} a_rows {a_rows} {row_major_scales}");
+    let mut r = Rng::new(seed);
+    // Random e4m3 values: each k-tile's sum is then not exact in FP8's
+    // accumulation, whose bound the check uses.
+    let a = store(&Matrix::from_fn(m, k, |_, _| F8E4M3::from_f64(2.0 * r.uniform())), Op::N, la, 0, F8E4M3::POISON);
+    let b = store(&Matrix::from_fn(k, n, |_, _| F8E4M3::from_f64(2.0 * r.uniform())), Op::N, lb, 0, F8E4M3::POISON);
+    let c0 = store(&Matrix::from_fn(m, n, |_, _| f32::NAN), Op::N, lc, 2, f32::NAN);
+    let (mb, nb, kb) = (m.div_ceil(a_rows), n.div_ceil(128), k.div_ceil(128));
+    let sa: Vec<f32> = (0..mb * kb).map(|_| (1.25 + 0.75 * r.uniform()) as f32).collect();
+    let sb: Vec<f32> = (0..nb * kb).map(|_| (1.25 + 0.75 * r.uniform()) as f32).collect();
+    // Element (ib, kb) of A's scales and (jb, kb) of B's in the layout used.
+    let a_at = |i: usize, q: usize| if row_major_scales { i * kb + q } else { q * mb + i };
+    let b_at = |j: usize, q: usize| if row_major_scales { q * nb + j } else { j * kb + q };
+    let mut scales = BlockScales::new(&sa, &sb).a_rows(a_rows);
+    if row_major_scales {
+        scales = scales.a_strides(kb, 1).b_strides(1, nb);
+    }
+    let e = Epilogue::new().block_scales(scales);
+    let dev = device();
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut dc = DeviceMatrix::from_host(&dev, &c0).unwrap();
+    Gemm::new().epilogue(&e).run_device(&da, &db, &mut dc).unwrap_or_else(|err| panic!("{what}: {err}"));
+    let c = dc.to_host().unwrap();
+    for (at, (x, y)) in c.as_slice().iter().zip(c0.as_slice()).enumerate() {
+        if is_padding(&c, at) {
+            assert!(bits(*x) == bits(*y), "{what}: C's padding at {at} changed");
+        }
+    }
+    let mut worst = 0f64;
+    for i in 0..m {
+        for j in 0..n {
+            let (mut want, mut bound) = (0f64, 0f64);
+            for q in 0..kb {
+                let s = sa[a_at(i / a_rows, q)] as f64 * sb[b_at(j / 128, q)] as f64;
+                let (mut dot, mut abs) = (0f64, 0f64);
+                for p in q * 128..((q + 1) * 128).min(k) {
+                    let x = a[(i, p)].as_f64() * b[(p, j)].as_f64();
+                    dot += x;
+                    abs += x.abs();
+                }
+                want += s * dot;
+                bound += s * abs;
+            }
+            let got = c[(i, j)] as f64;
+            let tol = 2f64.powi(-9) * bound + 2f64.powi(-23) * (kb as f64 + 1.0) * bound + 1e-30;
+            assert!((got - want).abs() <= tol, "{what}: C({i}, {j}) = {got}, want {want} (tolerance {tol})");
+            if bound > 0.0 {
+                worst = worst.max((got - want).abs() / bound);
+            }
+        }
+    }
+    println!("{what}: max |C - C_ref| / sum |sa sb| |A||B| = {worst:.3e}");
+}
+
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn e4m3_block_scales_every_layout() {
+    for dims in [(1, 1, 1), (129, 200, 300), (256, 128, 1024), (64, 2112, 512)] {
+        for layouts in [(R, C, R), (R, R, R), (C, C, C), (C, R, R)] {
+            check_block_scaled(dims, layouts, 1, false, 21);
+        }
+        check_block_scaled(dims, (R, C, R), 128, false, 22);
+        check_block_scaled(dims, (R, C, C), 128, true, 23);
+        check_block_scaled(dims, (R, C, R), 1, true, 24);
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn epilogue_errors_leave_c_untouched() {
+    let dev = device();
+    let (m, n, k) = (64, 48, 32);
+    let a = DeviceMatrix::from_host(&dev, &Matrix::from_fn(m, k, |_, _| bf16::from_f64(1.0))).unwrap();
+    let b = DeviceMatrix::from_host(&dev, &Matrix::from_fn(k, n, |_, _| bf16::from_f64(1.0))).unwrap();
+    let c0 = Matrix::from_fn(m, n, |i, j| bf16::from_f64((i * n + j) as f64));
+    let mut c = DeviceMatrix::from_host(&dev, &c0).unwrap();
+    let short = vec![1f32; n - 1];
+    let cases: Vec<(Epilogue, Gemm, &str)> = vec![
+        (Epilogue::new().bias(Along::Columns, &short), Gemm::new(), "a short bias"),
+        (Epilogue::new().row_scales(&short), Gemm::new(), "short row scales"),
+        (Epilogue::new().bias(Along::Rows, Bias::f16(&[f16::ONE; 64][..])), Gemm::new(), "an f16 bias into bf16"),
+        (Epilogue::new().block_scales(BlockScales::new(&short, &short)), Gemm::new(), "block scales on bf16"),
+        (Epilogue::new().activation(Activation::Relu), Gemm::new().split_k(2), "a split"),
+    ];
+    for (e, g, what) in cases {
+        let err = g.epilogue(&e).run_device(&a, &b, &mut c).expect_err(what);
+        assert!(matches!(err, Error::Epilogue { .. } | Error::Unsupported { .. }), "{what}: {err}");
+        let now = c.to_host().unwrap();
+        assert!(now.as_slice().iter().zip(c0.as_slice()).all(|(x, y)| bits(*x) == bits(*y)), "{what}: C changed");
+    }
+    // Integer products take no epilogue.
+    let ai = DeviceMatrix::from_host(&dev, &Matrix::from_fn(m, k, |_, _| 1i8)).unwrap();
+    let bi = DeviceMatrix::from_host(&dev, &Matrix::from_fn(k, n, |_, _| 1i8)).unwrap();
+    let mut ci = DeviceMatrix::<i32>::zeros(&dev, m, n).unwrap();
+    let e = Epilogue::new().activation(Activation::Relu);
+    assert!(matches!(Gemm::new().epilogue(&e).run_device(&ai, &bi, &mut ci), Err(Error::Unsupported { .. })));
+    // Block scales too short for the product.
+    let a8 = DeviceMatrix::from_host(&dev, &Matrix::from_fn(m, 256, |_, _| F8E4M3::from_f64(1.0))).unwrap();
+    let b8 = DeviceMatrix::from_host(&dev, &Matrix::from_fn(256, n, |_, _| F8E4M3::from_f64(1.0))).unwrap();
+    let mut c8 = DeviceMatrix::<f32>::zeros(&dev, m, n).unwrap();
+    let (sa, sb) = (vec![1f32; m * 2 - 1], vec![1f32; 2]);
+    let e = Epilogue::new().block_scales(BlockScales::new(&sa, &sb));
+    let err = Gemm::new().epilogue(&e).run_device(&a8, &b8, &mut c8).expect_err("short A scales");
+    assert!(matches!(err, Error::Epilogue { .. }), "{err}");
+}
+
+/// alpha = 0 and beta = 1 still applies the epilogue (no BLAS quick
+/// return): C <- act(C + bias).
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn alpha_zero_still_applies_the_epilogue() {
+    let dev = device();
+    let (m, n, k) = (33, 70, 16);
+    let a = DeviceMatrix::from_host(&dev, &Matrix::from_fn(m, k, |_, _| f32::NAN)).unwrap();
+    let b = DeviceMatrix::from_host(&dev, &Matrix::from_fn(k, n, |_, _| f32::NAN)).unwrap();
+    let c0 = Matrix::from_fn(m, n, |i, j| (i as f32 - j as f32) / 8.0);
+    let mut c = DeviceMatrix::from_host(&dev, &c0).unwrap();
+    let bias: Vec<f32> = (0..n).map(|j| j as f32 / 16.0).collect();
+    let e = Epilogue::new().bias(Along::Columns, &bias).activation(Activation::Relu);
+    Gemm::new().allow_tf32(true).alpha(0.0).beta(1.0).epilogue(&e).run_device(&a, &b, &mut c).unwrap();
+    let got = c.to_host().unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            let want = (c0[(i, j)] + bias[j]).max(0.0);
+            assert_eq!(got[(i, j)], want, "C({i}, {j})");
+        }
+    }
+}
