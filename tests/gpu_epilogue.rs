@@ -422,3 +422,100 @@ fn alpha_zero_still_applies_the_epilogue() {
         }
     }
 }
+
+/// A mixture-of-experts layer in one grouped launch
+/// ([`Gemm::run_grouped_fused_device`]): the experts' rows contiguous in
+/// one A (row-major) with DeepGEMM's column-major A scales over all rows,
+/// each expert's own B (column-major) and B scales, skewed row counts (an
+/// empty expert, one row, rows across block-tile edges); each expert's C
+/// checked against the reference and the bound of the block-scaled test.
+/// Then bf16 experts with their own bias and GELU.
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn grouped_experts_with_their_own_epilogues() {
+    let dev = device();
+    let stream = dev.stream();
+    let (n, k) = (200usize, 384usize);
+    let rows = [0usize, 1, 130, 64, 300, 5, 17];
+    let total: usize = rows.iter().sum();
+    let kb = k.div_ceil(128);
+    let nb = n.div_ceil(128);
+    let mut r = Rng::new(31);
+    let a = Matrix::from_fn(total, k, |_, _| F8E4M3::from_f64(2.0 * r.uniform()));
+    let bs: Vec<Matrix<F8E4M3>> = rows
+        .iter()
+        .map(|_| store(&Matrix::from_fn(k, n, |_, _| F8E4M3::from_f64(2.0 * r.uniform())), Op::N, C, 0, F8E4M3::POISON))
+        .collect();
+    let sa: Vec<f32> = (0..total * kb).map(|_| (1.25 + 0.75 * r.uniform()) as f32).collect();
+    let sbs: Vec<Vec<f32>> =
+        rows.iter().map(|_| (0..nb * kb).map(|_| (1.25 + 0.75 * r.uniform()) as f32).collect()).collect();
+    let da = DeviceMatrix::from_host(&dev, &a).unwrap();
+    let dbs: Vec<DeviceMatrix<F8E4M3>> = bs.iter().map(|b| DeviceMatrix::from_host(&dev, b).unwrap()).collect();
+    let mut dcs: Vec<DeviceMatrix<f32>> =
+        rows.iter().map(|&m| DeviceMatrix::from_host(&dev, &Matrix::from_fn(m, n, |_, _| f32::NAN)).unwrap()).collect();
+    let d_sa = stream.clone_htod(&sa).unwrap();
+    let first_rows: Vec<usize> = rows.iter().scan(0, |at, &m| Some(std::mem::replace(at, *at + m))).collect();
+    let av: Vec<_> = rows.iter().zip(&first_rows).map(|(&m, &r0)| da.view(r0, 0, m, k).unwrap()).collect();
+    let bv: Vec<_> = dbs.iter().map(|b| b.as_view()).collect();
+    let mut cv: Vec<_> = dcs.iter_mut().map(|c| c.as_view_mut()).collect();
+    let epilogues: Vec<Epilogue> = first_rows
+        .iter()
+        .zip(&sbs)
+        .map(|(&r0, sb)| Epilogue::new().block_scales(BlockScales::new(d_sa.slice(r0..), sb).a_strides(1, total)))
+        .collect();
+    Gemm::new().run_grouped_fused_device(&av, &bv, &mut cv, &epilogues).unwrap();
+    drop(cv);
+    for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
+        let c = dcs[e].to_host().unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let (mut want, mut bound) = (0f64, 0f64);
+                for q in 0..kb {
+                    let s = sa[q * total + r0 + i] as f64 * sbs[e][(j / 128) * kb + q] as f64;
+                    for p in q * 128..((q + 1) * 128).min(k) {
+                        let x = a[(r0 + i, p)].as_f64() * bs[e][(p, j)].as_f64();
+                        want += s * x;
+                        bound += s * x.abs();
+                    }
+                }
+                let got = c[(i, j)] as f64;
+                let tol = 2f64.powi(-9) * bound + 2f64.powi(-23) * (kb as f64 + 1.0) * bound + 1e-30;
+                assert!((got - want).abs() <= tol, "expert {e}: C({i}, {j}) = {got}, want {want} (tolerance {tol})");
+            }
+        }
+    }
+    // bf16 experts, each with its own bias (by column) and GELU.
+    let a16 = Matrix::from_fn(total, k, |i, p| bf16::from_f64(((i * 7 + p * 3) % 9) as f64 / 4.0 - 1.0));
+    let b16: Vec<Matrix<bf16>> = rows
+        .iter()
+        .enumerate()
+        .map(|(e, _)| Matrix::from_fn(k, n, |p, j| bf16::from_f64(((p * 5 + j + e) % 9) as f64 / 4.0 - 1.0)))
+        .collect();
+    let biases: Vec<Vec<f32>> =
+        rows.iter().enumerate().map(|(e, _)| (0..n).map(|j| (j + e) as f32 / 64.0 - 1.0).collect()).collect();
+    let da = DeviceMatrix::from_host(&dev, &a16).unwrap();
+    let dbs: Vec<_> = b16.iter().map(|b| DeviceMatrix::from_host(&dev, b).unwrap()).collect();
+    let mut dcs: Vec<DeviceMatrix<bf16>> = rows.iter().map(|&m| DeviceMatrix::zeros(&dev, m, n).unwrap()).collect();
+    let av: Vec<_> = rows.iter().zip(&first_rows).map(|(&m, &r0)| da.view(r0, 0, m, k).unwrap()).collect();
+    let bv: Vec<_> = dbs.iter().map(|b| b.as_view()).collect();
+    let mut cv: Vec<_> = dcs.iter_mut().map(|c| c.as_view_mut()).collect();
+    let epilogues: Vec<Epilogue> =
+        biases.iter().map(|b| Epilogue::new().bias(Along::Columns, b).activation(Activation::Gelu)).collect();
+    Gemm::new().run_grouped_fused_device(&av, &bv, &mut cv, &epilogues).unwrap();
+    drop(cv);
+    for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
+        let c = dcs[e].to_host().unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 = (0..k).map(|p| a16[(r0 + i, p)].as_f64() * b16[e][(p, j)].as_f64()).sum();
+                let v = dot + biases[e][j] as f64;
+                let want = gelu(v);
+                let tol = 1.2 * (2f64.powi(-21) * (dot.abs() + 1.0) + 2f64.powi(-20) * v.abs())
+                    + <bf16 as Scalar>::EPSILON / 2.0 * want.abs()
+                    + 2f64.powi(-30);
+                let got = c[(i, j)].as_f64();
+                assert!((got - want).abs() <= tol, "bf16 expert {e}: C({i}, {j}) = {got}, want {want}");
+            }
+        }
+    }
+}

@@ -230,7 +230,7 @@ impl Gemm {
             }
             Ok(())
         };
-        let Some((device, todo)) = self.desc.list_problems(a, b, c, self.target(), same_layouts)? else {
+        let Some((device, todo)) = self.desc.list_problems(a, b, c, self.target(), same_layouts, true)? else {
             return Ok(());
         };
         let stream = self.stream_on(&device)?;

@@ -24,12 +24,12 @@ use crate::device::memory::clone_htod;
 use crate::device::Device;
 use crate::element::{product_name, Product, Scalar};
 use crate::error::Error;
-use crate::exec::warpgroup::enqueue;
+use crate::exec::warpgroup::{enqueue, enqueue_grouped};
 use crate::exec::TensorCoreStage;
 use crate::operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
-use crate::plan::product_plan::warpgroup_fused_launch;
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DeviceSlice, SyncOnDrop};
+use crate::plan::product_plan::{warpgroup_fused_launch, warpgroup_fused_list};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceSlice, SyncOnDrop};
 use gemm_core::warpgroup::{
     Fusion, WgmmaTypes, ACT_GELU, ACT_NONE, ACT_RELU, BIAS_COLUMNS, BIAS_C_TYPE, BIAS_F32, BIAS_ROWS, BLOCK_SCALE_K,
 };
@@ -392,6 +392,81 @@ impl Fused<'_, '_> {
             return Err(unsupported(types, &format!("{option} does not apply to a fused product")));
         }
         Ok(types)
+    }
+}
+
+impl Gemm {
+    /// A grouped batch ([`Gemm::run_grouped_device`]) with one fused
+    /// epilogue per problem (`epilogues[i]` for problem i), in one launch of
+    /// stage 9: the mixture-of-experts layer with each expert's block
+    /// scales, bias or activation. Enqueued, as `run_grouped_device`.
+    ///
+    /// The contiguous layout (each expert's rows consecutive in one A and
+    /// one C, its row count `m_e`): A's rows `r_e .. r_e + m_e` as problem
+    /// e's A (`DeviceView::view`), its block scales those rows' (with
+    /// DeepGEMM's column-major A scales of ld `m_total`: the view of the
+    /// scales from element `r_e`, `BlockScales::a_strides(1, m_total)`).
+    /// Per-tensor scales must be the same for every problem (they multiply
+    /// the launch's one alpha): per-expert factors go in row or column
+    /// scales.
+    ///
+    /// # Errors
+    /// As [`Gemm::run_grouped_device`] and [`Fused::run_device`];
+    /// [`Error::Epilogue`] when `epilogues` is not one per problem or the
+    /// per-tensor scales differ.
+    pub fn run_grouped_fused_device<T: Product<C>, C: Scalar>(
+        &self,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &mut [DeviceViewMut<'_, C>],
+        epilogues: &[Epilogue<'_>],
+    ) -> Result<(), Error> {
+        let Some(first) = epilogues.first() else {
+            return self.run_grouped_device(a, b, c);
+        };
+        if epilogues.len() != c.len() {
+            return Err(Error::Epilogue {
+                what: "the epilogues",
+                why: format!("{} epilogues for {} problems: one each", epilogues.len(), c.len()),
+            });
+        }
+        if epilogues.iter().any(|e| (e.scale_a, e.scale_b) != (first.scale_a, first.scale_b)) {
+            return Err(Error::Epilogue {
+                what: "the per-tensor scales",
+                why: "they differ between problems; a grouped launch has one alpha (use row or column scales)".into(),
+            });
+        }
+        let block_scaled = epilogues.iter().find(|e| e.block_scales.is_some()).unwrap_or(first);
+        let types = Fused { gemm: self, epilogue: block_scaled }.types::<T, C>(c.first().map(|c| c.device))?;
+        self.check_device_call()?;
+        let changes_c = epilogues.iter().any(Epilogue::changes_c);
+        let Some((device, todo)) = self.desc.list_problems(a, b, c, self.target(), |_, _| Ok(()), !changes_c)? else {
+            return Ok(());
+        };
+        if Gemm::mixed_stage(types, &device, false)? != TensorCoreStage::Warpgroup {
+            return Err(unsupported(types, "fused epilogues run on stage 9 (compute capability 9.0) only"));
+        }
+        let stream = self.stream_on(&device)?;
+        if todo.is_empty() {
+            return Ok(());
+        }
+        let alpha = first.alpha(self.desc.alpha);
+        let keep = |i: usize| epilogues[i].block_scales.as_ref().is_some_and(|s| s.a_rows == 1);
+        let forms: Vec<_> = todo.iter().map(|&(i, dims)| (i, dims, keep(i))).collect();
+        let launches = warpgroup_fused_list(types, &forms, alpha, device.sm_count());
+        let mut inputs = Inputs { device: &device, stream: &stream, owned: Vec::new(), guards: Vec::new() };
+        let mut fusions = vec![Fusion::default(); c.len()];
+        for (&(i, dims), (_, launch)) in todo.iter().zip(&launches) {
+            fusions[i] = kernel_fusion::<C>(&epilogues[i], types, &dims, launch.swapped, &mut inputs)
+                .map_err(|e| Error::Problem { index: i, source: Box::new(e) })?;
+        }
+        let av: Vec<&CudaView<'_, T>> = a.iter().map(|v| &v.data).collect();
+        let bv: Vec<&CudaView<'_, T>> = b.iter().map(|v| &v.data).collect();
+        let mut cv: Vec<&mut CudaViewMut<'_, C>> = c.iter_mut().map(|v| &mut v.data).collect();
+        let scalars = (alpha, self.desc.beta);
+        let done = enqueue_grouped(&launches, &device, &stream, scalars, (&av, &bv, &mut cv), Some(&fusions));
+        drop(inputs);
+        done
     }
 }
 

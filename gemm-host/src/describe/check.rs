@@ -168,6 +168,7 @@ impl ProductDesc {
         c: &[DeviceViewMut<'_, C>],
         at: Target<'_>,
         mut each: impl FnMut(usize, &GemmDims) -> Result<(), Error>,
+        c_unchanged_skips: bool,
     ) -> Result<Option<ListProblems>, Error> {
         if a.len() != c.len() || b.len() != c.len() {
             return Err(Error::BatchCount { a: a.len(), b: b.len(), c: c.len() });
@@ -192,7 +193,7 @@ impl ProductDesc {
                 }
             }
             each(i, &dims)?;
-            if !(dims.is_empty() || self.leaves_c_unchanged(&dims)) {
+            if !(dims.is_empty() || (c_unchanged_skips && self.leaves_c_unchanged(&dims))) {
                 todo.push((i, dims));
             }
         }

@@ -139,7 +139,9 @@ pub(crate) fn enqueue_list<T: Scalar, C: Scalar>(
             scalars,
             (a.recast(), b.recast(), c.recast()),
         ),
-        ListLaunch::Warpgroup(problems) => warpgroup::enqueue_grouped(problems, device, stream, scalars, (a, b, c)),
+        ListLaunch::Warpgroup(problems) => {
+            warpgroup::enqueue_grouped(problems, device, stream, scalars, (a, b, c), None)
+        }
         ListLaunch::EachAlone(problems) => {
             for (i, launch) in problems {
                 let i = *i;

@@ -396,8 +396,22 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     stream: &Arc<CudaStream>,
     (alpha, beta): (f64, f64),
     (a, b, c): ListViews<'_, '_, '_, '_, '_, T, C>,
+    fusions: Option<&[Fusion]>,
 ) -> Result<(), Error> {
     let Some(&(_, first)) = problems.first() else { return Ok(()) };
+    // Each problem's fused epilogue (by its index), uploaded first: the
+    // table holds their addresses.
+    let uploaded_fusions = match fusions {
+        Some(f) => {
+            let bytes: Vec<u8> = f.iter().flat_map(fusion_bytes).collect();
+            Some(stream.clone_htod(&bytes).during("cuMemcpyHtoDAsync")?)
+        }
+        None => None,
+    };
+    let fusion_of = |i: usize| match &uploaded_fusions {
+        Some(u) => u.device_ptr(stream).0 + (i * FUSION_BYTES) as u64,
+        None => NO_FUSION,
+    };
     let (types, kernel) = (first.types, first.kernel);
     let tile = kernel.tile;
     let mut keep = Keep::new();
@@ -435,7 +449,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
             ldc: kd.ldc as u32,
             c_store: ready.c_store,
             c: c_address,
-            fusion: NO_FUSION,
+            fusion: fusion_of(i),
         };
         if !reads_ab {
             // A and B not read: any layout's kernel.
@@ -514,7 +528,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
         drop(uploaded); // freed stream-ordered, after the launch
     }
-    drop(keep);
+    drop((keep, uploaded_fusions));
     Ok(())
 }
 

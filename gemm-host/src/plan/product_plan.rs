@@ -611,20 +611,52 @@ pub(crate) fn warpgroup_fused_launch(
     sm_count: u32,
     keep_a: bool,
 ) -> WarpgroupLaunch {
-    let (route, swapped, reads_ab) = if keep_a {
-        let reads_ab = alpha != 0.0 && dims.k > 0;
-        let transposed_c = dims.c_layout == Layout::ColMajor;
-        let kd = GemmDims { c_layout: Layout::RowMajor, ..*dims };
-        (WarpgroupRoute { dims: kd, transposed_c, token: false }, false, reads_ab)
-    } else {
-        warpgroup_form(types, dims, alpha)
-    };
+    let (route, swapped, reads_ab) = fused_form(types, dims, alpha, keep_a);
     let kd = route.dims;
     let narrow = narrow_allowed(types, &kd, 1);
     let dims_k = (kd.m, kd.n, if reads_ab { kd.k } else { 0 });
     let plan = warpgroup_plan_among(types, dims_k, (1, sm_count), (false, narrow), true);
     let realign = realign_wanted(types, &kd, plan.kernel.tile);
     WarpgroupLaunch { types, route, swapped, reads_ab, kernel: plan.kernel, split: (1, 0), realign, tail: None }
+}
+
+/// [`warpgroup_form`] of a product with a fused epilogue: with `keep_a`
+/// the user's A stays the kernel's A (see [`warpgroup_fused_launch`]).
+fn fused_form(types: WgmmaTypes, dims: &GemmDims, alpha: f64, keep_a: bool) -> (WarpgroupRoute, bool, bool) {
+    if keep_a {
+        let reads_ab = alpha != 0.0 && dims.k > 0;
+        let transposed_c = dims.c_layout == Layout::ColMajor;
+        let kd = GemmDims { c_layout: Layout::RowMajor, ..*dims };
+        (WarpgroupRoute { dims: kd, transposed_c, token: false }, false, reads_ab)
+    } else {
+        warpgroup_form(types, dims, alpha)
+    }
+}
+
+/// [`warpgroup_list`] of problems with fused epilogues (`todo`: index,
+/// dims, `keep_a`): one kernel among the tiles that fuse, for the average
+/// problem.
+pub(crate) fn warpgroup_fused_list(
+    types: WgmmaTypes,
+    todo: &[(usize, GemmDims, bool)],
+    alpha: f64,
+    sm_count: u32,
+) -> Vec<(usize, WarpgroupLaunch)> {
+    let forms: Vec<_> = todo.iter().map(|(i, dims, keep_a)| (*i, fused_form(types, dims, alpha, *keep_a))).collect();
+    let count = forms.len().max(1);
+    let rows: usize = forms.iter().map(|f| f.1 .0.dims.m).sum();
+    let n = forms.iter().map(|f| f.1 .0.dims.n).max().unwrap_or(0);
+    let k = forms.iter().filter(|f| f.1 .2).map(|f| f.1 .0.dims.k).max().unwrap_or(0);
+    let narrow = forms.iter().all(|f| narrow_allowed(types, &f.1 .0.dims, usize::MAX));
+    let average = (rows.div_ceil(count), n, k);
+    let kernel = warpgroup_plan_among(types, average, (count, sm_count), (false, narrow), true).kernel;
+    forms
+        .into_iter()
+        .map(|(i, (route, swapped, reads_ab))| {
+            let realign = realign_wanted(types, &route.dims, kernel.tile);
+            (i, WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split: (1, 0), realign, tail: None })
+        })
+        .collect()
 }
 
 /// The stage-9 launches of a list batch's problems `todo` (index, validated
