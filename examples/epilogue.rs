@@ -1,0 +1,347 @@
+//! Fused epilogues and FP8 block scales beside cuBLASLt, in one run:
+//!
+//! - bf16 (`--shapes`, default 4096x4096x4096,8192x8192x8192): our plain
+//!   product (`Gemm::new().run_device`) and our fused `C = GELU(A B + bias)`
+//!   (`Gemm::new().epilogue(&Epilogue::new().bias(Along::Columns, ..)
+//!   .activation(Activation::Gelu)).run_device`, an f32 bias per column of
+//!   C), beside cuBLASLt's plain matmul and its `CUBLASLT_EPILOGUE_GELU_BIAS`
+//!   ([`gemm::cublas_lt::CublasLt::matmul_bf16`] and
+//!   [`gemm::cublas_lt::CublasLt::matmul_bf16_bias_gelu`], a bf16 bias of
+//!   the same values: the f32 bias is rounded to bf16 first). Each line
+//!   gives both libraries' times, and each library's fused overhead
+//!   (fused ms / plain ms - 1) follows.
+//! - e4m3 -> bf16 with DeepGEMM's block scales (`--block`, default m in
+//!   {64, 128, 4096} by (n, k) in {(2112, 7168), (24576, 1536), (32768,
+//!   512), (7168, 16384), (4096, 7168), (7168, 2048)}): ours
+//!   (`Epilogue::new().block_scales(BlockScales::new(..))`, 1 x 128 blocks
+//!   of A, 128 x 128 of B) beside cuBLASLt's 128-element / 128 x 128 block
+//!   scaling ([`gemm::cublas_lt::CublasLt::matmul_fp8_block_scaled`]; its
+//!   B scales converted with [`gemm::cublas_lt::cublaslt_block_scales`]
+//!   where its layout differs from ours, i.e. when ceil(k / 128) is not a
+//!   multiple of 4). Scales are uniform in [0.5, 2).
+//!
+//! Operands are uniform random values in [-1, 1) rounded to the operand
+//! type, A row-major and B column-major (both K-major, the "TN" form
+//! cuBLASLt's FP8 needs), C row-major. Each side is timed with CUDA events
+//! on the device's stream (`gemm::bench::time_kernel`: a warm-up, a probe,
+//! then `--reps` timed runs, at least 10) and reported as the median;
+//! TFLOP/s is 2mnk / s / 1e12 (the epilogue not counted), and the ratio is
+//! cuBLASLt ms / ours ms (above 1: ours is faster). The difference is
+//! max |ours - cuBLASLt| / max |cuBLASLt| over C (both copied back,
+//! compared as f64); both round to bf16, so expect a few 1e-3. Where
+//! cuBLASLt has no algorithm (`Error::Unsupported`: no block scaling
+//! before cuBLAS 12.9, m or n not a multiple of 4...), its columns read
+//! "n/a" and the reason follows the line.
+//!
+//! ```sh
+//! cargo run --release --example epilogue
+//! cargo run --release --example epilogue -- --shapes 4096x4096x4096 --block 128x7168x2048,4096x4096x7168 --csv benches/results
+//! cargo run --release --example epilogue -- --shapes none   # the block-scaled products only
+//! ```
+//!
+//! `--csv DIR` writes `DIR/epilogue.csv` (replacing it):
+//! `device,date,commit,precision,scaling,epilogue,m,n,k,c_type,ms,tflops,cublaslt_ms,cublaslt_tflops,ratio`
+//! (precision `bf16` with scaling `none` and epilogue `none` or
+//! `bias_gelu`; precision `e4m3` with scaling `block` and epilogue `none`;
+//! cuBLASLt's columns empty where it has no algorithm).
+
+use gemm::bench::{commit, time_kernel, today_utc};
+use gemm::cublas_lt::{cublaslt_block_scales, CublasLt};
+use gemm::cudarc::driver::CudaSlice;
+use gemm::float8::F8E4M3;
+use gemm::half::bf16;
+use gemm::{Activation, Along, BlockScales, Device, DeviceMatrix, Epilogue, Error, Gemm, Matrix, Scalar};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::exit;
+use std::sync::Arc;
+
+const USAGE: &str = "usage: epilogue [--shapes MxNxK,...|none] [--block MxNxK,...|none] [--reps N (>= 10)] [--csv DIR]";
+const CSV_HEAD: &str =
+    "device,date,commit,precision,scaling,epilogue,m,n,k,c_type,ms,tflops,cublaslt_ms,cublaslt_tflops,ratio";
+
+/// DeepGEMM's (n, k) of its normal-GEMM benchmark, each with m in 64, 128, 4096.
+const DEEPGEMM_NK: [(usize, usize); 6] =
+    [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)];
+
+type Shape = (usize, usize, usize);
+
+struct Options {
+    shapes: Vec<Shape>,
+    block: Vec<Shape>,
+    reps: usize,
+    csv: Option<PathBuf>,
+}
+
+fn options() -> Options {
+    let block = [64, 128, 4096].iter().flat_map(|&m| DEEPGEMM_NK.iter().map(move |&(n, k)| (m, n, k))).collect();
+    let mut o = Options { shapes: shapes("4096x4096x4096,8192x8192x8192"), block, reps: 20, csv: None };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| usage());
+        match arg.as_str() {
+            "--shapes" => o.shapes = shapes(&value()),
+            "--block" => o.block = shapes(&value()),
+            "--reps" => o.reps = value().parse().ok().filter(|&r| r >= 10).unwrap_or_else(|| usage()),
+            "--csv" => o.csv = Some(PathBuf::from(value())),
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                exit(0)
+            }
+            _ => usage(),
+        }
+    }
+    o
+}
+
+/// `MxNxK,...`, or `none` for no shapes.
+fn shapes(list: &str) -> Vec<Shape> {
+    if list == "none" {
+        return Vec::new();
+    }
+    let shape = |s: &str| match s.split('x').map(str::parse).collect::<Result<Vec<usize>, _>>().as_deref() {
+        Ok(&[m, n, k]) if m > 0 && n > 0 && k > 0 => (m, n, k),
+        _ => usage(),
+    };
+    list.split(',').map(shape).collect()
+}
+
+fn usage() -> ! {
+    eprintln!("{USAGE}");
+    exit(2)
+}
+
+/// One measured pair: ours and cuBLASLt's (`None`: it has no algorithm).
+struct Row {
+    precision: &'static str,
+    scaling: &'static str,
+    epilogue: &'static str,
+    shape: Shape,
+    ms: f64,
+    cublaslt_ms: Option<f64>,
+}
+
+fn tflops((m, n, k): Shape, ms: f64) -> f64 {
+    2.0 * m as f64 * n as f64 * k as f64 / (ms * 1e-3) / 1e12
+}
+
+/// Times `f` as `time_kernel` does; `None` (with the reason, to print)
+/// when cuBLASLt answers [`Error::Unsupported`].
+fn time_cublaslt(
+    device: &Device,
+    reps: usize,
+    f: impl FnMut(usize) -> Result<(), Error>,
+) -> Result<Result<f64, String>, Error> {
+    match time_kernel(device, f64::INFINITY, reps, f) {
+        Ok(t) => Ok(Ok(t.median_ms)),
+        Err(e @ Error::Unsupported { .. }) => Ok(Err(e.to_string())),
+        Err(e) => Err(e),
+    }
+}
+
+/// max |ours - theirs| / max |theirs| over C, both copied back.
+fn difference<C: Scalar>(ours: &DeviceMatrix<C>, theirs: &DeviceMatrix<C>) -> Result<f64, Error> {
+    let (ours, theirs) = (ours.to_host()?, theirs.to_host()?);
+    let (mut diff, mut scale) = (0.0f64, 0.0f64);
+    for i in 0..ours.rows() {
+        for j in 0..ours.cols() {
+            let (x, y) = (ours[(i, j)].as_f64(), theirs[(i, j)].as_f64());
+            diff = diff.max((x - y).abs());
+            scale = scale.max(y.abs());
+        }
+    }
+    Ok(diff / scale.max(f64::MIN_POSITIVE))
+}
+
+/// The line of one measured pair (with the difference where cuBLASLt ran),
+/// and the reason where it did not.
+fn print_row(label: &str, row: &Row, theirs: &Result<f64, String>, diff: Option<f64>) {
+    let (m, n, k) = row.shape;
+    let mut line = format!(
+        "{m:>6} x {n:>6} x {k:>6}  {label:<9}  ours {:>8.3} ms {:>7.1} TFLOP/s  ",
+        row.ms,
+        tflops(row.shape, row.ms)
+    );
+    match (theirs, diff) {
+        (Ok(ms), Some(diff)) => write!(
+            line,
+            "cuBLASLt {ms:>8.3} ms {:>7.1} TFLOP/s  ratio {:.3}  max|diff|/max|C| {diff:.2e}",
+            tflops(row.shape, *ms),
+            ms / row.ms
+        ),
+        _ => write!(line, "cuBLASLt {:>8} ms {:>7} TFLOP/s  ratio {:>5}", "n/a", "n/a", "n/a"),
+    }
+    .expect("writing to a String");
+    println!("{line}");
+    if let Err(why) = theirs {
+        println!("{:24}cuBLASLt: {why}", "");
+    }
+}
+
+/// A `rows x cols` matrix of uniform values in [-1, 1) rounded to `T`.
+fn random<T: Scalar>(rows: usize, cols: usize, col_major: bool, rng: &mut StdRng) -> Matrix<T> {
+    let mut f = |_: usize, _: usize| T::from_f64(rng.random_range(-1.0..1.0));
+    if col_major {
+        Matrix::from_fn_col_major(rows, cols, &mut f)
+    } else {
+        Matrix::from_fn(rows, cols, &mut f)
+    }
+}
+
+/// The bf16 products of one shape: plain and with bias and GELU, ours and
+/// cuBLASLt's.
+fn bf16_shape(
+    device: &Arc<Device>,
+    lt: &CublasLt,
+    shape: Shape,
+    reps: usize,
+    rng: &mut StdRng,
+) -> Result<[Row; 2], Error> {
+    let (m, n, k) = shape;
+    let a = DeviceMatrix::from_host(device, &random::<bf16>(m, k, false, rng))?;
+    let b = DeviceMatrix::from_host(device, &random::<bf16>(k, n, true, rng))?;
+    // One bias for both: bf16 values (cuBLASLt's bias type), and the same
+    // values in f32 for ours.
+    let bias: Vec<bf16> = (0..n).map(|_| bf16::from_f64(rng.random_range(-1.0..1.0))).collect();
+    let bias_f32: Vec<f32> = bias.iter().map(|x| x.to_f32()).collect();
+    let bias_dev: CudaSlice<bf16> = device.stream().clone_htod(&bias)?;
+    let bias_f32_dev: CudaSlice<f32> = device.stream().clone_htod(&bias_f32)?;
+    let mut ours = DeviceMatrix::<bf16>::zeros(device, m, n)?;
+    let mut theirs = DeviceMatrix::<bf16>::zeros(device, m, n)?;
+    let gemm = Gemm::new();
+
+    // An infinite budget: exactly `reps` timed runs after the warm-up and probe.
+    let plain = time_kernel(device, f64::INFINITY, reps, |_| gemm.run_device(&a, &b, &mut ours))?.median_ms;
+    let lt_plain = time_cublaslt(device, reps, |_| lt.matmul_bf16(&a, &b, &mut theirs))?;
+    let plain_diff = if lt_plain.is_ok() { Some(difference(&ours, &theirs)?) } else { None };
+    let plain_row = Row {
+        precision: "bf16",
+        scaling: "none",
+        epilogue: "none",
+        shape,
+        ms: plain,
+        cublaslt_ms: lt_plain.clone().ok(),
+    };
+    print_row("plain", &plain_row, &lt_plain, plain_diff);
+
+    let e = Epilogue::new().bias(Along::Columns, &bias_f32_dev).activation(Activation::Gelu);
+    let fused = gemm.epilogue(&e);
+    let fused_ms = time_kernel(device, f64::INFINITY, reps, |_| fused.run_device(&a, &b, &mut ours))?.median_ms;
+    let lt_fused = time_cublaslt(device, reps, |_| lt.matmul_bf16_bias_gelu(&a, &b, &mut theirs, &bias_dev))?;
+    let fused_diff = if lt_fused.is_ok() { Some(difference(&ours, &theirs)?) } else { None };
+    let fused_row = Row {
+        precision: "bf16",
+        scaling: "none",
+        epilogue: "bias_gelu",
+        shape,
+        ms: fused_ms,
+        cublaslt_ms: lt_fused.clone().ok(),
+    };
+    print_row("bias+GELU", &fused_row, &lt_fused, fused_diff);
+
+    let overhead = |fused: f64, plain: f64| format!("{:+.1}%", (fused / plain - 1.0) * 100.0);
+    let theirs = match (&lt_fused, &lt_plain) {
+        (Ok(f), Ok(p)) => overhead(*f, *p),
+        _ => "n/a".into(),
+    };
+    println!(
+        "{:24}fused overhead (fused ms / plain ms - 1): ours {}, cuBLASLt {theirs}",
+        "",
+        overhead(fused_ms, plain)
+    );
+    Ok([plain_row, fused_row])
+}
+
+/// The block-scaled e4m3 -> bf16 product of one shape, ours and cuBLASLt's.
+fn block_shape(device: &Arc<Device>, lt: &CublasLt, shape: Shape, reps: usize, rng: &mut StdRng) -> Result<Row, Error> {
+    let (m, n, k) = shape;
+    let a = DeviceMatrix::from_host(device, &random::<F8E4M3>(m, k, false, rng))?;
+    let b = DeviceMatrix::from_host(device, &random::<F8E4M3>(k, n, true, rng))?;
+    // Our (DeepGEMM's) layouts: A's scale of row i and k block kb at
+    // kb * m + i, B's of column block jb and k block kb at jb * ceil(k / 128) + kb.
+    let (k_blocks, n_blocks) = (k.div_ceil(128), n.div_ceil(128));
+    let mut scales = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.random_range(0.5..2.0)).collect() };
+    let (a_scales, b_scales) = (scales(m * k_blocks), scales(n_blocks * k_blocks));
+    let a_scales_dev: CudaSlice<f32> = device.stream().clone_htod(&a_scales)?;
+    let b_scales_dev: CudaSlice<f32> = device.stream().clone_htod(&b_scales)?;
+    // cuBLASLt reads A's scales as ours; B's with ceil(k / 128) padded to a
+    // multiple of 4: the same buffer when it already is one.
+    let (_, lt_b_scales) = cublaslt_block_scales(m, n, k, &a_scales, &b_scales)?;
+    let lt_b_scales_dev = if lt_b_scales == b_scales { None } else { Some(device.stream().clone_htod(&lt_b_scales)?) };
+    let lt_b_scales_dev = lt_b_scales_dev.as_ref().unwrap_or(&b_scales_dev);
+
+    let mut ours = DeviceMatrix::<bf16>::zeros(device, m, n)?;
+    let mut theirs = DeviceMatrix::<bf16>::zeros(device, m, n)?;
+    let gemm = Gemm::new();
+    let e = Epilogue::new().block_scales(BlockScales::new(&a_scales_dev, &b_scales_dev));
+    let fused = gemm.epilogue(&e);
+    let ms = time_kernel(device, f64::INFINITY, reps, |_| fused.run_device(&a, &b, &mut ours))?.median_ms;
+    let lt_ms = time_cublaslt(device, reps, |_| {
+        lt.matmul_fp8_block_scaled(&a, &b, &mut theirs, &a_scales_dev, lt_b_scales_dev)
+    })?;
+    let diff = if lt_ms.is_ok() { Some(difference(&ours, &theirs)?) } else { None };
+    let row = Row { precision: "e4m3", scaling: "block", epilogue: "none", shape, ms, cublaslt_ms: lt_ms.clone().ok() };
+    print_row("block", &row, &lt_ms, diff);
+    Ok(row)
+}
+
+fn main() -> Result<(), Error> {
+    let o = options();
+    let device = gemm::default_device()?;
+    let lt = CublasLt::new(&device)?;
+    let (major, minor) = device.compute_capability();
+    println!(
+        "device: {} (sm_{major}{minor}, {} SMs), cuBLASLt {}, {}",
+        device.name(),
+        device.sm_count(),
+        lt.version(),
+        today_utc()
+    );
+    println!("A row-major, B column-major, C row-major bf16; median of {} runs; ratio: cuBLASLt ms / ours ms", o.reps);
+    let mut rng = StdRng::seed_from_u64(9);
+    let mut rows = Vec::new();
+    if !o.shapes.is_empty() {
+        println!("bf16 x bf16 -> bf16: plain, and GELU(A B + bias) with a bias per column of C");
+    }
+    for &shape in &o.shapes {
+        rows.extend(bf16_shape(&device, &lt, shape, o.reps, &mut rng)?);
+    }
+    if !o.block.is_empty() {
+        println!("e4m3 x e4m3 -> bf16 with block scales: 1 x 128 of A, 128 x 128 of B");
+    }
+    for &shape in &o.block {
+        rows.push(block_shape(&device, &lt, shape, o.reps, &mut rng)?);
+    }
+    if let Some(dir) = &o.csv {
+        let (dev, date, commit) = (device.name().replace([',', '\n'], ";"), today_utc(), commit());
+        let mut text = format!("{CSV_HEAD}\n");
+        for r in &rows {
+            let (m, n, k) = r.shape;
+            let theirs = match r.cublaslt_ms {
+                Some(ms) => format!("{ms:.4},{:.1},{:.4}", tflops(r.shape, ms), ms / r.ms),
+                None => ",,".into(),
+            };
+            writeln!(
+                text,
+                "{dev},{date},{commit},{},{},{},{m},{n},{k},bf16,{:.4},{:.1},{theirs}",
+                r.precision,
+                r.scaling,
+                r.epilogue,
+                r.ms,
+                tflops(r.shape, r.ms)
+            )
+            .expect("writing to a String");
+        }
+        let path = dir.join("epilogue.csv");
+        match std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, text)) {
+            Ok(()) => println!("wrote {}", path.display()),
+            Err(e) => {
+                eprintln!("epilogue: {}: {e}", path.display());
+                exit(2)
+            }
+        }
+    }
+    Ok(())
+}
