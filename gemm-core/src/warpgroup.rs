@@ -205,6 +205,18 @@ pub enum WgmmaTypes {
     E4m3F16,
     /// FP8 e4m3 operands, f32 accumulation (promoted), f32 C.
     E4m3F32,
+    /// FP8 operands, A e4m3 and B e5m2 (promoted as e4m3's), bf16 C.
+    E4m3E5m2Bf16,
+    /// A e4m3, B e5m2, f16 C.
+    E4m3E5m2F16,
+    /// A e4m3, B e5m2, f32 C.
+    E4m3E5m2F32,
+    /// A e5m2, B e4m3, bf16 C.
+    E5m2E4m3Bf16,
+    /// A e5m2, B e4m3, f16 C.
+    E5m2E4m3F16,
+    /// A e5m2, B e4m3, f32 C.
+    E5m2E4m3F32,
 }
 
 impl WgmmaTypes {
@@ -212,8 +224,8 @@ impl WgmmaTypes {
     pub const fn input_bytes(self) -> u32 {
         match self {
             WgmmaTypes::Tf32 => 4,
-            WgmmaTypes::S8 | WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3F32 => 1,
-            _ => 2,
+            WgmmaTypes::F16 | WgmmaTypes::F16F32 | WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => 2,
+            _ => 1,
         }
     }
 
@@ -238,8 +250,21 @@ impl WgmmaTypes {
     /// Bytes of one element of C.
     pub const fn output_bytes(self) -> u32 {
         match self {
-            WgmmaTypes::F16 | WgmmaTypes::Bf16 | WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 => 2,
-            WgmmaTypes::F16F32 | WgmmaTypes::Bf16F32 | WgmmaTypes::Tf32 | WgmmaTypes::S8 | WgmmaTypes::E4m3F32 => 4,
+            WgmmaTypes::F16
+            | WgmmaTypes::Bf16
+            | WgmmaTypes::E4m3Bf16
+            | WgmmaTypes::E4m3F16
+            | WgmmaTypes::E4m3E5m2Bf16
+            | WgmmaTypes::E4m3E5m2F16
+            | WgmmaTypes::E5m2E4m3Bf16
+            | WgmmaTypes::E5m2E4m3F16 => 2,
+            WgmmaTypes::F16F32
+            | WgmmaTypes::Bf16F32
+            | WgmmaTypes::Tf32
+            | WgmmaTypes::S8
+            | WgmmaTypes::E4m3F32
+            | WgmmaTypes::E4m3E5m2F32
+            | WgmmaTypes::E5m2E4m3F32 => 4,
         }
     }
 
@@ -250,6 +275,8 @@ impl WgmmaTypes {
             WgmmaTypes::F16 => WgmmaTypes::F16F32,
             WgmmaTypes::Bf16 => WgmmaTypes::Bf16F32,
             WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 => WgmmaTypes::E4m3F32,
+            WgmmaTypes::E4m3E5m2Bf16 | WgmmaTypes::E4m3E5m2F16 => WgmmaTypes::E4m3E5m2F32,
+            WgmmaTypes::E5m2E4m3Bf16 | WgmmaTypes::E5m2E4m3F16 => WgmmaTypes::E5m2E4m3F32,
             other => other,
         }
     }
@@ -266,14 +293,35 @@ impl WgmmaTypes {
             WgmmaTypes::E4m3Bf16 => "e4m3_bf16",
             WgmmaTypes::E4m3F16 => "e4m3_f16",
             WgmmaTypes::E4m3F32 => "e4m3_f32",
+            WgmmaTypes::E4m3E5m2Bf16 => "e4m3_e5m2_bf16",
+            WgmmaTypes::E4m3E5m2F16 => "e4m3_e5m2_f16",
+            WgmmaTypes::E4m3E5m2F32 => "e4m3_e5m2_f32",
+            WgmmaTypes::E5m2E4m3Bf16 => "e5m2_e4m3_bf16",
+            WgmmaTypes::E5m2E4m3F16 => "e5m2_e4m3_f16",
+            WgmmaTypes::E5m2E4m3F32 => "e5m2_e4m3_f32",
         }
     }
 
-    /// Whether the operands are FP8 (e4m3): wgmma's FP8 accumulation is not
+    /// Whether the operands are FP8 (e4m3, e5m2): wgmma's FP8 accumulation is not
     /// full f32, so the kernel adds each k-tile's (128 k) partial product to
     /// a second, full-precision f32 accumulator (DeepGEMM's promotion).
     pub const fn fp8(self) -> bool {
-        matches!(self, WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3F32)
+        self.input_bytes() == 1 && !matches!(self, WgmmaTypes::S8)
+    }
+
+    /// The types of the product with A and B trading places (C^T = B^T
+    /// A^T, the kernel form of a column-major C): A e4m3 x B e5m2 becomes A
+    /// e5m2 x B e4m3 and back; the others keep their types.
+    pub const fn operands_swapped(self) -> WgmmaTypes {
+        match self {
+            WgmmaTypes::E4m3E5m2Bf16 => WgmmaTypes::E5m2E4m3Bf16,
+            WgmmaTypes::E4m3E5m2F16 => WgmmaTypes::E5m2E4m3F16,
+            WgmmaTypes::E4m3E5m2F32 => WgmmaTypes::E5m2E4m3F32,
+            WgmmaTypes::E5m2E4m3Bf16 => WgmmaTypes::E4m3E5m2Bf16,
+            WgmmaTypes::E5m2E4m3F16 => WgmmaTypes::E4m3E5m2F16,
+            WgmmaTypes::E5m2E4m3F32 => WgmmaTypes::E4m3E5m2F32,
+            other => other,
+        }
     }
 }
 
@@ -490,6 +538,12 @@ macro_rules! warpgroup_menu {
             (wgmma_e4m3_bf16_b128x128_d5, E4m3Bf16, [128, 128, 5])
             (wgmma_e4m3_f16_b128x128_d5, E4m3F16, [128, 128, 5])
             (wgmma_e4m3_f32_b128x128_d5, E4m3F32, [128, 128, 5])
+            (wgmma_e4m3_e5m2_bf16_b128x128_d5, E4m3E5m2Bf16, [128, 128, 5])
+            (wgmma_e4m3_e5m2_f16_b128x128_d5, E4m3E5m2F16, [128, 128, 5])
+            (wgmma_e4m3_e5m2_f32_b128x128_d5, E4m3E5m2F32, [128, 128, 5])
+            (wgmma_e5m2_e4m3_bf16_b128x128_d5, E5m2E4m3Bf16, [128, 128, 5])
+            (wgmma_e5m2_e4m3_f16_b128x128_d5, E5m2E4m3F16, [128, 128, 5])
+            (wgmma_e5m2_e4m3_f32_b128x128_d5, E5m2E4m3F32, [128, 128, 5])
             (wgmma_f16_b128x8_d13, F16, [128, 8, 13], narrow)
             (wgmma_f16_f32_b128x8_d13, F16F32, [128, 8, 13], narrow)
             (wgmma_bf16_b128x8_d13, Bf16, [128, 8, 13], narrow)

@@ -19,6 +19,10 @@ pub struct Tf32;
 pub struct S8;
 /// FP8 e4m3 operands (their bits, as `u8`; f32 accumulation, promoted).
 pub struct E4m3;
+/// FP8 operands, A e4m3 and B e5m2 (as [`E4m3`]).
+pub struct E4m3E5m2;
+/// FP8 operands, A e5m2 and B e4m3 (as [`E4m3`]).
+pub struct E5m2E4m3;
 
 /// Element type of C, with the epilogue's arithmetic: `alpha * acc + beta *
 /// C` in `Value` (f32 for the floating-point products, i32, wrapping, for

@@ -1,4 +1,5 @@
-//! Stage 9, the Hopper stage: f16, bf16, tf32, i8 and FP8 (e4m3) GEMM on
+//! Stage 9, the Hopper stage: f16, bf16, tf32, i8 and FP8 (e4m3, and e4m3
+//! with e5m2) GEMM on
 //! warpgroup MMA (`wgmma.mma_async`; f32 accumulation, i32 for i8), its
 //! operands brought into shared memory by the tensor memory accelerator
 //! (TMA, `cp.async.bulk.tensor`) in a warp-specialized pipeline. Compiled
@@ -123,7 +124,7 @@
 //! "mbarrier"; the warp-specialized producer/consumer design of CUTLASS 3's
 //! sm90 kernels (`KernelTmaWarpSpecialized`).
 
-use crate::mixed::{store_one, store_pair, Bf16, E4m3, Output, Tf32, F16, S8};
+use crate::mixed::{store_one, store_pair, Bf16, E4m3, E4m3E5m2, E5m2E4m3, Output, Tf32, F16, S8};
 use crate::thread::smem_base;
 use core::arch::asm;
 use gemm_core::warpgroup::{
@@ -212,13 +213,13 @@ macro_rules! wgmma_k_tile_rs {
 }
 
 /// Defines `$name`: one k-tile of four `wgmma.mma_async.m64n$n k$k` with
-/// `$ty` operands and `$acc` accumulators `acc[0..$n / 2]` (the `$i` list
+/// `($ta, $tb)` operands (A's and B's types) and `$acc` accumulators `acc[0..$n / 2]` (the `$i` list
 /// is 1..$n/2), fenced before and committed after. `$args` is what follows
 /// the descriptors: scale-d and, for floating-point types, the input scales
 /// and (f16, bf16) the transposes. Scale-d (`p`) is `accumulate` != 0 for
 /// the first k-step, true for the other three.
 macro_rules! wgmma_k_tile {
-    ($name:ident, $n:literal, $k:literal, $acc:literal, $ty:literal, $args:literal, [$($i:literal)*]) => {
+    ($name:ident, $n:literal, $k:literal, $acc:literal, ($ta:literal, $tb:literal), $args:literal, [$($i:literal)*]) => {
         #[inline(always)]
         unsafe fn $name<const TA: bool, const TB: bool>(
             acc: &mut [f32; $n / 2], da: [u64; 4], db: [u64; 4], accumulate: u32,
@@ -228,14 +229,14 @@ macro_rules! wgmma_k_tile {
                 "{{",
                 ".reg .pred p;",
                 "setp.ne.b32 p, {first}, 0;",
-                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ta, ".", $tb,
                         " {{{0}" $(, ", {", $i, "}")*, "}}, {da0}, {db0}, ", $args, ";"),
                 "setp.ne.b32 p, {one}, 0;",
-                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ta, ".", $tb,
                         " {{{0}" $(, ", {", $i, "}")*, "}}, {da1}, {db1}, ", $args, ";"),
-                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ta, ".", $tb,
                         " {{{0}" $(, ", {", $i, "}")*, "}}, {da2}, {db2}, ", $args, ";"),
-                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ty, ".", $ty,
+                concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ta, ".", $tb,
                         " {{{0}" $(, ", {", $i, "}")*, "}}, {da3}, {db3}, ", $args, ";"),
                 "}}",
                 "wgmma.commit_group.sync.aligned;",
@@ -253,12 +254,12 @@ macro_rules! wgmma_k_tile {
 }
 
 macro_rules! wgmma_input {
-    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal,
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:tt, $args:literal,
      [$n8:ident, $n16:ident, $n32:ident, $n64:ident, $n128:ident, $n192:ident, $n256:ident]) => {
         wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, [$n8, $n16, $n32, $n64, $n128, $n192, $n256], {});
     };
     // With the register-A k-tiles `$r8` .. `$r256` (tf32).
-    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal,
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:tt, $args:literal,
      [$n8:ident, $n16:ident, $n32:ident, $n64:ident, $n128:ident, $n192:ident, $n256:ident],
      rs [$r8:ident, $r16:ident, $r32:ident, $r64:ident, $r128:ident, $r192:ident, $r256:ident]) => {
         wgmma_k_tile_rs!($r8, 8, [1 2 3]);
@@ -300,13 +301,13 @@ macro_rules! wgmma_input {
         });
     };
     // With promotion (FP8).
-    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal,
+    ($t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:tt, $args:literal,
      [$n8:ident, $n16:ident, $n32:ident, $n64:ident, $n128:ident, $n192:ident, $n256:ident], promote) => {
         wgmma_input!(@ $t, $bytes, $k, $acc, $ty, $args, [$n8, $n16, $n32, $n64, $n128, $n192, $n256], {
             const PROMOTE: bool = true;
         });
     };
-    (@ $t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:literal, $args:literal,
+    (@ $t:ident, $bytes:literal, $k:literal, $acc:literal, $ty:tt, $args:literal,
      [$n8:ident, $n16:ident, $n32:ident, $n64:ident, $n128:ident, $n192:ident, $n256:ident], {$($rs:item)*}) => {
         wgmma_k_tile!($n8, 8, $k, $acc, $ty, $args, [1 2 3]);
         wgmma_k_tile!($n16, 16, $k, $acc, $ty, $args, [1 2 3 4 5 6 7]);
@@ -365,7 +366,7 @@ wgmma_input!(
     2,
     "16",
     "f32",
-    "f16",
+    ("f16", "f16"),
     "p, 1, 1, {ta}, {tb}",
     [f16_n8, f16_n16, f16_n32, f16_n64, f16_n128, f16_n192, f16_n256]
 );
@@ -374,16 +375,16 @@ wgmma_input!(
     2,
     "16",
     "f32",
-    "bf16",
+    ("bf16", "bf16"),
     "p, 1, 1, {ta}, {tb}",
     [bf16_n8, bf16_n16, bf16_n32, bf16_n64, bf16_n128, bf16_n192, bf16_n256]
 );
 wgmma_input!(
-    Tf32, 4, "8", "f32", "tf32", "p, 1, 1",
+    Tf32, 4, "8", "f32", ("tf32", "tf32"), "p, 1, 1",
     [tf32_n8, tf32_n16, tf32_n32, tf32_n64, tf32_n128, tf32_n192, tf32_n256],
     rs [tf32_rs_n8, tf32_rs_n16, tf32_rs_n32, tf32_rs_n64, tf32_rs_n128, tf32_rs_n192, tf32_rs_n256]
 );
-wgmma_input!(S8, 1, "32", "s32", "s8", "p", [s8_n8, s8_n16, s8_n32, s8_n64, s8_n128, s8_n192, s8_n256]);
+wgmma_input!(S8, 1, "32", "s32", ("s8", "s8"), "p", [s8_n8, s8_n16, s8_n32, s8_n64, s8_n128, s8_n192, s8_n256]);
 // FP8: scale-d and the input scales (imm-scale-a, imm-scale-b), no
 // transposes (K-major operands only).
 wgmma_input!(
@@ -391,9 +392,29 @@ wgmma_input!(
     1,
     "32",
     "f32",
-    "e4m3",
+    ("e4m3", "e4m3"),
     "p, 1, 1",
     [e4m3_n8, e4m3_n16, e4m3_n32, e4m3_n64, e4m3_n128, e4m3_n192, e4m3_n256],
+    promote
+);
+wgmma_input!(
+    E4m3E5m2,
+    1,
+    "32",
+    "f32",
+    ("e4m3", "e5m2"),
+    "p, 1, 1",
+    [e4m3e5m2_n8, e4m3e5m2_n16, e4m3e5m2_n32, e4m3e5m2_n64, e4m3e5m2_n128, e4m3e5m2_n192, e4m3e5m2_n256],
+    promote
+);
+wgmma_input!(
+    E5m2E4m3,
+    1,
+    "32",
+    "f32",
+    ("e5m2", "e4m3"),
+    "p, 1, 1",
+    [e5m2e4m3_n8, e5m2e4m3_n16, e5m2e4m3_n32, e5m2e4m3_n64, e5m2e4m3_n128, e5m2e4m3_n192, e5m2e4m3_n256],
     promote
 );
 

@@ -3,7 +3,7 @@
 //! kernel per layout of A and B, named `<name>_nn`, `<name>_nt`, `<name>_tn`,
 //! `<name>_tt` (A then B; `n` row-major, `t` column-major); for tf32 only
 //! `_nt` (both operands K-major) and `_tt` (an MN-major A read through
-//! registers), for s8 and FP8 (e4m3) only `_nt`: wgmma cannot transpose them; a narrow
+//! registers), for s8 and FP8 (e4m3, e4m3 x e5m2, e5m2 x e4m3) only `_nt`: wgmma cannot transpose them; a narrow
 //! line (BN below 64) reads B K-major only: `_nt` and `_tt`.
 //! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
 //! the s8 product), `maps: *const u8` (A's,
@@ -17,7 +17,7 @@
 //! operands, `transpose_b32` and `_b8`, are packing's
 //! ([`crate::pack`]).
 
-use crate::mixed::{reduce, Bf16, Bh, E4m3, Output, Tf32, F16, H, S8};
+use crate::mixed::{reduce, Bf16, Bh, E4m3, E4m3E5m2, E5m2E4m3, Output, Tf32, F16, H, S8};
 use crate::s09_warpgroup::{warpgroup, Params};
 use gemm_core::warpgroup::{Fusion, GroupProblem};
 
@@ -96,6 +96,24 @@ macro_rules! layouts {
     };
     ($name:ident, E4m3F32, [$($p:literal),*]) => {
         layout_entry!($name, nt, "nt", E4m3, f32, [$($p),*], false, false);
+    };
+    ($name:ident, E4m3E5m2Bf16, [$($p:literal),*]) => {
+        layout_entry!($name, nt, "nt", E4m3E5m2, Bh, [$($p),*], false, false);
+    };
+    ($name:ident, E4m3E5m2F16, [$($p:literal),*]) => {
+        layout_entry!($name, nt, "nt", E4m3E5m2, H, [$($p),*], false, false);
+    };
+    ($name:ident, E4m3E5m2F32, [$($p:literal),*]) => {
+        layout_entry!($name, nt, "nt", E4m3E5m2, f32, [$($p),*], false, false);
+    };
+    ($name:ident, E5m2E4m3Bf16, [$($p:literal),*]) => {
+        layout_entry!($name, nt, "nt", E5m2E4m3, Bh, [$($p),*], false, false);
+    };
+    ($name:ident, E5m2E4m3F16, [$($p:literal),*]) => {
+        layout_entry!($name, nt, "nt", E5m2E4m3, H, [$($p),*], false, false);
+    };
+    ($name:ident, E5m2E4m3F32, [$($p:literal),*]) => {
+        layout_entry!($name, nt, "nt", E5m2E4m3, f32, [$($p),*], false, false);
     };
     // A narrow tile reads B K-major only.
     ($name:ident, F16, $p:tt, narrow) => { layouts!(@k_major_b $name, F16, H, $p); };
