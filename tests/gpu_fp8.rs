@@ -246,3 +246,96 @@ fn e4m3_strided_and_grouped_batches_have_each_products_bits() {
         same(&c.to_host().unwrap(), want, &format!("grouped product {i}"));
     }
 }
+
+/// One mixed-format product `C <- A B` (A of `Ta`, B of `Tb`, through
+/// `Gemm::run_fp8_device`) with integer inputs in [-4, 4] (exact in both
+/// formats, sums below 2^11): the exact value rounded once to C's type, in
+/// every layout of A, B and C (a column-major C runs the product
+/// transposed, whose kernel has the formats the other way round).
+fn check_mixed<Ta: gemm::Fp8, Tb: gemm::Fp8, Cc: Scalar>((m, n, k): (usize, usize, usize), seed: u64)
+where
+    F8E4M3: Product<Cc>,
+{
+    let mut r = Rng::new(seed);
+    let dev = device();
+    for (la, lb, lc) in [(R, C, R), (R, R, R), (C, C, C), (C, R, C), (R, C, C)] {
+        let what = format!("{} x {} -> {} {m}x{n}x{k} {la:?}/{lb:?}/{lc:?}", Ta::NAME, Tb::NAME, Cc::NAME);
+        let a = stored((m, k), la, 1, Ta::POISON, |_, _| Ta::from_f64(r.below(9) as f64 - 4.0));
+        let b = stored((k, n), lb, 0, Tb::POISON, |_, _| Tb::from_f64(r.below(9) as f64 - 4.0));
+        let c0 = stored((m, n), lc, 2, Cc::POISON, |_, _| Cc::POISON);
+        let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+        let mut dc = DeviceMatrix::from_host(&dev, &c0).unwrap();
+        Gemm::new().run_fp8_device(&da, &db, &mut dc).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let c = dc.to_host().unwrap();
+        for (at, (x, y)) in c.as_slice().iter().zip(c0.as_slice()).enumerate() {
+            if is_padding(&c, at) {
+                assert!(x.as_f64().is_nan() && y.as_f64().is_nan(), "{what}: C's padding at {at} changed");
+            }
+        }
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 = (0..k).map(|p| a[(i, p)].as_f64() * b[(p, j)].as_f64()).sum();
+                let want = Cc::from_f64(dot).as_f64();
+                assert_eq!(c[(i, j)].as_f64(), want, "{what}: C({i}, {j})");
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn e4m3_with_e5m2_both_ways_exact_every_layout() {
+    use gemm::float8::F8E5M2;
+    for dims in [(1, 1, 1), (7, 33, 31), (129, 200, 257), (16, 1024, 128)] {
+        check_mixed::<F8E4M3, F8E5M2, bf16>(dims, 41);
+        check_mixed::<F8E5M2, F8E4M3, bf16>(dims, 42);
+        check_mixed::<F8E4M3, F8E5M2, f16>(dims, 43);
+        check_mixed::<F8E5M2, F8E4M3, f32>(dims, 44);
+    }
+}
+
+/// e5m2's infinities and NaNs pass through as IEEE says: inf times a
+/// positive finite sum is inf, inf times 0 is NaN, a NaN gives NaN; the
+/// other rows stay finite. e5m2 x e5m2 is a typed error.
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn e5m2_infinities_and_nans_pass_through() {
+    use gemm::float8::F8E5M2;
+    let dev = device();
+    let (m, n, k) = (4, 8, 160);
+    // OCP's e5m2 infinity, 0x7C, what the tensor cores read (float8 0.7's
+    // `F8E5M2::INFINITY` is 0x7B, the largest finite value 57344 there).
+    let (inf, nan) = (F8E5M2::from_bits(0x7C), F8E5M2::from_bits(0x7E));
+    let a = Matrix::from_fn(m, k, |i, p| match (i, p) {
+        (0, 0) => inf,
+        (1, 130) => nan,
+        _ => F8E5M2::from_f64(1.0),
+    });
+    // B's row 0 is 1 except a 0 in column 3.
+    let b = store(
+        &Matrix::from_fn(k, n, |p, j| F8E4M3::from_f64(if p == 0 && j == 3 { 0.0 } else { 1.0 })),
+        Op::N,
+        C,
+        0,
+        F8E4M3::POISON,
+    );
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut dc = DeviceMatrix::<f32>::zeros(&dev, m, n).unwrap();
+    Gemm::new().run_fp8_device(&da, &db, &mut dc).unwrap();
+    let c = dc.to_host().unwrap();
+    for j in 0..n {
+        if j == 3 {
+            assert!(c[(0, j)].is_nan(), "inf x 0: C(0, 3) = {}", c[(0, j)]);
+        } else {
+            assert_eq!(c[(0, j)], f32::INFINITY, "C(0, {j})");
+        }
+        assert!(c[(1, j)].is_nan(), "NaN: C(1, {j}) = {}", c[(1, j)]);
+        for i in 2..m {
+            assert_eq!(c[(i, j)], if j == 3 { k as f32 - 1.0 } else { k as f32 }, "C({i}, {j})");
+        }
+    }
+    let mut dc = DeviceMatrix::<f32>::zeros(&dev, m, n).unwrap();
+    let b5 = DeviceMatrix::from_host(&dev, &Matrix::from_fn(k, n, |_, _| F8E5M2::from_f64(1.0))).unwrap();
+    let err = Gemm::new().run_fp8_device(&da, &b5, &mut dc).expect_err("e5m2 x e5m2");
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+}

@@ -268,6 +268,16 @@ impl WgmmaTypes {
         }
     }
 
+    /// C's type: "f16", "bf16", "f32" or "i32".
+    pub const fn c_name(self) -> &'static str {
+        match self {
+            WgmmaTypes::F16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3E5m2F16 | WgmmaTypes::E5m2E4m3F16 => "f16",
+            WgmmaTypes::Bf16 | WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3E5m2Bf16 | WgmmaTypes::E5m2E4m3Bf16 => "bf16",
+            WgmmaTypes::S8 => "i32",
+            _ => "f32",
+        }
+    }
+
     /// The types whose kernels write the accumulators as they are (f32, or
     /// i32 for s8): split-K's partial products.
     pub const fn accumulating(self) -> WgmmaTypes {

@@ -7,7 +7,7 @@
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::{CudaBlas, GemmConfig};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
-use float8::F8E4M3;
+use float8::{F8E4M3, F8E5M2};
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::Precision;
 use std::any::TypeId;
@@ -22,6 +22,7 @@ mod sealed {
     impl Sealed for i8 {}
     impl Sealed for i32 {}
     impl Sealed for float8::F8E4M3 {}
+    impl Sealed for float8::F8E5M2 {}
 }
 
 /// A type a [`crate::Matrix`] or [`crate::DeviceMatrix`] may hold: `f64`,
@@ -78,6 +79,7 @@ impl_scalar!(half::f16, u16, "f16", 9.765625e-4, half::f16::NAN, half::f16::from
 impl_scalar!(half::bf16, u16, "bf16", 7.8125e-3, half::bf16::NAN, half::bf16::from_f64, half::bf16::to_f64);
 impl_scalar!(i8, i8, "i8", 0.0, i8::MIN, |x: f64| x.round().clamp(-128.0, 127.0) as i8, |x: i8| x as f64);
 impl_scalar!(F8E4M3, u8, "e4m3", 0.125, F8E4M3::NAN, F8E4M3::from_f64, |x: F8E4M3| x.to_f64());
+impl_scalar!(F8E5M2, u8, "e5m2", 0.25, F8E5M2::NAN, F8E5M2::from_f64, |x: F8E5M2| x.to_f64());
 impl_scalar!(
     i32,
     i32,
@@ -254,6 +256,12 @@ pub(crate) fn product_name(types: WgmmaTypes) -> String {
         WgmmaTypes::E4m3Bf16 => ("e4m3", "bf16"),
         WgmmaTypes::E4m3F16 => ("e4m3", "f16"),
         WgmmaTypes::E4m3F32 => ("e4m3", "f32"),
+        WgmmaTypes::E4m3E5m2Bf16 => return "e4m3 x e5m2 -> bf16".into(),
+        WgmmaTypes::E4m3E5m2F16 => return "e4m3 x e5m2 -> f16".into(),
+        WgmmaTypes::E4m3E5m2F32 => return "e4m3 x e5m2 -> f32".into(),
+        WgmmaTypes::E5m2E4m3Bf16 => return "e5m2 x e4m3 -> bf16".into(),
+        WgmmaTypes::E5m2E4m3F16 => return "e5m2 x e4m3 -> f16".into(),
+        WgmmaTypes::E5m2E4m3F32 => return "e5m2 x e4m3 -> f32".into(),
     };
     format!("{i} x {i} -> {o}")
 }
@@ -298,3 +306,26 @@ macro_rules! impl_element {
 
 impl_element!(f64, Precision::F64);
 impl_element!(f32, Precision::F32);
+
+/// An FP8 element type: [`float8::F8E4M3`] or [`float8::F8E5M2`] (sealed),
+/// the operand types of [`crate::Gemm::run_fp8_device`], which pairs them
+/// (e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3).
+pub trait Fp8: Scalar + fp8_sealed::Sealed {
+    /// Whether this is e5m2 (else e4m3).
+    #[doc(hidden)]
+    const E5M2: bool;
+}
+
+mod fp8_sealed {
+    pub trait Sealed {}
+    impl Sealed for float8::F8E4M3 {}
+    impl Sealed for float8::F8E5M2 {}
+}
+
+impl Fp8 for F8E4M3 {
+    const E5M2: bool = false;
+}
+
+impl Fp8 for F8E5M2 {
+    const E5M2: bool = true;
+}

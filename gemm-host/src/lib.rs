@@ -87,7 +87,7 @@ pub use api::gemm::{dgemm, sgemm, Gemm};
 pub use api::warpgroup::{hgemm, igemm};
 pub use device::nccl::NcclId;
 pub use device::{default_device, Device};
-pub use element::{Element, Product, Scalar};
+pub use element::{Element, Fp8, Product, Scalar};
 pub use error::Error;
 pub use gemm_core::distribution::Grid;
 pub use gemm_core::{Layout, MatrixDims, Op, Operand, Precision, ShapeError};

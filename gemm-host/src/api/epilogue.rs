@@ -304,9 +304,21 @@ impl Fused<'_, '_> {
         b: impl Into<DeviceView<'b, T>>,
         c: impl Into<DeviceViewMut<'c, C>>,
     ) -> Result<(), Error> {
-        let (a, b, mut c) = (a.into(), b.into(), c.into());
-        let gemm = self.gemm;
+        let (a, b, c) = (a.into(), b.into(), c.into());
         let types = self.types::<T, C>(Some(c.device))?;
+        self.run_device_as(types, a, b, c)
+    }
+
+    /// [`Fused::run_device`] of the stage-9 `types` (checked by the caller),
+    /// on operands of `T` (e4m3 for any FP8 pair: their bits).
+    pub(crate) fn run_device_as<T: Scalar, C: Scalar>(
+        &self,
+        types: WgmmaTypes,
+        a: DeviceView<'_, T>,
+        b: DeviceView<'_, T>,
+        mut c: DeviceViewMut<'_, C>,
+    ) -> Result<(), Error> {
+        let gemm = self.gemm;
         gemm.check_device_call()?;
         let e = self.epilogue;
         let Some((dims, device, stream)) = gemm.desc.device_problem_with(&a, &b, &c, gemm.target(), !e.changes_c())?
@@ -372,7 +384,7 @@ impl Fused<'_, '_> {
 
     /// The stage-9 types of a fused `T x T -> C` product, its options
     /// checked (`device`: the operands' device where known).
-    fn types<T: Product<C>, C: Scalar>(&self, device: Option<&Arc<Device>>) -> Result<WgmmaTypes, Error> {
+    pub(crate) fn types<T: Product<C>, C: Scalar>(&self, device: Option<&Arc<Device>>) -> Result<WgmmaTypes, Error> {
         let kernels = self.gemm.kernels::<T, C>(false, device)?;
         let Kernels::TensorCores(types, false) = kernels else {
             return Err(Error::Unsupported {

@@ -1,5 +1,6 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
+use crate::api::dispatch::Kernels;
 use crate::describe::{ProductDesc, Target};
 use crate::device::registry::entry_point;
 use crate::device::{default_device, Device};
@@ -910,8 +911,20 @@ impl Gemm {
         b: impl Into<DeviceView<'b, T>>,
         c: impl Into<DeviceViewMut<'c, C>>,
     ) -> Result<(), Error> {
-        let (a, b, mut c) = (a.into(), b.into(), c.into());
+        let (a, b, c) = (a.into(), b.into(), c.into());
         let kernels = self.kernels::<T, C>(false, Some(c.device))?;
+        self.run_device_on(kernels, a, b, c)
+    }
+
+    /// [`Gemm::run_device`] on the `kernels` the caller chose (an FP8 pair
+    /// on e4m3-typed views of its operands' bits: `Gemm::run_fp8_device`).
+    pub(crate) fn run_device_on<T: Scalar, C: Scalar>(
+        &self,
+        kernels: Kernels,
+        a: DeviceView<'_, T>,
+        b: DeviceView<'_, T>,
+        mut c: DeviceViewMut<'_, C>,
+    ) -> Result<(), Error> {
         self.check_device_call()?;
         let Some((dims, device, stream)) = self.desc.device_problem(&a, &b, &c, self.target())? else { return Ok(()) };
         let launch = self.launch_on(kernels, &device, &dims, 1)?;
@@ -1310,5 +1323,6 @@ fn short(types: WgmmaTypes) -> &'static str {
         WgmmaTypes::F16 | WgmmaTypes::F16F32 => "f16",
         WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => "bf16",
         WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3F32 => "e4m3",
+        _ => "FP8",
     }
 }

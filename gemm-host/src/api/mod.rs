@@ -8,5 +8,6 @@ pub(crate) mod devices;
 pub(crate) mod dispatch;
 pub(crate) mod distributed;
 pub(crate) mod epilogue;
+pub(crate) mod fp8;
 pub(crate) mod gemm;
 pub(crate) mod warpgroup;

@@ -363,11 +363,11 @@ fn reduce<C: Scalar>(
     (alpha, beta): (u32, u32),
     (c, ldc): (&mut CudaViewMut<'_, C>, u32),
 ) -> Result<(), Error> {
-    let func = device.warpgroup_function(match types {
-        WgmmaTypes::F16 | WgmmaTypes::E4m3F16 => "warpgroup_reduce_f16",
-        WgmmaTypes::Bf16 | WgmmaTypes::E4m3Bf16 => "warpgroup_reduce_bf16",
-        WgmmaTypes::S8 => "warpgroup_reduce_i32",
-        WgmmaTypes::F16F32 | WgmmaTypes::Bf16F32 | WgmmaTypes::Tf32 | WgmmaTypes::E4m3F32 => "warpgroup_reduce_f32",
+    let func = device.warpgroup_function(match types.c_name() {
+        "f16" => "warpgroup_reduce_f16",
+        "bf16" => "warpgroup_reduce_bf16",
+        "i32" => "warpgroup_reduce_i32",
+        _ => "warpgroup_reduce_f32",
     })?;
     use gemm_core::split_k::{reduce_grid, REDUCE_THREADS};
     // 4-byte partial results (f32 or i32), at most 8 blocks a SM.
@@ -648,10 +648,9 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
         WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
         // The bits as they are: wgmma reads the TF32 part of each f32.
         WgmmaTypes::Tf32 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-        // FP8 as its bits (the kernel's wgmma reads them as e4m3).
-        WgmmaTypes::S8 | WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3F32 => {
-            cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8
-        }
+        // i8 and FP8 as their bits (the kernel's wgmma reads them as its
+        // types).
+        _ => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
     };
     let elem = types.input_bytes() as usize;
     // The maps: A (k, m) K-major or (m, k) M-major; B (k, n) or (n, k).
@@ -719,13 +718,11 @@ fn ready_warpgroup<'g, T: Scalar, C: Scalar>(
         && (kd.n * c_elem) % 16 == 0
         && (count == 1 || ((stride_c * c_elem) % 16 == 0 && stride_c >= kd.m * kd.ldc));
     if tma_c {
-        let c_type = match types {
-            WgmmaTypes::F16 | WgmmaTypes::E4m3F16 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-            WgmmaTypes::Bf16 | WgmmaTypes::E4m3Bf16 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-            WgmmaTypes::S8 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT32,
-            WgmmaTypes::F16F32 | WgmmaTypes::Bf16F32 | WgmmaTypes::Tf32 | WgmmaTypes::E4m3F32 => {
-                cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-            }
+        let c_type = match types.c_name() {
+            "f16" => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            "bf16" => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            "i32" => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_INT32,
+            _ => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
         };
         let c_op = TmaOperand { elem: c_elem, line: kd.n, lines: kd.m, ld: kd.ldc, count, stride: stride_c };
         maps[256..].copy_from_slice(&tensor_map(c_type, c_address, c_op, WARPGROUP_M)?);

@@ -243,7 +243,7 @@ pub(crate) fn skinny_types(types: WgmmaTypes) -> Option<SkinnyTypes> {
         // f32 FMAs: at least TF32's accuracy.
         WgmmaTypes::Tf32 => SkinnyTypes::F32,
         WgmmaTypes::S8 => SkinnyTypes::S8,
-        WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3F32 => return None,
+        _ => return None, // FP8
     })
 }
 
@@ -577,6 +577,8 @@ pub(crate) fn warpgroup_launch(
     balance: bool,
 ) -> WarpgroupLaunch {
     let (route, swapped, reads_ab) = warpgroup_form(types, dims, alpha);
+    // Mixed FP8 operands trade types with places.
+    let types = if swapped { types.operands_swapped() } else { types };
     let kd = route.dims;
     let tails = balance && forced.is_none();
     let narrow = narrow_allowed(types, &kd, count);
@@ -612,6 +614,7 @@ pub(crate) fn warpgroup_fused_launch(
     keep_a: bool,
 ) -> WarpgroupLaunch {
     let (route, swapped, reads_ab) = fused_form(types, dims, alpha, keep_a);
+    let types = if swapped { types.operands_swapped() } else { types };
     let kd = route.dims;
     let narrow = narrow_allowed(types, &kd, 1);
     let dims_k = (kd.m, kd.n, if reads_ab { kd.k } else { 0 });

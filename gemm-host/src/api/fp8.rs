@@ -1,0 +1,114 @@
+//! FP8 products of two FP8 types: e4m3 x e4m3 (also [`Gemm::run_device`]'s
+//! `F8E4M3` product), e4m3 x e5m2 and e5m2 x e4m3 (training's backward
+//! pass: gradients in e5m2 against weights or activations in e4m3), C in
+//! bf16, f16 or f32, on stage 9 (compute capability 9.0). e5m2 x e5m2 is
+//! not offered (wgmma has it, cuBLASLt does not; no model we know uses it).
+//!
+//! Source: PTX ISA, `wgmma.mma_async` with `.e4m3` / `.e5m2` operand types;
+//! Micikevicius et al., "FP8 Formats for Deep Learning" (the two formats).
+
+use crate::api::dispatch::Kernels;
+use crate::api::epilogue::Fused;
+use crate::api::gemm::Gemm;
+use crate::element::{Fp8, Product, Scalar, Types};
+use crate::error::Error;
+use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
+use float8::F8E4M3;
+use gemm_core::warpgroup::WgmmaTypes;
+
+/// The stage-9 types of an `A x B -> C` FP8 product.
+fn fp8_types<A: Fp8, B: Fp8, C: Scalar>() -> Result<WgmmaTypes, Error>
+where
+    F8E4M3: Product<C>,
+{
+    let Types::Mixed(e4m3) = <F8E4M3 as Product<C>>::TYPES else { unreachable!("FP8 products are mixed") };
+    let c = e4m3.c_name();
+    Ok(match (A::E5M2, B::E5M2, c) {
+        (false, false, _) => e4m3,
+        (false, true, "bf16") => WgmmaTypes::E4m3E5m2Bf16,
+        (false, true, "f16") => WgmmaTypes::E4m3E5m2F16,
+        (false, true, _) => WgmmaTypes::E4m3E5m2F32,
+        (true, false, "bf16") => WgmmaTypes::E5m2E4m3Bf16,
+        (true, false, "f16") => WgmmaTypes::E5m2E4m3F16,
+        (true, false, _) => WgmmaTypes::E5m2E4m3F32,
+        (true, true, _) => {
+            return Err(Error::Unsupported {
+                product: format!("e5m2 x e5m2 -> {}", C::NAME),
+                why: "FP8 products take e4m3 x e4m3, e4m3 x e5m2 or e5m2 x e4m3 (as cuBLASLt)".into(),
+            })
+        }
+    })
+}
+
+/// An FP8 view as a view of e4m3 (the same bytes): the kernels read the
+/// bits as the product's types say.
+fn as_e4m3<'a, T: Fp8>(v: DeviceView<'a, T>) -> DeviceView<'a, F8E4M3> {
+    // SAFETY: both FP8 types are one byte of plain data (any bit pattern
+    // valid); the length is the view's own.
+    let data = unsafe { v.data.transmute::<F8E4M3>(v.data.len()) }.expect("one-byte elements: same length");
+    DeviceView { data, dims: v.dims, device: v.device, address: v.address }
+}
+
+impl Gemm {
+    /// Enqueues `C <- alpha * op(A) * op(B) + beta * C` on FP8 device
+    /// matrices of either format (see the module docs): as
+    /// [`Gemm::run_device`] (every layout and op; wgmma reads FP8 K-major,
+    /// so the others are copied K-major first), f32 accumulation promoted
+    /// every 128 of k. e4m3 x e4m3 runs exactly as `run_device` does.
+    ///
+    /// ```no_run
+    /// use gemm::float8::{F8E4M3, F8E5M2};
+    /// use gemm::half::bf16;
+    /// use gemm::{DeviceMatrix, Gemm};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// let grad = DeviceMatrix::<F8E5M2>::zeros(&dev, 256, 1024)?;
+    /// let w = DeviceMatrix::<F8E4M3>::zeros(&dev, 1024, 512)?;
+    /// let mut dx = DeviceMatrix::<bf16>::zeros(&dev, 256, 512)?;
+    /// Gemm::new().run_fp8_device(&grad, &w, &mut dx)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Gemm::run_device`]; [`Error::Unsupported`] for e5m2 x e5m2.
+    pub fn run_fp8_device<'a, 'b, 'c, A: Fp8, B: Fp8, C: Scalar>(
+        &self,
+        a: impl Into<DeviceView<'a, A>>,
+        b: impl Into<DeviceView<'b, B>>,
+        c: impl Into<DeviceViewMut<'c, C>>,
+    ) -> Result<(), Error>
+    where
+        F8E4M3: Product<C>,
+    {
+        let (a, b, c) = (as_e4m3(a.into()), as_e4m3(b.into()), c.into());
+        let types = fp8_types::<A, B, C>()?;
+        let kernels = match self.kernels::<F8E4M3, C>(false, Some(c.device))? {
+            Kernels::TensorCores(_, mma_sync) => Kernels::TensorCores(types, mma_sync),
+            other => other,
+        };
+        self.run_device_on(kernels, a, b, c)
+    }
+}
+
+impl Fused<'_, '_> {
+    /// [`Gemm::run_fp8_device`] with the epilogue fused (block scales
+    /// included), as [`Fused::run_device`].
+    ///
+    /// # Errors
+    /// As [`Fused::run_device`]; [`Error::Unsupported`] for e5m2 x e5m2.
+    pub fn run_fp8_device<'a, 'b, 'c, A: Fp8, B: Fp8, C: Scalar>(
+        &self,
+        a: impl Into<DeviceView<'a, A>>,
+        b: impl Into<DeviceView<'b, B>>,
+        c: impl Into<DeviceViewMut<'c, C>>,
+    ) -> Result<(), Error>
+    where
+        F8E4M3: Product<C>,
+    {
+        let (a, b, c) = (as_e4m3(a.into()), as_e4m3(b.into()), c.into());
+        let types = fp8_types::<A, B, C>()?;
+        // The options and the epilogue checked as for e4m3 (the same kernels' rules).
+        self.types::<F8E4M3, C>(Some(c.device))?;
+        self.run_device_as(types, a, b, c)
+    }
+}
