@@ -410,12 +410,14 @@ impl WgmmaTile {
     }
 
     /// Whether the kernels of this tile apply a fused epilogue ([`Fusion`]'s
-    /// row and column scales, bias and activation): all but the 192 x 192
-    /// tile, whose three consumers have 152 registers each and spilled
-    /// around the epilogue's calls (so the planner does not pick it for a
-    /// fused product).
+    /// row and column scales, bias and activation): the tiles of at most
+    /// 128 columns and two consumers. With 128 accumulators a thread (BN =
+    /// 256) or three consumers of 152 registers (192 x 192), the
+    /// epilogue's arithmetic spilled or left the accumulators in local
+    /// memory (ptxas -v), so the planner does not pick those for a fused
+    /// product.
     pub const fn fuses(self) -> bool {
-        self.bm != 192
+        self.bn <= 128 && self.bm <= 128
     }
 
     /// Whether BN is below the 64-element span of the 128-byte swizzle (8,

@@ -155,13 +155,11 @@ pub trait Input {
     /// Warpgroup-collective: all 128 threads of the warpgroup, in uniform
     /// control flow; `da`, `db` describe tiles in shared memory that the TMA
     /// copies have completed; TA and TB false unless the type transposes
-    /// (f16, bf16 only). `accumulate` 0: the first k-step overwrites the
-    /// accumulators (wgmma's scale-d false) instead of adding to them.
+    /// (f16, bf16 only).
     unsafe fn k_tile<const ACC: usize, const TA: bool, const TB: bool>(
         acc: &mut [f32; ACC],
         da: [u64; 4],
         db: [u64; 4],
-        accumulate: u32,
     );
 
     /// One k-tile with A from registers (`a[kk]`: the A fragment of k-step
@@ -216,22 +214,20 @@ macro_rules! wgmma_k_tile_rs {
 /// `($ta, $tb)` operands (A's and B's types) and `$acc` accumulators `acc[0..$n / 2]` (the `$i` list
 /// is 1..$n/2), fenced before and committed after. `$args` is what follows
 /// the descriptors: scale-d and, for floating-point types, the input scales
-/// and (f16, bf16) the transposes. Scale-d (`p`) is `accumulate` != 0 for
-/// the first k-step, true for the other three.
+/// and (f16, bf16) the transposes.
 macro_rules! wgmma_k_tile {
     ($name:ident, $n:literal, $k:literal, $acc:literal, ($ta:literal, $tb:literal), $args:literal, [$($i:literal)*]) => {
         #[inline(always)]
         unsafe fn $name<const TA: bool, const TB: bool>(
-            acc: &mut [f32; $n / 2], da: [u64; 4], db: [u64; 4], accumulate: u32,
+            acc: &mut [f32; $n / 2], da: [u64; 4], db: [u64; 4],
         ) {
             asm!(
                 "wgmma.fence.sync.aligned;",
                 "{{",
                 ".reg .pred p;",
-                "setp.ne.b32 p, {first}, 0;",
+                "setp.ne.b32 p, {one}, 0;",
                 concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ta, ".", $tb,
                         " {{{0}" $(, ", {", $i, "}")*, "}}, {da0}, {db0}, ", $args, ";"),
-                "setp.ne.b32 p, {one}, 0;",
                 concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ta, ".", $tb,
                         " {{{0}" $(, ", {", $i, "}")*, "}}, {da1}, {db1}, ", $args, ";"),
                 concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ta, ".", $tb,
@@ -245,7 +241,6 @@ macro_rules! wgmma_k_tile {
                 da0 = in(reg64) da[0], da1 = in(reg64) da[1], da2 = in(reg64) da[2], da3 = in(reg64) da[3],
                 db0 = in(reg64) db[0], db1 = in(reg64) db[1], db2 = in(reg64) db[2], db3 = in(reg64) db[3],
                 one = in(reg32) 1u32,
-                first = in(reg32) accumulate,
                 ta = const TA as u32, tb = const TB as u32,
                 options(nostack),
             );
@@ -339,17 +334,16 @@ macro_rules! wgmma_input {
                 acc: &mut [f32; ACC],
                 da: [u64; 4],
                 db: [u64; 4],
-                accumulate: u32,
             ) {
                 // ACC is BN / 2, fixed by the menu: one arm survives.
                 match ACC {
-                    4 => $n8::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 4]), da, db, accumulate),
-                    8 => $n16::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 8]), da, db, accumulate),
-                    16 => $n32::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), da, db, accumulate),
-                    32 => $n64::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), da, db, accumulate),
-                    64 => $n128::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), da, db, accumulate),
-                    96 => $n192::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 96]), da, db, accumulate),
-                    128 => $n256::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), da, db, accumulate),
+                    4 => $n8::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 4]), da, db),
+                    8 => $n16::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 8]), da, db),
+                    16 => $n32::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), da, db),
+                    32 => $n64::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), da, db),
+                    64 => $n128::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), da, db),
+                    96 => $n192::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 96]), da, db),
+                    128 => $n256::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), da, db),
                     _ => core::arch::nvptx::trap(),
                 }
             }
@@ -794,18 +788,26 @@ pub unsafe fn warpgroup<
         for kt in k_first..k_end {
             consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
             if I::PROMOTE {
-                // This k-tile's group is done: its partial product, times
-                // its block scales (1 without them: then the fused
-                // multiply-add is the plain sum), joins the full-precision
-                // sum. The next k-tile's first wgmma overwrites the
-                // accumulators (scale-d false), so they need no clearing.
-                // The scales are read before the wait.
-                let s = scales.at(kt);
-                asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-                for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
-                    asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
-                    // acc[4j + 2h + e] is on row `row + 8 h`.
-                    *t = core::intrinsics::fmaf32(*x, s[i / 2 % 2], *t);
+                // This k-tile's group is done: its partial product (times
+                // its block scales, read before the wait) joins the
+                // full-precision sum, and the wgmma accumulators start the
+                // next k-tile from zero.
+                if scales.present() {
+                    let s = scales.at(kt);
+                    asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+                    for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
+                        asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
+                        // acc[4j + 2h + e] is on row `row + 8 h`.
+                        *t = core::intrinsics::fmaf32(*x, s[i / 2 % 2], *t);
+                        *x = 0.0;
+                    }
+                } else {
+                    asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+                    for (x, t) in acc.iter_mut().zip(total.iter_mut()) {
+                        asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
+                        *t += *x;
+                        *x = 0.0;
+                    }
                 }
             }
             it += 1;
@@ -905,8 +907,7 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
         I::k_tile_rs::<ACC>(acc, a, db);
     } else {
         let da = k_tile_descriptors(a_tile, row0, A_MN);
-        // A promoting type starts each k-tile's partial product afresh.
-        I::k_tile::<ACC, A_MN, B_MN>(acc, da, db, !I::PROMOTE as u32);
+        I::k_tile::<ACC, A_MN, B_MN>(acc, da, db);
         // The previous k-tile's group has completed: its buffer is free.
         asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
         if let Some(bar) = release {
@@ -951,13 +952,16 @@ impl BlockScales {
         }
     }
 
+    /// Whether there are block scales.
+    #[inline(always)]
+    fn present(&self) -> bool {
+        !self.b.is_null()
+    }
+
     /// The factors of k-tile `kt` for rows r and r + 8: sa(r, kt) sb(kt),
-    /// sa(r + 8, kt) sb(kt); 1 without block scales.
+    /// sa(r + 8, kt) sb(kt).
     #[inline(always)]
     unsafe fn at(&self, kt: u32) -> [f32; 2] {
-        if self.b.is_null() {
-            return [1.0; 2];
-        }
         let sb = *self.b.add((kt * self.k[1]) as usize);
         let at = (kt * self.k[0]) as usize;
         [*self.a[0].add(at) * sb, *self.a[1].add(at) * sb]
@@ -985,11 +989,15 @@ impl Epilogue {
 }
 
 /// Applies the epilogue `f` to one consumer thread's accumulators in place:
-/// each element (i, j) inside C becomes `act(alpha rs(i) cs(j) acc + beta
-/// C(i, j) + bias)` in f32 (the value the store then converts, with alpha 1
-/// and beta 0); `row` is the thread's first row, `col` its first column
-/// (acc[4 jj + 2 h + e] is element (row + 8 h, col + 8 jj + e)); C's element
-/// (i, j) at `c + i ldc + j`, or `c + j ldc + i` when `transposed`.
+/// each element (i, j) becomes `act(acc alpha rs(i) cs(j) + beta C(i, j) +
+/// bias)` in f32 (the value the store then converts, with alpha 1 and beta
+/// 0); `row` is the thread's first row, `col` its first column (acc[4 jj + 2
+/// h + e] is element (row + 8 h, col + 8 jj + e)); C's element (i, j) at `c
+/// + i ldc + j`, or `c + j ldc + i` when `transposed`. The thread's two
+/// rows' factors are read once, each column pair's once, and the
+/// activation is a loop of its own: each loop stays small enough to unroll
+/// (the accumulators stay in registers). Elements outside C (not stored)
+/// read the last row's or column's values.
 ///
 /// # Safety
 /// `f` is a valid [`Fusion`] whose vectors cover m x n; C as the kernel's.
@@ -1001,74 +1009,71 @@ unsafe fn fuse_accumulators<O: Output, const ACC: usize>(
     (c, transposed): (*mut O, bool),
     (row, col): (u32, u32),
 ) {
-    let scalars = (O::value_f32(q.alpha), O::value_f32(q.beta));
-    for jj in 0..ACC / 4 {
-        for h in 0..2usize {
-            let (i, j) = (row + 8 * h as u32, col + 8 * jj as u32);
-            let at = |j: u32| {
-                let e = if transposed {
-                    j as usize * q.ldc as usize + i as usize
-                } else {
-                    i as usize * q.ldc as usize + j as usize
-                };
-                c.add(e) as *const O
-            };
-            let inside = (i < q.m && j < q.n, i < q.m && j + 1 < q.n);
-            let x = (acc[4 * jj + 2 * h], acc[4 * jj + 2 * h + 1]);
-            let (v0, v1) = fused_pair::<O>(f, x, scalars, (at(j), at(j + 1)), (i, j), inside);
-            acc[4 * jj + 2 * h] = v0;
-            acc[4 * jj + 2 * h + 1] = v1;
-        }
-    }
-}
-
-/// Elements (i, j) and (i, j + 1), accumulated products `x`, with what `f`
-/// fuses: `act(alpha rs cs x + beta C + bias)` in f32 for those inside C
-/// (`inside`; 0 for the others, which are not stored), C's elements at `q`
-/// (read only when beta is not 0). Out of line, one call per pair: inlined
-/// at each of a tile's 64-128 pairs it made the loop over them too large
-/// to unroll, and the accumulators went to local memory.
-///
-/// # Safety
-/// `f` is a valid [`Fusion`] whose vectors cover the elements inside; `q`
-/// points at C's elements that are inside.
-#[inline(never)]
-unsafe fn fused_pair<O: Output>(
-    f: *const Fusion,
-    (x0, x1): (f32, f32),
-    (alpha, beta): (f32, f32),
-    (q0, q1): (*const O, *const O),
-    (i, j): (u32, u32),
-    inside: (bool, bool),
-) -> (f32, f32) {
-    let f = &*f;
-    let one = |x: f32, j: u32, q: *const O| {
-        let mut v = x;
-        if f.row_scales != 0 {
-            v *= *(f.row_scales as *const f32).add(i as usize);
-        }
-        if f.col_scales != 0 {
-            v *= *(f.col_scales as *const f32).add(j as usize);
-        }
-        v *= alpha;
-        if beta != 0.0 {
-            v = core::intrinsics::fmaf32(beta, O::value_f32((*q).to_value()), v);
-        }
-        if f.bias != 0 {
-            let at = if f.bias_along == BIAS_ROWS { i } else { j } as usize;
-            v += if f.bias_type == BIAS_F32 {
-                *(f.bias as *const f32).add(at)
-            } else {
-                O::value_f32((*(f.bias as *const O).add(at)).to_value())
-            };
-        }
-        match f.activation {
-            ACT_RELU => relu(v),
-            ACT_GELU => gelu(v),
-            _ => v,
+    let f = *f;
+    let (alpha, beta) = (O::value_f32(q.alpha), O::value_f32(q.beta));
+    let clamp = |x: u32, n: u32| if x < n { x } else { n - 1 };
+    let value = |p: u64, i: u32| *(p as *const f32).add(i as usize);
+    let bias = |i: u32| {
+        if f.bias_type == BIAS_F32 {
+            value(f.bias, i)
+        } else {
+            O::value_f32((*(f.bias as *const O).add(i as usize)).to_value())
         }
     };
-    (if inside.0 { one(x0, j, q0) } else { 0.0 }, if inside.1 { one(x1, j + 1, q1) } else { 0.0 })
+    let by_rows = f.bias != 0 && f.bias_along == BIAS_ROWS;
+    let by_cols = f.bias != 0 && f.bias_along != BIAS_ROWS;
+    let (mut rs, mut rb) = ([alpha; 2], [0f32; 2]);
+    for h in 0..2 {
+        let i = clamp(row + 8 * h as u32, q.m);
+        if f.row_scales != 0 {
+            rs[h] *= value(f.row_scales, i);
+        }
+        if by_rows {
+            rb[h] = bias(i);
+        }
+    }
+    for jj in 0..ACC / 4 {
+        let j0 = col + 8 * jj as u32;
+        let (mut cs, mut cb) = ([1f32; 2], [0f32; 2]);
+        for e in 0..2 {
+            let j = clamp(j0 + e as u32, q.n);
+            if f.col_scales != 0 {
+                cs[e] = value(f.col_scales, j);
+            }
+            if by_cols {
+                cb[e] = bias(j);
+            }
+        }
+        for h in 0..2 {
+            for e in 0..2 {
+                let x = &mut acc[4 * jj + 2 * h + e];
+                let mut v = *x * rs[h] * cs[e];
+                let (i, j) = (row + 8 * h as u32, j0 + e as u32);
+                if beta != 0.0 && i < q.m && j < q.n {
+                    let at = if transposed {
+                        j as usize * q.ldc as usize + i as usize
+                    } else {
+                        i as usize * q.ldc as usize + j as usize
+                    };
+                    v = core::intrinsics::fmaf32(beta, O::value_f32((*c.add(at)).to_value()), v);
+                }
+                *x = v + rb[h] + cb[e];
+            }
+        }
+    }
+    match f.activation {
+        ACT_RELU => {
+            for x in acc.iter_mut() {
+                *x = relu(*x);
+            }
+        }
+        ACT_GELU => {
+            for x in acc.iter_mut() {
+                *x = gelu(*x);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `max(v, 0)`, a NaN kept.
@@ -1084,19 +1089,21 @@ fn relu(v: f32) -> f32 {
 /// GELU, tanh approximation (as cuBLASLt's `CUBLASLT_EPILOGUE_GELU`):
 /// `0.5 v (1 + tanh(u))` with `u = sqrt(2 / pi) (v + 0.044715 v^3)`,
 /// computed as `v / (1 + exp(-2 u))` (the same function) with `ex2.approx`
-/// (relative error below 2^-22) and a full-precision division. Large |v|
-/// give v and -0; a NaN stays NaN.
+/// (relative error below 2^-22) and `div.approx` (2 ulp; a denominator
+/// above 2^126, where v < -9.7, gives 0 for a true value below 1e-37).
+/// Large |v| give v and -0; a NaN stays NaN.
 #[inline(always)]
 fn gelu(v: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     const LOG2_E: f32 = core::f32::consts::LOG2_E;
     let u = SQRT_2_OVER_PI * (v + 0.044_715 * v * v * v);
-    let e: f32;
-    // SAFETY: a register-to-register approximation.
+    let (e, out): (f32, f32);
+    // SAFETY: register-to-register approximations.
     unsafe {
-        asm!("ex2.approx.f32 {e}, {x};", e = out(reg32) e, x = in(reg32) -2.0 * LOG2_E * u, options(pure, nomem, nostack))
+        asm!("ex2.approx.f32 {e}, {x};", e = out(reg32) e, x = in(reg32) -2.0 * LOG2_E * u, options(pure, nomem, nostack));
+        asm!("div.approx.f32 {o}, {v}, {d};", o = out(reg32) out, v = in(reg32) v, d = in(reg32) 1.0 + e, options(pure, nomem, nostack));
     };
-    v / (1.0 + e)
+    out
 }
 
 /// The TMA-store epilogue of one consumer warpgroup (`consumer`, rows `r0 ..
