@@ -19,6 +19,27 @@
 //!   B scales converted with [`gemm::cublas_lt::cublaslt_block_scales`]
 //!   where its layout differs from ours, i.e. when ceil(k / 128) is not a
 //!   multiple of 4). Scales are uniform in [0.5, 2).
+//! - A mixture-of-experts layer (`--moe`, default E x TOTAL x N x K in
+//!   {8x8192x4096x7168, 64x16384x2048x7168}): E experts, TOTAL rows in
+//!   all, skewed: expert e gets TOTAL (1 / (e + 1)) / (sum of 1 / (f + 1))
+//!   rows rounded down, expert 0 the remainder (and, where every expert
+//!   would get 128 rows or more, the last keeps its rows mod 128, or 64,
+//!   the rest going to expert 0: some expert fills part of one tile).
+//!   e4m3 -> bf16 with block scales as above, the contiguous layout: one A
+//!   (TOTAL x K, row-major) holding every expert's rows, in turn, with one
+//!   set of A scales (column-major over all TOTAL rows), each expert its
+//!   own B (K x N, column-major) and B scales, and its own C (m_e x N).
+//!   The grouped launch
+//!   (`Gemm::new().run_grouped_fused_device(&a, &b, &mut c, &epilogues)`,
+//!   one block-scaled epilogue per expert) is timed beside one dense
+//!   block-scaled product of TOTAL x N x K (the same A and A scales,
+//!   expert 0's B): the rate a dense layer of the same size gets. Both
+//!   count 2 TOTAL N K flops; the ratio is dense ms / grouped ms (target:
+//!   0.9 or more). The difference is max |grouped - alone| / max |alone|
+//!   over every expert's C, "alone" being the expert's product run by
+//!   itself (`Fused::run_device` on its rows of A, with its epilogue):
+//!   another launch, perhaps another tile, so not bit-equal; expect below
+//!   1e-2.
 //!
 //! Operands are uniform random values in [-1, 1) rounded to the operand
 //! type, A row-major and B column-major (both K-major, the "TN" form
@@ -36,29 +57,35 @@
 //! ```sh
 //! cargo run --release --example epilogue
 //! cargo run --release --example epilogue -- --shapes 4096x4096x4096 --block 128x7168x2048,4096x4096x7168 --csv benches/results
-//! cargo run --release --example epilogue -- --shapes none   # the block-scaled products only
+//! cargo run --release --example epilogue -- --shapes none --moe none   # the block-scaled products only
+//! cargo run --release --example epilogue -- --shapes none --block none --moe 8x8192x4096x7168   # one MoE layer
 //! ```
 //!
 //! `--csv DIR` writes `DIR/epilogue.csv` (replacing it):
 //! `device,date,commit,precision,scaling,epilogue,m,n,k,c_type,ms,tflops,cublaslt_ms,cublaslt_tflops,ratio`
 //! (precision `bf16` with scaling `none` and epilogue `none` or
 //! `bias_gelu`; precision `e4m3` with scaling `block` and epilogue `none`;
-//! cuBLASLt's columns empty where it has no algorithm).
+//! cuBLASLt's columns empty where it has no algorithm). Each MoE layer
+//! writes two e4m3 `block` rows with m = TOTAL and cuBLASLt's columns
+//! empty: epilogue `grouped_E` (E the expert count) for the grouped launch
+//! and `none` for the dense product.
 
 use gemm::bench::{commit, time_kernel, today_utc};
 use gemm::cublas_lt::{cublaslt_block_scales, CublasLt};
 use gemm::cudarc::driver::CudaSlice;
 use gemm::float8::F8E4M3;
 use gemm::half::bf16;
-use gemm::{Activation, Along, BlockScales, Device, DeviceMatrix, Epilogue, Error, Gemm, Matrix, Scalar};
+use gemm::{Activation, Along, BlockScales, Device, DeviceMatrix, Epilogue, Error, Gemm, Layout, Matrix, Scalar};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::exit;
 use std::sync::Arc;
 
-const USAGE: &str = "usage: epilogue [--shapes MxNxK,...|none] [--block MxNxK,...|none] [--reps N (>= 10)] [--csv DIR]";
+const USAGE: &str = "usage: epilogue [--shapes MxNxK,...|none] [--block MxNxK,...|none] \
+                     [--moe EXPERTSxTOTALxNxK,...|none] [--reps N (>= 10)] [--csv DIR]";
 const CSV_HEAD: &str =
     "device,date,commit,precision,scaling,epilogue,m,n,k,c_type,ms,tflops,cublaslt_ms,cublaslt_tflops,ratio";
 
@@ -68,22 +95,33 @@ const DEEPGEMM_NK: [(usize, usize); 6] =
 
 type Shape = (usize, usize, usize);
 
+/// A mixture-of-experts layer: experts, rows in all, n, k.
+type Moe = (usize, usize, usize, usize);
+
 struct Options {
     shapes: Vec<Shape>,
     block: Vec<Shape>,
+    moe: Vec<Moe>,
     reps: usize,
     csv: Option<PathBuf>,
 }
 
 fn options() -> Options {
     let block = [64, 128, 4096].iter().flat_map(|&m| DEEPGEMM_NK.iter().map(move |&(n, k)| (m, n, k))).collect();
-    let mut o = Options { shapes: shapes("4096x4096x4096,8192x8192x8192"), block, reps: 20, csv: None };
+    let mut o = Options {
+        shapes: shapes("4096x4096x4096,8192x8192x8192"),
+        block,
+        moe: moes("8x8192x4096x7168,64x16384x2048x7168"),
+        reps: 20,
+        csv: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| usage());
         match arg.as_str() {
             "--shapes" => o.shapes = shapes(&value()),
             "--block" => o.block = shapes(&value()),
+            "--moe" => o.moe = moes(&value()),
             "--reps" => o.reps = value().parse().ok().filter(|&r| r >= 10).unwrap_or_else(|| usage()),
             "--csv" => o.csv = Some(PathBuf::from(value())),
             "--help" | "-h" => {
@@ -108,6 +146,18 @@ fn shapes(list: &str) -> Vec<Shape> {
     list.split(',').map(shape).collect()
 }
 
+/// `EXPERTSxTOTALxNxK,...`, or `none` for no layers.
+fn moes(list: &str) -> Vec<Moe> {
+    if list == "none" {
+        return Vec::new();
+    }
+    let moe = |s: &str| match s.split('x').map(str::parse).collect::<Result<Vec<usize>, _>>().as_deref() {
+        Ok(&[e, total, n, k]) if e > 0 && total > 0 && n > 0 && k > 0 => (e, total, n, k),
+        _ => usage(),
+    };
+    list.split(',').map(moe).collect()
+}
+
 fn usage() -> ! {
     eprintln!("{USAGE}");
     exit(2)
@@ -117,7 +167,7 @@ fn usage() -> ! {
 struct Row {
     precision: &'static str,
     scaling: &'static str,
-    epilogue: &'static str,
+    epilogue: String,
     shape: Shape,
     ms: f64,
     cublaslt_ms: Option<f64>,
@@ -143,6 +193,12 @@ fn time_cublaslt(
 
 /// max |ours - theirs| / max |theirs| over C, both copied back.
 fn difference<C: Scalar>(ours: &DeviceMatrix<C>, theirs: &DeviceMatrix<C>) -> Result<f64, Error> {
+    let (diff, scale) = diff_and_scale(ours, theirs)?;
+    Ok(diff / scale.max(f64::MIN_POSITIVE))
+}
+
+/// (max |ours - theirs|, max |theirs|) over C, both copied back.
+fn diff_and_scale<C: Scalar>(ours: &DeviceMatrix<C>, theirs: &DeviceMatrix<C>) -> Result<(f64, f64), Error> {
     let (ours, theirs) = (ours.to_host()?, theirs.to_host()?);
     let (mut diff, mut scale) = (0.0f64, 0.0f64);
     for i in 0..ours.rows() {
@@ -152,7 +208,7 @@ fn difference<C: Scalar>(ours: &DeviceMatrix<C>, theirs: &DeviceMatrix<C>) -> Re
             scale = scale.max(y.abs());
         }
     }
-    Ok(diff / scale.max(f64::MIN_POSITIVE))
+    Ok((diff, scale))
 }
 
 /// The line of one measured pair (with the difference where cuBLASLt ran),
@@ -190,6 +246,20 @@ fn random<T: Scalar>(rows: usize, cols: usize, col_major: bool, rng: &mut StdRng
     }
 }
 
+/// As [`random`], densely packed, filled in parallel: chunks of 2^20
+/// elements, each from its own generator seeded by `seed` and its index
+/// (the same values whatever the thread count). For the MoE layers' large
+/// operands.
+fn random_par<T: Scalar + Send>(rows: usize, cols: usize, col_major: bool, seed: u64) -> Matrix<T> {
+    let mut data = vec![T::from_f64(0.0); rows * cols];
+    data.par_chunks_mut(1 << 20).enumerate().for_each(|(i, chunk)| {
+        let mut rng = StdRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        chunk.iter_mut().for_each(|x| *x = T::from_f64(rng.random_range(-1.0..1.0)));
+    });
+    let (layout, ld) = if col_major { (Layout::ColMajor, rows) } else { (Layout::RowMajor, cols) };
+    Matrix::from_vec_in(rows, cols, layout, ld.max(1), data).expect("a packed matrix of its own size")
+}
+
 /// The bf16 products of one shape: plain and with bias and GELU, ours and
 /// cuBLASLt's.
 fn bf16_shape(
@@ -219,7 +289,7 @@ fn bf16_shape(
     let plain_row = Row {
         precision: "bf16",
         scaling: "none",
-        epilogue: "none",
+        epilogue: "none".into(),
         shape,
         ms: plain,
         cublaslt_ms: lt_plain.clone().ok(),
@@ -234,7 +304,7 @@ fn bf16_shape(
     let fused_row = Row {
         precision: "bf16",
         scaling: "none",
-        epilogue: "bias_gelu",
+        epilogue: "bias_gelu".into(),
         shape,
         ms: fused_ms,
         cublaslt_ms: lt_fused.clone().ok(),
@@ -282,9 +352,119 @@ fn block_shape(device: &Arc<Device>, lt: &CublasLt, shape: Shape, reps: usize, r
         lt.matmul_fp8_block_scaled(&a, &b, &mut theirs, &a_scales_dev, lt_b_scales_dev)
     })?;
     let diff = if lt_ms.is_ok() { Some(difference(&ours, &theirs)?) } else { None };
-    let row = Row { precision: "e4m3", scaling: "block", epilogue: "none", shape, ms, cublaslt_ms: lt_ms.clone().ok() };
+    let row = Row {
+        precision: "e4m3",
+        scaling: "block",
+        epilogue: "none".into(),
+        shape,
+        ms,
+        cublaslt_ms: lt_ms.clone().ok(),
+    };
     print_row("block", &row, &lt_ms, diff);
     Ok(row)
+}
+
+/// The skewed row counts of `experts` experts, `total` in all: expert e
+/// gets `total (1 / (e + 1)) / H` rows rounded down (H the sum of the
+/// weights), expert 0 the remainder; where every expert would get 128 rows
+/// or more, the last keeps its rows mod 128 (64 for a multiple of 128),
+/// the rest going to expert 0, so that one fills part of a tile only.
+fn expert_rows(experts: usize, total: usize) -> Vec<usize> {
+    let h: f64 = (1..=experts).map(|e| 1.0 / e as f64).sum();
+    let mut rows: Vec<usize> = (0..experts).map(|e| (total as f64 / ((e + 1) as f64 * h)).floor() as usize).collect();
+    // Rounded down, the shares of experts 1.. sum to at most total.
+    rows[0] = total - rows[1..].iter().sum::<usize>();
+    if experts > 1 && rows.iter().all(|&m| m >= 128) {
+        let last = rows[experts - 1];
+        let keep = if last % 128 == 0 { 64 } else { last % 128 };
+        rows[experts - 1] = keep;
+        rows[0] += last - keep;
+    }
+    debug_assert_eq!(rows.iter().sum::<usize>(), total);
+    rows
+}
+
+/// One mixture-of-experts layer, e4m3 -> bf16 with block scales: the
+/// grouped launch over its experts and the dense product of the same total
+/// size, with the grouped results checked against each expert's product
+/// run alone.
+fn moe_layer(device: &Arc<Device>, moe: Moe, reps: usize, rng: &mut StdRng) -> Result<[Row; 2], Error> {
+    let (experts, total, n, k) = moe;
+    let rows = expert_rows(experts, total);
+    let first_rows: Vec<usize> = rows.iter().scan(0, |at, &m| Some(std::mem::replace(at, *at + m))).collect();
+    let small = rows.iter().filter(|&&m| m < 128).count();
+    println!(
+        "{experts} experts, {total} rows: {} .. {} rows per expert, {small} below 128",
+        rows.iter().max().unwrap_or(&0),
+        rows.iter().min().unwrap_or(&0)
+    );
+
+    let (k_blocks, n_blocks) = (k.div_ceil(128), n.div_ceil(128));
+    let da = DeviceMatrix::from_host(device, &random_par::<F8E4M3>(total, k, false, rng.random()))?;
+    let mut dbs = Vec::with_capacity(experts);
+    for _ in 0..experts {
+        dbs.push(DeviceMatrix::from_host(device, &random_par::<F8E4M3>(k, n, true, rng.random()))?);
+    }
+    // A's scales column-major over all rows (row i, k block kb at kb * total
+    // + i); each expert's B scales in the default layout.
+    let mut scales = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.random_range(0.5..2.0)).collect() };
+    let d_sa: CudaSlice<f32> = device.stream().clone_htod(&scales(total * k_blocks))?;
+    let mut d_sbs: Vec<CudaSlice<f32>> = Vec::with_capacity(experts);
+    for _ in 0..experts {
+        d_sbs.push(device.stream().clone_htod(&scales(n_blocks * k_blocks))?);
+    }
+    let mut dcs = Vec::with_capacity(experts);
+    for &m in &rows {
+        dcs.push(DeviceMatrix::<bf16>::zeros(device, m, n)?);
+    }
+    let epilogues: Vec<Epilogue> = first_rows
+        .iter()
+        .zip(&d_sbs)
+        .map(|(&r0, sb)| Epilogue::new().block_scales(BlockScales::new(d_sa.slice(r0..), sb).a_strides(1, total)))
+        .collect();
+
+    let gemm = Gemm::new();
+    let grouped_ms = {
+        let av = rows.iter().zip(&first_rows).map(|(&m, &r0)| da.view(r0, 0, m, k)).collect::<Result<Vec<_>, _>>()?;
+        let bv: Vec<_> = dbs.iter().map(DeviceMatrix::as_view).collect();
+        let mut cv: Vec<_> = dcs.iter_mut().map(DeviceMatrix::as_view_mut).collect();
+        time_kernel(device, f64::INFINITY, reps, |_| gemm.run_grouped_fused_device(&av, &bv, &mut cv, &epilogues))?
+            .median_ms
+    };
+
+    // The dense product of the same size: all of A, expert 0's B.
+    let mut dense_c = DeviceMatrix::<bf16>::zeros(device, total, n)?;
+    let dense_e = Epilogue::new().block_scales(BlockScales::new(&d_sa, &d_sbs[0]));
+    let dense = gemm.epilogue(&dense_e);
+    let dense_ms =
+        time_kernel(device, f64::INFINITY, reps, |_| dense.run_device(&da, &dbs[0], &mut dense_c))?.median_ms;
+    drop(dense_c);
+
+    // Each expert alone, with its own epilogue, beside its grouped result.
+    let (mut diff, mut scale) = (0.0f64, 0.0f64);
+    for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
+        if m == 0 {
+            continue;
+        }
+        let mut alone = DeviceMatrix::<bf16>::zeros(device, m, n)?;
+        gemm.epilogue(&epilogues[e]).run_device(da.view(r0, 0, m, k)?, &dbs[e], &mut alone)?;
+        let (d, s) = diff_and_scale(&dcs[e], &alone)?;
+        (diff, scale) = (diff.max(d), scale.max(s));
+    }
+    let diff = diff / scale.max(f64::MIN_POSITIVE);
+
+    let shape = (total, n, k);
+    let label = format!("grouped_{experts}");
+    println!(
+        "{total:>6} x {n:>6} x {k:>6}  {label:<9}  ours {grouped_ms:>8.3} ms {:>7.1} TFLOP/s  dense {dense_ms:>8.3} ms \
+         {:>7.1} TFLOP/s  ratio {:.3}  max|diff|/max|C| {diff:.2e}",
+        tflops(shape, grouped_ms),
+        tflops(shape, dense_ms),
+        dense_ms / grouped_ms
+    );
+    let row =
+        |epilogue: String, ms: f64| Row { precision: "e4m3", scaling: "block", epilogue, shape, ms, cublaslt_ms: None };
+    Ok([row(label, grouped_ms), row("none".into(), dense_ms)])
 }
 
 fn main() -> Result<(), Error> {
@@ -313,6 +493,15 @@ fn main() -> Result<(), Error> {
     }
     for &shape in &o.block {
         rows.push(block_shape(&device, &lt, shape, o.reps, &mut rng)?);
+    }
+    if !o.moe.is_empty() {
+        println!(
+            "mixture of experts, e4m3 x e4m3 -> bf16 with block scales: the grouped launch (ours) beside one dense \
+             product of the same total size (dense); ratio: dense ms / grouped ms"
+        );
+    }
+    for &moe in &o.moe {
+        rows.extend(moe_layer(&device, moe, o.reps, &mut rng)?);
     }
     if let Some(dir) = &o.csv {
         let (dev, date, commit) = (device.name().replace([',', '\n'], ";"), today_utc(), commit());
