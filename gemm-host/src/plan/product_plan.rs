@@ -645,21 +645,8 @@ pub(crate) fn warpgroup_fused_list(
     alpha: f64,
     sm_count: u32,
 ) -> Vec<(usize, WarpgroupLaunch)> {
-    let forms: Vec<_> = todo.iter().map(|(i, dims, keep_a)| (*i, fused_form(types, dims, alpha, *keep_a))).collect();
-    let count = forms.len().max(1);
-    let rows: usize = forms.iter().map(|f| f.1 .0.dims.m).sum();
-    let n = forms.iter().map(|f| f.1 .0.dims.n).max().unwrap_or(0);
-    let k = forms.iter().filter(|f| f.1 .2).map(|f| f.1 .0.dims.k).max().unwrap_or(0);
-    let narrow = forms.iter().all(|f| narrow_allowed(types, &f.1 .0.dims, usize::MAX));
-    let average = (rows.div_ceil(count), n, k);
-    let kernel = warpgroup_plan_among(types, average, (count, sm_count), (false, narrow), true).kernel;
-    forms
-        .into_iter()
-        .map(|(i, (route, swapped, reads_ab))| {
-            let realign = realign_wanted(types, &route.dims, kernel.tile);
-            (i, WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split: (1, 0), realign, tail: None })
-        })
-        .collect()
+    let forms = todo.iter().map(|(i, dims, keep_a)| (*i, fused_form(types, dims, alpha, *keep_a))).collect();
+    list_of_forms(types, forms, sm_count, true)
 }
 
 /// The stage-9 launches of a list batch's problems `todo` (index, validated
@@ -674,7 +661,19 @@ pub(crate) fn warpgroup_list(
     alpha: f64,
     sm_count: u32,
 ) -> Vec<(usize, WarpgroupLaunch)> {
-    let forms: Vec<_> = todo.iter().map(|(i, dims)| (*i, warpgroup_form(types, dims, alpha))).collect();
+    let forms = todo.iter().map(|(i, dims)| (*i, warpgroup_form(types, dims, alpha))).collect();
+    list_of_forms(types, forms, sm_count, false)
+}
+
+/// The launches of a list's problems in their forms (index, route,
+/// swapped, reads A and B): one kernel for all, planned for the average
+/// problem (among the tiles that fuse when `fused`).
+fn list_of_forms(
+    types: WgmmaTypes,
+    forms: Vec<(usize, (WarpgroupRoute, bool, bool))>,
+    sm_count: u32,
+    fused: bool,
+) -> Vec<(usize, WarpgroupLaunch)> {
     let count = forms.len().max(1);
     let rows: usize = forms.iter().map(|f| f.1 .0.dims.m).sum();
     let n = forms.iter().map(|f| f.1 .0.dims.n).max().unwrap_or(0);
@@ -682,7 +681,7 @@ pub(crate) fn warpgroup_list(
     // A list's problems each take their own copies: B K-major as it is.
     let narrow = forms.iter().all(|f| narrow_allowed(types, &f.1 .0.dims, usize::MAX));
     let average = (rows.div_ceil(count), n, k);
-    let kernel = warpgroup_plan_with(types, average, (count, sm_count), (true, narrow)).kernel;
+    let kernel = warpgroup_plan_among(types, average, (count, sm_count), (true, narrow), fused).kernel;
     forms
         .into_iter()
         .map(|(i, (route, swapped, reads_ab))| {
