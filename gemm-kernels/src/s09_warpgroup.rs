@@ -1009,7 +1009,7 @@ unsafe fn fuse_accumulators<O: Output, const ACC: usize>(
     (c, transposed): (*mut O, bool),
     (row, col): (u32, u32),
 ) {
-    let f = *f;
+    let f = &*f;
     let (alpha, beta) = (O::value_f32(q.alpha), O::value_f32(q.beta));
     let clamp = |x: u32, n: u32| if x < n { x } else { n - 1 };
     let value = |p: u64, i: u32| *(p as *const f32).add(i as usize);
