@@ -16,7 +16,8 @@ use crate::exec::ladder::LadderLaunch;
 use crate::exec::launch::{checked_geometry, SINGLE};
 use crate::exec::skinny::SkinnyLaunch;
 use crate::exec::warpgroup::read_in_layout;
-use crate::exec::{Launch, ListLaunch, TensorCoreStage};
+use crate::exec::{self, Launch, ListLaunch, TensorCoreStage};
+use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::plan::emulation::Mode;
 use crate::plan::product_plan::{
     mma_launch, skinny_family, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list, KernelFamily, ProductPlan,
@@ -59,6 +60,28 @@ impl Kernels {
 }
 
 impl Gemm {
+    /// [`Gemm::run_device`] on the `kernels` the caller chose (an FP8 pair
+    /// on e4m3-typed views of its operands' bits: `Gemm::run_fp8_device`).
+    pub(crate) fn run_device_on<T: Scalar, C: Scalar>(
+        &self,
+        kernels: Kernels,
+        a: DeviceView<'_, T>,
+        b: DeviceView<'_, T>,
+        mut c: DeviceViewMut<'_, C>,
+    ) -> Result<(), Error> {
+        self.check_device_call()?;
+        let Some((dims, device, stream)) = self.desc.device_problem(&a, &b, &c, self.target())? else { return Ok(()) };
+        let launch = self.launch_on(kernels, &device, &dims, 1)?;
+        exec::enqueue(
+            &launch,
+            &device,
+            &stream,
+            (self.desc.alpha, self.desc.beta),
+            (&a.data, &b.data, &mut c.data),
+            (1, [0; 3]),
+        )
+    }
+
     /// The kernels of a call with `T` operands into a `C` (a batch when
     /// `batch`), its options checked first: an option that cannot apply is
     /// a typed error here, before the device is opened. `device` is the

@@ -1,6 +1,5 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
-use crate::api::dispatch::Kernels;
 use crate::describe::{ProductDesc, Target};
 use crate::device::registry::entry_point;
 use crate::device::{default_device, Device};
@@ -914,28 +913,6 @@ impl Gemm {
         let (a, b, c) = (a.into(), b.into(), c.into());
         let kernels = self.kernels::<T, C>(false, Some(c.device))?;
         self.run_device_on(kernels, a, b, c)
-    }
-
-    /// [`Gemm::run_device`] on the `kernels` the caller chose (an FP8 pair
-    /// on e4m3-typed views of its operands' bits: `Gemm::run_fp8_device`).
-    pub(crate) fn run_device_on<T: Scalar, C: Scalar>(
-        &self,
-        kernels: Kernels,
-        a: DeviceView<'_, T>,
-        b: DeviceView<'_, T>,
-        mut c: DeviceViewMut<'_, C>,
-    ) -> Result<(), Error> {
-        self.check_device_call()?;
-        let Some((dims, device, stream)) = self.desc.device_problem(&a, &b, &c, self.target())? else { return Ok(()) };
-        let launch = self.launch_on(kernels, &device, &dims, 1)?;
-        exec::enqueue(
-            &launch,
-            &device,
-            &stream,
-            (self.desc.alpha, self.desc.beta),
-            (&a.data, &b.data, &mut c.data),
-            (1, [0; 3]),
-        )
     }
 
     /// The options a call of `precision` (a batch when `batch`) cannot take,
