@@ -371,7 +371,7 @@ fn tf32_mn_major_operands_in_every_route() {
     }
 }
 
-/// Every stage-9 kernel, after the driver's JIT on this device: no local
+/// Every stage-9 kernel (plain and fused), after the driver's JIT on this device: no local
 /// memory (no spills), and resident (one block per SM at least).
 #[test]
 #[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
@@ -380,8 +380,13 @@ fn no_warpgroup_kernel_uses_local_memory() {
     let mut offenders = Vec::new();
     let mut seen = 0;
     for kernel in gemm::tuning::WARPGROUP_KERNELS {
-        for layout in 0..4 {
-            if let Some(info) = dev.warpgroup_kernel_info(kernel, layout).unwrap() {
+        for layout in 0..8 {
+            let info = if layout < 4 {
+                dev.warpgroup_kernel_info(kernel, layout)
+            } else {
+                dev.warpgroup_fused_kernel_info(kernel, layout - 4)
+            };
+            if let Some(info) = info.unwrap() {
                 seen += 1;
                 if info.local_bytes > 0 || info.blocks_per_sm == 0 {
                     offenders.push(format!(

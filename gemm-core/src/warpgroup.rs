@@ -506,7 +506,10 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 /// wave, and for every type the [narrow](WgmmaTile::narrow) 128 x 8, 16 and
 /// 32 tiles (depth 13, 12, 11) of token-sized products, marked `narrow`;
 /// the host's planner picks among them. As lines `(name, types, [BM, BN,
-/// depth])` or `(name, types, [BM, BN, depth], narrow)`: the kernel crate exports
+/// depth])`, `(name, types, [BM, BN, depth], narrow)` or `(.., fused)`
+/// (the lines whose kernels also come as `<entry>_fused`, with FP8 block
+/// scales and the fused epilogue: floating-point C, tiles that
+/// [fuse](WgmmaTile::fuses), BN at least 64): the kernel crate exports
 /// `<name>_<ab>` for each layout suffix `ab` of `nn`, `nt`, `tn`, `tt` (A
 /// then B; `n` row-major, `t` column-major; `nt` only when the types do not
 /// [transpose](WgmmaTypes::transposes), plus `tt` (A MN-major through
@@ -518,18 +521,18 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 macro_rules! warpgroup_menu {
     ($callback:ident) => {
         $callback! {
-            (wgmma_f16_b128x128_d5, F16, [128, 128, 5])
-            (wgmma_f16_f32_b128x128_d5, F16F32, [128, 128, 5])
-            (wgmma_bf16_b128x128_d5, Bf16, [128, 128, 5])
-            (wgmma_bf16_f32_b128x128_d5, Bf16F32, [128, 128, 5])
+            (wgmma_f16_b128x128_d5, F16, [128, 128, 5], fused)
+            (wgmma_f16_f32_b128x128_d5, F16F32, [128, 128, 5], fused)
+            (wgmma_bf16_b128x128_d5, Bf16, [128, 128, 5], fused)
+            (wgmma_bf16_f32_b128x128_d5, Bf16F32, [128, 128, 5], fused)
             (wgmma_f16_b128x256_d4, F16, [128, 256, 4])
             (wgmma_f16_f32_b128x256_d4, F16F32, [128, 256, 4])
             (wgmma_bf16_b128x256_d4, Bf16, [128, 256, 4])
             (wgmma_bf16_f32_b128x256_d4, Bf16F32, [128, 256, 4])
-            (wgmma_f16_b128x64_d8, F16, [128, 64, 8])
-            (wgmma_f16_f32_b128x64_d8, F16F32, [128, 64, 8])
-            (wgmma_bf16_b128x64_d8, Bf16, [128, 64, 8])
-            (wgmma_bf16_f32_b128x64_d8, Bf16F32, [128, 64, 8])
+            (wgmma_f16_b128x64_d8, F16, [128, 64, 8], fused)
+            (wgmma_f16_f32_b128x64_d8, F16F32, [128, 64, 8], fused)
+            (wgmma_bf16_b128x64_d8, Bf16, [128, 64, 8], fused)
+            (wgmma_bf16_f32_b128x64_d8, Bf16F32, [128, 64, 8], fused)
             (wgmma_f16_b192x192_d3, F16, [192, 192, 3])
             (wgmma_f16_f32_b192x192_d3, F16F32, [192, 192, 3])
             (wgmma_bf16_b192x192_d3, Bf16, [192, 192, 3])
@@ -538,24 +541,24 @@ macro_rules! warpgroup_menu {
             (wgmma_f16_f32_b64x256_d5, F16F32, [64, 256, 5])
             (wgmma_bf16_b64x256_d5, Bf16, [64, 256, 5])
             (wgmma_bf16_f32_b64x256_d5, Bf16F32, [64, 256, 5])
-            (wgmma_tf32_b128x64_d8, Tf32, [128, 64, 8])
-            (wgmma_tf32_b128x128_d5, Tf32, [128, 128, 5])
+            (wgmma_tf32_b128x64_d8, Tf32, [128, 64, 8], fused)
+            (wgmma_tf32_b128x128_d5, Tf32, [128, 128, 5], fused)
             (wgmma_tf32_b128x256_d4, Tf32, [128, 256, 4])
             (wgmma_s8_b128x64_d8, S8, [128, 64, 8])
             (wgmma_s8_b128x128_d5, S8, [128, 128, 5])
             (wgmma_s8_b128x256_d4, S8, [128, 256, 4])
-            (wgmma_e4m3_bf16_b128x64_d8, E4m3Bf16, [128, 64, 8])
-            (wgmma_e4m3_f16_b128x64_d8, E4m3F16, [128, 64, 8])
-            (wgmma_e4m3_f32_b128x64_d8, E4m3F32, [128, 64, 8])
-            (wgmma_e4m3_bf16_b128x128_d5, E4m3Bf16, [128, 128, 5])
-            (wgmma_e4m3_f16_b128x128_d5, E4m3F16, [128, 128, 5])
-            (wgmma_e4m3_f32_b128x128_d5, E4m3F32, [128, 128, 5])
-            (wgmma_e4m3_e5m2_bf16_b128x128_d5, E4m3E5m2Bf16, [128, 128, 5])
-            (wgmma_e4m3_e5m2_f16_b128x128_d5, E4m3E5m2F16, [128, 128, 5])
-            (wgmma_e4m3_e5m2_f32_b128x128_d5, E4m3E5m2F32, [128, 128, 5])
-            (wgmma_e5m2_e4m3_bf16_b128x128_d5, E5m2E4m3Bf16, [128, 128, 5])
-            (wgmma_e5m2_e4m3_f16_b128x128_d5, E5m2E4m3F16, [128, 128, 5])
-            (wgmma_e5m2_e4m3_f32_b128x128_d5, E5m2E4m3F32, [128, 128, 5])
+            (wgmma_e4m3_bf16_b128x64_d8, E4m3Bf16, [128, 64, 8], fused)
+            (wgmma_e4m3_f16_b128x64_d8, E4m3F16, [128, 64, 8], fused)
+            (wgmma_e4m3_f32_b128x64_d8, E4m3F32, [128, 64, 8], fused)
+            (wgmma_e4m3_bf16_b128x128_d5, E4m3Bf16, [128, 128, 5], fused)
+            (wgmma_e4m3_f16_b128x128_d5, E4m3F16, [128, 128, 5], fused)
+            (wgmma_e4m3_f32_b128x128_d5, E4m3F32, [128, 128, 5], fused)
+            (wgmma_e4m3_e5m2_bf16_b128x128_d5, E4m3E5m2Bf16, [128, 128, 5], fused)
+            (wgmma_e4m3_e5m2_f16_b128x128_d5, E4m3E5m2F16, [128, 128, 5], fused)
+            (wgmma_e4m3_e5m2_f32_b128x128_d5, E4m3E5m2F32, [128, 128, 5], fused)
+            (wgmma_e5m2_e4m3_bf16_b128x128_d5, E5m2E4m3Bf16, [128, 128, 5], fused)
+            (wgmma_e5m2_e4m3_f16_b128x128_d5, E5m2E4m3F16, [128, 128, 5], fused)
+            (wgmma_e5m2_e4m3_f32_b128x128_d5, E5m2E4m3F32, [128, 128, 5], fused)
             (wgmma_f16_b128x8_d13, F16, [128, 8, 13], narrow)
             (wgmma_f16_f32_b128x8_d13, F16F32, [128, 8, 13], narrow)
             (wgmma_bf16_b128x8_d13, Bf16, [128, 8, 13], narrow)
@@ -585,14 +588,19 @@ mod tests {
     #[test]
     fn menu_tiles_are_valid() {
         macro_rules! check {
-            ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $narrow:ident)?) )*) => {$(
+            ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $flag:ident)*) )*) => {$(
                 let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d };
                 assert_eq!(tile.check(), Ok(()), "{}", stringify!($name));
                 assert!(stringify!($name).contains(WgmmaTypes::$t.name()));
-                // The marker, exactly on the narrow tiles.
-                let marked: &[&str] = &[$(stringify!($narrow)),*];
-                assert_eq!(marked.len() == 1, tile.narrow(), "{}", stringify!($name));
-                assert!(marked.iter().all(|m| *m == "narrow"));
+                // `narrow` exactly on the narrow tiles; `fused` only on
+                // tiles that fuse, with a floating-point C.
+                let marked: &[&str] = &[$(stringify!($flag)),*];
+                assert_eq!(marked.contains(&"narrow"), tile.narrow(), "{}", stringify!($name));
+                assert!(marked.len() <= 1 && marked.iter().all(|m| *m == "narrow" || *m == "fused"));
+                if marked.contains(&"fused") {
+                    assert!(tile.fuses() && !tile.narrow(), "{}", stringify!($name));
+                    assert!(WgmmaTypes::$t != WgmmaTypes::S8, "{}", stringify!($name));
+                }
             )*};
         }
         warpgroup_menu!(check);

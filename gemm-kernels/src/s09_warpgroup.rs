@@ -629,7 +629,11 @@ impl<O: Output> Params<O> {
 }
 
 /// Stage 9's generic kernel: see the module docs. `ACC` = BN / 2
-/// accumulators per consumer thread.
+/// accumulators per consumer thread. `FUSED`: the kernel reads `p.fusion`
+/// (block scales at promotion, the fused epilogue); without it the
+/// argument is ignored and none of that code is compiled in (the block
+/// scales' state is live across the k-loop: the plain kernels carry none
+/// of it).
 ///
 /// # Safety
 /// Launched with the geometry of `WgmmaTile { bm: BM, bn: BN, depth: DEPTH }`
@@ -646,10 +650,17 @@ pub unsafe fn warpgroup<
     const ACC: usize,
     const A_MN: bool,
     const B_MN: bool,
+    const FUSED: bool,
 >(
     p: Params<O>,
 ) {
     const { assert!(ACC as u32 * 2 == BN, "ACC must be BN / 2") };
+    const {
+        assert!(
+            !FUSED || (O::FLOAT && WgmmaTile { bm: BM, bn: BN, depth: DEPTH }.fuses()),
+            "a fused kernel has a floating-point C and a tile that fuses"
+        )
+    };
     const {
         assert!(
             I::BYTES == 2 || (I::BYTES == 4 && !B_MN) || !(A_MN || B_MN),
@@ -776,7 +787,7 @@ pub unsafe fn warpgroup<
         let mut total = [0f32; ACC];
         let (k_first, k_end) = k_range(&q, z);
         let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
-        let scales = if I::PROMOTE { BlockScales::of(q.fusion, (row, n0), q.m) } else { BlockScales::NONE };
+        let scales = if I::PROMOTE && FUSED { BlockScales::of(q.fusion, (row, n0), q.m) } else { BlockScales::NONE };
         // k-tile kt, the it-th of this block: its buffer, phase parity and
         // the previous k-tile's `empty` barrier (released by the leader).
         let args = |kt: u32, it: u32| {
@@ -833,7 +844,7 @@ pub unsafe fn warpgroup<
         // A fused epilogue (floating-point C only) is applied to the
         // accumulators here, C's old value included; the stores below then
         // convert them (alpha 1, beta 0).
-        let fused = Epilogue::of(q.fusion, O::FLOAT && tile.fuses());
+        let fused = if FUSED { Epilogue::of(q.fusion) } else { Epilogue::OFF };
         let mut q = q;
         if fused.on {
             let transposed = q.c_store == C_STORE_TRANSPOSED;
@@ -970,7 +981,7 @@ impl BlockScales {
 
 /// The fused epilogue of one product ([`Fusion`] without its block scales:
 /// row and column scales, bias, activation), if any: `on` false without
-/// one or for an integer C (the host fuses nothing into one).
+/// one (a fused kernel's C is a floating-point type).
 #[derive(Clone, Copy)]
 struct Epilogue {
     on: bool,
@@ -978,10 +989,13 @@ struct Epilogue {
 }
 
 impl Epilogue {
+    /// No fused epilogue (the plain kernels).
+    const OFF: Epilogue = Epilogue { on: false, f: core::ptr::null() };
+
     #[inline(always)]
-    unsafe fn of(fusion: *const Fusion, float: bool) -> Epilogue {
-        if fusion.is_null() || !float {
-            return Epilogue { on: false, f: fusion };
+    unsafe fn of(fusion: *const Fusion) -> Epilogue {
+        if fusion.is_null() {
+            return Epilogue::OFF;
         }
         let f = &*fusion;
         Epilogue { on: f.row_scales != 0 || f.col_scales != 0 || f.bias != 0 || f.activation != 0, f: fusion }

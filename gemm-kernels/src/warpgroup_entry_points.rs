@@ -4,7 +4,10 @@
 //! `<name>_tt` (A then B; `n` row-major, `t` column-major); for tf32 only
 //! `_nt` (both operands K-major) and `_tt` (an MN-major A read through
 //! registers), for s8 and FP8 (e4m3, e4m3 x e5m2, e5m2 x e4m3) only `_nt`: wgmma cannot transpose them; a narrow
-//! line (BN below 64) reads B K-major only: `_nt` and `_tt`.
+//! line (BN below 64) reads B K-major only: `_nt` and `_tt`. A line marked
+//! `fused` has each of its entry points twice: plain, and `<entry>_fused`,
+//! which reads `fusion` (block scales, the fused epilogue); the plain ones
+//! ignore it.
 //! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
 //! the s8 product), `maps: *const u8` (A's,
 //! B's and, for the TMA-store epilogue, C's `CUtensorMap`, 128 bytes each,
@@ -22,13 +25,13 @@ use crate::s09_warpgroup::{warpgroup, Params};
 use gemm_core::warpgroup::{Fusion, GroupProblem};
 
 macro_rules! layout_entry {
-    ($name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal], $amn:literal, $bmn:literal) => {
-        #[doc = concat!("Entry point `", stringify!($name), "_", $suffix, "`.")]
+    ([$tail:literal, $fused:literal], $name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal], $amn:literal, $bmn:literal) => {
+        #[doc = concat!("Entry point `", stringify!($name), "_", $suffix, $tail, "`.")]
         ///
         /// # Safety
         /// Launched by the host with the geometry of its `WgmmaTile`, tensor
         /// maps for A and B in this layout, and a C of the given shape.
-        #[export_name = concat!(stringify!($name), "_", $suffix)]
+        #[export_name = concat!(stringify!($name), "_", $suffix, $tail)]
         #[allow(clippy::too_many_arguments)]
         pub unsafe extern "ptx-kernel" fn $fn(
             m: u32,
@@ -66,80 +69,76 @@ macro_rules! layout_entry {
                 group,
                 fusion,
             };
-            warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn>(p)
+            warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn, $fused>(p)
         }
     };
 }
 
-/// The four layouts of one menu line, with the line's operand and C types.
+/// The layouts of one menu line, with the line's operand and C types; `$v`
+/// is the variant, `["", false]` (plain) or `["_fused", true]`.
 macro_rules! layouts {
-    ($name:ident, F16, $p:tt) => { layouts!(@go $name, F16, H, $p); };
-    ($name:ident, F16F32, $p:tt) => { layouts!(@go $name, F16, f32, $p); };
-    ($name:ident, Bf16, $p:tt) => { layouts!(@go $name, Bf16, Bh, $p); };
-    ($name:ident, Bf16F32, $p:tt) => { layouts!(@go $name, Bf16, f32, $p); };
+    ($v:tt, $name:ident, F16, $p:tt) => { layouts!(@go $v, $name, F16, H, $p); };
+    ($v:tt, $name:ident, F16F32, $p:tt) => { layouts!(@go $v, $name, F16, f32, $p); };
+    ($v:tt, $name:ident, Bf16, $p:tt) => { layouts!(@go $v, $name, Bf16, Bh, $p); };
+    ($v:tt, $name:ident, Bf16F32, $p:tt) => { layouts!(@go $v, $name, Bf16, f32, $p); };
     // wgmma reads tf32 and s8 operands K-major only from shared memory:
     // tf32's A may be MN-major (`tt`: read through registers); the host
     // swaps or transposes the others first.
-    ($name:ident, Tf32, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", Tf32, f32, [$($p),*], false, false);
-        layout_entry!($name, tt, "tt", Tf32, f32, [$($p),*], true, false);
+    ($v:tt, $name:ident, Tf32, [$($p:literal),*]) => {
+        layout_entry!($v, $name, nt, "nt", Tf32, f32, [$($p),*], false, false);
+        layout_entry!($v, $name, tt, "tt", Tf32, f32, [$($p),*], true, false);
     };
-    ($name:ident, S8, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", S8, i32, [$($p),*], false, false);
+    ($v:tt, $name:ident, S8, [$($p:literal),*]) => {
+        layout_entry!($v, $name, nt, "nt", S8, i32, [$($p),*], false, false);
     };
     // FP8: K-major operands only, as s8.
-    ($name:ident, E4m3Bf16, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", E4m3, Bh, [$($p),*], false, false);
-    };
-    ($name:ident, E4m3F16, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", E4m3, H, [$($p),*], false, false);
-    };
-    ($name:ident, E4m3F32, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", E4m3, f32, [$($p),*], false, false);
-    };
-    ($name:ident, E4m3E5m2Bf16, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", E4m3E5m2, Bh, [$($p),*], false, false);
-    };
-    ($name:ident, E4m3E5m2F16, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", E4m3E5m2, H, [$($p),*], false, false);
-    };
-    ($name:ident, E4m3E5m2F32, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", E4m3E5m2, f32, [$($p),*], false, false);
-    };
-    ($name:ident, E5m2E4m3Bf16, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", E5m2E4m3, Bh, [$($p),*], false, false);
-    };
-    ($name:ident, E5m2E4m3F16, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", E5m2E4m3, H, [$($p),*], false, false);
-    };
-    ($name:ident, E5m2E4m3F32, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", E5m2E4m3, f32, [$($p),*], false, false);
-    };
+    ($v:tt, $name:ident, E4m3Bf16, $p:tt) => { layouts!(@k_major $v, $name, E4m3, Bh, $p); };
+    ($v:tt, $name:ident, E4m3F16, $p:tt) => { layouts!(@k_major $v, $name, E4m3, H, $p); };
+    ($v:tt, $name:ident, E4m3F32, $p:tt) => { layouts!(@k_major $v, $name, E4m3, f32, $p); };
+    ($v:tt, $name:ident, E4m3E5m2Bf16, $p:tt) => { layouts!(@k_major $v, $name, E4m3E5m2, Bh, $p); };
+    ($v:tt, $name:ident, E4m3E5m2F16, $p:tt) => { layouts!(@k_major $v, $name, E4m3E5m2, H, $p); };
+    ($v:tt, $name:ident, E4m3E5m2F32, $p:tt) => { layouts!(@k_major $v, $name, E4m3E5m2, f32, $p); };
+    ($v:tt, $name:ident, E5m2E4m3Bf16, $p:tt) => { layouts!(@k_major $v, $name, E5m2E4m3, Bh, $p); };
+    ($v:tt, $name:ident, E5m2E4m3F16, $p:tt) => { layouts!(@k_major $v, $name, E5m2E4m3, H, $p); };
+    ($v:tt, $name:ident, E5m2E4m3F32, $p:tt) => { layouts!(@k_major $v, $name, E5m2E4m3, f32, $p); };
     // A narrow tile reads B K-major only.
-    ($name:ident, F16, $p:tt, narrow) => { layouts!(@k_major_b $name, F16, H, $p); };
-    ($name:ident, F16F32, $p:tt, narrow) => { layouts!(@k_major_b $name, F16, f32, $p); };
-    ($name:ident, Bf16, $p:tt, narrow) => { layouts!(@k_major_b $name, Bf16, Bh, $p); };
-    ($name:ident, Bf16F32, $p:tt, narrow) => { layouts!(@k_major_b $name, Bf16, f32, $p); };
-    ($name:ident, $t:ident, $p:tt, narrow) => { layouts!($name, $t, $p); };
-    (@k_major_b $name:ident, $i:ty, $o:ty, [$($p:literal),*]) => {
-        layout_entry!($name, nt, "nt", $i, $o, [$($p),*], false, false);
-        layout_entry!($name, tt, "tt", $i, $o, [$($p),*], true, false);
+    ($v:tt, $name:ident, F16, $p:tt, narrow) => { layouts!(@k_major_b $v, $name, F16, H, $p); };
+    ($v:tt, $name:ident, F16F32, $p:tt, narrow) => { layouts!(@k_major_b $v, $name, F16, f32, $p); };
+    ($v:tt, $name:ident, Bf16, $p:tt, narrow) => { layouts!(@k_major_b $v, $name, Bf16, Bh, $p); };
+    ($v:tt, $name:ident, Bf16F32, $p:tt, narrow) => { layouts!(@k_major_b $v, $name, Bf16, f32, $p); };
+    ($v:tt, $name:ident, $t:ident, $p:tt, narrow) => { layouts!($v, $name, $t, $p); };
+    // A line marked `fused`: its plain kernels and, in the submodule
+    // `fused`, the same layouts with the fused epilogue (`<entry>_fused`).
+    ($v:tt, $name:ident, $t:ident, $p:tt, fused) => {
+        layouts!($v, $name, $t, $p);
+        #[doc = concat!("The fused-epilogue entry points of `", stringify!($name), "`.")]
+        pub mod fused {
+            use super::*;
+            layouts!(["_fused", true], $name, $t, $p);
+        }
     };
-    (@go $name:ident, $i:ty, $o:ty, [$($p:literal),*]) => {
+    (@k_major $v:tt, $name:ident, $i:ty, $o:ty, [$($p:literal),*]) => {
+        layout_entry!($v, $name, nt, "nt", $i, $o, [$($p),*], false, false);
+    };
+    (@k_major_b $v:tt, $name:ident, $i:ty, $o:ty, [$($p:literal),*]) => {
+        layout_entry!($v, $name, nt, "nt", $i, $o, [$($p),*], false, false);
+        layout_entry!($v, $name, tt, "tt", $i, $o, [$($p),*], true, false);
+    };
+    (@go $v:tt, $name:ident, $i:ty, $o:ty, [$($p:literal),*]) => {
         // A row-major is K-major; B row-major is N-major.
-        layout_entry!($name, nn, "nn", $i, $o, [$($p),*], false, true);
-        layout_entry!($name, nt, "nt", $i, $o, [$($p),*], false, false);
-        layout_entry!($name, tn, "tn", $i, $o, [$($p),*], true, true);
-        layout_entry!($name, tt, "tt", $i, $o, [$($p),*], true, false);
+        layout_entry!($v, $name, nn, "nn", $i, $o, [$($p),*], false, true);
+        layout_entry!($v, $name, nt, "nt", $i, $o, [$($p),*], false, false);
+        layout_entry!($v, $name, tn, "tn", $i, $o, [$($p),*], true, true);
+        layout_entry!($v, $name, tt, "tt", $i, $o, [$($p),*], true, false);
     };
 }
 
 macro_rules! export_warpgroup {
-    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $narrow:ident)?) )*) => {$(
+    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $flag:ident)*) )*) => {$(
         #[doc = concat!("Entry points `", stringify!($name), "_{nn,nt,tn,tt}` (those of its types and tile).")]
         pub mod $name {
             use super::*;
-            layouts!($name, $t, [$bm, $bn, $d] $(, $narrow)?);
+            layouts!(["", false], $name, $t, [$bm, $bn, $d] $(, $flag)*);
         }
     )*};
 }

@@ -477,16 +477,19 @@ fn launch_bounds(ptx: &str) -> Result<String> {
     use gemm_core::skinny::{min_blocks_per_sm, mma_min_blocks_per_sm, SkinnyTypes, WLayout, THREADS};
     use gemm_core::warpgroup::WgmmaTile;
     let mut bounds = std::collections::HashMap::new();
+    let mut warpgroup_lines = 0;
     macro_rules! entries {
-        ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $narrow:ident)?) )*) => {$(
+        ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $flag:ident)*) )*) => {$(
             let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d };
             for ab in ["nn", "nt", "tn", "tt"] {
                 bounds.insert(format!("{}_{ab}", stringify!($name)), (tile.threads_per_block(), 1));
+                // A `fused` line's entry points come twice.
+                bounds.insert(format!("{}_{ab}_fused", stringify!($name)), (tile.threads_per_block(), 1));
             }
+            warpgroup_lines += 1 $(+ (stringify!($flag) == "fused") as usize)*;
         )*};
     }
     gemm_core::warpgroup_menu!(entries);
-    let warpgroup_lines = bounds.len() / 4;
     let mut skinny = 0;
     macro_rules! skinny_entries {
         ($( ($name:ident, $t:ident, $s:literal, [$($l:ident),*]) )*) => {$($(

@@ -547,7 +547,29 @@ impl Device {
         kernel: &crate::device::registry::WarpgroupKernel,
         layout: usize,
     ) -> Result<Option<KernelInfo>, Error> {
-        let Some(name) = kernel.names.get(layout).copied().flatten() else {
+        self.warpgroup_entry_info(kernel, kernel.names.get(layout).copied().flatten())
+    }
+
+    /// [`Device::warpgroup_kernel_info`] of the family's fused-epilogue
+    /// kernel in that layout (its `fused` entry points); `Ok(None)` when
+    /// it has none there.
+    ///
+    /// # Errors
+    /// As [`Device::warpgroup_kernel_info`].
+    pub fn warpgroup_fused_kernel_info(
+        &self,
+        kernel: &crate::device::registry::WarpgroupKernel,
+        layout: usize,
+    ) -> Result<Option<KernelInfo>, Error> {
+        self.warpgroup_entry_info(kernel, kernel.fused.get(layout).copied().flatten())
+    }
+
+    fn warpgroup_entry_info(
+        &self,
+        kernel: &crate::device::registry::WarpgroupKernel,
+        name: Option<&'static str>,
+    ) -> Result<Option<KernelInfo>, Error> {
+        let Some(name) = name else {
             return Ok(None);
         };
         if self.compute_capability() != (9, 0) {

@@ -103,32 +103,80 @@ pub struct WarpgroupKernel {
     /// (and `_tt` for tf32's A through registers); `_nt` and `_tt` (B
     /// K-major) for a [narrow](WgmmaTile::narrow) tile.
     pub names: [Option<&'static str>; 4],
+    /// The same layouts' kernels with FP8 block scales and the fused
+    /// epilogue (`<entry>_fused`, reading the launch's `Fusion`), on the
+    /// menu lines marked `fused`; none elsewhere (the plain kernels ignore
+    /// `fusion`).
+    pub fused: [Option<&'static str>; 4],
     /// Operand and C types.
     pub types: WgmmaTypes,
     /// Block tile and pipeline depth.
     pub tile: WgmmaTile,
 }
 
+impl WarpgroupKernel {
+    /// Whether the family has fused-epilogue kernels.
+    pub fn fuses(&self) -> bool {
+        self.fused.iter().any(Option::is_some)
+    }
+
+    /// The entry point for layouts `index` ([`gemm_core::shape::KernelLayouts::index`]
+    /// order), fused or plain.
+    pub fn entry(&self, index: usize, fused: bool) -> Option<&'static str> {
+        if fused {
+            self.fused[index]
+        } else {
+            self.names[index]
+        }
+    }
+}
+
+/// The layout entry points of one menu line with suffix `$tail` ("" or
+/// "_fused"), as [`WarpgroupKernel::names`] says.
+macro_rules! layout_names {
+    ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal], $tail:literal) => {
+        if WgmmaTypes::$t.transposes() && (WgmmaTile { bm: $bm, bn: $bn, depth: $d }).narrow() {
+            // B K-major only.
+            [None, Some(concat!(stringify!($name), "_nt", $tail)), None, Some(concat!(stringify!($name), "_tt", $tail))]
+        } else if WgmmaTypes::$t.transposes() {
+            [
+                Some(concat!(stringify!($name), "_nn", $tail)),
+                Some(concat!(stringify!($name), "_nt", $tail)),
+                Some(concat!(stringify!($name), "_tn", $tail)),
+                Some(concat!(stringify!($name), "_tt", $tail)),
+            ]
+        } else {
+            [
+                None,
+                Some(concat!(stringify!($name), "_nt", $tail)),
+                None,
+                if WgmmaTypes::$t.register_a() { Some(concat!(stringify!($name), "_tt", $tail)) } else { None },
+            ]
+        }
+    };
+}
+
+/// Whether a menu line's markers include `fused`.
+const fn marked_fused(flags: &[&str]) -> bool {
+    let mut i = 0;
+    while i < flags.len() {
+        let f = flags[i].as_bytes();
+        if f.len() == 5 && f[0] == b'f' && f[1] == b'u' && f[2] == b's' && f[3] == b'e' && f[4] == b'd' {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
 macro_rules! warpgroup_entries {
-    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $narrow:ident)?) )*) => {
+    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $flag:ident)*) )*) => {
         &[$(WarpgroupKernel {
-            names: if WgmmaTypes::$t.transposes() && (WgmmaTile { bm: $bm, bn: $bn, depth: $d }).narrow() {
-                // B K-major only.
-                [None, Some(concat!(stringify!($name), "_nt")), None, Some(concat!(stringify!($name), "_tt"))]
-            } else if WgmmaTypes::$t.transposes() {
-                [
-                    Some(concat!(stringify!($name), "_nn")),
-                    Some(concat!(stringify!($name), "_nt")),
-                    Some(concat!(stringify!($name), "_tn")),
-                    Some(concat!(stringify!($name), "_tt")),
-                ]
+            names: layout_names!($name, $t, [$bm, $bn, $d], ""),
+            fused: if marked_fused(&[$(stringify!($flag)),*]) {
+                layout_names!($name, $t, [$bm, $bn, $d], "_fused")
             } else {
-                [
-                    None,
-                    Some(concat!(stringify!($name), "_nt")),
-                    None,
-                    if WgmmaTypes::$t.register_a() { Some(concat!(stringify!($name), "_tt")) } else { None },
-                ]
+                [None; 4]
             },
             types: WgmmaTypes::$t,
             tile: WgmmaTile { bm: $bm, bn: $bn, depth: $d },

@@ -214,7 +214,10 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         (a_layout, b_layout) = (Layout::RowMajor, Layout::ColMajor);
     }
     let layout_index = KernelLayouts { a: a_layout, b: b_layout }.index();
-    let name = kernel.names[layout_index].expect("a kernel for every layout the operands are brought to");
+    // A fused epilogue takes the family's fused kernels (the planner
+    // picks a family that has them: `warpgroup_fused_launch`).
+    let name =
+        kernel.entry(layout_index, fusion.is_some()).expect("a kernel for every layout the operands are brought to");
     let func = device.warpgroup_function(name)?;
     let cfg = LaunchConfig {
         grid_dim: (grid[0], grid[1], grid[2]),
@@ -501,7 +504,8 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         let uploaded = stream.clone_htod(&bytes).during("cuMemcpyHtoDAsync")?;
         let maps = uploaded.device_ptr(stream).0;
         let table = maps + maps_len;
-        let name = kernel.names[index].expect("a kernel for every layout the operands are brought to");
+        let name =
+            kernel.entry(index, fusions.is_some()).expect("a kernel for every layout the operands are brought to");
         let func = device.warpgroup_function(name)?;
         // Persistent blocks, as for one product of `jobs` block tiles.
         let [blocks, _, _] = tile.grid(tile.bm, tile.bn, jobs as u32, device.sm_count());

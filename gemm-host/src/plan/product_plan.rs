@@ -442,9 +442,8 @@ fn warpgroup_plan_among(
     let mut best: Option<(f64, WarpgroupPlan)> = None;
     // Narrow tiles for C of few columns only (token-sized products).
     let narrow = narrow && n <= TOKEN_ROWS;
-    let candidates = WARPGROUP_KERNELS
-        .iter()
-        .filter(|k| k.types == types && (narrow || !k.tile.narrow()) && (!fused || k.tile.fuses()));
+    let candidates =
+        WARPGROUP_KERNELS.iter().filter(|k| k.types == types && (narrow || !k.tile.narrow()) && (!fused || k.fuses()));
     for kernel in candidates {
         // Each tile whole, or split where split_k offers it (single
         // products), or the last wave's rows split (`warpgroup_tail`).
