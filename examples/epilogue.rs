@@ -9,7 +9,10 @@
 //!   [`gemm::cublas_lt::CublasLt::matmul_bf16_bias_gelu`], a bf16 bias of
 //!   the same values: the f32 bias is rounded to bf16 first). Each line
 //!   gives both libraries' times, and each library's fused overhead
-//!   (fused ms / plain ms - 1) follows.
+//!   (fused ms / plain ms - 1) follows; then the unfused alternative, our
+//!   plain product followed by a separate pass `C <- GELU(C + bias)` (the
+//!   fused kernel with alpha = 0 and beta = 1: C read and written once),
+//!   and that pass's bandwidth.
 //! - e4m3 -> bf16 with DeepGEMM's block scales (`--block`, default m in
 //!   {64, 128, 4096} by (n, k) in {(2112, 7168), (24576, 1536), (32768,
 //!   512), (7168, 16384), (4096, 7168), (7168, 2048)}): ours
@@ -268,7 +271,7 @@ fn bf16_shape(
     shape: Shape,
     reps: usize,
     rng: &mut StdRng,
-) -> Result<[Row; 2], Error> {
+) -> Result<[Row; 3], Error> {
     let (m, n, k) = shape;
     let a = DeviceMatrix::from_host(device, &random::<bf16>(m, k, false, rng))?;
     let b = DeviceMatrix::from_host(device, &random::<bf16>(k, n, true, rng))?;
@@ -321,7 +324,35 @@ fn bf16_shape(
         "",
         overhead(fused_ms, plain)
     );
-    Ok([plain_row, fused_row])
+
+    // The unfused alternative: the plain product, then a separate pass
+    // C <- GELU(C + bias) (our fused kernel with alpha = 0 and beta = 1
+    // reads no A or B: one read and one write of C).
+    let pass = gemm.clone().alpha(0.0).beta(1.0);
+    let pass = pass.epilogue(&e);
+    let pass_ms = time_kernel(device, f64::INFINITY, reps, |_| pass.run_device(&a, &b, &mut ours))?.median_ms;
+    let two_ms = time_kernel(device, f64::INFINITY, reps, |_| {
+        gemm.run_device(&a, &b, &mut ours)?;
+        pass.run_device(&a, &b, &mut ours)
+    })?
+    .median_ms;
+    let c_bytes = 2.0 * (m * n * std::mem::size_of::<bf16>()) as f64;
+    println!(
+        "{:24}plain + separate bias+GELU pass: {two_ms:.3} ms (the pass alone {pass_ms:.3} ms, {:.0} GB/s of C \
+         read and written); fused {fused_ms:.3} ms: {}",
+        "",
+        c_bytes / (pass_ms * 1e-3) / 1e9,
+        if fused_ms < two_ms { "the fused product is faster" } else { "the fused product is slower" }
+    );
+    let two_row = Row {
+        precision: "bf16",
+        scaling: "none",
+        epilogue: "plain_then_bias_gelu_pass".into(),
+        shape,
+        ms: two_ms,
+        cublaslt_ms: None,
+    };
+    Ok([plain_row, fused_row, two_row])
 }
 
 /// The block-scaled e4m3 -> bf16 product of one shape, ours and cuBLASLt's.

@@ -19,16 +19,16 @@
 //! and GELU epilogues).
 
 use crate::api::dispatch::Kernels;
-use crate::api::gemm::Gemm;
+use crate::api::gemm::{describe_warpgroup, Gemm, ASSUMED};
 use crate::device::memory::clone_htod;
 use crate::device::Device;
-use crate::element::{product_name, Product, Scalar};
+use crate::element::{product_name, Product, Scalar, Types};
 use crate::error::Error;
 use crate::exec::warpgroup::{enqueue, enqueue_grouped};
 use crate::exec::TensorCoreStage;
 use crate::operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
-use crate::plan::product_plan::{warpgroup_fused_launch, warpgroup_fused_list};
+use crate::plan::product_plan::{warpgroup_fused_launch, warpgroup_fused_list, KernelFamily, ProductPlan};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceSlice, SyncOnDrop};
 use gemm_core::warpgroup::{
     Fusion, WgmmaTypes, ACT_GELU, ACT_NONE, ACT_RELU, BIAS_COLUMNS, BIAS_C_TYPE, BIAS_F32, BIAS_ROWS, BLOCK_SCALE_K,
@@ -118,6 +118,24 @@ impl<'v, V: Into<Values<'v, f32>>> From<V> for Bias<'v> {
     }
 }
 
+impl Bias<'_> {
+    /// The bias's type, "f32" or C's ("f16", "bf16").
+    ///
+    /// # Errors
+    /// [`Error::Epilogue`] for a 16-bit bias of a type other than C's.
+    fn type_for<C: Scalar>(&self) -> Result<&'static str, Error> {
+        let c_is = |t: TypeId| TypeId::of::<C>() == t;
+        match self {
+            Bias::F32(_) => Ok("f32"),
+            Bias::F16(_) if c_is(TypeId::of::<half::f16>()) => Ok("f16"),
+            Bias::Bf16(_) if c_is(TypeId::of::<half::bf16>()) => Ok("bf16"),
+            _ => {
+                Err(Error::Epilogue { what: "the bias", why: format!("its values are f32 or C's type ({})", C::NAME) })
+            }
+        }
+    }
+}
+
 impl<'v> Bias<'v> {
     /// A bias of f16 values (for an f16 C).
     pub fn f16(v: impl Into<Values<'v, half::f16>>) -> Self {
@@ -173,6 +191,17 @@ impl<'v> BlockScales<'v> {
     pub fn b_strides(mut self, per_column_block: usize, per_k_block: usize) -> Self {
         self.b_strides = Some((per_column_block, per_k_block));
         self
+    }
+
+    /// The rows of A one scale covers, checked: 1 or 128.
+    fn checked_a_rows(&self) -> Result<usize, Error> {
+        if self.a_rows != 1 && self.a_rows != BLOCK_SCALE_K as usize {
+            return Err(Error::Epilogue {
+                what: "the block scales",
+                why: format!("A's blocks cover 1 or 128 rows, not {}", self.a_rows),
+            });
+        }
+        Ok(self.a_rows)
     }
 }
 
@@ -269,6 +298,52 @@ impl<'v> Epilogue<'v> {
     fn changes_c(&self) -> bool {
         self.bias.is_some() || self.activation != Activation::None
     }
+
+    /// Whether the user's A stays the kernel's A (`keep_a` of
+    /// `warpgroup_fused_launch`): A's block scales are per row (1 x 128),
+    /// which the kernel applies to its A only.
+    fn keeps_a(&self) -> bool {
+        self.block_scales.as_ref().is_some_and(|s| s.a_rows == 1)
+    }
+
+    /// What the epilogue has, in words, for a plan (`alpha`: the
+    /// builder's, before the per-tensor scales), its inputs' types checked
+    /// against C's ([`Fused::plan_for`]).
+    fn parts<C: Scalar>(&self, alpha: f64) -> Result<Vec<String>, Error> {
+        let mut parts = Vec::new();
+        if self.scale_a.is_some() || self.scale_b.is_some() {
+            let s = |x: Option<f32>| x.unwrap_or(1.0);
+            parts.push(format!(
+                "per-tensor scales sA = {}, sB = {} (in alpha: {})",
+                s(self.scale_a),
+                s(self.scale_b),
+                self.alpha(alpha)
+            ));
+        }
+        if self.row_scales.is_some() {
+            parts.push("row scales of op(A) (m values)".to_string());
+        }
+        if self.col_scales.is_some() {
+            parts.push("column scales of op(B) (n values)".to_string());
+        }
+        if let Some((along, bias)) = &self.bias {
+            let (along, count) = if *along == Along::Rows { ("rows", 'm') } else { ("columns", 'n') };
+            parts.push(format!("a bias along {along} ({count} values, {})", bias.type_for::<C>()?));
+        }
+        match self.activation {
+            Activation::None => {}
+            Activation::Relu => parts.push("ReLU".to_string()),
+            Activation::Gelu => parts.push("GELU (tanh approximation)".to_string()),
+        }
+        if let Some(s) = &self.block_scales {
+            parts.push(format!(
+                "FP8 block scales (A in {} x 128 blocks, B in 128 x 128, each 128 of k scaled as it is added to the \
+                 f32 sums)",
+                s.checked_a_rows()?
+            ));
+        }
+        Ok(parts)
+    }
 }
 
 /// A product with a fused [`Epilogue`]: [`Gemm::epilogue`]'s answer, with
@@ -283,7 +358,8 @@ impl Gemm {
     /// stage 9 fuses (compute capability 9.0; f16, bf16, TF32 with
     /// [`Gemm::allow_tf32`], and FP8 operands; a floating-point C); the
     /// product runs in one launch without a split of k; the tuning options
-    /// of stages 1-8 do not apply.
+    /// of stages 1-8 do not apply. [`Fused::plan_for`] says which kernel
+    /// it runs, and why.
     pub fn epilogue<'g, 'v>(&'g self, epilogue: &'g Epilogue<'v>) -> Fused<'g, 'v> {
         Fused { gemm: self, epilogue }
     }
@@ -329,8 +405,7 @@ impl Fused<'_, '_> {
             return Err(unsupported(types, "fused epilogues run on stage 9 (compute capability 9.0) only"));
         }
         let alpha = e.alpha(gemm.desc.alpha);
-        let keep_a = e.block_scales.as_ref().is_some_and(|s| s.a_rows == 1);
-        let launch = warpgroup_fused_launch(types, &dims, alpha, device.sm_count(), keep_a);
+        let launch = warpgroup_fused_launch(types, &dims, alpha, device.sm_count(), e.keeps_a());
         let mut inputs = Inputs { device: &device, stream: &stream, owned: Vec::new(), guards: Vec::new() };
         let fusion = kernel_fusion::<C>(e, types, &dims, launch.swapped, &mut inputs)?;
         let ops = (&a.data, &b.data, &mut c.data);
@@ -382,10 +457,150 @@ impl Fused<'_, '_> {
         dc.copy_to_host(c.rb())
     }
 
+    /// What [`Fused::run_device`] runs for an m x n x k product of `T`
+    /// operands into a `C` with this builder's options and epilogue, and
+    /// why: as [`Gemm::plan_for`] (operands row-major with the builder's op
+    /// flags, op = T: that operand read column-major, leading dimensions
+    /// packed, C row-major; the builder's device, else the default device,
+    /// else an assumed compute capability 9.0 with 132 SMs, said so), the
+    /// kernel being the family's fused entry point (`<entry>_fused`) for
+    /// the layouts the operands are read in, among the tiles that fuse. The
+    /// plan states what the epilogue has (per-tensor, row, column and FP8
+    /// block scales, the bias and its type, the activation); a fused
+    /// product is one launch: k is not split (`split_k` 1) and the last
+    /// wave is not balanced. [`Fused::run`] runs the same kernel once the
+    /// operands are on the device. The lengths of the epilogue's inputs
+    /// are checked by the call, not here.
+    ///
+    /// ```
+    /// use gemm::half::bf16;
+    /// use gemm::{Activation, Along, Epilogue, Gemm, KernelFamily};
+    /// let bias = vec![0.5f32; 1024];
+    /// let e = Epilogue::new().bias(Along::Columns, &bias).activation(Activation::Gelu);
+    /// // Without a GPU, planned as on compute capability 9.0; another
+    /// // device does not fuse (`Error::Unsupported`).
+    /// match Gemm::new().epilogue(&e).plan_for::<bf16, bf16>(4096, 1024, 4096) {
+    ///     Ok(plan) => {
+    ///         println!("{plan}"); // "bf16 x bf16 -> bf16: stage 9 (warpgroup MMA), wgmma_bf16_b128x128_d5_nn_fused ..."
+    ///         let KernelFamily::Warpgroup { kernel, .. } = plan.family else { unreachable!() };
+    ///         assert!(kernel.ends_with("_fused") && plan.split_k == 1);
+    ///         assert!(plan.why.contains("GELU"));
+    ///     }
+    ///     Err(gemm::Error::Unsupported { .. }) => {} // a GPU other than compute capability 9.0
+    ///     Err(e) => return Err(e),
+    /// }
+    /// // f64 has no fused epilogue.
+    /// let f64_plan = Gemm::new().epilogue(&e).plan_for::<f64, f64>(64, 64, 64);
+    /// assert!(matches!(f64_plan, Err(gemm::Error::Unsupported { .. })));
+    /// # Ok::<(), gemm::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The errors a call gives before it opens the device:
+    /// [`Error::Unsupported`] for a product stage 9 does not fuse (f64, f32
+    /// without [`Gemm::allow_tf32`], i8, an option of stages 1-8 set, block
+    /// scales on other than FP8 operands, the host path's options of
+    /// [`Fused::run_device`]), and on a device of compute capability other
+    /// than 9.0 (fused epilogues run on stage 9 only); [`Error::Epilogue`]
+    /// for a bias of a type other than f32 and C's, or A's block scales of
+    /// other than 1 or 128 rows; the builder's option errors, as
+    /// [`Gemm::plan_for`].
+    pub fn plan_for<T: Product<C>, C: Scalar>(&self, m: usize, n: usize, k: usize) -> Result<ProductPlan, Error> {
+        let gemm = self.gemm;
+        let device = gemm.plan_device();
+        let kernels = match &device {
+            Some(d) => gemm.kernels::<T, C>(false, Some(d))?,
+            // Without a device, as on compute capability 9.0: f32 on TF32
+            // where the options allow it (as `Gemm::plan_for`).
+            None if T::TYPES == Types::F32 && gemm.emulation.is_none() && gemm.tf32_by_options() => {
+                Kernels::TensorCores(WgmmaTypes::Tf32, gemm.mixed_options(WgmmaTypes::Tf32)?)
+            }
+            None => gemm.kernels::<T, C>(false, None)?,
+        };
+        let types = self.types_of::<T, C>(kernels)?;
+        gemm.check_device_call()?;
+        self.plan_as::<C>(types, (m, n, k), device.as_deref())
+    }
+
+    /// [`Fused::plan_for`] of the stage-9 `types` (checked by the caller)
+    /// on `device` (None: as on compute capability 9.0, [`ASSUMED`]).
+    fn plan_as<C: Scalar>(
+        &self,
+        types: WgmmaTypes,
+        (m, n, k): (usize, usize, usize),
+        device: Option<&Device>,
+    ) -> Result<ProductPlan, Error> {
+        let (gemm, e) = (self.gemm, self.epilogue);
+        let (sm_count, cc, where_) = match device {
+            Some(d) => (d.sm_count(), d.compute_capability(), d.name().to_string()),
+            None => (ASSUMED.0, ASSUMED.1, ASSUMED.2.to_string()),
+        };
+        if cc != (9, 0) {
+            return Err(unsupported(
+                types,
+                &format!(
+                    "fused epilogues run on stage 9 (compute capability 9.0) only; {where_} has {}.{}",
+                    cc.0, cc.1
+                ),
+            ));
+        }
+        let parts = e.parts::<C>(gemm.desc.alpha)?;
+        // The launch a call would run (C row-major: the user's form is
+        // the kernel form, unless the route runs the transposed product).
+        let dims = gemm.planned_dims((m, n, k));
+        let keep_a = e.keeps_a();
+        let launch = warpgroup_fused_launch(types, &dims, e.alpha(gemm.desc.alpha), sm_count, keep_a);
+        let applied = if e.block_scales.is_some() {
+            "FP8 block scales on each 128 of k, the epilogue on the f32 sums before C is stored"
+        } else {
+            "the epilogue on the f32 sums before C is stored"
+        };
+        let (route, copies, layouts) = describe_warpgroup(types, &launch, Some(applied));
+        let family = launch.kernel;
+        let kernel = family
+            .entry(layouts, true)
+            .expect("the planner picks a family with fused kernels for the layouts the operands are brought to");
+        let mut why = if parts.is_empty() {
+            "no epilogue inputs (alpha op(A) op(B) + beta C)".to_string()
+        } else {
+            parts.join(", ")
+        };
+        why.push_str(" fused in the kernel's epilogue, one launch, k not split (a split's sum would have to apply it)");
+        if keep_a {
+            why.push_str(
+                "; A's 1 x 128 block scales keep the user's A as the kernel's A: a column-major C is stored transposed \
+                 by the threads, not run as the transposed product",
+            );
+        } else if launch.swapped && (e.row_scales.is_some() || e.col_scales.is_some() || e.bias.is_some()) {
+            why.push_str(
+                "; in the transposed product C's rows are the kernel's columns: row and column inputs trade places",
+            );
+        }
+        why.push_str(&format!(
+            "; the tile with the least estimated time on {sm_count} SMs among the families with fused kernels \
+             (whole waves of block tiles, bytes at HBM's rate)"
+        ));
+        Ok(ProductPlan {
+            product: product_name(types),
+            family: KernelFamily::Warpgroup { kernel, tile: family.tile },
+            split_k: 1,
+            route,
+            copies,
+            why,
+            device: where_,
+            devices: None,
+        })
+    }
+
     /// The stage-9 types of a fused `T x T -> C` product, its options
     /// checked (`device`: the operands' device where known).
     pub(crate) fn types<T: Product<C>, C: Scalar>(&self, device: Option<&Arc<Device>>) -> Result<WgmmaTypes, Error> {
-        let kernels = self.gemm.kernels::<T, C>(false, device)?;
+        self.types_of::<T, C>(self.gemm.kernels::<T, C>(false, device)?)
+    }
+
+    /// [`Fused::types`] of a call on `kernels` (the builder's answer for
+    /// `T x T -> C`).
+    fn types_of<T: Product<C>, C: Scalar>(&self, kernels: Kernels) -> Result<WgmmaTypes, Error> {
         let Kernels::TensorCores(types, false) = kernels else {
             return Err(Error::Unsupported {
                 product: format!("{} x {} -> {}", T::NAME, T::NAME, C::NAME),
@@ -463,7 +678,7 @@ impl Gemm {
             return Ok(());
         }
         let alpha = first.alpha(self.desc.alpha);
-        let keep = |i: usize| epilogues[i].block_scales.as_ref().is_some_and(|s| s.a_rows == 1);
+        let keep = |i: usize| epilogues[i].keeps_a();
         let forms: Vec<_> = todo.iter().map(|&(i, dims)| (i, dims, keep(i))).collect();
         let launches = warpgroup_fused_list(types, &forms, alpha, device.sm_count());
         let mut inputs = Inputs { device: &device, stream: &stream, owned: Vec::new(), guards: Vec::new() };
@@ -563,21 +778,11 @@ fn kernel_fusion<'a, C: Scalar>(
     (f.row_scales, f.col_scales) = if swapped { (cols, rows) } else { (rows, cols) };
     if let Some((along, bias)) = &e.bias {
         let needed = if *along == Along::Rows { m } else { n };
-        let c_is = |t: TypeId| TypeId::of::<C>() == t;
-        let (address, c_type) = match bias {
-            Bias::F32(v) => (inputs.address("the bias", v, needed, Owned::F32)?, false),
-            Bias::F16(v) if c_is(TypeId::of::<half::f16>()) => {
-                (inputs.address("the bias", v, needed, Owned::F16)?, true)
-            }
-            Bias::Bf16(v) if c_is(TypeId::of::<half::bf16>()) => {
-                (inputs.address("the bias", v, needed, Owned::Bf16)?, true)
-            }
-            _ => {
-                return Err(Error::Epilogue {
-                    what: "the bias",
-                    why: format!("its values are f32 or C's type ({})", C::NAME),
-                })
-            }
+        let c_type = bias.type_for::<C>()? != "f32";
+        let address = match bias {
+            Bias::F32(v) => inputs.address("the bias", v, needed, Owned::F32)?,
+            Bias::F16(v) => inputs.address("the bias", v, needed, Owned::F16)?,
+            Bias::Bf16(v) => inputs.address("the bias", v, needed, Owned::Bf16)?,
         };
         f.bias = address;
         f.bias_type = if c_type { BIAS_C_TYPE } else { BIAS_F32 };
@@ -591,12 +796,7 @@ fn kernel_fusion<'a, C: Scalar>(
     if let Some(s) = &e.block_scales {
         debug_assert!(types.fp8());
         let block = BLOCK_SCALE_K as usize;
-        if s.a_rows != 1 && s.a_rows != block {
-            return Err(Error::Epilogue {
-                what: "the block scales",
-                why: format!("A's blocks cover 1 or 128 rows, not {}", s.a_rows),
-            });
-        }
+        s.checked_a_rows()?;
         let (a_blocks, b_blocks, k_blocks) = (m.div_ceil(s.a_rows), n.div_ceil(block), k.div_ceil(block).max(1));
         let a_strides = s.a_strides.unwrap_or((1, a_blocks));
         let b_strides = s.b_strides.unwrap_or((k_blocks, 1));
@@ -626,4 +826,218 @@ fn kernel_fusion<'a, C: Scalar>(
         }
     }
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::warpgroup::read_in_layout;
+    use crate::tuning::Stage;
+    use crate::Op;
+    use float8::F8E4M3;
+    use gemm_core::{KernelLayouts, Layout};
+    use half::bf16;
+
+    /// Whether the plans below are stage 9's: no device (planned as on
+    /// compute capability 9.0), or a device of 9.0; other devices do not
+    /// fuse.
+    fn fuses_here() -> bool {
+        crate::default_device().map_or(true, |d| d.compute_capability() == (9, 0))
+    }
+
+    /// The SMs a plan is made for (the default device's, else the
+    /// assumed 132).
+    fn sm_count() -> u32 {
+        crate::default_device().map_or(ASSUMED.0, |d| d.sm_count())
+    }
+
+    fn kernel_of(plan: &ProductPlan) -> &'static str {
+        match plan.family {
+            KernelFamily::Warpgroup { kernel, .. } => kernel,
+            _ => panic!("a fused plan is stage 9's: {plan}"),
+        }
+    }
+
+    /// bf16 -> bf16 with a bias and GELU: the family's fused kernel, one
+    /// launch, the epilogue stated.
+    #[test]
+    fn bias_gelu_plans_a_fused_kernel() {
+        let bias = vec![0.5f32; 1024];
+        let e = Epilogue::new().bias(Along::Columns, &bias).activation(Activation::Gelu);
+        let plan = Gemm::new().epilogue(&e).plan_for::<bf16, bf16>(4096, 1024, 4096);
+        if !fuses_here() {
+            assert!(matches!(plan, Err(Error::Unsupported { .. })), "{plan:?}");
+            return;
+        }
+        let plan = plan.unwrap();
+        let text = plan.to_string();
+        assert!(kernel_of(&plan).ends_with("_fused"), "{text}");
+        assert!(kernel_of(&plan).starts_with("wgmma_bf16_b"), "{text}");
+        assert_eq!(plan.split_k, 1, "{text}");
+        assert_eq!(plan.product, "bf16 x bf16 -> bf16");
+        assert!(plan.why.contains("a bias along columns (n values, f32)"), "{text}");
+        assert!(plan.why.contains("GELU"), "{text}");
+        assert!(plan.why.contains("fused in the kernel's epilogue, one launch, k not split"), "{text}");
+        assert!(plan.route.contains("the epilogue on the f32 sums"), "{text}");
+        assert!(text.starts_with("bf16 x bf16 -> bf16: stage 9") && text.contains("; on "), "{text}");
+        // bf16 reads both row-major operands in place (wgmma transposes B).
+        assert!(plan.copies.is_empty(), "{text}");
+        assert!(kernel_of(&plan).ends_with("_nn_fused"), "{text}");
+        // A bf16 bias, rows; ReLU; scales.
+        let rows = vec![bf16::ONE; 4096];
+        let e = Epilogue::new()
+            .scale_a(0.5)
+            .scale_b(4.0)
+            .row_scales(&bias)
+            .col_scales(&bias)
+            .bias(Along::Rows, Bias::bf16(&rows))
+            .activation(Activation::Relu);
+        let plan = Gemm::new().alpha(2.0).epilogue(&e).plan_for::<bf16, bf16>(4096, 1024, 4096).unwrap();
+        for part in [
+            "per-tensor scales sA = 0.5, sB = 4 (in alpha: 4)",
+            "row scales of op(A)",
+            "column scales of op(B)",
+            "a bias along rows (m values, bf16)",
+            "ReLU",
+        ] {
+            assert!(plan.why.contains(part), "{part}: {plan}");
+        }
+        // Nothing fused: still the fused kernel (the call passes its
+        // empty epilogue).
+        let plan = Gemm::new().epilogue(&Epilogue::new()).plan_for::<bf16, f32>(4096, 4096, 4096).unwrap();
+        assert!(kernel_of(&plan).ends_with("_fused") && plan.why.starts_with("no epilogue inputs"), "{plan}");
+    }
+
+    /// e4m3 -> bf16 with DeepGEMM's block scales (1 x 128 A blocks): the
+    /// fused kernel, B copied K-major (row-major B: wgmma reads FP8 only
+    /// K-major), A kept as the kernel's A.
+    #[test]
+    fn block_scaled_fp8_plans_a_fused_kernel() {
+        let none: Vec<f32> = Vec::new();
+        let e = Epilogue::new().block_scales(BlockScales::new(&none, &none));
+        let plan = Gemm::new().epilogue(&e).plan_for::<F8E4M3, bf16>(4096, 7168, 2048);
+        if !fuses_here() {
+            assert!(matches!(plan, Err(Error::Unsupported { .. })), "{plan:?}");
+            return;
+        }
+        let plan = plan.unwrap();
+        let kernel = kernel_of(&plan);
+        assert!(kernel.starts_with("wgmma_e4m3_bf16_b") && kernel.ends_with("_nt_fused"), "{plan}");
+        assert_eq!(plan.product, "e4m3 x e4m3 -> bf16");
+        assert_eq!(plan.split_k, 1);
+        assert!(plan.why.contains("FP8 block scales (A in 1 x 128 blocks, B in 128 x 128"), "{plan}");
+        assert!(plan.why.contains("a column-major C is stored transposed by the threads"), "{plan}");
+        assert!(plan.route.contains("FP8 block scales on each 128 of k"), "{plan}");
+        assert!(plan.copies.iter().any(|c| c.starts_with("B transposed to K-major")), "{plan}");
+        // B^T of a row-major B is K-major: no copy.
+        let nt = Gemm::new().op_b(Op::T).epilogue(&e).plan_for::<F8E4M3, bf16>(4096, 7168, 2048).unwrap();
+        assert!(nt.copies.is_empty() && kernel_of(&nt).ends_with("_nt_fused"), "{nt}");
+        // 128 x 128 A blocks: A may trade places, and the plan says so.
+        let e128 = Epilogue::new().block_scales(BlockScales::new(&none, &none).a_rows(128));
+        let p = Gemm::new().epilogue(&e128).plan_for::<F8E4M3, f32>(4096, 4096, 4096).unwrap();
+        assert!(p.why.contains("A in 128 x 128 blocks") && !p.why.contains("stored transposed"), "{p}");
+    }
+
+    /// What a call refuses before it opens the device, the plan refuses
+    /// with the same typed error.
+    #[test]
+    fn products_that_do_not_fuse_are_errors() {
+        let e = Epilogue::new().activation(Activation::Relu);
+        let g = Gemm::new();
+        let unsupported = |r: Result<ProductPlan, Error>| matches!(r, Err(Error::Unsupported { .. }));
+        assert!(unsupported(g.epilogue(&e).plan_for::<f64, f64>(64, 64, 64)));
+        assert!(unsupported(g.epilogue(&e).plan_for::<f32, f32>(64, 64, 64)));
+        assert!(unsupported(g.epilogue(&e).plan_for::<i8, i32>(64, 64, 64)));
+        let tuned = Gemm::new().block_tile(128, 128, 16);
+        assert!(unsupported(tuned.epilogue(&e).plan_for::<bf16, bf16>(64, 64, 64)));
+        let stage8 = Gemm::new().stage(Stage::TensorCore);
+        assert!(unsupported(stage8.epilogue(&e).plan_for::<bf16, bf16>(64, 64, 64)));
+        let host = Gemm::new().memory_budget(1 << 30);
+        assert!(unsupported(host.epilogue(&e).plan_for::<bf16, bf16>(64, 64, 64)));
+        let none: Vec<f32> = Vec::new();
+        let scaled = Epilogue::new().block_scales(BlockScales::new(&none, &none));
+        assert!(unsupported(g.epilogue(&scaled).plan_for::<bf16, f32>(64, 64, 64)));
+        // TF32 fuses.
+        let tf32 = Gemm::new().allow_tf32(true);
+        let plan = tf32.epilogue(&e).plan_for::<f32, f32>(4096, 4096, 4096);
+        if !fuses_here() {
+            assert!(unsupported(plan));
+            return;
+        }
+        let plan = plan.unwrap();
+        assert!(kernel_of(&plan).starts_with("wgmma_tf32_") && kernel_of(&plan).ends_with("_fused"), "{plan}");
+        // The inputs' types: a bias of f32 or C's type; A blocks of 1 or
+        // 128 rows.
+        let halves = vec![half::f16::ONE; 64];
+        let wrong = Epilogue::new().bias(Along::Columns, Bias::f16(&halves));
+        let e = g.epilogue(&wrong).plan_for::<bf16, bf16>(64, 64, 64).unwrap_err();
+        assert!(matches!(e, Error::Epilogue { what: "the bias", .. }), "{e}");
+        let rows64 = Epilogue::new().block_scales(BlockScales::new(&none, &none).a_rows(64));
+        let e = g.epilogue(&rows64).plan_for::<F8E4M3, bf16>(64, 64, 64).unwrap_err();
+        assert!(matches!(e, Error::Epilogue { what: "the block scales", .. }), "{e}");
+    }
+
+    /// The plan's kernel is the fused entry point of the family
+    /// `warpgroup_fused_launch` picks, for the layouts the launch reads
+    /// (the operands' own, or K-major copies; `_nt` where A and B are not
+    /// read).
+    #[test]
+    fn the_plan_names_the_launch_kernel() {
+        if !fuses_here() {
+            return;
+        }
+        let none: Vec<f32> = Vec::new();
+        let bias = vec![0.0f32; 1];
+        let plain = Epilogue::new().bias(Along::Rows, &bias).activation(Activation::Gelu);
+        let per_row = Epilogue::new().block_scales(BlockScales::new(&none, &none));
+        let per_block = Epilogue::new().block_scales(BlockScales::new(&none, &none).a_rows(128));
+        let shapes = [(4096, 4096, 4096), (16, 8192, 4096), (8192, 32, 1024), (333, 129, 65), (1000, 1000, 0)];
+        let ops = [(Op::N, Op::N), (Op::N, Op::T), (Op::T, Op::N), (Op::T, Op::T)];
+        let mut checked = 0;
+        for (op_a, op_b) in ops {
+            for alpha in [1.0, 0.0] {
+                let g = Gemm::new().op_a(op_a).op_b(op_b).alpha(alpha).allow_tf32(true);
+                for (m, n, k) in shapes {
+                    let dims = g.planned_dims((m, n, k));
+                    let cases: [(WgmmaTypes, &Epilogue<'_>, Result<ProductPlan, Error>); 5] = [
+                        (WgmmaTypes::Bf16, &plain, g.epilogue(&plain).plan_for::<bf16, bf16>(m, n, k)),
+                        (WgmmaTypes::F16F32, &plain, g.epilogue(&plain).plan_for::<half::f16, f32>(m, n, k)),
+                        (WgmmaTypes::Tf32, &plain, g.epilogue(&plain).plan_for::<f32, f32>(m, n, k)),
+                        (WgmmaTypes::E4m3Bf16, &per_row, g.epilogue(&per_row).plan_for::<F8E4M3, bf16>(m, n, k)),
+                        (WgmmaTypes::E4m3F32, &per_block, g.epilogue(&per_block).plan_for::<F8E4M3, f32>(m, n, k)),
+                    ];
+                    for (types, e, plan) in cases {
+                        let plan = plan.unwrap();
+                        let launch = warpgroup_fused_launch(types, &dims, e.alpha(alpha), sm_count(), e.keeps_a());
+                        let kd = launch.route.dims;
+                        let family = launch.kernel;
+                        // The layouts `ready_warpgroup` and `enqueue` give the kernel.
+                        let layouts = if launch.reads_ab {
+                            let a = if read_in_layout(types, family.tile, 0, kd.a_layout == Layout::RowMajor) {
+                                kd.a_layout
+                            } else {
+                                Layout::RowMajor
+                            };
+                            let b = if read_in_layout(types, family.tile, 1, kd.b_layout == Layout::ColMajor) {
+                                kd.b_layout
+                            } else {
+                                Layout::ColMajor
+                            };
+                            KernelLayouts { a, b }
+                        } else {
+                            KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor }
+                        };
+                        let expected = family.fused[layouts.index()].expect("a fused kernel for the read layouts");
+                        assert_eq!(kernel_of(&plan), expected, "{m}x{n}x{k} {op_a:?}{op_b:?} alpha {alpha}: {plan}");
+                        assert!(family.fuses() && launch.split == (1, 0) && launch.tail.is_none());
+                        let KernelFamily::Warpgroup { tile, .. } = plan.family else { unreachable!() };
+                        assert_eq!(tile, family.tile);
+                        assert_eq!(plan.split_k, 1);
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 4 * 2 * shapes.len() * 5);
+    }
 }

@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::exec;
 use crate::exec::host_path::{host_product, HostCall, HostOperand, SendOperands};
 use crate::exec::tensor_core::SECTOR_BYTES;
-use crate::exec::warpgroup::read_in_layout;
+use crate::exec::warpgroup::{read_in_layout, WarpgroupLaunch};
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
 use crate::plan::product_plan::{mma_launch, warpgroup_launch, KernelFamily, ProductPlan};
@@ -1182,8 +1182,8 @@ impl Gemm {
         let (a_layout, b_layout) = (row_major_c.a_layout, row_major_c.b_layout);
         let reads_ab = self.desc.alpha != 0.0 && k > 0;
         let product = product_name(types);
-        let mut copies = Vec::new();
         if cc != (9, 0) || mma_sync {
+            let mut copies = Vec::new();
             let max_smem = device.as_ref().map_or(232_448, |d| d.limits().max_smem_per_block);
             let kernel = mma_launch(types, &row_major_c, sm_count, max_smem).kernel;
             // Stage 8 reads f16/bf16 in any layout (ldmatrix .trans); tf32
@@ -1218,54 +1218,9 @@ impl Gemm {
             warpgroup_launch(types, &row_major_c, self.desc.alpha, (count, sm_count), None, self.balance_last_wave);
         let (route, family, (slices, _)) = (launch.route, launch.kernel, launch.split);
         let kd = route.dims;
-        let mut parts = Vec::new();
-        if route.token {
-            parts.push("the transposed product C^T = B^T A^T (C's few rows in wgmma's N), C stored transposed");
-        } else if route.transposed_c {
-            parts
-                .push("the transposed product C^T = B^T A^T (wgmma reads B only K-major in TF32), C stored transposed");
-        }
-        let (a_k_major, b_k_major) = (kd.a_layout == Layout::RowMajor, kd.b_layout == Layout::ColMajor);
-        let (mut read_a, mut read_b) = (kd.a_layout, kd.b_layout);
-        if reads_ab {
-            let elem = types.input_bytes() as usize;
-            let realign = launch.realign;
-            // The user's names: the transposed product's A is op(B)^T.
-            let (name_a, name_b) = if route.transposed_c { ("B", "A") } else { ("A", "B") };
-            for (i, (name, k_major, ld)) in
-                [(name_a, a_k_major, kd.lda), (name_b, b_k_major, kd.ldb)].into_iter().enumerate()
-            {
-                if !read_in_layout(types, family.tile, i, k_major) {
-                    copies.push(if types.transposes() {
-                        format!("{name} transposed to K-major (a narrow tile reads B only K-major)")
-                    } else {
-                        format!("{name} transposed to K-major (wgmma reads {} only K-major)", short(types))
-                    });
-                    if i == 0 {
-                        read_a = Layout::RowMajor;
-                    } else {
-                        read_b = Layout::ColMajor;
-                    }
-                } else if realign[i] && (ld * elem) % SECTOR_BYTES != 0 {
-                    copies.push(format!("{name} realigned to 128-byte lines (its lines are off 32-byte sectors)"));
-                }
-            }
-            if types.register_a() && kd.a_layout == Layout::ColMajor {
-                parts.push("A (MN-major) through registers");
-            }
-            parts.push("A and B by TMA into 128-byte-swizzled shared memory");
-        }
-        let c_bytes = types.output_bytes() as usize;
-        if slices > 1 {
-            parts.push("slices into an f32 (i32) workspace, summed in slice order");
-        } else if !route.transposed_c && !family.tile.narrow() && (kd.n * c_bytes) % 16 == 0 {
-            parts.push("C by TMA stores (lines on 16 bytes)");
-        } else {
-            parts.push("C by per-thread stores");
-        }
-        let kernel = family.names[KernelLayouts { a: read_a, b: read_b }.index()]
-            .or(family.names[1])
-            .expect("a kernel for the layouts the operands are brought to");
+        let (route_text, copies, layouts) = describe_warpgroup(types, &launch, None);
+        let kernel =
+            family.names[layouts].or(family.names[1]).expect("a kernel for the layouts the operands are brought to");
         let mut why = format!(
             "the tile with the least estimated time on {sm_count} SMs (whole waves of block tiles{}, bytes at HBM's rate)",
             if slices > 1 { ", k split where the tiles leave SMs idle" } else { "" }
@@ -1283,13 +1238,85 @@ impl Gemm {
             product,
             family: KernelFamily::Warpgroup { kernel, tile: family.tile },
             split_k: slices,
-            route: parts.join(", "),
+            route: route_text,
             copies,
             why,
             device: where_,
             devices: None,
         })
     }
+}
+
+/// What a plan says of the stage-9 `launch` of `types` (planned for a
+/// row-major C, [`Gemm::planned_dims`]): its route (the transposed
+/// product, how A and B are read, `epilogue` where a fused epilogue is
+/// applied, and how C is stored), the copies made first, and the index
+/// ([`KernelLayouts::index`]) of the layouts the kernel reads: the
+/// operands' own or their K-major copies', `_nt` where A and B are not
+/// read (as the launch picks).
+pub(crate) fn describe_warpgroup(
+    types: WgmmaTypes,
+    launch: &WarpgroupLaunch,
+    epilogue: Option<&str>,
+) -> (String, Vec<String>, usize) {
+    let (route, family, (slices, _)) = (launch.route, launch.kernel, launch.split);
+    let kd = route.dims;
+    let mut parts = Vec::new();
+    let mut copies = Vec::new();
+    if route.token {
+        parts.push("the transposed product C^T = B^T A^T (C's few rows in wgmma's N), C stored transposed");
+    } else if route.transposed_c && launch.swapped {
+        parts.push("the transposed product C^T = B^T A^T (wgmma reads B only K-major in TF32), C stored transposed");
+    } else if route.transposed_c {
+        // A fused product whose A keeps its place (`warpgroup_fused_launch`).
+        parts.push("C stored transposed by the threads");
+    }
+    let (a_k_major, b_k_major) = (kd.a_layout == Layout::RowMajor, kd.b_layout == Layout::ColMajor);
+    let (mut read_a, mut read_b) = (kd.a_layout, kd.b_layout);
+    if launch.reads_ab {
+        let elem = types.input_bytes() as usize;
+        let realign = launch.realign;
+        // The user's names: the transposed product's A is op(B)^T.
+        let (name_a, name_b) = if launch.swapped { ("B", "A") } else { ("A", "B") };
+        for (i, (name, k_major, ld)) in
+            [(name_a, a_k_major, kd.lda), (name_b, b_k_major, kd.ldb)].into_iter().enumerate()
+        {
+            if !read_in_layout(types, family.tile, i, k_major) {
+                copies.push(if types.transposes() {
+                    format!("{name} transposed to K-major (a narrow tile reads B only K-major)")
+                } else {
+                    format!("{name} transposed to K-major (wgmma reads {} only K-major)", short(types))
+                });
+                if i == 0 {
+                    read_a = Layout::RowMajor;
+                } else {
+                    read_b = Layout::ColMajor;
+                }
+            } else if realign[i] && (ld * elem) % SECTOR_BYTES != 0 {
+                copies.push(format!("{name} realigned to 128-byte lines (its lines are off 32-byte sectors)"));
+            }
+        }
+        if types.register_a() && kd.a_layout == Layout::ColMajor {
+            parts.push("A (MN-major) through registers");
+        }
+        parts.push("A and B by TMA into 128-byte-swizzled shared memory");
+    } else {
+        // With alpha = 0 or k = 0 the launch takes `_nt`, which every
+        // family has (A and B are not read).
+        (read_a, read_b) = (Layout::RowMajor, Layout::ColMajor);
+    }
+    if let Some(epilogue) = epilogue {
+        parts.push(epilogue);
+    }
+    let c_bytes = types.output_bytes() as usize;
+    if slices > 1 {
+        parts.push("slices into an f32 (i32) workspace, summed in slice order");
+    } else if !route.transposed_c && !family.tile.narrow() && (kd.n * c_bytes) % 16 == 0 {
+        parts.push("C by TMA stores (lines on 16 bytes)");
+    } else {
+        parts.push("C by per-thread stores");
+    }
+    (parts.join(", "), copies, KernelLayouts { a: read_a, b: read_b }.index())
 }
 
 /// "TF32", "i8": the input type in words.
