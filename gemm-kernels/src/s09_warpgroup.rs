@@ -48,7 +48,10 @@
 //! Warpgroups 1..=BM/64 consume: each waits on `full`, issues the four (for
 //! BK = 64) `wgmma.mma_async.m64nBNk16` of the k-tile on its 64 rows, commits
 //! them as one group, and once the previous k-tile's group has completed
-//! (`wgmma.wait_group 1`) releases that k-tile's buffer (`empty`). The
+//! (`wgmma.wait_group 1`) releases that k-tile's buffer (`empty`). A
+//! promoting type (FP8) waits for each group anyway (`wgmma.wait_group 0`,
+//! then the promotion): it releases the k-tile's own buffer right there,
+//! one k-tile earlier, so the producer runs one buffer further ahead. The
 //! mbarriers' phases alternate with each use of a buffer: use u of buffer s
 //! is k-tile s + u DEPTH and waits for parity u % 2.
 //!
@@ -790,22 +793,28 @@ pub unsafe fn warpgroup<
         let scales = if I::PROMOTE && FUSED { BlockScales::of(q.fusion, (row, n0), q.m) } else { BlockScales::NONE };
         // k-tile kt, the it-th of this block: its buffer, phase parity and
         // the previous k-tile's `empty` barrier (released by the leader).
+        // A promoting type releases each k-tile's buffer itself, as soon as
+        // its group has completed (before the promotion).
         let args = |kt: u32, it: u32| {
             let (s, u) = (it % DEPTH, it / DEPTH);
-            let release = if kt > k_first && leader { Some(empty((it + DEPTH - 1) % DEPTH)) } else { None };
+            let release =
+                if kt > k_first && leader && !I::PROMOTE { Some(empty((it + DEPTH - 1) % DEPTH)) } else { None };
             ((full(s), u & 1), (a_tile(s), b_tile(s)), release)
         };
         let row0 = c * WARPGROUP_M;
         for kt in k_first..k_end {
             consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
             if I::PROMOTE {
-                // This k-tile's group is done: its partial product (times
-                // its block scales, read before the wait) joins the
-                // full-precision sum, and the wgmma accumulators start the
-                // next k-tile from zero.
+                // This k-tile's group is done: its buffer is free, its
+                // partial product (times its block scales, read before the
+                // wait) joins the full-precision sum, and the wgmma
+                // accumulators start the next k-tile from zero.
                 if scales.present() {
                     let s = scales.at(kt);
                     asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+                    if leader {
+                        mbarrier_arrive(empty(it % DEPTH));
+                    }
                     for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
                         asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
                         // acc[4j + 2h + e] is on row `row + 8 h`.
@@ -814,6 +823,9 @@ pub unsafe fn warpgroup<
                     }
                 } else {
                     asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+                    if leader {
+                        mbarrier_arrive(empty(it % DEPTH));
+                    }
                     for (x, t) in acc.iter_mut().zip(total.iter_mut()) {
                         asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
                         *t += *x;
@@ -834,7 +846,7 @@ pub unsafe fn warpgroup<
         for x in acc.iter_mut() {
             asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
         }
-        if k_end > k_first && leader {
+        if k_end > k_first && leader && !I::PROMOTE {
             mbarrier_arrive(empty((it - 1) % DEPTH));
         }
 
