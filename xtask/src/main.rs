@@ -513,6 +513,11 @@ fn launch_bounds(ptx: &str) -> Result<String> {
         if let Some(rest) = line.trim().strip_prefix(".visible .entry ") {
             let name = rest.trim_end_matches('(');
             pending = bounds.get(name).copied().map(|b| (b, name.starts_with("skinny_")));
+            // Every stage-9 kernel gets its bounds: one the menu does not
+            // name (a menu out of step with the kernels) is an error.
+            if pending.is_none() && name.starts_with("wgmma_") {
+                return Err(format!("launch bounds: {name} is not an entry point of gemm_core::warpgroup_menu!"));
+            }
         }
         out.push_str(line);
         if let (Some(((t, blocks), is_skinny)), ")") = (pending, line.trim()) {
