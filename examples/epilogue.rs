@@ -314,6 +314,18 @@ fn bf16_shape(
     };
     print_row("bias+GELU", &fused_row, &lt_fused, fused_diff);
 
+    // The fused kernel with an empty epilogue: the fused product's tile
+    // and kernel doing the plain product's work, to split the overhead
+    // into the tile's share and the epilogue's.
+    let empty = Epilogue::new();
+    let bare = gemm.epilogue(&empty);
+    let bare_ms = time_kernel(device, f64::INFINITY, reps, |_| bare.run_device(&a, &b, &mut ours))?.median_ms;
+    println!(
+        "{:24}the fused kernel with an empty epilogue: {bare_ms:.3} ms ({}: {:+.1}% over plain)",
+        "",
+        bare.plan_for::<bf16, bf16>(m, n, k).map(|p| p.to_string()).unwrap_or_default(),
+        (bare_ms / plain - 1.0) * 100.0
+    );
     let overhead = |fused: f64, plain: f64| format!("{:+.1}%", (fused / plain - 1.0) * 100.0);
     let theirs = match (&lt_fused, &lt_plain) {
         (Ok(f), Ok(p)) => overhead(*f, *p),

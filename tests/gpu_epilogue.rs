@@ -359,6 +359,17 @@ fn e4m3_block_scales_every_layout() {
         check_block_scaled(dims, (R, C, C), 128, true, 23);
         check_block_scaled(dims, (R, C, R), 1, true, 24);
     }
+    // A product on the 128 x 128 tiles run in clusters of two (B multicast),
+    // with an odd number of tile rows (the last cluster's second block
+    // stores nothing).
+    let (m, n, k) = (1800, 2304, 384);
+    let (sa, sb) = (vec![1f32; m * 3], vec![1f32; 18 * 3]);
+    let plan = Gemm::new()
+        .epilogue(&Epilogue::new().block_scales(BlockScales::new(&sa, &sb)))
+        .plan_for::<F8E4M3, f32>(m, n, k);
+    assert!(plan.as_ref().unwrap().to_string().contains("_c2"), "{plan:?}");
+    check_block_scaled((m, n, k), (R, C, R), 1, false, 25);
+    check_block_scaled((m, n, k), (R, C, C), 128, true, 26);
 }
 
 #[test]

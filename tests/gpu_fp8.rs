@@ -339,3 +339,71 @@ fn e5m2_infinities_and_nans_pass_through() {
     let err = Gemm::new().run_fp8_device(&da, &b5, &mut dc).expect_err("e5m2 x e5m2");
     assert!(matches!(err, Error::Unsupported { .. }), "{err}");
 }
+
+/// The 128 x 128 tiles run in clusters of two blocks (each k-tile of B
+/// fetched once and multicast to both) give the bits of the same product
+/// on tiles without clusters (a grouped launch of the one product: the
+/// planner never clusters those), at tile rows that pair up and that do
+/// not (the last cluster's second block then runs past m and stores
+/// nothing), rectangular and odd shapes, in a strided batch, and with k
+/// split (against the reference's bound there: the slices sum in another
+/// order). Guards around C: padding must come back bit for bit.
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn e4m3_clustered_tiles_have_the_unclustered_bits() {
+    let dev = device();
+    for (m, n, k) in [(1800, 2304, 512), (2100, 3000, 300), (1700, 1900, 1000), (4096, 4096, 4096)] {
+        let plan = Gemm::new().plan_for::<F8E4M3, bf16>(m, n, k).unwrap();
+        assert!(plan.to_string().contains("_c2"), "{m}x{n}x{k}: {plan}");
+        let mut r = Rng::new((m * 7 + n * 3 + k) as u64);
+        let a = Matrix::from_fn(m, k, |_, _| F8E4M3::from_f64(r.uniform()));
+        let b = Matrix::from_fn(k, n, |_, _| F8E4M3::from_f64(r.uniform()));
+        let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+        let c0 = stored((m, n), R, 4, bf16::from_f64(-7.0), |i, j| bf16::from_f64(((i + 2 * j) % 5) as f64));
+        let mut clustered = DeviceMatrix::from_host(&dev, &c0).unwrap();
+        Gemm::new().alpha(0.75).beta(-0.5).run_device(&da, &db, &mut clustered).unwrap();
+        let mut plain = DeviceMatrix::from_host(&dev, &c0).unwrap();
+        {
+            let mut cv = [plain.as_view_mut()];
+            Gemm::new().alpha(0.75).beta(-0.5).run_grouped_device(&[da.as_view()], &[db.as_view()], &mut cv).unwrap();
+        }
+        let (x, y) = (clustered.to_host().unwrap(), plain.to_host().unwrap());
+        for (at, (u, v)) in x.as_slice().iter().zip(y.as_slice()).enumerate() {
+            assert_eq!(u.to_bits(), v.to_bits(), "{m}x{n}x{k}: storage index {at}");
+            if is_padding(&x, at) {
+                assert_eq!(u.to_bits(), bf16::from_f64(-7.0).to_bits(), "{m}x{n}x{k}: guard at {at}");
+            }
+        }
+    }
+    // A strided batch on clustered tiles: each product's bits alone.
+    let (m, n, k, count) = (640, 1536, 600, 3);
+    let mut r = Rng::new(77);
+    let a = Matrix::from_fn(count * m, k, |_, _| F8E4M3::from_f64(r.uniform()));
+    let b = Matrix::from_fn(count * k, n, |_, _| F8E4M3::from_f64(r.uniform()));
+    let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+    let mut dc = DeviceMatrix::<f32>::zeros(&dev, count * m, n).unwrap();
+    Gemm::new()
+        .run_strided_device(
+            gemm::Strided::new(da.view(0, 0, m, k).unwrap(), count, m * k).unwrap(),
+            gemm::Strided::new(db.view(0, 0, k, n).unwrap(), count, k * n).unwrap(),
+            gemm::Strided::new(dc.view_mut(0, 0, m, n).unwrap(), count, m * n).unwrap(),
+        )
+        .unwrap();
+    let all = dc.to_host().unwrap();
+    for i in 0..count {
+        let mut c = DeviceMatrix::<f32>::zeros(&dev, m, n).unwrap();
+        let (ai, bi) = (da.view(i * m, 0, m, k).unwrap(), db.view(i * k, 0, k, n).unwrap());
+        Gemm::new().run_device(ai, bi, &mut c).unwrap();
+        let c = c.to_host().unwrap();
+        for p in 0..m {
+            for j in 0..n {
+                assert_eq!(all[(i * m + p, j)].to_bits(), c[(p, j)].to_bits(), "product {i}: C({p}, {j})");
+            }
+        }
+    }
+    // k split across slices on clustered tiles: within the bound.
+    let plan = Gemm::new().plan_for::<F8E4M3, f32>(512, 512, 32768).unwrap();
+    assert!(plan.split_k > 1 && plan.to_string().contains("_c2"), "{plan}");
+    check::<f32>((512, 512, 32768), (R, C, R), 0, (1.0, 0.0), false, 31);
+    check::<bf16>((511, 400, 30000), (R, C, R), 2, (0.5, 0.25), false, 32);
+}

@@ -345,6 +345,10 @@ pub struct WgmmaTile {
     pub bn: u32,
     /// Shared-memory buffers (k-tiles in flight).
     pub depth: u32,
+    /// Blocks per cluster, along m: 1, or 2 (a pair of blocks on the tiles
+    /// of two consecutive tile rows with the same columns, each k-tile's B
+    /// fetched once and multicast to both by TMA).
+    pub cluster: u32,
 }
 
 impl WgmmaTile {
@@ -436,16 +440,23 @@ impl WgmmaTile {
         SMEM_ALIGN + self.barriers_offset() + 16 * self.depth
     }
 
-    /// Block tiles of `count` m x n products: the tile schedule's length.
+    /// Block tiles of `count` m x n products: the tile schedule's length,
+    /// in blocks' tiles. With clusters, each product's tile rows are
+    /// rounded up to a multiple of the cluster (a cluster's blocks take
+    /// tile rows together; a block past the last row still runs the
+    /// k-loop, for its partner's multicasts, and stores nothing).
     pub const fn tiles(self, m: u32, n: u32, count: u32) -> u64 {
-        ceil_div(n, self.bn) as u64 * ceil_div(m, self.bm) as u64 * count as u64
+        let rows = ceil_div(ceil_div(m, self.bm), self.cluster) * self.cluster;
+        ceil_div(n, self.bn) as u64 * rows as u64 * count as u64
     }
 
     /// Grid of one launch of persistent blocks: one block per SM (the
-    /// buffers leave room for one), fewer when there are fewer tiles.
+    /// buffers leave room for one), fewer when there are fewer tiles; a
+    /// multiple of the cluster.
     pub const fn grid(self, m: u32, n: u32, count: u32, sm_count: u32) -> [u32; 3] {
         let tiles = self.tiles(m, n, count);
-        [if tiles < sm_count as u64 { tiles as u32 } else { sm_count }, 1, 1]
+        let slots = sm_count / self.cluster * self.cluster;
+        [if tiles < slots as u64 { tiles as u32 } else { slots }, 1, 1]
     }
 
     /// Split-K for one m x n x k product with `input_bytes` operands on
@@ -484,6 +495,9 @@ impl WgmmaTile {
         if self.depth < 2 {
             return Err("the pipeline depth must be at least 2");
         }
+        if self.cluster != 1 && (self.cluster != 2 || self.narrow()) {
+            return Err("a cluster is 1 or 2 blocks (not for a narrow tile)");
+        }
         if self.smem_bytes() > 232_448 {
             return Err("the buffers exceed the 227 KiB of shared memory a Hopper block may have");
         }
@@ -500,13 +514,14 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 }
 
 /// Every compiled warpgroup-MMA kernel family: 128 x 256 (depth 4) and
-/// 128 x 128 (depth 5) for large C, 128 x 64 (depth 8) for C with few
+/// 128 x 128 (depth 5) for large C, for FP8 also 128 x 128 in clusters of
+/// two blocks (depth 6; B multicast: [`WgmmaTile::cluster`]), 128 x 64 (depth 8) for C with few
 /// columns or few tiles, for f16 and bf16 64 x 256 (one consumer, depth 5)
 /// for C with few rows and 192 x 192 (depth 3) where it fills the last
 /// wave, and for every type the [narrow](WgmmaTile::narrow) 128 x 8, 16 and
 /// 32 tiles (depth 13, 12, 11) of token-sized products, marked `narrow`;
 /// the host's planner picks among them. As lines `(name, types, [BM, BN,
-/// depth])`, `(name, types, [BM, BN, depth], narrow)` or `(.., fused)`
+/// depth, cluster])`, `(name, types, [BM, BN, depth, cluster], narrow)` or `(.., fused)`
 /// (the lines whose kernels also come as `<entry>_fused`, with FP8 block
 /// scales and the fused epilogue: floating-point C, tiles that
 /// [fuse](WgmmaTile::fuses), BN at least 64): the kernel crate exports
@@ -521,62 +536,71 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 macro_rules! warpgroup_menu {
     ($callback:ident) => {
         $callback! {
-            (wgmma_f16_b128x128_d5, F16, [128, 128, 5], fused)
-            (wgmma_f16_f32_b128x128_d5, F16F32, [128, 128, 5], fused)
-            (wgmma_bf16_b128x128_d5, Bf16, [128, 128, 5], fused)
-            (wgmma_bf16_f32_b128x128_d5, Bf16F32, [128, 128, 5], fused)
-            (wgmma_f16_b128x256_d4, F16, [128, 256, 4])
-            (wgmma_f16_f32_b128x256_d4, F16F32, [128, 256, 4])
-            (wgmma_bf16_b128x256_d4, Bf16, [128, 256, 4])
-            (wgmma_bf16_f32_b128x256_d4, Bf16F32, [128, 256, 4])
-            (wgmma_f16_b128x64_d8, F16, [128, 64, 8], fused)
-            (wgmma_f16_f32_b128x64_d8, F16F32, [128, 64, 8], fused)
-            (wgmma_bf16_b128x64_d8, Bf16, [128, 64, 8], fused)
-            (wgmma_bf16_f32_b128x64_d8, Bf16F32, [128, 64, 8], fused)
-            (wgmma_f16_b192x192_d3, F16, [192, 192, 3])
-            (wgmma_f16_f32_b192x192_d3, F16F32, [192, 192, 3])
-            (wgmma_bf16_b192x192_d3, Bf16, [192, 192, 3])
-            (wgmma_bf16_f32_b192x192_d3, Bf16F32, [192, 192, 3])
-            (wgmma_f16_b64x256_d5, F16, [64, 256, 5])
-            (wgmma_f16_f32_b64x256_d5, F16F32, [64, 256, 5])
-            (wgmma_bf16_b64x256_d5, Bf16, [64, 256, 5])
-            (wgmma_bf16_f32_b64x256_d5, Bf16F32, [64, 256, 5])
-            (wgmma_tf32_b128x64_d8, Tf32, [128, 64, 8], fused)
-            (wgmma_tf32_b128x128_d5, Tf32, [128, 128, 5], fused)
-            (wgmma_tf32_b128x256_d4, Tf32, [128, 256, 4])
-            (wgmma_s8_b128x64_d8, S8, [128, 64, 8])
-            (wgmma_s8_b128x128_d5, S8, [128, 128, 5])
-            (wgmma_s8_b128x256_d4, S8, [128, 256, 4])
-            (wgmma_e4m3_bf16_b128x64_d8, E4m3Bf16, [128, 64, 8], fused)
-            (wgmma_e4m3_f16_b128x64_d8, E4m3F16, [128, 64, 8], fused)
-            (wgmma_e4m3_f32_b128x64_d8, E4m3F32, [128, 64, 8], fused)
-            (wgmma_e4m3_bf16_b128x128_d5, E4m3Bf16, [128, 128, 5], fused)
-            (wgmma_e4m3_f16_b128x128_d5, E4m3F16, [128, 128, 5], fused)
-            (wgmma_e4m3_f32_b128x128_d5, E4m3F32, [128, 128, 5], fused)
-            (wgmma_e4m3_e5m2_bf16_b128x128_d5, E4m3E5m2Bf16, [128, 128, 5], fused)
-            (wgmma_e4m3_e5m2_f16_b128x128_d5, E4m3E5m2F16, [128, 128, 5], fused)
-            (wgmma_e4m3_e5m2_f32_b128x128_d5, E4m3E5m2F32, [128, 128, 5], fused)
-            (wgmma_e5m2_e4m3_bf16_b128x128_d5, E5m2E4m3Bf16, [128, 128, 5], fused)
-            (wgmma_e5m2_e4m3_f16_b128x128_d5, E5m2E4m3F16, [128, 128, 5], fused)
-            (wgmma_e5m2_e4m3_f32_b128x128_d5, E5m2E4m3F32, [128, 128, 5], fused)
-            (wgmma_f16_b128x8_d13, F16, [128, 8, 13], narrow)
-            (wgmma_f16_f32_b128x8_d13, F16F32, [128, 8, 13], narrow)
-            (wgmma_bf16_b128x8_d13, Bf16, [128, 8, 13], narrow)
-            (wgmma_bf16_f32_b128x8_d13, Bf16F32, [128, 8, 13], narrow)
-            (wgmma_tf32_b128x8_d13, Tf32, [128, 8, 13], narrow)
-            (wgmma_s8_b128x8_d13, S8, [128, 8, 13], narrow)
-            (wgmma_f16_b128x16_d12, F16, [128, 16, 12], narrow)
-            (wgmma_f16_f32_b128x16_d12, F16F32, [128, 16, 12], narrow)
-            (wgmma_bf16_b128x16_d12, Bf16, [128, 16, 12], narrow)
-            (wgmma_bf16_f32_b128x16_d12, Bf16F32, [128, 16, 12], narrow)
-            (wgmma_tf32_b128x16_d12, Tf32, [128, 16, 12], narrow)
-            (wgmma_s8_b128x16_d12, S8, [128, 16, 12], narrow)
-            (wgmma_f16_b128x32_d11, F16, [128, 32, 11], narrow)
-            (wgmma_f16_f32_b128x32_d11, F16F32, [128, 32, 11], narrow)
-            (wgmma_bf16_b128x32_d11, Bf16, [128, 32, 11], narrow)
-            (wgmma_bf16_f32_b128x32_d11, Bf16F32, [128, 32, 11], narrow)
-            (wgmma_tf32_b128x32_d11, Tf32, [128, 32, 11], narrow)
-            (wgmma_s8_b128x32_d11, S8, [128, 32, 11], narrow)
+            (wgmma_f16_b128x128_d5, F16, [128, 128, 5, 1], fused)
+            (wgmma_f16_f32_b128x128_d5, F16F32, [128, 128, 5, 1], fused)
+            (wgmma_bf16_b128x128_d5, Bf16, [128, 128, 5, 1], fused)
+            (wgmma_bf16_f32_b128x128_d5, Bf16F32, [128, 128, 5, 1], fused)
+            (wgmma_f16_b128x256_d4, F16, [128, 256, 4, 1])
+            (wgmma_f16_f32_b128x256_d4, F16F32, [128, 256, 4, 1])
+            (wgmma_bf16_b128x256_d4, Bf16, [128, 256, 4, 1])
+            (wgmma_bf16_f32_b128x256_d4, Bf16F32, [128, 256, 4, 1])
+            (wgmma_f16_b128x64_d8, F16, [128, 64, 8, 1], fused)
+            (wgmma_f16_f32_b128x64_d8, F16F32, [128, 64, 8, 1], fused)
+            (wgmma_bf16_b128x64_d8, Bf16, [128, 64, 8, 1], fused)
+            (wgmma_bf16_f32_b128x64_d8, Bf16F32, [128, 64, 8, 1], fused)
+            (wgmma_f16_b192x192_d3, F16, [192, 192, 3, 1])
+            (wgmma_f16_f32_b192x192_d3, F16F32, [192, 192, 3, 1])
+            (wgmma_bf16_b192x192_d3, Bf16, [192, 192, 3, 1])
+            (wgmma_bf16_f32_b192x192_d3, Bf16F32, [192, 192, 3, 1])
+            (wgmma_f16_b64x256_d5, F16, [64, 256, 5, 1])
+            (wgmma_f16_f32_b64x256_d5, F16F32, [64, 256, 5, 1])
+            (wgmma_bf16_b64x256_d5, Bf16, [64, 256, 5, 1])
+            (wgmma_bf16_f32_b64x256_d5, Bf16F32, [64, 256, 5, 1])
+            (wgmma_tf32_b128x64_d8, Tf32, [128, 64, 8, 1], fused)
+            (wgmma_tf32_b128x128_d5, Tf32, [128, 128, 5, 1], fused)
+            (wgmma_tf32_b128x256_d4, Tf32, [128, 256, 4, 1])
+            (wgmma_s8_b128x64_d8, S8, [128, 64, 8, 1])
+            (wgmma_s8_b128x128_d5, S8, [128, 128, 5, 1])
+            (wgmma_s8_b128x256_d4, S8, [128, 256, 4, 1])
+            (wgmma_e4m3_bf16_b128x64_d8, E4m3Bf16, [128, 64, 8, 1], fused)
+            (wgmma_e4m3_f16_b128x64_d8, E4m3F16, [128, 64, 8, 1], fused)
+            (wgmma_e4m3_f32_b128x64_d8, E4m3F32, [128, 64, 8, 1], fused)
+            (wgmma_e4m3_bf16_b128x128_d5, E4m3Bf16, [128, 128, 5, 1], fused)
+            (wgmma_e4m3_f16_b128x128_d5, E4m3F16, [128, 128, 5, 1], fused)
+            (wgmma_e4m3_f32_b128x128_d5, E4m3F32, [128, 128, 5, 1], fused)
+            (wgmma_e4m3_e5m2_bf16_b128x128_d5, E4m3E5m2Bf16, [128, 128, 5, 1], fused)
+            (wgmma_e4m3_e5m2_f16_b128x128_d5, E4m3E5m2F16, [128, 128, 5, 1], fused)
+            (wgmma_e4m3_e5m2_f32_b128x128_d5, E4m3E5m2F32, [128, 128, 5, 1], fused)
+            (wgmma_e5m2_e4m3_bf16_b128x128_d5, E5m2E4m3Bf16, [128, 128, 5, 1], fused)
+            (wgmma_e5m2_e4m3_f16_b128x128_d5, E5m2E4m3F16, [128, 128, 5, 1], fused)
+            (wgmma_e5m2_e4m3_f32_b128x128_d5, E5m2E4m3F32, [128, 128, 5, 1], fused)
+            (wgmma_e4m3_bf16_b128x128_d6_c2, E4m3Bf16, [128, 128, 6, 2], fused)
+            (wgmma_e4m3_f16_b128x128_d6_c2, E4m3F16, [128, 128, 6, 2], fused)
+            (wgmma_e4m3_f32_b128x128_d6_c2, E4m3F32, [128, 128, 6, 2], fused)
+            (wgmma_e4m3_e5m2_bf16_b128x128_d6_c2, E4m3E5m2Bf16, [128, 128, 6, 2], fused)
+            (wgmma_e4m3_e5m2_f16_b128x128_d6_c2, E4m3E5m2F16, [128, 128, 6, 2], fused)
+            (wgmma_e4m3_e5m2_f32_b128x128_d6_c2, E4m3E5m2F32, [128, 128, 6, 2], fused)
+            (wgmma_e5m2_e4m3_bf16_b128x128_d6_c2, E5m2E4m3Bf16, [128, 128, 6, 2], fused)
+            (wgmma_e5m2_e4m3_f16_b128x128_d6_c2, E5m2E4m3F16, [128, 128, 6, 2], fused)
+            (wgmma_e5m2_e4m3_f32_b128x128_d6_c2, E5m2E4m3F32, [128, 128, 6, 2], fused)
+            (wgmma_f16_b128x8_d13, F16, [128, 8, 13, 1], narrow)
+            (wgmma_f16_f32_b128x8_d13, F16F32, [128, 8, 13, 1], narrow)
+            (wgmma_bf16_b128x8_d13, Bf16, [128, 8, 13, 1], narrow)
+            (wgmma_bf16_f32_b128x8_d13, Bf16F32, [128, 8, 13, 1], narrow)
+            (wgmma_tf32_b128x8_d13, Tf32, [128, 8, 13, 1], narrow)
+            (wgmma_s8_b128x8_d13, S8, [128, 8, 13, 1], narrow)
+            (wgmma_f16_b128x16_d12, F16, [128, 16, 12, 1], narrow)
+            (wgmma_f16_f32_b128x16_d12, F16F32, [128, 16, 12, 1], narrow)
+            (wgmma_bf16_b128x16_d12, Bf16, [128, 16, 12, 1], narrow)
+            (wgmma_bf16_f32_b128x16_d12, Bf16F32, [128, 16, 12, 1], narrow)
+            (wgmma_tf32_b128x16_d12, Tf32, [128, 16, 12, 1], narrow)
+            (wgmma_s8_b128x16_d12, S8, [128, 16, 12, 1], narrow)
+            (wgmma_f16_b128x32_d11, F16, [128, 32, 11, 1], narrow)
+            (wgmma_f16_f32_b128x32_d11, F16F32, [128, 32, 11, 1], narrow)
+            (wgmma_bf16_b128x32_d11, Bf16, [128, 32, 11, 1], narrow)
+            (wgmma_bf16_f32_b128x32_d11, Bf16F32, [128, 32, 11, 1], narrow)
+            (wgmma_tf32_b128x32_d11, Tf32, [128, 32, 11, 1], narrow)
+            (wgmma_s8_b128x32_d11, S8, [128, 32, 11, 1], narrow)
         }
     };
 }
@@ -588,8 +612,8 @@ mod tests {
     #[test]
     fn menu_tiles_are_valid() {
         macro_rules! check {
-            ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $flag:ident)*) )*) => {$(
-                let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d };
+            ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal, $cl:literal] $(, $flag:ident)*) )*) => {$(
+                let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d, cluster: $cl };
                 assert_eq!(tile.check(), Ok(()), "{}", stringify!($name));
                 assert!(stringify!($name).contains(WgmmaTypes::$t.name()));
                 // `narrow` exactly on the narrow tiles; `fused` only on
@@ -608,7 +632,7 @@ mod tests {
 
     #[test]
     fn geometry() {
-        let t = WgmmaTile { bm: 128, bn: 256, depth: 4 };
+        let t = WgmmaTile { bm: 128, bn: 256, depth: 4, cluster: 1 };
         assert_eq!(t.threads_per_block(), 384);
         assert_eq!(t.buffer_bytes(), 384 * 128);
         assert_eq!(t.smem_bytes(), 1024 + 4 * 49152 + 4 * 8192 + 64);
@@ -621,14 +645,14 @@ mod tests {
         assert!(WgmmaTile { bm: 96, ..t }.check().is_err());
         assert!(WgmmaTile { depth: 6, ..t }.check().is_err());
         // Narrow tiles: BN 8, 16, 32; no C staging, so a deep pipeline fits.
-        let narrow = WgmmaTile { bm: 128, bn: 16, depth: 12 };
+        let narrow = WgmmaTile { bm: 128, bn: 16, depth: 12, cluster: 1 };
         assert!(narrow.narrow() && narrow.check().is_ok() && !t.narrow());
         assert_eq!(narrow.barriers_offset(), 12 * 144 * 128);
         assert!(WgmmaTile { bn: 24, depth: 11, ..narrow }.check().is_ok());
         assert!(WgmmaTile { bn: 48, ..narrow }.check().is_err());
         assert!(WgmmaTile { bn: 12, ..narrow }.check().is_err());
         assert!(WgmmaTile { depth: 13, ..narrow }.check().is_err());
-        let small = WgmmaTile { bm: 128, bn: 128, depth: 5 };
+        let small = WgmmaTile { bm: 128, bn: 128, depth: 5, cluster: 1 };
         // One tile, 1024 k-tiles: 132 slices of 8.
         assert_eq!(small.split_k(128, 128, 65536, 2, 132), (128, 8));
         assert_eq!(small.split_k(1024, 1024, 32768, 2, 132), (2, 256));
@@ -644,5 +668,21 @@ mod tests {
             }
         }
         assert!(k_major(false, true) && k_major(true, false) && !k_major(true, true) && !k_major(false, false));
+    }
+
+    #[test]
+    fn cluster_geometry() {
+        let pair = WgmmaTile { bm: 128, bn: 128, depth: 6, cluster: 2 };
+        assert_eq!(pair.check(), Ok(()));
+        assert_eq!(pair.smem_bytes(), 1024 + 6 * 32768 + 4 * 8192 + 96);
+        // 3 tile rows are run as 2 pairs: 4 rows of blocks' tiles.
+        assert_eq!(pair.tiles(300, 256, 2), 4 * 2 * 2);
+        assert_eq!(pair.tiles(256, 128, 1), 2);
+        // The grid is a multiple of the cluster, at most the SMs'.
+        assert_eq!(pair.grid(8192, 8192, 1, 132), [132, 1, 1]);
+        assert_eq!(pair.grid(8192, 8192, 1, 133), [132, 1, 1]);
+        assert_eq!(pair.grid(100, 100, 1, 132), [2, 1, 1]);
+        assert!(WgmmaTile { cluster: 3, ..pair }.check().is_err());
+        assert!(WgmmaTile { bn: 16, depth: 12, ..pair }.check().is_err());
     }
 }

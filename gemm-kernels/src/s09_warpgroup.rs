@@ -438,6 +438,51 @@ unsafe fn mbarrier_arrive(bar: u32) {
     asm!("mbarrier.arrive.shared::cta.b64 _, [{b}];", b = in(reg32) bar, options(nostack));
 }
 
+/// Arrives on the barrier at shared address `bar` of each block of this
+/// block's cluster of `CLUSTER` (this block's own when 1): a consumer's
+/// release of a buffer that the cluster's producers write into (a
+/// multicast B lands in every block's buffer).
+#[inline(always)]
+unsafe fn release_buffer<const CLUSTER: u32>(bar: u32) {
+    if CLUSTER == 1 {
+        mbarrier_arrive(bar);
+        return;
+    }
+    for rank in 0..CLUSTER {
+        asm!(
+            "{{",
+            ".reg .b32 r;",
+            "mapa.shared::cluster.u32 r, {b}, {rank};",
+            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];",
+            "}}",
+            b = in(reg32) bar,
+            rank = in(reg32) rank,
+            options(nostack)
+        );
+    }
+}
+
+/// This block's rank in its cluster (`%cluster_ctarank`).
+#[inline(always)]
+fn cluster_rank() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %cluster_ctarank;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Every thread of the cluster waits here (`barrier.cluster.arrive` with
+/// release semantics, then `.wait` with acquire): the barriers one block
+/// initialized are seen by the others, and no block leaves while another
+/// may still write into its shared memory.
+///
+/// # Safety
+/// Reached by every thread of every block of the cluster.
+#[inline(always)]
+unsafe fn cluster_sync() {
+    asm!("barrier.cluster.arrive.release;", "barrier.cluster.wait.acquire;", options(nostack));
+}
+
 /// Waits until the phase of `bar` with parity `parity` has completed.
 #[inline(always)]
 unsafe fn mbarrier_wait(bar: u32, parity: u32) {
@@ -472,6 +517,24 @@ unsafe fn tma_load_3d(dst: u32, map: *const u8, c0: i32, c1: i32, c2: i32, bar: 
         c1 = in(reg32) c1,
         c2 = in(reg32) c2,
         b = in(reg32) bar,
+        options(nostack)
+    );
+}
+
+/// As [`tma_load_3d`], the box written at `dst` and completed on `bar` in
+/// every block of the cluster named by `mask` (bit r: rank r), each at
+/// the same shared offsets (`.multicast::cluster`).
+#[inline(always)]
+unsafe fn tma_load_3d_multicast(dst: u32, map: *const u8, (c0, c1, c2): (i32, i32, i32), bar: u32, mask: u16) {
+    asm!(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [{d}], [{m}, {{{c0}, {c1}, {c2}}}], [{b}], {k};",
+        d = in(reg32) dst,
+        m = in(reg64) map,
+        c0 = in(reg32) c0,
+        c1 = in(reg32) c1,
+        c2 = in(reg32) c2,
+        b = in(reg32) bar,
+        k = in(reg16) mask,
         options(nostack)
     );
 }
@@ -639,7 +702,7 @@ impl<O: Output> Params<O> {
 /// of it).
 ///
 /// # Safety
-/// Launched with the geometry of `WgmmaTile { bm: BM, bn: BN, depth: DEPTH }`
+/// Launched with the geometry of `WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER }`
 /// (threads, grid, shared memory) on a compute capability 9.0 device, with
 /// tensor maps that describe A and B as the module docs say and a C of at
 /// least `m x n` (ldc) per product.
@@ -654,13 +717,14 @@ pub unsafe fn warpgroup<
     const A_MN: bool,
     const B_MN: bool,
     const FUSED: bool,
+    const CLUSTER: u32,
 >(
     p: Params<O>,
 ) {
     const { assert!(ACC as u32 * 2 == BN, "ACC must be BN / 2") };
     const {
         assert!(
-            !FUSED || (O::FLOAT && WgmmaTile { bm: BM, bn: BN, depth: DEPTH }.fuses()),
+            !FUSED || (O::FLOAT && WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER }.fuses()),
             "a fused kernel has a floating-point C and a tile that fuses"
         )
     };
@@ -670,9 +734,9 @@ pub unsafe fn warpgroup<
             "only f16 and bf16 operands may be MN-major, and a tf32 A (through registers)"
         )
     };
-    const { assert!(WgmmaTile { bm: BM, bn: BN, depth: DEPTH }.check().is_ok(), "invalid warpgroup tile") };
+    const { assert!(WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER }.check().is_ok(), "invalid warpgroup tile") };
     const { assert!(!(B_MN && BN < 64), "a narrow tile reads B K-major only") };
-    let tile = WgmmaTile { bm: BM, bn: BN, depth: DEPTH };
+    let tile = WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER };
     let base = (smem_base() + SMEM_ALIGN - 1) & !(SMEM_ALIGN - 1);
     let full = |s: u32| base + tile.barriers_offset() + 8 * s;
     let empty = |s: u32| base + tile.barriers_offset() + 8 * (DEPTH + s);
@@ -681,23 +745,41 @@ pub unsafe fn warpgroup<
     let tile_bytes = tile.buffer_bytes();
 
     let t = core::arch::nvptx::_thread_idx_x() as u32;
-    let blocks = crate::thread::grid_dim()[0];
-    let block = crate::thread::block_idx()[0];
+    // Clusters of CLUSTER blocks (consecutive blocks: the entry point's
+    // `.reqnctapercluster`) take the schedule's jobs; a job is CLUSTER
+    // block tiles of consecutive tile rows with the same columns, block
+    // `rank` of the cluster taking row `CLUSTER by + rank`.
+    let rank = if CLUSTER > 1 { cluster_rank() } else { 0 };
+    let blocks = crate::thread::grid_dim()[0] / CLUSTER;
+    let block = crate::thread::block_idx()[0] / CLUSTER;
     let consumers = BM / WARPGROUP_M;
     if t == 0 {
         for s in 0..DEPTH {
             mbarrier_init(full(s), 1);
-            mbarrier_init(empty(s), consumers);
+            // A buffer is free once every consumer of the cluster has
+            // released it: a multicast B is written into all of them.
+            mbarrier_init(empty(s), consumers * CLUSTER);
         }
         asm!("fence.mbarrier_init.release.cluster;", options(nostack));
     }
-    crate::thread::sync_threads();
+    if CLUSTER > 1 {
+        if !p.group.is_null() {
+            // A grouped launch's products differ in k: the cluster's
+            // pipelines would fall out of step (the host never asks).
+            core::arch::nvptx::trap();
+        }
+        cluster_sync();
+    } else {
+        crate::thread::sync_threads();
+    }
 
     // The tile schedule: tile i of the launch (over every product of the
     // batch) is block tile `raster(i % tiles)` of product `i / tiles`; block b
     // takes tiles b, b + blocks, ... (persistent blocks). A grouped launch
     // lays its products' block tiles one after the other (`p.group`).
-    let tiles = p.m.div_ceil(BM) * p.n.div_ceil(BN);
+    // Jobs per product, and a product's rows of jobs.
+    let job_rows = |q: &Params<O>| q.m.div_ceil(BM).div_ceil(CLUSTER);
+    let tiles = job_rows(&p) * p.n.div_ceil(BN);
     let total = if p.group.is_null() { tiles * p.count } else { (*p.group.add(p.count as usize)).first_job };
     let bk = ROW_BYTES / I::BYTES;
     // The k-tiles of product z of q: all of them, or its slice.
@@ -723,8 +805,8 @@ pub unsafe fn warpgroup<
             while job < total {
                 let (q, z, tile_index) = p.job(job, tiles, &mut cursor);
                 let (map_a, map_b) = (q.maps, q.maps.add(128));
-                let (by, bx) = raster(tile_index, q.m.div_ceil(BM), q.n.div_ceil(BN));
-                let (m0, n0) = (by * BM, bx * BN);
+                let (by, bx) = raster(tile_index, job_rows(&q), q.n.div_ceil(BN));
+                let (m0, n0) = ((CLUSTER * by + rank) * BM, bx * BN);
                 let (za, zb) = ((z * q.batch_a) as i32, (z * q.batch_b) as i32);
                 let (k_first, k_end) = k_range(&q, z);
                 for kt in k_first..k_end {
@@ -744,7 +826,22 @@ pub unsafe fn warpgroup<
                     } else {
                         tma_load_3d(a_tile(s), map_a, k0, m0 as i32, za, full(s));
                     }
-                    if B_MN {
+                    if CLUSTER > 1 {
+                        // The cluster's blocks share B: its k-tiles are
+                        // fetched by the blocks in turn, each multicast
+                        // into every block's buffer s.
+                        if it % CLUSTER == rank {
+                            let mask = ((1u32 << CLUSTER) - 1) as u16;
+                            if B_MN {
+                                for j in 0..BN / bk {
+                                    let at = b_tile(s) + j * bk * ROW_BYTES;
+                                    tma_load_3d_multicast(at, map_b, ((n0 + bk * j) as i32, k0, zb), full(s), mask);
+                                }
+                            } else {
+                                tma_load_3d_multicast(b_tile(s), map_b, (k0, n0 as i32, zb), full(s), mask);
+                            }
+                        }
+                    } else if B_MN {
                         for j in 0..BN / bk {
                             let at = b_tile(s) + j * bk * ROW_BYTES;
                             tma_load_3d(at, map_b, (n0 + bk * j) as i32, k0, zb, full(s));
@@ -757,6 +854,9 @@ pub unsafe fn warpgroup<
                 job += blocks;
             }
         }
+        if CLUSTER > 1 {
+            cluster_sync();
+        }
         return;
     }
 
@@ -764,7 +864,7 @@ pub unsafe fn warpgroup<
     if tile.reallocates() {
         asm!(
             "setmaxnreg.inc.sync.aligned.u32 {n};",
-            n = const WgmmaTile { bm: BM, bn: BN, depth: DEPTH }.consumer_registers(),
+            n = const WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER }.consumer_registers(),
             options(nostack)
         );
     }
@@ -782,8 +882,8 @@ pub unsafe fn warpgroup<
         let pairs = q.ldc % 2 == 0
             && (q.count == 1 || q.stride_c % 2 == 0)
             && (q.c as usize) % core::mem::align_of::<O::Pair>() == 0;
-        let (by, bx) = raster(tile_index, q.m.div_ceil(BM), q.n.div_ceil(BN));
-        let (m0, n0) = (by * BM, bx * BN);
+        let (by, bx) = raster(tile_index, job_rows(&q), q.n.div_ceil(BN));
+        let (m0, n0) = ((CLUSTER * by + rank) * BM, bx * BN);
         let mut acc = [0f32; ACC];
         // The full-precision accumulator of a promoting type (unused, and
         // optimized away, otherwise).
@@ -802,18 +902,23 @@ pub unsafe fn warpgroup<
             ((full(s), u & 1), (a_tile(s), b_tile(s)), release)
         };
         let row0 = c * WARPGROUP_M;
+        // The block scales of the next k-tile, loaded a k-tile ahead.
+        let mut next_scales = if scales.present() && k_first < k_end { scales.at(k_first) } else { [0f32; 2] };
         for kt in k_first..k_end {
-            consume::<I, ACC, A_MN, B_MN>(&mut acc, args(kt, it), row0);
+            consume::<I, ACC, A_MN, B_MN, CLUSTER>(&mut acc, args(kt, it), row0);
             if I::PROMOTE {
                 // This k-tile's group is done: its buffer is free, its
-                // partial product (times its block scales, read before the
-                // wait) joins the full-precision sum, and the wgmma
-                // accumulators start the next k-tile from zero.
+                // partial product (times its block scales) joins the
+                // full-precision sum, and the wgmma accumulators start
+                // the next k-tile from zero.
                 if scales.present() {
-                    let s = scales.at(kt);
+                    let s = next_scales;
+                    if kt + 1 < k_end {
+                        next_scales = scales.at(kt + 1);
+                    }
                     asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
                     if leader {
-                        mbarrier_arrive(empty(it % DEPTH));
+                        release_buffer::<CLUSTER>(empty(it % DEPTH));
                     }
                     for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
                         asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
@@ -824,7 +929,7 @@ pub unsafe fn warpgroup<
                 } else {
                     asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
                     if leader {
-                        mbarrier_arrive(empty(it % DEPTH));
+                        release_buffer::<CLUSTER>(empty(it % DEPTH));
                     }
                     for (x, t) in acc.iter_mut().zip(total.iter_mut()) {
                         asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
@@ -847,7 +952,13 @@ pub unsafe fn warpgroup<
             asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
         }
         if k_end > k_first && leader && !I::PROMOTE {
-            mbarrier_arrive(empty((it - 1) % DEPTH));
+            release_buffer::<CLUSTER>(empty((it - 1) % DEPTH));
+        }
+        if CLUSTER > 1 && m0 >= q.m {
+            // Past the last tile row: the k-loop ran for the cluster's
+            // multicasts; nothing to store.
+            job += blocks;
+            continue;
         }
 
         // Epilogue: alpha * acc + beta * C, converted to C's type, while the
@@ -896,6 +1007,9 @@ pub unsafe fn warpgroup<
         // TMA stores; none pending is a no-op).
         asm!("cp.async.bulk.wait_group.read 0;", options(nostack));
     }
+    if CLUSTER > 1 {
+        cluster_sync();
+    }
 }
 
 /// One k-tile of a consumer warpgroup (rows `row0 .. row0 + 64` of the block
@@ -914,7 +1028,7 @@ pub unsafe fn warpgroup<
 /// All 128 threads of the consumer warpgroup, in uniform control flow; the
 /// tiles as the module docs say.
 #[inline(always)]
-unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool>(
+unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool, const CLUSTER: u32>(
     acc: &mut [f32; ACC],
     ((full, parity), (a_tile, b_tile), release): ((u32, u32), (u32, u32), Option<u32>),
     row0: u32,
@@ -924,7 +1038,7 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
     if I::BYTES == 4 && A_MN {
         asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
         if let Some(bar) = release {
-            mbarrier_arrive(bar);
+            release_buffer::<CLUSTER>(bar);
         }
         let a = tf32_a_fragments(a_tile, row0);
         I::k_tile_rs::<ACC>(acc, a, db);
@@ -934,7 +1048,7 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
         // The previous k-tile's group has completed: its buffer is free.
         asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
         if let Some(bar) = release {
-            mbarrier_arrive(bar);
+            release_buffer::<CLUSTER>(bar);
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The exported entry points of stage 9 (the `sm_90a` module): for each line
-//! `(name, types, [BM, BN, depth])` of [`gemm_core::warpgroup_menu!`], one
+//! `(name, types, [BM, BN, depth, cluster])` of [`gemm_core::warpgroup_menu!`], one
 //! kernel per layout of A and B, named `<name>_nn`, `<name>_nt`, `<name>_tn`,
 //! `<name>_tt` (A then B; `n` row-major, `t` column-major); for tf32 only
 //! `_nt` (both operands K-major) and `_tt` (an MN-major A read through
@@ -7,7 +7,9 @@
 //! line (BN below 64) reads B K-major only: `_nt` and `_tt`. A line marked
 //! `fused` has each of its entry points twice: plain, and `<entry>_fused`,
 //! which reads `fusion` (block scales, the fused epilogue); the plain ones
-//! ignore it.
+//! ignore it. A line with clusters of 2 has its entry points declared
+//! with `.reqnctapercluster 2, 1, 1` (the xtask adds it, as the launch
+//! bounds): a plain launch runs them in clusters.
 //! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
 //! the s8 product), `maps: *const u8` (A's,
 //! B's and, for the TMA-store epilogue, C's `CUtensorMap`, 128 bytes each,
@@ -25,7 +27,7 @@ use crate::s09_warpgroup::{warpgroup, Params};
 use gemm_core::warpgroup::{Fusion, GroupProblem};
 
 macro_rules! layout_entry {
-    ([$tail:literal, $fused:literal], $name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal], $amn:literal, $bmn:literal) => {
+    ([$tail:literal, $fused:literal], $name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal, $cl:literal], $amn:literal, $bmn:literal) => {
         #[doc = concat!("Entry point `", stringify!($name), "_", $suffix, $tail, "`.")]
         ///
         /// # Safety
@@ -69,7 +71,7 @@ macro_rules! layout_entry {
                 group,
                 fusion,
             };
-            warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn, $fused>(p)
+            warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn, $fused, $cl>(p)
         }
     };
 }
@@ -134,11 +136,11 @@ macro_rules! layouts {
 }
 
 macro_rules! export_warpgroup {
-    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $flag:ident)*) )*) => {$(
+    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal, $cl:literal] $(, $flag:ident)*) )*) => {$(
         #[doc = concat!("Entry points `", stringify!($name), "_{nn,nt,tn,tt}` (those of its types and tile).")]
         pub mod $name {
             use super::*;
-            layouts!(["", false], $name, $t, [$bm, $bn, $d] $(, $flag)*);
+            layouts!(["", false], $name, $t, [$bm, $bn, $d, $cl] $(, $flag)*);
         }
     )*};
 }

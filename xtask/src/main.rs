@@ -468,7 +468,9 @@ fn build_ptx(module: Module, compiler: &Compiler) -> Result<String> {
 /// the registers at entry at 65536 / T (168 for 384 threads), the pool that
 /// the kernels' `setmaxnreg` moves registers in: from the producer
 /// warpgroup to the consumers (PTX ISA, "Performance-Tuning Directives",
-/// "setmaxnreg"). Every kernel of `gemm_core::warpgroup_menu!` must be
+/// "setmaxnreg"); a line with clusters (`WgmmaTile::cluster`) also gets
+/// `.reqnctapercluster C, 1, 1`, so a plain launch runs its blocks in
+/// clusters. Every kernel of `gemm_core::warpgroup_menu!` must be
 /// found. The token-sized kernels (`gemm_core::skinny_menu!`,
 /// `skinny_mma_menu!`) get their block size and
 /// `gemm_core::skinny::min_blocks_per_sm` (`mma_min_blocks_per_sm`) blocks
@@ -479,12 +481,12 @@ fn launch_bounds(ptx: &str) -> Result<String> {
     let mut bounds = std::collections::HashMap::new();
     let mut warpgroup_lines = 0;
     macro_rules! entries {
-        ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $flag:ident)*) )*) => {$(
-            let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d };
+        ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal, $cl:literal] $(, $flag:ident)*) )*) => {$(
+            let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d, cluster: $cl };
             for ab in ["nn", "nt", "tn", "tt"] {
-                bounds.insert(format!("{}_{ab}", stringify!($name)), (tile.threads_per_block(), 1));
+                bounds.insert(format!("{}_{ab}", stringify!($name)), (tile.threads_per_block(), 1, tile.cluster));
                 // A `fused` line's entry points come twice.
-                bounds.insert(format!("{}_{ab}_fused", stringify!($name)), (tile.threads_per_block(), 1));
+                bounds.insert(format!("{}_{ab}_fused", stringify!($name)), (tile.threads_per_block(), 1, tile.cluster));
             }
             warpgroup_lines += 1 $(+ (stringify!($flag) == "fused") as usize)*;
         )*};
@@ -495,14 +497,14 @@ fn launch_bounds(ptx: &str) -> Result<String> {
         ($( ($name:ident, $t:ident, $s:literal, [$($l:ident),*]) )*) => {$($(
             let layout = if stringify!($l) == "wk" { WLayout::KContiguous } else { WLayout::NContiguous };
             let blocks = min_blocks_per_sm(SkinnyTypes::$t, layout, $s);
-            bounds.insert(format!("{}_{}", stringify!($name), stringify!($l)), (THREADS, blocks));
+            bounds.insert(format!("{}_{}", stringify!($name), stringify!($l)), (THREADS, blocks, 1));
             skinny += 1;
         )*)*};
     }
     gemm_core::skinny_menu!(skinny_entries);
     macro_rules! skinny_mma_entries {
         ($( ($name:ident, $t:ident, $s:literal, $l:ident) )*) => {$(
-            bounds.insert(stringify!($name).to_string(), (THREADS, mma_min_blocks_per_sm($s)));
+            bounds.insert(stringify!($name).to_string(), (THREADS, mma_min_blocks_per_sm($s), 1));
             skinny += 1;
         )*};
     }
@@ -520,8 +522,11 @@ fn launch_bounds(ptx: &str) -> Result<String> {
             }
         }
         out.push_str(line);
-        if let (Some(((t, blocks), is_skinny)), ")") = (pending, line.trim()) {
+        if let (Some(((t, blocks, cluster), is_skinny)), ")") = (pending, line.trim()) {
             out.push_str(&format!(".maxntid {t}, 1, 1\n.minnctapersm {blocks}\n"));
+            if cluster > 1 {
+                out.push_str(&format!(".reqnctapercluster {cluster}, 1, 1\n"));
+            }
             if is_skinny {
                 found_skinny += 1;
             } else {

@@ -50,6 +50,9 @@ pub struct Device {
     functions: Mutex<HashMap<(&'static str, KernelLayouts), CudaFunction>>,
     /// Resident blocks per SM of each kernel asked about (the split model's).
     blocks_per_sm: Mutex<HashMap<(Precision, KernelConfig, KernelLayouts), u32>>,
+    /// Blocks of each clustered stage-9 kernel that run at once
+    /// ([`Device::warpgroup_slots`]).
+    cluster_slots: Mutex<HashMap<&'static str, u32>>,
     /// The host path's staging ring, workspace and streams, made on first use.
     pub(crate) host_pool: Mutex<Option<crate::device::staging::HostPool>>,
     /// Stage 9's tensor maps in device memory, by their bytes
@@ -186,6 +189,7 @@ impl Device {
             limits,
             functions: Mutex::new(HashMap::new()),
             blocks_per_sm: Mutex::new(HashMap::new()),
+            cluster_slots: Mutex::new(HashMap::new()),
             host_pool: Mutex::new(None),
             tensor_maps: Mutex::new(HashMap::new()),
         }))
@@ -446,6 +450,54 @@ impl Device {
             .during("cuFuncSetAttribute")?;
         map.insert((name, KernelLayouts::PACKED), f.clone());
         Ok(f)
+    }
+
+    /// Blocks of stage-9 kernel `name` (`func`, of `tile`) that run at
+    /// once, the most a launch of persistent blocks should have: one per
+    /// SM; for a tile run in clusters, the clusters the driver can keep
+    /// resident at once (`cuOccupancyMaxActiveClusters`: a cluster's blocks
+    /// share a GPC) times their blocks, at most the SMs (remembered per
+    /// kernel).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the driver's occupancy query fails.
+    pub(crate) fn warpgroup_slots(
+        &self,
+        name: &'static str,
+        func: &CudaFunction,
+        tile: gemm_core::warpgroup::WgmmaTile,
+    ) -> Result<u32, Error> {
+        let most = self.sm_count / tile.cluster * tile.cluster;
+        if tile.cluster == 1 {
+            return Ok(most);
+        }
+        if let Some(&s) = self.cluster_slots.lock().unwrap_or_else(|p| p.into_inner()).get(name) {
+            return Ok(s);
+        }
+        self.ctx.bind_to_thread().during("cuCtxSetCurrent")?;
+        // The cluster's size is the kernel's own (`.reqnctapercluster`):
+        // no launch attribute.
+        let config = cudarc::driver::sys::CUlaunchConfig {
+            gridDimX: most.max(tile.cluster),
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: tile.threads_per_block(),
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: tile.smem_bytes(),
+            hStream: core::ptr::null_mut(),
+            attrs: core::ptr::null_mut(),
+            numAttrs: 0,
+        };
+        let mut clusters = 0i32;
+        // SAFETY: `func` is a loaded function of this context (current on
+        // this thread); the config asks for no attributes.
+        unsafe { cudarc::driver::sys::cuOccupancyMaxActiveClusters(&mut clusters, func.cu_function(), &config) }
+            .result()
+            .during("cuOccupancyMaxActiveClusters")?;
+        let slots = (clusters.max(1) as u32 * tile.cluster).min(most.max(tile.cluster));
+        self.cluster_slots.lock().unwrap_or_else(|p| p.into_inner()).insert(name, slots);
+        Ok(slots)
     }
 
     /// The loaded function of a PTX entry point in the module of `layouts` (cached).

@@ -134,8 +134,8 @@ impl WarpgroupKernel {
 /// The layout entry points of one menu line with suffix `$tail` ("" or
 /// "_fused"), as [`WarpgroupKernel::names`] says.
 macro_rules! layout_names {
-    ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal], $tail:literal) => {
-        if WgmmaTypes::$t.transposes() && (WgmmaTile { bm: $bm, bn: $bn, depth: $d }).narrow() {
+    ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal, $cl:literal], $tail:literal) => {
+        if WgmmaTypes::$t.transposes() && (WgmmaTile { bm: $bm, bn: $bn, depth: $d, cluster: $cl }).narrow() {
             // B K-major only.
             [None, Some(concat!(stringify!($name), "_nt", $tail)), None, Some(concat!(stringify!($name), "_tt", $tail))]
         } else if WgmmaTypes::$t.transposes() {
@@ -170,16 +170,16 @@ const fn marked_fused(flags: &[&str]) -> bool {
 }
 
 macro_rules! warpgroup_entries {
-    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal] $(, $flag:ident)*) )*) => {
+    ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal, $cl:literal] $(, $flag:ident)*) )*) => {
         &[$(WarpgroupKernel {
-            names: layout_names!($name, $t, [$bm, $bn, $d], ""),
+            names: layout_names!($name, $t, [$bm, $bn, $d, $cl], ""),
             fused: if marked_fused(&[$(stringify!($flag)),*]) {
-                layout_names!($name, $t, [$bm, $bn, $d], "_fused")
+                layout_names!($name, $t, [$bm, $bn, $d, $cl], "_fused")
             } else {
                 [None; 4]
             },
             types: WgmmaTypes::$t,
-            tile: WgmmaTile { bm: $bm, bn: $bn, depth: $d },
+            tile: WgmmaTile { bm: $bm, bn: $bn, depth: $d, cluster: $cl },
         }),*]
     };
 }

@@ -152,7 +152,6 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
             why: format!("{}x{} needs more than 2^32 block tiles", kd.m, kd.n),
         });
     }
-    let grid = tile.grid(kd.m as u32, kd.n as u32, count, device.sm_count());
     let mut keep = Keep::new();
     let c_address = c.device_ptr(stream).0;
     let operands = ((ka, batch_of(sa)), (kb, batch_of(sb)));
@@ -219,6 +218,10 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     let name =
         kernel.entry(layout_index, fusion.is_some()).expect("a kernel for every layout the operands are brought to");
     let func = device.warpgroup_function(name)?;
+    // Persistent blocks: as many as run at once (a clustered tile's
+    // clusters may fill fewer than all SMs).
+    let slots = device.warpgroup_slots(name, &func, tile)?;
+    let grid = tile.grid(m, n, count, slots);
     let cfg = LaunchConfig {
         grid_dim: (grid[0], grid[1], grid[2]),
         block_dim: (tile.threads_per_block(), 1, 1),
@@ -231,7 +234,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     if let Some((t, tail_kernel, _, mut w, tail_store)) = tail {
         // The head: C's rows up to head_rows whole, in full waves.
         let head = t.head_rows;
-        let g = tile.grid(head, n, 1, device.sm_count());
+        let g = tile.grid(head, n, 1, slots);
         let head_cfg = LaunchConfig { grid_dim: (g[0], g[1], g[2]), ..cfg };
         let mut builder = stream.launch_builder(&func);
         builder.arg(&head).arg(&n).arg(&k).arg(&alpha).arg(&beta).arg(&maps).arg(&mut *c).arg(&ldc);
@@ -245,9 +248,10 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         let tail_maps = uploaded.slice(GROUP_MAPS_BYTES..);
         let tail_name = tail_kernel.names[layout_index].expect("every family has an f32 (i32) C twin");
         let tail_func = device.warpgroup_function(tail_name)?;
+        let tail_slots = device.warpgroup_slots(tail_name, &tail_func, tile)?;
         let offset = if transposed_c { head as usize } else { head as usize * kd.ldc };
         let tail_m = m - head;
-        let g = tile.grid(tail_m, n, t.split.0, device.sm_count());
+        let g = tile.grid(tail_m, n, t.split.0, tail_slots);
         let tail_cfg = LaunchConfig { grid_dim: (g[0], g[1], g[2]), ..cfg };
         let sliced = (&tail_func, tail_cfg, [batch_a, batch_b], tail_store);
         enqueue_slices(stream, types, sliced, (tail_m, n, k), t.split, &tail_maps, (&mut w, transposed_c))?;
@@ -417,6 +421,9 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     };
     let (types, kernel) = (first.types, first.kernel);
     let tile = kernel.tile;
+    // The planner never picks a clustered tile for a grouped launch (its
+    // kernels trap on one: a cluster's blocks run their k-loops in step).
+    debug_assert_eq!(tile.cluster, 1);
     let mut keep = Keep::new();
     // Each problem's C, taken once (its guard records the launch's write).
     let mut c_once: Vec<Option<&mut CudaViewMut<'_, C>>> = c.iter_mut().map(|v| Some(&mut **v)).collect();

@@ -315,6 +315,9 @@ fn tile_efficiency(tile: WgmmaTile) -> f64 {
         return 0.6 * tile.bn as f64 / 32.0;
     }
     match (tile.bm, tile.bn) {
+        // B fetched once for two blocks (FP8, whose 128 x 128 k-tiles
+        // ask for twice the bytes per multiply-add of 16-bit ones).
+        (128, 128) if tile.cluster > 1 => 0.85,
         (128, 256) => 1.0,
         (192, 192) => 0.95,
         (128, 128) => 0.8,
@@ -365,17 +368,19 @@ fn warpgroup_plan_with(
     (batch, sm_count): (usize, u32),
     (tails, narrow): (bool, bool),
 ) -> WarpgroupPlan {
-    warpgroup_plan_among(types, (m, n, k), (batch, sm_count), (tails, narrow), false)
+    warpgroup_plan_among(types, (m, n, k), (batch, sm_count), (tails, narrow, true), false)
 }
 
 /// [`warpgroup_plan_with`]; `fused`: among the tiles that apply a fused
 /// epilogue ([`WgmmaTile::fuses`]), k whole (a split's reduction would
-/// have to apply the epilogue).
+/// have to apply the epilogue); `clusters`: the tiles run in clusters may
+/// be picked (not for a grouped launch, whose products differ in k: a
+/// cluster's blocks run their k-loops in step).
 fn warpgroup_plan_among(
     types: WgmmaTypes,
     (m, n, k): (usize, usize, usize),
     (batch, sm_count): (usize, u32),
-    (tails, narrow): (bool, bool),
+    (tails, narrow, clusters): (bool, bool, bool),
     fused: bool,
 ) -> WarpgroupPlan {
     let tails = tails && !fused;
@@ -442,8 +447,9 @@ fn warpgroup_plan_among(
     let mut best: Option<(f64, WarpgroupPlan)> = None;
     // Narrow tiles for C of few columns only (token-sized products).
     let narrow = narrow && n <= TOKEN_ROWS;
-    let candidates =
-        WARPGROUP_KERNELS.iter().filter(|k| k.types == types && (narrow || !k.tile.narrow()) && (!fused || k.fuses()));
+    let candidates = WARPGROUP_KERNELS.iter().filter(|k| {
+        k.types == types && (narrow || !k.tile.narrow()) && (!fused || k.fuses()) && (clusters || k.tile.cluster == 1)
+    });
     for kernel in candidates {
         // Each tile whole, or split where split_k offers it (single
         // products), or the last wave's rows split (`warpgroup_tail`).
@@ -617,7 +623,7 @@ pub(crate) fn warpgroup_fused_launch(
     let kd = route.dims;
     let narrow = narrow_allowed(types, &kd, 1);
     let dims_k = (kd.m, kd.n, if reads_ab { kd.k } else { 0 });
-    let plan = warpgroup_plan_among(types, dims_k, (1, sm_count), (false, narrow), true);
+    let plan = warpgroup_plan_among(types, dims_k, (1, sm_count), (false, narrow, true), true);
     let realign = realign_wanted(types, &kd, plan.kernel.tile);
     WarpgroupLaunch { types, route, swapped, reads_ab, kernel: plan.kernel, split: (1, 0), realign, tail: None }
 }
@@ -680,7 +686,7 @@ fn list_of_forms(
     // A list's problems each take their own copies: B K-major as it is.
     let narrow = forms.iter().all(|f| narrow_allowed(types, &f.1 .0.dims, usize::MAX));
     let average = (rows.div_ceil(count), n, k);
-    let kernel = warpgroup_plan_among(types, average, (count, sm_count), (true, narrow), fused).kernel;
+    let kernel = warpgroup_plan_among(types, average, (count, sm_count), (true, narrow, false), fused).kernel;
     forms
         .into_iter()
         .map(|(i, (route, swapped, reads_ab))| {
@@ -846,6 +852,37 @@ mod tests {
                 assert_eq!(k.names[3].is_some(), t.transposes() || t.register_a());
             }
             assert_eq!(warpgroup_plan(t, 1, 1, 1, 1, 132).kernel.types, t);
+        }
+    }
+
+    /// FP8 products run on the 128 x 128 tile in clusters of two where they
+    /// fill the SMs, split or not; a grouped launch never takes a clustered
+    /// tile (its kernels trap on one).
+    #[test]
+    fn fp8_products_take_clustered_tiles_but_grouped_ones_do_not() {
+        use crate::plan::product_plan::warpgroup_plan_among;
+        for (m, n, k) in
+            [(1800, 2304, 512), (2100, 3000, 300), (1700, 1900, 1000), (4096, 4096, 4096), (8192, 8192, 8192)]
+        {
+            for t in [WgmmaTypes::E4m3Bf16, WgmmaTypes::E4m3F32, WgmmaTypes::E5m2E4m3F16] {
+                let p = warpgroup_plan(t, m, n, k, 1, 132);
+                assert_eq!((p.kernel.tile.bm, p.kernel.tile.bn, p.kernel.tile.cluster), (128, 128, 2), "{m}x{n}x{k}");
+                let g = warpgroup_plan_among(t, (m, n, k), (4, 132), (true, true, false), false);
+                assert_eq!(g.kernel.tile.cluster, 1, "{m}x{n}x{k}");
+                let f = warpgroup_plan_among(t, (m, n, k), (4, 132), (true, true, false), true);
+                assert_eq!(f.kernel.tile.cluster, 1, "{m}x{n}x{k}");
+            }
+        }
+        // A fused (block-scaled) product too.
+        let f = warpgroup_plan_among(WgmmaTypes::E4m3F32, (1800, 2304, 384), (1, 132), (false, true, true), true);
+        assert_eq!(f.kernel.tile.cluster, 2);
+        let p = warpgroup_plan(WgmmaTypes::E4m3F32, 512, 512, 32768, 1, 132);
+        assert!(p.split.0 > 1 && p.kernel.tile.cluster == 2, "{p:?}");
+        assert_eq!(warpgroup_plan(WgmmaTypes::E4m3F32, 640, 1536, 600, 3, 132).kernel.tile.cluster, 2);
+        // Every clustered family has its f32 twin (split-K's workspace).
+        for f in WARPGROUP_KERNELS.iter().filter(|f| f.tile.cluster > 1) {
+            assert!(WARPGROUP_KERNELS.iter().any(|g| g.tile == f.tile && g.types == f.types.accumulating()));
+            assert!(f.fuses(), "{f:?}");
         }
     }
 }
