@@ -40,6 +40,27 @@
 //! producer runs ahead across tiles: while the consumers store one tile's
 //! C, the next tile's first k-tiles are already arriving.
 //!
+//! # Clusters (FP8's 128 x 128 tile)
+//! A kernel with `CLUSTER` = 2 is declared with `.reqnctapercluster 2, 1,
+//! 1`: consecutive blocks pair up in a cluster (on one GPC), and a job of
+//! the schedule is two block tiles, tile rows 2 by and 2 by + 1 of one
+//! column of tiles, block `rank` taking row 2 by + rank (past the last
+//! row, a block runs the k-loop for its partner and stores nothing). Both
+//! need the same k-tiles of B: each k-tile's B is fetched once, by the
+//! blocks in turn (k-tile `it` by rank `it % 2`), and multicast by TMA
+//! into the same buffer of both blocks (`.multicast::cluster`), completing
+//! on each block's `full` barrier; each block fetches its own A. A buffer
+//! is free once the consumers of both blocks have released it: the
+//! `empty` barriers count 2 x the consumers, and each consumer arrives on
+//! its own block's and on its partner's (`mapa`, `mbarrier.arrive`
+//! `.shared::cluster`). The blocks synchronize with `barrier.cluster`
+//! after initializing their barriers and before leaving (a partner may
+//! still write into this block's shared memory). The L2 then serves 48
+//! KiB per pair of 128 x 128 x 128 k-tiles instead of 64 (the FP8 tile
+//! asks twice the bytes per multiply-add of a 16-bit one); cuBLASLt's
+//! FP8 kernels run in clusters of 2 too (ncu names
+//! `nvjet_sm90_qqtst_128x128_128x6_2x1_v_bz_coopA`).
+//!
 //! # Warp specialization
 //! Warpgroup 0 produces: its first thread, for each k-tile kt, waits until
 //! buffer kt % DEPTH is free (`empty` mbarrier), announces the bytes to come
@@ -438,25 +459,33 @@ unsafe fn mbarrier_arrive(bar: u32) {
     asm!("mbarrier.arrive.shared::cta.b64 _, [{b}];", b = in(reg32) bar, options(nostack));
 }
 
-/// Arrives on the barrier at shared address `bar` of each block of this
-/// block's cluster of `CLUSTER` (this block's own when 1): a consumer's
-/// release of a buffer that the cluster's producers write into (a
-/// multicast B lands in every block's buffer).
+/// A consumer warpgroup's release of a buffer (called by all its threads):
+/// one arrival on the barrier at shared address `bar` of each block of
+/// this block's cluster of `CLUSTER` (the cluster's producers write into
+/// every block's buffer: a multicast B lands in all of them). Lane 0 of
+/// warp r arrives on rank r's barrier, so the arrivals leave side by
+/// side; with no cluster, the warpgroup's first thread arrives on its
+/// own. The remote arrival has the default semantics (release at CTA
+/// scope), as CUTLASS's cluster barrier: with `.release.cluster` ptxas
+/// put a `MEMBAR.ALL.GPU` before each arrival, and the FP8 product ran at
+/// 0.4x its speed without clusters (NVIDIA H200, 2026-11-27, SASS and ncu:
+/// membar stalls).
 #[inline(always)]
 unsafe fn release_buffer<const CLUSTER: u32>(bar: u32) {
+    let t = core::arch::nvptx::_thread_idx_x() as u32 % WARPGROUP_THREADS;
     if CLUSTER == 1 {
-        mbarrier_arrive(bar);
-        return;
-    }
-    for rank in 0..CLUSTER {
+        if t == 0 {
+            mbarrier_arrive(bar);
+        }
+    } else if t % 32 == 0 && t / 32 < CLUSTER {
         asm!(
             "{{",
             ".reg .b32 r;",
             "mapa.shared::cluster.u32 r, {b}, {rank};",
-            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r];",
+            "mbarrier.arrive.shared::cluster.b64 _, [r];",
             "}}",
             b = in(reg32) bar,
-            rank = in(reg32) rank,
+            rank = in(reg32) t / 32,
             options(nostack)
         );
     }
@@ -892,13 +921,12 @@ pub unsafe fn warpgroup<
         let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
         let scales = if I::PROMOTE && FUSED { BlockScales::of(q.fusion, (row, n0), q.m) } else { BlockScales::NONE };
         // k-tile kt, the it-th of this block: its buffer, phase parity and
-        // the previous k-tile's `empty` barrier (released by the leader).
+        // the previous k-tile's `empty` barrier (released through `release_buffer`).
         // A promoting type releases each k-tile's buffer itself, as soon as
         // its group has completed (before the promotion).
         let args = |kt: u32, it: u32| {
             let (s, u) = (it % DEPTH, it / DEPTH);
-            let release =
-                if kt > k_first && leader && !I::PROMOTE { Some(empty((it + DEPTH - 1) % DEPTH)) } else { None };
+            let release = if kt > k_first && !I::PROMOTE { Some(empty((it + DEPTH - 1) % DEPTH)) } else { None };
             ((full(s), u & 1), (a_tile(s), b_tile(s)), release)
         };
         let row0 = c * WARPGROUP_M;
@@ -917,9 +945,7 @@ pub unsafe fn warpgroup<
                         next_scales = scales.at(kt + 1);
                     }
                     asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-                    if leader {
-                        release_buffer::<CLUSTER>(empty(it % DEPTH));
-                    }
+                    release_buffer::<CLUSTER>(empty(it % DEPTH));
                     for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
                         asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
                         // acc[4j + 2h + e] is on row `row + 8 h`.
@@ -928,9 +954,7 @@ pub unsafe fn warpgroup<
                     }
                 } else {
                     asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-                    if leader {
-                        release_buffer::<CLUSTER>(empty(it % DEPTH));
-                    }
+                    release_buffer::<CLUSTER>(empty(it % DEPTH));
                     for (x, t) in acc.iter_mut().zip(total.iter_mut()) {
                         asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
                         *t += *x;
@@ -951,7 +975,7 @@ pub unsafe fn warpgroup<
         for x in acc.iter_mut() {
             asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
         }
-        if k_end > k_first && leader && !I::PROMOTE {
+        if k_end > k_first && !I::PROMOTE {
             release_buffer::<CLUSTER>(empty((it - 1) % DEPTH));
         }
         if CLUSTER > 1 && m0 >= q.m {
@@ -1015,7 +1039,7 @@ pub unsafe fn warpgroup<
 /// One k-tile of a consumer warpgroup (rows `row0 .. row0 + 64` of the block
 /// tile): waits for its buffer (`full` barrier and phase parity), issues its
 /// wgmma group, and once the previous k-tile's group has completed arrives
-/// on that k-tile's `empty` barrier, if given. Both operands by descriptor:
+/// on that k-tile's `empty` barrier ([`release_buffer`]), if given. Both operands by descriptor:
 /// the group is issued, then `wgmma.wait_group 1` (the previous group is
 /// done; this one runs on). An MN-major tf32 A through registers: first
 /// `wgmma.wait_group 0`, then the fragments are loaded and the group
@@ -1133,11 +1157,17 @@ impl Epilogue {
 /// bias)` in f32 (the value the store then converts, with alpha 1 and beta
 /// 0); `row` is the thread's first row, `col` its first column (acc[4 jj + 2
 /// h + e] is element (row + 8 h, col + 8 jj + e)); C's element (i, j) at `c
-/// + i ldc + j`, or `c + j ldc + i` when `transposed`. The thread's two
-/// rows' factors are read once, each column pair's once, and the
-/// activation is a loop of its own: each loop stays small enough to unroll
-/// (the accumulators stay in registers). Elements outside C (not stored)
-/// read the last row's or column's values.
+/// + i ldc + j`, or `c + j ldc + i` when `transposed`.
+///
+/// The description is copied into registers once; each kind of value
+/// (row scales, row bias, column scales, column bias, C) is loaded by a
+/// loop of its own under one test of its presence, every address in it
+/// valid (rows and columns outside C read the last row's or column's
+/// values, and are not stored), so the loads of a loop leave together and
+/// their latencies overlap. Loads inside per-element branches, the
+/// description re-read for each, waited one after another: the fused
+/// bias+GELU product cost 40% over the plain one (bf16 4096³, NVIDIA H200,
+/// 2026-11-27), 26% of it in this function.
 ///
 /// # Safety
 /// `f` is a valid [`Fusion`] whose vectors cover m x n; C as the kernel's.
@@ -1149,57 +1179,36 @@ unsafe fn fuse_accumulators<O: Output, const ACC: usize>(
     (c, transposed): (*mut O, bool),
     (row, col): (u32, u32),
 ) {
-    let f = &*f;
-    let (alpha, beta) = (O::value_f32(q.alpha), O::value_f32(q.beta));
-    let clamp = |x: u32, n: u32| if x < n { x } else { n - 1 };
-    let value = |p: u64, i: u32| *(p as *const f32).add(i as usize);
-    let bias = |i: u32| {
-        if f.bias_type == BIAS_F32 {
-            value(f.bias, i)
-        } else {
-            O::value_f32((*(f.bias as *const O).add(i as usize)).to_value())
-        }
-    };
-    let by_rows = f.bias != 0 && f.bias_along == BIAS_ROWS;
-    let by_cols = f.bias != 0 && f.bias_along != BIAS_ROWS;
-    let (mut rs, mut rb) = ([alpha; 2], [0f32; 2]);
-    for h in 0..2 {
-        let i = clamp(row + 8 * h as u32, q.m);
-        if f.row_scales != 0 {
-            rs[h] *= value(f.row_scales, i);
-        }
-        if by_rows {
-            rb[h] = bias(i);
+    let f = *f;
+    let alpha = O::value_f32(q.alpha);
+    let clamp = |x: u32, n: u32| if x < n { x } else { n - 1 } as usize;
+    let f32_at = |p: u64, i: usize| *(p as *const f32).add(i);
+    let o_at = |p: u64, i: usize| O::value_f32((*(p as *const O).add(i)).to_value());
+    let rows = [clamp(row, q.m), clamp(row + 8, q.m)];
+    let mut rs = [alpha; 2];
+    if f.row_scales != 0 {
+        for h in 0..2 {
+            rs[h] *= f32_at(f.row_scales, rows[h]);
         }
     }
-    for jj in 0..ACC / 4 {
-        let j0 = col + 8 * jj as u32;
-        let (mut cs, mut cb) = ([1f32; 2], [0f32; 2]);
-        for e in 0..2 {
-            let j = clamp(j0 + e as u32, q.n);
-            if f.col_scales != 0 {
-                cs[e] = value(f.col_scales, j);
-            }
-            if by_cols {
-                cb[e] = bias(j);
-            }
-        }
-        for h in 0..2 {
-            for e in 0..2 {
-                let x = &mut acc[4 * jj + 2 * h + e];
-                let mut v = *x * rs[h] * cs[e];
-                let (i, j) = (row + 8 * h as u32, j0 + e as u32);
-                if beta != 0.0 && i < q.m && j < q.n {
-                    let at = if transposed {
-                        j as usize * q.ldc as usize + i as usize
-                    } else {
-                        i as usize * q.ldc as usize + j as usize
-                    };
-                    v = core::intrinsics::fmaf32(beta, O::value_f32((*c.add(at)).to_value()), v);
-                }
-                *x = v + rb[h] + cb[e];
-            }
-        }
+    let by_rows = f.bias != 0 && f.bias_along == BIAS_ROWS;
+    let mut rb = [0f32; 2];
+    if by_rows {
+        rb = if f.bias_type == BIAS_F32 {
+            [f32_at(f.bias, rows[0]), f32_at(f.bias, rows[1])]
+        } else {
+            [o_at(f.bias, rows[0]), o_at(f.bias, rows[1])]
+        };
+    }
+    // Column e of 8-column block jj is index i = 2 jj + e. In a tile whose
+    // columns all lie in C the indices are the thread's first plus
+    // constants (the loads' addresses one register plus offsets); at C's
+    // edge they are clamped.
+    let rows_and_c = (rows, rs, rb, (c, transposed));
+    if col + 8 * (ACC / 4 - 1) as u32 + 1 < q.n {
+        fuse_columns::<O, ACC>(acc, q, &f, rows_and_c, |i| col as usize + 8 * (i / 2) + i % 2);
+    } else {
+        fuse_columns::<O, ACC>(acc, q, &f, rows_and_c, |i| clamp(col + 8 * (i / 2) as u32 + (i % 2) as u32, q.n));
     }
     match f.activation {
         ACT_RELU => {
@@ -1213,6 +1222,70 @@ unsafe fn fuse_accumulators<O: Output, const ACC: usize>(
             }
         }
         _ => {}
+    }
+}
+
+/// [`fuse_accumulators`]' terms after the row factors: in the order of the
+/// plain kernel's alpha acc + beta C, ((acc alpha rs(i)) cs(j) + beta C) +
+/// row bias + column bias, the absent terms 1 or +0; `column(i)` the index
+/// of the thread's column i (2 jj + e). Each loop's loads are unrolled side
+/// by side (ptxas keeps as many in flight as the registers allow).
+///
+/// # Safety
+/// As [`fuse_accumulators`]; `column` gives indices inside C.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+unsafe fn fuse_columns<O: Output, const ACC: usize>(
+    acc: &mut [f32; ACC],
+    q: &Params<O>,
+    f: &Fusion,
+    (rows, rs, rb, (c, transposed)): ([usize; 2], [f32; 2], [f32; 2], (*mut O, bool)),
+    column: impl Fn(usize) -> usize,
+) {
+    let beta = O::value_f32(q.beta);
+    let f32_at = |p: u64, i: usize| *(p as *const f32).add(i);
+    let o_at = |p: u64, i: usize| O::value_f32((*(p as *const O).add(i)).to_value());
+    // acc[4 jj + 2 h + e] is on row h, column 2 jj + e.
+    let at = |i: usize, h: usize| 4 * (i / 2) + 2 * h + i % 2;
+    for (i, x) in acc.iter_mut().enumerate() {
+        *x *= rs[i / 2 % 2];
+    }
+    if f.col_scales != 0 {
+        for i in 0..ACC / 2 {
+            let s = f32_at(f.col_scales, column(i));
+            for h in 0..2 {
+                acc[at(i, h)] *= s;
+            }
+        }
+    }
+    if beta != 0.0 {
+        let (si, sj) = if transposed { (1, q.ldc as usize) } else { (q.ldc as usize, 1) };
+        for i in 0..ACC / 2 {
+            for h in 0..2 {
+                let old = O::value_f32((*c.add(rows[h] * si + column(i) * sj)).to_value());
+                acc[at(i, h)] = core::intrinsics::fmaf32(beta, old, acc[at(i, h)]);
+            }
+        }
+    }
+    let by_cols = f.bias != 0 && f.bias_along != BIAS_ROWS;
+    if by_cols && f.bias_type == BIAS_F32 {
+        for i in 0..ACC / 2 {
+            let b = f32_at(f.bias, column(i));
+            for h in 0..2 {
+                acc[at(i, h)] = acc[at(i, h)] + rb[h] + b;
+            }
+        }
+    } else if by_cols {
+        for i in 0..ACC / 2 {
+            let b = o_at(f.bias, column(i));
+            for h in 0..2 {
+                acc[at(i, h)] = acc[at(i, h)] + rb[h] + b;
+            }
+        }
+    } else {
+        for (i, x) in acc.iter_mut().enumerate() {
+            *x = *x + rb[i / 2 % 2] + 0.0;
+        }
     }
 }
 
