@@ -514,17 +514,21 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 }
 
 /// Every compiled warpgroup-MMA kernel family: 128 x 256 (depth 4) and
-/// 128 x 128 (depth 5) for large C, for FP8 also 128 x 128 in clusters of
-/// two blocks (depth 6; B multicast: [`WgmmaTile::cluster`]), 128 x 64 (depth 8) for C with few
+/// 128 x 128 (depth 5) for large C, for FP8's fused products (block
+/// scales) 128 x 128 in clusters of two blocks (depth 6; B multicast:
+/// [`WgmmaTile::cluster`]; fused kernels only: the plain FP8 product
+/// measured no faster on them, the block-scaled one 8-10% faster at m =
+/// 4096, NVIDIA H200, 2026-11-27), 128 x 64 (depth 8) for C with few
 /// columns or few tiles, for f16 and bf16 64 x 256 (one consumer, depth 5)
 /// for C with few rows and 192 x 192 (depth 3) where it fills the last
 /// wave, and for every type the [narrow](WgmmaTile::narrow) 128 x 8, 16 and
 /// 32 tiles (depth 13, 12, 11) of token-sized products, marked `narrow`;
 /// the host's planner picks among them. As lines `(name, types, [BM, BN,
-/// depth, cluster])`, `(name, types, [BM, BN, depth, cluster], narrow)` or `(.., fused)`
-/// (the lines whose kernels also come as `<entry>_fused`, with FP8 block
-/// scales and the fused epilogue: floating-point C, tiles that
-/// [fuse](WgmmaTile::fuses), BN at least 64): the kernel crate exports
+/// depth, cluster])`, `(name, types, [BM, BN, depth, cluster], narrow)`,
+/// `(.., fused)` (the lines whose kernels also come as `<entry>_fused`,
+/// with FP8 block scales and the fused epilogue: floating-point C, tiles
+/// that [fuse](WgmmaTile::fuses), BN at least 64) or `(.., fused_only)`
+/// (those whose kernels come as `<entry>_fused` only): the kernel crate exports
 /// `<name>_<ab>` for each layout suffix `ab` of `nn`, `nt`, `tn`, `tt` (A
 /// then B; `n` row-major, `t` column-major; `nt` only when the types do not
 /// [transpose](WgmmaTypes::transposes), plus `tt` (A MN-major through
@@ -574,15 +578,15 @@ macro_rules! warpgroup_menu {
             (wgmma_e5m2_e4m3_bf16_b128x128_d5, E5m2E4m3Bf16, [128, 128, 5, 1], fused)
             (wgmma_e5m2_e4m3_f16_b128x128_d5, E5m2E4m3F16, [128, 128, 5, 1], fused)
             (wgmma_e5m2_e4m3_f32_b128x128_d5, E5m2E4m3F32, [128, 128, 5, 1], fused)
-            (wgmma_e4m3_bf16_b128x128_d6_c2, E4m3Bf16, [128, 128, 6, 2], fused)
-            (wgmma_e4m3_f16_b128x128_d6_c2, E4m3F16, [128, 128, 6, 2], fused)
-            (wgmma_e4m3_f32_b128x128_d6_c2, E4m3F32, [128, 128, 6, 2], fused)
-            (wgmma_e4m3_e5m2_bf16_b128x128_d6_c2, E4m3E5m2Bf16, [128, 128, 6, 2], fused)
-            (wgmma_e4m3_e5m2_f16_b128x128_d6_c2, E4m3E5m2F16, [128, 128, 6, 2], fused)
-            (wgmma_e4m3_e5m2_f32_b128x128_d6_c2, E4m3E5m2F32, [128, 128, 6, 2], fused)
-            (wgmma_e5m2_e4m3_bf16_b128x128_d6_c2, E5m2E4m3Bf16, [128, 128, 6, 2], fused)
-            (wgmma_e5m2_e4m3_f16_b128x128_d6_c2, E5m2E4m3F16, [128, 128, 6, 2], fused)
-            (wgmma_e5m2_e4m3_f32_b128x128_d6_c2, E5m2E4m3F32, [128, 128, 6, 2], fused)
+            (wgmma_e4m3_bf16_b128x128_d6_c2, E4m3Bf16, [128, 128, 6, 2], fused_only)
+            (wgmma_e4m3_f16_b128x128_d6_c2, E4m3F16, [128, 128, 6, 2], fused_only)
+            (wgmma_e4m3_f32_b128x128_d6_c2, E4m3F32, [128, 128, 6, 2], fused_only)
+            (wgmma_e4m3_e5m2_bf16_b128x128_d6_c2, E4m3E5m2Bf16, [128, 128, 6, 2], fused_only)
+            (wgmma_e4m3_e5m2_f16_b128x128_d6_c2, E4m3E5m2F16, [128, 128, 6, 2], fused_only)
+            (wgmma_e4m3_e5m2_f32_b128x128_d6_c2, E4m3E5m2F32, [128, 128, 6, 2], fused_only)
+            (wgmma_e5m2_e4m3_bf16_b128x128_d6_c2, E5m2E4m3Bf16, [128, 128, 6, 2], fused_only)
+            (wgmma_e5m2_e4m3_f16_b128x128_d6_c2, E5m2E4m3F16, [128, 128, 6, 2], fused_only)
+            (wgmma_e5m2_e4m3_f32_b128x128_d6_c2, E5m2E4m3F32, [128, 128, 6, 2], fused_only)
             (wgmma_f16_b128x8_d13, F16, [128, 8, 13, 1], narrow)
             (wgmma_f16_f32_b128x8_d13, F16F32, [128, 8, 13, 1], narrow)
             (wgmma_bf16_b128x8_d13, Bf16, [128, 8, 13, 1], narrow)
@@ -620,8 +624,8 @@ mod tests {
                 // tiles that fuse, with a floating-point C.
                 let marked: &[&str] = &[$(stringify!($flag)),*];
                 assert_eq!(marked.contains(&"narrow"), tile.narrow(), "{}", stringify!($name));
-                assert!(marked.len() <= 1 && marked.iter().all(|m| *m == "narrow" || *m == "fused"));
-                if marked.contains(&"fused") {
+                assert!(marked.len() <= 1 && marked.iter().all(|m| ["narrow", "fused", "fused_only"].contains(m)));
+                if marked.contains(&"fused") || marked.contains(&"fused_only") {
                     assert!(tile.fuses() && !tile.narrow(), "{}", stringify!($name));
                     assert!(WgmmaTypes::$t != WgmmaTypes::S8, "{}", stringify!($name));
                 }

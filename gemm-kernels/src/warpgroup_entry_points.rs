@@ -7,7 +7,7 @@
 //! line (BN below 64) reads B K-major only: `_nt` and `_tt`. A line marked
 //! `fused` has each of its entry points twice: plain, and `<entry>_fused`,
 //! which reads `fusion` (block scales, the fused epilogue); the plain ones
-//! ignore it. A line with clusters of 2 has its entry points declared
+//! ignore it; a line marked `fused_only` has the `_fused` ones alone. A line with clusters of 2 has its entry points declared
 //! with `.reqnctapercluster 2, 1, 1` (the xtask adds it, as the launch
 //! bounds): a plain launch runs them in clusters.
 //! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
@@ -109,6 +109,14 @@ macro_rules! layouts {
     ($v:tt, $name:ident, Bf16, $p:tt, narrow) => { layouts!(@k_major_b $v, $name, Bf16, Bh, $p); };
     ($v:tt, $name:ident, Bf16F32, $p:tt, narrow) => { layouts!(@k_major_b $v, $name, Bf16, f32, $p); };
     ($v:tt, $name:ident, $t:ident, $p:tt, narrow) => { layouts!($v, $name, $t, $p); };
+    // A line marked `fused_only`: the fused kernels alone.
+    ($v:tt, $name:ident, $t:ident, $p:tt, fused_only) => {
+        #[doc = concat!("The fused-epilogue entry points of `", stringify!($name), "` (it has no others).")]
+        pub mod fused {
+            use super::*;
+            layouts!(["_fused", true], $name, $t, $p);
+        }
+    };
     // A line marked `fused`: its plain kernels and, in the submodule
     // `fused`, the same layouts with the fused epilogue (`<entry>_fused`).
     ($v:tt, $name:ident, $t:ident, $p:tt, fused) => {

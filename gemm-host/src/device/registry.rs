@@ -101,11 +101,12 @@ pub struct WarpgroupKernel {
     /// row-major, `t` column-major, kernel form); only `_nt` (both operands
     /// K-major) when the types do not [transpose](WgmmaTypes::transposes)
     /// (and `_tt` for tf32's A through registers); `_nt` and `_tt` (B
-    /// K-major) for a [narrow](WgmmaTile::narrow) tile.
+    /// K-major) for a [narrow](WgmmaTile::narrow) tile; none on a line
+    /// marked `fused_only` (whose kernels are all fused).
     pub names: [Option<&'static str>; 4],
     /// The same layouts' kernels with FP8 block scales and the fused
     /// epilogue (`<entry>_fused`, reading the launch's `Fusion`), on the
-    /// menu lines marked `fused`; none elsewhere (the plain kernels ignore
+    /// menu lines marked `fused` or `fused_only`; none elsewhere (the plain kernels ignore
     /// `fusion`).
     pub fused: [Option<&'static str>; 4],
     /// Operand and C types.
@@ -156,13 +157,19 @@ macro_rules! layout_names {
     };
 }
 
-/// Whether a menu line's markers include `fused`.
-const fn marked_fused(flags: &[&str]) -> bool {
+/// Whether a menu line's markers include `marker`.
+const fn marked(flags: &[&str], marker: &str) -> bool {
     let mut i = 0;
     while i < flags.len() {
-        let f = flags[i].as_bytes();
-        if f.len() == 5 && f[0] == b'f' && f[1] == b'u' && f[2] == b's' && f[3] == b'e' && f[4] == b'd' {
-            return true;
+        let (f, m) = (flags[i].as_bytes(), marker.as_bytes());
+        if f.len() == m.len() {
+            let mut j = 0;
+            while j < f.len() && f[j] == m[j] {
+                j += 1;
+            }
+            if j == f.len() {
+                return true;
+            }
         }
         i += 1;
     }
@@ -172,8 +179,12 @@ const fn marked_fused(flags: &[&str]) -> bool {
 macro_rules! warpgroup_entries {
     ($( ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal, $cl:literal] $(, $flag:ident)*) )*) => {
         &[$(WarpgroupKernel {
-            names: layout_names!($name, $t, [$bm, $bn, $d, $cl], ""),
-            fused: if marked_fused(&[$(stringify!($flag)),*]) {
+            names: if marked(&[$(stringify!($flag)),*], "fused_only") {
+                [None; 4]
+            } else {
+                layout_names!($name, $t, [$bm, $bn, $d, $cl], "")
+            },
+            fused: if marked(&[$(stringify!($flag)),*], "fused") || marked(&[$(stringify!($flag)),*], "fused_only") {
                 layout_names!($name, $t, [$bm, $bn, $d, $cl], "_fused")
             } else {
                 [None; 4]
