@@ -201,6 +201,11 @@ fn every_tile_family_is_within_the_bound() {
     }
     let variants = Variant::all();
     for (i, family) in gemm::tuning::WARPGROUP_KERNELS.iter().enumerate() {
+        // A family with fused kernels only (FP8's clustered tiles) serves
+        // fused products: gpu_epilogue's clustered_tiles_have_the_unclustered_bits.
+        if family.names.iter().all(Option::is_none) {
+            continue;
+        }
         let shape = candidates.iter().copied().find(|&(m, n, k)| {
             let p = warpgroup_plan(family.types, m, n, k, 1, sms);
             p.kernel.tile == family.tile && p.kernel.types == family.types
