@@ -453,11 +453,12 @@ impl Device {
     }
 
     /// Blocks of stage-9 kernel `name` (`func`, of `tile`) that run at
-    /// once, the most a launch of persistent blocks should have: one per
-    /// SM; for a tile run in clusters, the clusters the driver can keep
-    /// resident at once (`cuOccupancyMaxActiveClusters`: a cluster's blocks
-    /// share a GPC) times their blocks, at most the SMs (remembered per
-    /// kernel).
+    /// once, the most a launch of persistent blocks should have (the
+    /// `sm_count` of [`WgmmaTile::grid`](gemm_core::warpgroup::WgmmaTile::grid),
+    /// which rounds it down to whole clusters): one per SM; for a tile run
+    /// in clusters, the clusters the driver can keep resident at once
+    /// (`cuOccupancyMaxActiveClusters`: a cluster's blocks share a GPC)
+    /// times their blocks, at most the SMs (remembered per kernel).
     ///
     /// # Errors
     /// [`Error::Driver`] if the driver's occupancy query fails.
@@ -467,18 +468,17 @@ impl Device {
         func: &CudaFunction,
         tile: gemm_core::warpgroup::WgmmaTile,
     ) -> Result<u32, Error> {
-        let most = self.sm_count / tile.cluster * tile.cluster;
         if tile.cluster == 1 {
-            return Ok(most);
+            return Ok(self.sm_count);
         }
         if let Some(&s) = self.cluster_slots.lock().unwrap_or_else(|p| p.into_inner()).get(name) {
             return Ok(s);
         }
         self.ctx.bind_to_thread().during("cuCtxSetCurrent")?;
         // The cluster's size is the kernel's own (`.reqnctapercluster`):
-        // no launch attribute.
+        // no launch attribute; the grid, one launch's over the SMs.
         let config = cudarc::driver::sys::CUlaunchConfig {
-            gridDimX: most.max(tile.cluster),
+            gridDimX: tile.grid(u32::MAX, u32::MAX, 1, self.sm_count)[0].max(tile.cluster),
             gridDimY: 1,
             gridDimZ: 1,
             blockDimX: tile.threads_per_block(),
@@ -495,7 +495,7 @@ impl Device {
         unsafe { cudarc::driver::sys::cuOccupancyMaxActiveClusters(&mut clusters, func.cu_function(), &config) }
             .result()
             .during("cuOccupancyMaxActiveClusters")?;
-        let slots = (clusters.max(1) as u32 * tile.cluster).min(most.max(tile.cluster));
+        let slots = (clusters.max(1) as u32 * tile.cluster).min(self.sm_count.max(tile.cluster));
         self.cluster_slots.lock().unwrap_or_else(|p| p.into_inner()).insert(name, slots);
         Ok(slots)
     }
