@@ -855,28 +855,24 @@ pub unsafe fn warpgroup<
                     } else {
                         tma_load_3d(a_tile(s), map_a, k0, m0 as i32, za, full(s));
                     }
-                    if CLUSTER > 1 {
-                        // The cluster's blocks share B: its k-tiles are
-                        // fetched by the blocks in turn, each multicast
-                        // into every block's buffer s.
-                        if it % CLUSTER == rank {
-                            let mask = ((1u32 << CLUSTER) - 1) as u16;
-                            if B_MN {
-                                for j in 0..BN / bk {
-                                    let at = b_tile(s) + j * bk * ROW_BYTES;
-                                    tma_load_3d_multicast(at, map_b, ((n0 + bk * j) as i32, k0, zb), full(s), mask);
-                                }
-                            } else {
-                                tma_load_3d_multicast(b_tile(s), map_b, (k0, n0 as i32, zb), full(s), mask);
+                    // A cluster's blocks share B: its k-tiles are fetched
+                    // by the blocks in turn, each multicast into every
+                    // block's buffer s.
+                    let load_b = |at: u32, c: (i32, i32, i32)| {
+                        if CLUSTER > 1 {
+                            tma_load_3d_multicast(at, map_b, c, full(s), ((1u32 << CLUSTER) - 1) as u16);
+                        } else {
+                            tma_load_3d(at, map_b, c.0, c.1, c.2, full(s));
+                        }
+                    };
+                    if CLUSTER == 1 || it % CLUSTER == rank {
+                        if B_MN {
+                            for j in 0..BN / bk {
+                                load_b(b_tile(s) + j * bk * ROW_BYTES, ((n0 + bk * j) as i32, k0, zb));
                             }
+                        } else {
+                            load_b(b_tile(s), (k0, n0 as i32, zb));
                         }
-                    } else if B_MN {
-                        for j in 0..BN / bk {
-                            let at = b_tile(s) + j * bk * ROW_BYTES;
-                            tma_load_3d(at, map_b, (n0 + bk * j) as i32, k0, zb, full(s));
-                        }
-                    } else {
-                        tma_load_3d(b_tile(s), map_b, k0, n0 as i32, zb, full(s));
                     }
                     it += 1;
                 }
@@ -930,22 +926,25 @@ pub unsafe fn warpgroup<
             ((full(s), u & 1), (a_tile(s), b_tile(s)), release)
         };
         let row0 = c * WARPGROUP_M;
-        // The block scales of the next k-tile, loaded a k-tile ahead.
-        let mut next_scales = if scales.present() && k_first < k_end { scales.at(k_first) } else { [0f32; 2] };
+        // The block scales of the next k-tile, loaded a k-tile ahead and
+        // multiplied only at its promotion (a product right after the loads
+        // waited for them there).
+        let mut next_scales = if scales.present() && k_first < k_end { scales.load(k_first) } else { [0f32; 3] };
         for kt in k_first..k_end {
+            let loaded = next_scales;
+            if scales.present() && kt + 1 < k_end {
+                next_scales = scales.load(kt + 1);
+            }
             consume::<I, ACC, A_MN, B_MN, CLUSTER>(&mut acc, args(kt, it), row0);
             if I::PROMOTE {
                 // This k-tile's group is done: its buffer is free, its
                 // partial product (times its block scales) joins the
                 // full-precision sum, and the wgmma accumulators start
                 // the next k-tile from zero.
+                asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+                release_buffer::<CLUSTER>(empty(it % DEPTH));
                 if scales.present() {
-                    let s = next_scales;
-                    if kt + 1 < k_end {
-                        next_scales = scales.at(kt + 1);
-                    }
-                    asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-                    release_buffer::<CLUSTER>(empty(it % DEPTH));
+                    let s = BlockScales::factors(loaded);
                     for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
                         asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
                         // acc[4j + 2h + e] is on row `row + 8 h`.
@@ -953,8 +952,6 @@ pub unsafe fn warpgroup<
                         *x = 0.0;
                     }
                 } else {
-                    asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-                    release_buffer::<CLUSTER>(empty(it % DEPTH));
                     for (x, t) in acc.iter_mut().zip(total.iter_mut()) {
                         asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
                         *t += *x;
@@ -1119,13 +1116,18 @@ impl BlockScales {
         !self.b.is_null()
     }
 
-    /// The factors of k-tile `kt` for rows r and r + 8: sa(r, kt) sb(kt),
-    /// sa(r + 8, kt) sb(kt).
+    /// The scales of k-tile `kt`: sa(r, kt), sa(r + 8, kt), sb(kt).
     #[inline(always)]
-    unsafe fn at(&self, kt: u32) -> [f32; 2] {
-        let sb = *self.b.add((kt * self.k[1]) as usize);
+    unsafe fn load(&self, kt: u32) -> [f32; 3] {
         let at = (kt * self.k[0]) as usize;
-        [*self.a[0].add(at) * sb, *self.a[1].add(at) * sb]
+        [*self.a[0].add(at), *self.a[1].add(at), *self.b.add((kt * self.k[1]) as usize)]
+    }
+
+    /// The factors of rows r and r + 8 from a k-tile's scales ([`BlockScales::load`]):
+    /// sa(r, kt) sb(kt), sa(r + 8, kt) sb(kt).
+    #[inline(always)]
+    fn factors([a0, a1, b]: [f32; 3]) -> [f32; 2] {
+        [a0 * b, a1 * b]
     }
 }
 
