@@ -247,6 +247,68 @@ fn e4m3_strided_and_grouped_batches_have_each_products_bits() {
     }
 }
 
+/// A strided batch of each mixed pair (`run_strided_fp8_device`), one
+/// launch: every product has the bits of that product run alone
+/// (`run_fp8_device`), B shared by every product (stride 0), C's products
+/// with gaps between them that must come back bit for bit; e5m2 x e5m2 is
+/// refused before anything runs.
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn mixed_pair_strided_batches_have_each_products_bits() {
+    use gemm::float8::F8E5M2;
+    fn pair<Ta: gemm::Fp8, Tb: gemm::Fp8>(seed: u64, what: &str) {
+        let dev = device();
+        let (m, n, k, count, gap) = (77, 72, 290, 3, 5);
+        let mut r = Rng::new(seed);
+        let a = Matrix::from_fn(count * m, k, |_, _| Ta::from_f64(2.0 * r.uniform() - 1.0));
+        let b = Matrix::from_fn(k, n, |_, _| Tb::from_f64(2.0 * r.uniform() - 1.0));
+        let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+        let g = Gemm::new().alpha(0.75);
+        let mut alone = Vec::new();
+        for i in 0..count {
+            let mut c = DeviceMatrix::<bf16>::zeros(&dev, m, n).unwrap();
+            g.run_fp8_device(da.view(i * m, 0, m, k).unwrap(), &db, &mut c).unwrap();
+            alone.push(c.to_host().unwrap());
+        }
+        // C: products m * n + gap apart in one buffer, NaN everywhere first.
+        let stride_c = m * n + gap;
+        let before = vec![bf16::NAN; count * stride_c];
+        let buffer = dev.stream().clone_htod(&before).unwrap();
+        let mut dc = DeviceMatrix::from_cuda_slice(&dev, buffer, m, n, Layout::RowMajor, n).unwrap();
+        g.run_strided_fp8_device(
+            gemm::Strided::new(da.view(0, 0, m, k).unwrap(), count, m * k).unwrap(),
+            gemm::Strided::new(db.as_view(), count, 0).unwrap(),
+            gemm::Strided::new(dc.as_view_mut(), count, stride_c).unwrap(),
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let after = dev.stream().clone_dtoh(dc.buffer()).unwrap();
+        dev.stream().synchronize().unwrap();
+        for (at, (x, y)) in after.iter().zip(&before).enumerate() {
+            let (i, e) = (at / stride_c, at % stride_c);
+            if e >= m * n {
+                assert_eq!(x.to_bits(), y.to_bits(), "{what}: gap after product {i}, element {e}");
+            } else {
+                let want = alone[i][(e / n, e % n)];
+                assert_eq!(x.to_bits(), want.to_bits(), "{what}: product {i} C({}, {})", e / n, e % n);
+            }
+        }
+    }
+    pair::<F8E5M2, F8E4M3>(31, "e5m2 x e4m3");
+    pair::<F8E4M3, F8E5M2>(32, "e4m3 x e5m2");
+    let dev = device();
+    let a5 = DeviceMatrix::<F8E5M2>::zeros(&dev, 64, 64).unwrap();
+    let mut c = DeviceMatrix::<bf16>::zeros(&dev, 64, 64).unwrap();
+    let err = Gemm::new()
+        .run_strided_fp8_device(
+            gemm::Strided::new(a5.as_view(), 1, 0).unwrap(),
+            gemm::Strided::new(a5.as_view(), 1, 0).unwrap(),
+            gemm::Strided::new(c.as_view_mut(), 1, 0).unwrap(),
+        )
+        .map(|_| ())
+        .expect_err("e5m2 x e5m2");
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+}
+
 /// One mixed-format product `C <- A B` (A of `Ta`, B of `Tb`, through
 /// `Gemm::run_fp8_device`) with integer inputs in [-4, 4] (exact in both
 /// formats, sums below 2^11): the exact value rounded once to C's type, in

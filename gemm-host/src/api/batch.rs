@@ -161,9 +161,21 @@ impl Gemm {
         &self,
         a: Strided<DeviceView<'a, T>>,
         b: Strided<DeviceView<'b, T>>,
-        mut c: Strided<DeviceViewMut<'c, C>>,
+        c: Strided<DeviceViewMut<'c, C>>,
     ) -> Result<(), Error> {
         let kernels = self.kernels::<T, C>(true, Some(c.first.device))?;
+        self.run_strided_device_on(kernels, a, b, c)
+    }
+
+    /// [`Gemm::run_strided_device`] on the kernels chosen (the FP8 door
+    /// swaps in its type pair).
+    pub(crate) fn run_strided_device_on<'a, 'b, 'c, T: Product<C>, C: Scalar>(
+        &self,
+        kernels: Kernels,
+        a: Strided<DeviceView<'a, T>>,
+        b: Strided<DeviceView<'b, T>>,
+        mut c: Strided<DeviceViewMut<'c, C>>,
+    ) -> Result<(), Error> {
         self.check_device_call()?;
         let Some((dims, count, device, stream)) = self.desc.strided_device_problem(&a, &b, &c, self.target())? else {
             return Ok(());

@@ -13,6 +13,7 @@ use crate::api::gemm::Gemm;
 use crate::element::{Fp8, Product, Scalar, Types};
 use crate::error::Error;
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
+use crate::operands::strided::Strided;
 use float8::F8E4M3;
 use gemm_core::warpgroup::WgmmaTypes;
 
@@ -81,12 +82,66 @@ impl Gemm {
         F8E4M3: Product<C>,
     {
         let (a, b, c) = (as_e4m3(a.into()), as_e4m3(b.into()), c.into());
-        let types = fp8_types::<A, B, C>()?;
-        let kernels = match self.kernels::<F8E4M3, C>(false, Some(c.device))? {
-            Kernels::TensorCores(_, mma_sync) => Kernels::TensorCores(types, mma_sync),
-            other => other,
-        };
+        let kernels = fp8_kernels::<A, B, C>(self, false, c.device)?;
         self.run_device_on(kernels, a, b, c)
+    }
+}
+
+/// The kernels of an FP8 product (`batch`: a batch's), with its type pair.
+fn fp8_kernels<A: Fp8, B: Fp8, C: Scalar>(
+    gemm: &Gemm,
+    batch: bool,
+    device: &std::sync::Arc<crate::device::Device>,
+) -> Result<Kernels, Error>
+where
+    F8E4M3: Product<C>,
+{
+    let types = fp8_types::<A, B, C>()?;
+    Ok(match gemm.kernels::<F8E4M3, C>(batch, Some(device))? {
+        Kernels::TensorCores(_, mma_sync) => Kernels::TensorCores(types, mma_sync),
+        other => other,
+    })
+}
+
+impl Gemm {
+    /// The strided batch C_i <- alpha op(A_i) op(B_i) + beta C_i of
+    /// [`Gemm::run_strided_device`] with FP8 operands of either format (as
+    /// [`Gemm::run_fp8_device`]): one launch, every product on the same
+    /// kernel, so each C_i has the bits the single product would give.
+    ///
+    /// ```no_run
+    /// use gemm::float8::{F8E4M3, F8E5M2};
+    /// use gemm::half::bf16;
+    /// use gemm::{DeviceMatrix, Gemm, Strided};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// let (count, m, n, k) = (8, 128, 256, 512);
+    /// let grads = DeviceMatrix::<F8E5M2>::zeros(&dev, count * m, k)?; // row-major, one after the other
+    /// let w = DeviceMatrix::<F8E4M3>::zeros(&dev, k, n)?; // one B for every product
+    /// let mut dx = DeviceMatrix::<bf16>::zeros(&dev, count * m, n)?;
+    /// Gemm::new().run_strided_fp8_device(
+    ///     Strided::new(grads.view(0, 0, m, k)?, count, m * k)?,
+    ///     Strided::new(&w, count, 0)?,
+    ///     Strided::new(dx.view_mut(0, 0, m, n)?, count, m * n)?,
+    /// )?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Gemm::run_strided_device`]; [`Error::Unsupported`] for e5m2 x e5m2.
+    pub fn run_strided_fp8_device<'a, 'b, 'c, A: Fp8, B: Fp8, C: Scalar>(
+        &self,
+        a: Strided<DeviceView<'a, A>>,
+        b: Strided<DeviceView<'b, B>>,
+        c: Strided<DeviceViewMut<'c, C>>,
+    ) -> Result<(), Error>
+    where
+        F8E4M3: Product<C>,
+    {
+        let kernels = fp8_kernels::<A, B, C>(self, true, c.first.device)?;
+        let a = Strided { first: as_e4m3(a.first), count: a.count, stride: a.stride };
+        let b = Strided { first: as_e4m3(b.first), count: b.count, stride: b.stride };
+        self.run_strided_device_on(kernels, a, b, c)
     }
 }
 
