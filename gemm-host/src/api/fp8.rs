@@ -10,12 +10,14 @@
 use crate::api::dispatch::Kernels;
 use crate::api::epilogue::Fused;
 use crate::api::gemm::Gemm;
+use crate::device::Device;
 use crate::element::{Fp8, Product, Scalar, Types};
 use crate::error::Error;
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::strided::Strided;
 use float8::F8E4M3;
 use gemm_core::warpgroup::WgmmaTypes;
+use std::sync::Arc;
 
 /// The stage-9 types of an `A x B -> C` FP8 product.
 fn fp8_types<A: Fp8, B: Fp8, C: Scalar>() -> Result<WgmmaTypes, Error>
@@ -48,6 +50,18 @@ fn as_e4m3<'a, T: Fp8>(v: DeviceView<'a, T>) -> DeviceView<'a, F8E4M3> {
     // valid); the length is the view's own.
     let data = unsafe { v.data.transmute::<F8E4M3>(v.data.len()) }.expect("one-byte elements: same length");
     DeviceView { data, dims: v.dims, device: v.device, address: v.address }
+}
+
+/// The kernels of an FP8 product (`batch`: a batch's), with its type pair.
+fn fp8_kernels<A: Fp8, B: Fp8, C: Scalar>(gemm: &Gemm, batch: bool, device: &Arc<Device>) -> Result<Kernels, Error>
+where
+    F8E4M3: Product<C>,
+{
+    let types = fp8_types::<A, B, C>()?;
+    Ok(match gemm.kernels::<F8E4M3, C>(batch, Some(device))? {
+        Kernels::TensorCores(_, mma_sync) => Kernels::TensorCores(types, mma_sync),
+        other => other,
+    })
 }
 
 impl Gemm {
@@ -85,25 +99,7 @@ impl Gemm {
         let kernels = fp8_kernels::<A, B, C>(self, false, c.device)?;
         self.run_device_on(kernels, a, b, c)
     }
-}
 
-/// The kernels of an FP8 product (`batch`: a batch's), with its type pair.
-fn fp8_kernels<A: Fp8, B: Fp8, C: Scalar>(
-    gemm: &Gemm,
-    batch: bool,
-    device: &std::sync::Arc<crate::device::Device>,
-) -> Result<Kernels, Error>
-where
-    F8E4M3: Product<C>,
-{
-    let types = fp8_types::<A, B, C>()?;
-    Ok(match gemm.kernels::<F8E4M3, C>(batch, Some(device))? {
-        Kernels::TensorCores(_, mma_sync) => Kernels::TensorCores(types, mma_sync),
-        other => other,
-    })
-}
-
-impl Gemm {
     /// The strided batch C_i <- alpha op(A_i) op(B_i) + beta C_i of
     /// [`Gemm::run_strided_device`] with FP8 operands of either format (as
     /// [`Gemm::run_fp8_device`]): one launch, every product on the same
