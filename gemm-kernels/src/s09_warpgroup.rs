@@ -1055,8 +1055,7 @@ pub unsafe fn warpgroup<
         // short, the threads store the warpgroup's rows that cross it.
         let r0 = m0 + c * WARPGROUP_M;
         if BN >= 64 && q.c_store == C_STORE_TMA && (r0 + WARPGROUP_M <= q.m || p.map_bounds_rows(&q, at)) {
-            let tight = BM > 128 || (A_MN && I::BYTES == 4);
-            store_tma::<O, ACC>(&acc, &q, (z, r0, n0, row), (base + tile.c_stage_offset(), c), tight);
+            store_tma::<O, ACC>(&acc, &q, (z, r0, n0, row), base + tile.c_stage_offset(), c);
         } else if q.c_store == C_STORE_TRANSPOSED {
             // (i, j) at c[j ldc + i]: element (j, i) of an n x m row-major C.
             for j in 0..ACC / 4 {
@@ -1401,20 +1400,16 @@ unsafe fn store_tma<O: Output, const ACC: usize>(
     acc: &[f32; ACC],
     p: &Params<O>,
     (z, r0, n0, row): (u32, u32, u32, u32),
-    (stage, consumer): (u32, u32),
-    tight: bool,
+    stage: u32,
+    consumer: u32,
 ) {
-    // Where registers are `tight` (three consumers, or a tf32 A read
-    // through registers) the thread index and the staging boxes' address
-    // are opaque to LLVM: otherwise it computes every swizzled staging
-    // address once, before the job loop, and holds them in registers
-    // across the k-loop, where ptxas spilled them. Computed here they cost
-    // a few integer operations per tile, which the other tiles keep off
-    // their epilogue (8-10% of an FP8 4096^3).
+    // The thread index and the staging boxes' address, opaque to LLVM:
+    // otherwise it computes every swizzled staging address once, before
+    // the job loop, and holds them in registers across the k-loop (ptxas
+    // then spilled them in the 192 x 192 tiles); here they cost a few
+    // integer operations per tile.
     let (mut t, mut stage) = (core::arch::nvptx::_thread_idx_x() as u32, stage);
-    if tight {
-        asm!("// {t} {s}", t = inout(reg32) t, s = inout(reg32) stage, options(nomem, nostack, preserves_flags));
-    }
+    asm!("// {t} {s}", t = inout(reg32) t, s = inout(reg32) stage, options(nomem, nostack, preserves_flags));
     let (lane, warp) = (t % 32, (t % WARPGROUP_THREADS) / 32);
     let leader = t % WARPGROUP_THREADS == 0;
     let bytes = core::mem::size_of::<O>() as u32;
