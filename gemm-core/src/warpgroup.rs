@@ -71,14 +71,12 @@ pub const C_STORE_TMA: u32 = 1;
 pub const C_STORE_TRANSPOSED: u32 = 2;
 
 /// One product of a grouped launch of stage 9 (`Params::group`): its shape
-/// in kernel form (C row-major m x n; k 0 when A and B are not read), C's
-/// address, leading dimension and store mode (`C_STORE_*`), its fused
-/// epilogue, and where its rows may be fewer than m (`rows`: the masked
-/// layout). The launch's table holds one per product, in the order the
-/// launch takes their block tiles (each product's jobs are its block tiles
-/// over its rows, counted by the kernel); product z's tensor maps (A, B,
-/// C) are the 384 bytes at `maps + 384 z`. 48 bytes, the same on the host
-/// and in the kernel.
+/// in kernel form (C row-major m x n; k 0 when A and B are not read), the
+/// first job (block tile) of the launch that is its, C's address, leading
+/// dimension and store mode (`C_STORE_*`). The launch's table holds one per
+/// product plus an end marker whose `first_job` is the launch's job count;
+/// product z's tensor maps (A, B, C) are the 384 bytes at `maps + 384 z`.
+/// 40 bytes, the same on the host and in the kernel.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupProblem {
@@ -88,23 +86,18 @@ pub struct GroupProblem {
     pub n: u32,
     /// The shared dimension (0: A and B are not read, C <- beta C).
     pub k: u32,
+    /// The launch's first job of this product: the block tiles of the
+    /// products before it.
+    pub first_job: u32,
     /// Leading dimension of C (elements).
     pub ldc: u32,
     /// How the epilogue stores C (`C_STORE_THREADS`, `C_STORE_TMA` or
     /// `C_STORE_TRANSPOSED`).
     pub c_store: u32,
-    /// Padding (0).
-    pub reserved: u32,
     /// C's device address.
     pub c: u64,
     /// 0, or the device address of this product's [`Fusion`].
     pub fusion: u64,
-    /// 0, or the device address of a `u32` read by the kernel: the
-    /// product's rows are then the first `min(m, *rows)` of its m (the
-    /// masked layout of mixture-of-experts: m is an expert's slot, the
-    /// count of its tokens known on the device only). Rows from there on
-    /// are neither computed nor written.
-    pub rows: u64,
 }
 
 /// What a stage-9 launch fuses into its product (the kernel's `fusion`

@@ -667,8 +667,8 @@ pub struct Params<O: Output> {
     /// workspace; alpha 1, beta 0) for `warpgroup_reduce_*` to sum.
     pub k_slice: u32,
     /// Null, or a grouped launch: `count` products of their own shapes,
-    /// described by this table of `count` entries ([`GroupProblem`]),
-    /// product z's tensor maps at
+    /// described by this table of `count + 1` entries ([`GroupProblem`]:
+    /// the last marks the end), product z's tensor maps at
     /// `maps + 384 z`; m, n, k, c, ldc, stride_c, batch_a, batch_b,
     /// c_store and k_slice above are then unused.
     pub group: *const GroupProblem,
@@ -679,67 +679,21 @@ pub struct Params<O: Output> {
 }
 
 impl<O: Output> Params<O> {
-    /// The rows of grouped product `g`: its m, or the first `*rows` of
-    /// them where it has a row count on the device (the masked layout).
+    /// The product that job `job` of a grouped launch belongs to, as the
+    /// parameters of a single product, and the job's block tile in it.
+    /// `cursor` is the product of the caller's previous job (jobs of a block
+    /// only grow, so the search resumes there).
     #[inline(always)]
-    unsafe fn group_rows(g: &GroupProblem) -> u32 {
-        if g.rows == 0 {
-            g.m
-        } else {
-            let rows = *(g.rows as *const u32);
-            if rows < g.m {
-                rows
-            } else {
-                g.m
-            }
+    unsafe fn grouped_job(&self, job: u32, cursor: &mut u32) -> (Params<O>, u32) {
+        while (*self.group.add(*cursor as usize + 1)).first_job <= job {
+            *cursor += 1;
         }
-    }
-
-    /// A block's next job (`at`: see [`JobCursor`]), moved to the product it
-    /// lies in: the parameters of its product, the product's index among
-    /// them (its third TMA coordinate, its C at `z stride_c`) and its block
-    /// tile; None past the launch's last. `tiles`: jobs per product of a
-    /// launch that is not grouped; `total`: its jobs; `tile`: (BM, BN).
-    #[inline(always)]
-    unsafe fn next_job(
-        &self,
-        at: &mut JobCursor,
-        tiles: u32,
-        total: u32,
-        tile: (u32, u32),
-    ) -> Option<(Params<O>, u32, u32)> {
-        if self.group.is_null() {
-            return if at.job < total { Some((*self, at.job / tiles, at.job % tiles)) } else { None };
-        }
-        // A grouped product's jobs: its block tiles over its rows.
-        while at.product < self.count {
-            let g = &*self.group.add(at.product as usize);
-            let jobs = Self::group_rows(g).div_ceil(tile.0) * g.n.div_ceil(tile.1);
-            if at.job < jobs {
-                break;
-            }
-            at.job -= jobs;
-            at.product += 1;
-        }
-        if at.product < self.count {
-            Some(self.job_at(*at, tiles))
-        } else {
-            None
-        }
-    }
-
-    /// The job at `at` (as [`Params::next_job`] gave it).
-    #[inline(always)]
-    unsafe fn job_at(&self, at: JobCursor, tiles: u32) -> (Params<O>, u32, u32) {
-        if self.group.is_null() {
-            return (*self, at.job / tiles, at.job % tiles);
-        }
-        let g = *self.group.add(at.product as usize);
+        let g = *self.group.add(*cursor as usize);
         let q = Params {
-            m: Self::group_rows(&g),
+            m: g.m,
             n: g.n,
             k: g.k,
-            maps: self.maps.add(GROUP_MAPS_BYTES * at.product as usize),
+            maps: self.maps.add(GROUP_MAPS_BYTES * *cursor as usize),
             c: g.c as *mut O,
             ldc: g.ldc,
             stride_c: 0,
@@ -752,26 +706,21 @@ impl<O: Output> Params<O> {
             fusion: g.fusion as *const Fusion,
             ..*self
         };
-        (q, 0, at.job)
+        (q, job - g.first_job)
     }
 
-    /// Whether C's tensor map bounds the rows of the job at `at` (its
-    /// product `q`): not where a row count on the device cuts them short.
+    /// Job `job` of the launch: the parameters of its product, the product's
+    /// index among them (its third TMA coordinate, its C at `z stride_c`),
+    /// and its block tile. `cursor`: as [`Params::grouped_job`].
     #[inline(always)]
-    unsafe fn map_bounds_rows(&self, q: &Params<O>, at: JobCursor) -> bool {
-        self.group.is_null() || (*self.group.add(at.product as usize)).m == q.m
+    unsafe fn job(&self, job: u32, tiles: u32, cursor: &mut u32) -> (Params<O>, u32, u32) {
+        if self.group.is_null() {
+            (*self, job / tiles, job % tiles)
+        } else {
+            let (q, tile) = self.grouped_job(job, cursor);
+            (q, 0, tile)
+        }
     }
-}
-
-/// Where a block is in the launch's jobs: job `job` of the launch (not
-/// grouped; `product` 0), or job `job` of grouped product `product`. A
-/// block takes jobs `block, block + blocks, ...` of the launch: it adds
-/// `blocks` to `job` and [`Params::next_job`] carries it over the grouped
-/// products (jobs of a block only grow, so the walk resumes there).
-#[derive(Clone, Copy)]
-struct JobCursor {
-    product: u32,
-    job: u32,
 }
 
 /// Stage 9's generic kernel: see the module docs. `ACC` = BN / 2
@@ -852,20 +801,15 @@ pub unsafe fn warpgroup<
     } else {
         crate::thread::sync_threads();
     }
-    // Not grouped, in a cluster: none of the grouped code is compiled in.
-    let p = if CLUSTER > 1 { Params { group: core::ptr::null(), ..p } } else { p };
 
     // The tile schedule: tile i of the launch (over every product of the
     // batch) is block tile `raster(i % tiles)` of product `i / tiles`; block b
     // takes tiles b, b + blocks, ... (persistent blocks). A grouped launch
-    // lays its products' block tiles one after the other (`p.group`), each
-    // product's over its rows (a masked product's count read here).
+    // lays its products' block tiles one after the other (`p.group`).
     // Jobs per product, and a product's rows of jobs.
     let job_rows = |q: &Params<O>| q.m.div_ceil(BM).div_ceil(CLUSTER);
     let tiles = job_rows(&p) * p.n.div_ceil(BN);
-    // A grouped launch's jobs are counted as the blocks walk them
-    // (`Params::next_job`): the loops below end there.
-    let total = if p.group.is_null() { tiles * p.count } else { u32::MAX };
+    let total = if p.group.is_null() { tiles * p.count } else { (*p.group.add(p.count as usize)).first_job };
     let bk = ROW_BYTES / I::BYTES;
     // The k-tiles of product z of q: all of them, or its slice.
     let k_range = |q: &Params<O>, z: u32| {
@@ -885,9 +829,10 @@ pub unsafe fn warpgroup<
         }
         if t == 0 {
             let mut it = 0u32; // k-tiles issued by this block, over all its tiles
-            let mut at = JobCursor { product: 0, job: block };
-            while at.job < total {
-                let Some((q, z, tile_index)) = p.next_job(&mut at, tiles, total, (BM, BN)) else { break };
+            let mut job = block;
+            let mut cursor = 0u32;
+            while job < total {
+                let (q, z, tile_index) = p.job(job, tiles, &mut cursor);
                 let (map_a, map_b) = (q.maps, q.maps.add(128));
                 let (by, bx) = raster(tile_index, job_rows(&q), q.n.div_ceil(BN));
                 let (m0, n0) = ((CLUSTER * by + rank) * BM, bx * BN);
@@ -931,7 +876,7 @@ pub unsafe fn warpgroup<
                     }
                     it += 1;
                 }
-                at.job += blocks;
+                job += blocks;
             }
         }
         if CLUSTER > 1 {
@@ -953,9 +898,10 @@ pub unsafe fn warpgroup<
     let lane = t % 32;
     let warp = (t % WARPGROUP_THREADS) / 32;
     let mut it = 0u32;
-    let mut at = JobCursor { product: 0, job: block };
-    while at.job < total {
-        let Some((q, z, tile_index)) = p.next_job(&mut at, tiles, total, (BM, BN)) else { break };
+    let mut job = block;
+    let mut cursor = 0u32;
+    while job < total {
+        let (q, z, tile_index) = p.job(job, tiles, &mut cursor);
         // Pairs of C's elements are stored as one access when every pair is
         // aligned: an even ldc and stride, C itself aligned to a pair.
         let pairs = q.ldc % 2 == 0
@@ -1032,7 +978,7 @@ pub unsafe fn warpgroup<
         if CLUSTER > 1 && m0 >= q.m {
             // Past the last tile row: the k-loop ran for the cluster's
             // multicasts; nothing to store.
-            at.job += blocks;
+            job += blocks;
             continue;
         }
 
@@ -1050,12 +996,9 @@ pub unsafe fn warpgroup<
             (q.alpha, q.beta) = (O::f32_value(1.0), O::f32_value(0.0));
         }
         // A narrow tile has no staging boxes: its threads store C (the host
-        // asks for TMA stores only where BN is at least 64). TMA clips at
-        // C's tensor map: where a row count on the device cuts the rows
-        // short, the threads store the warpgroup's rows that cross it.
-        let r0 = m0 + c * WARPGROUP_M;
-        if BN >= 64 && q.c_store == C_STORE_TMA && (r0 + WARPGROUP_M <= q.m || p.map_bounds_rows(&q, at)) {
-            store_tma::<O, ACC>(&acc, &q, (z, r0, n0, row), base + tile.c_stage_offset(), c);
+        // asks for TMA stores only where BN is at least 64).
+        if BN >= 64 && q.c_store == C_STORE_TMA {
+            store_tma::<O, ACC>(&acc, &q, (z, m0 + c * WARPGROUP_M, n0, row), base + tile.c_stage_offset(), c);
         } else if q.c_store == C_STORE_TRANSPOSED {
             // (i, j) at c[j ldc + i]: element (j, i) of an n x m row-major C.
             for j in 0..ACC / 4 {
@@ -1077,7 +1020,7 @@ pub unsafe fn warpgroup<
                 }
             }
         }
-        at.job += blocks;
+        job += blocks;
     }
     if leader {
         // The last stores have read their boxes before the block's shared
@@ -1403,13 +1346,7 @@ unsafe fn store_tma<O: Output, const ACC: usize>(
     stage: u32,
     consumer: u32,
 ) {
-    // The thread index and the staging boxes' address, opaque to LLVM:
-    // otherwise it computes every swizzled staging address once, before
-    // the job loop, and holds them in registers across the k-loop (ptxas
-    // then spilled them in the 192 x 192 tiles); here they cost a few
-    // integer operations per tile.
-    let (mut t, mut stage) = (core::arch::nvptx::_thread_idx_x() as u32, stage);
-    asm!("// {t} {s}", t = inout(reg32) t, s = inout(reg32) stage, options(nomem, nostack, preserves_flags));
+    let t = core::arch::nvptx::_thread_idx_x() as u32;
     let (lane, warp) = (t % 32, (t % WARPGROUP_THREADS) / 32);
     let leader = t % WARPGROUP_THREADS == 0;
     let bytes = core::mem::size_of::<O>() as u32;

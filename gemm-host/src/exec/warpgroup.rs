@@ -396,17 +396,14 @@ fn reduce<C: Scalar>(
 /// product, the problems whose operands the kernel reads in the same
 /// layouts in one launch whose persistent blocks walk the problems' block
 /// tiles one after the other. Problem i reads `a[i]`, `b[i]` and writes
-/// `c[i]`, fuses `fusions[i]` where given, and where `rows` is given (the
-/// masked layout; the launches must then be unswapped) computes the first
-/// `rows[i]` rows only: the device address of a `u32` the kernel reads
-/// ([`GroupProblem::rows`]), 0 for all of them.
+/// `c[i]`.
 pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     problems: &[(usize, WarpgroupLaunch)],
     device: &Arc<Device>,
     stream: &Arc<CudaStream>,
     (alpha, beta): (f64, f64),
     (a, b, c): ListViews<'_, '_, '_, '_, '_, T, C>,
-    (fusions, rows): (Option<&[Fusion]>, Option<&[u64]>),
+    fusions: Option<&[Fusion]>,
 ) -> Result<(), Error> {
     let Some(&(_, first)) = problems.first() else { return Ok(()) };
     // Each problem's fused epilogue (by its index), uploaded first: the
@@ -436,7 +433,6 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     for &(i, launch) in problems {
         let WarpgroupLaunch { route, swapped, reads_ab, realign, .. } = launch;
         debug_assert!(launch.kernel == kernel && launch.split.0 == 1);
-        debug_assert!(rows.is_none() || !swapped);
         let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
         let (ka, kb) = if swapped { (b[i], a[i]) } else { (a[i], b[i]) };
         let c_i = c_once[i].take().expect("each problem once in the list");
@@ -459,12 +455,11 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
             m: kd.m as u32,
             n: kd.n as u32,
             k: if reads_ab { kd.k as u32 } else { 0 },
+            first_job: 0,
             ldc: kd.ldc as u32,
             c_store: ready.c_store,
-            reserved: 0,
             c: c_address,
             fusion: fusion_of(i),
-            rows: rows.map_or(0, |r| r[i]),
         };
         if !reads_ab {
             // A and B not read: any layout's kernel.
@@ -493,12 +488,11 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         }
     }
     let (alpha, beta) = scalars(types, alpha, beta);
-    for (index, problems, maps) in launches {
-        // The block tiles of each problem, one after the other (the kernel
-        // counts them itself, over a masked problem's rows: `jobs` then
-        // bounds them, for the grid).
+    for (index, mut problems, maps) in launches {
+        // The block tiles of each problem, one after the other.
         let mut jobs = 0u64;
-        for p in &problems {
+        for p in problems.iter_mut() {
+            p.first_job = jobs as u32;
             jobs += tile.tiles(p.m, p.n, 1);
             if jobs > u32::MAX as u64 {
                 return Err(Error::Unsupported {
@@ -508,6 +502,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
             }
         }
         let problem_count = problems.len() as u32;
+        problems.push(GroupProblem { first_job: jobs as u32, ..GroupProblem::default() });
         // One upload: the maps (384 bytes a problem, so the table after
         // them starts on 128 bytes), then the table.
         let mut bytes = maps;
@@ -555,13 +550,12 @@ const NOT_GROUPED: u64 = 0;
 /// a grouped product's [`GroupProblem::fusion`] without one.
 const NO_FUSION: u64 = 0;
 
-/// A grouped launch's table entry as the kernel reads it: 12 words in
+/// A grouped launch's table entry as the kernel reads it: 10 words in
 /// [`GroupProblem`]'s `repr(C)` order (addresses low word first, little
 /// endian as the GPU).
-fn group_words(p: &GroupProblem) -> [u32; 12] {
-    let (c, f, r) = (p.c, p.fusion, p.rows);
-    let [c0, c1, f0, f1, r0, r1] = [c as u32, (c >> 32) as u32, f as u32, (f >> 32) as u32, r as u32, (r >> 32) as u32];
-    [p.m, p.n, p.k, p.ldc, p.c_store, p.reserved, c0, c1, f0, f1, r0, r1]
+fn group_words(p: &GroupProblem) -> [u32; 10] {
+    let (c, f) = (p.c, p.fusion);
+    [p.m, p.n, p.k, p.first_job, p.ldc, p.c_store, c as u32, (c >> 32) as u32, f as u32, (f >> 32) as u32]
 }
 
 /// A [`Fusion`] as the kernel reads it: its fields in `repr(C)` order,
@@ -797,19 +791,10 @@ mod tests {
         // u64 and u32 fields in order); the host is little-endian, as the GPU.
         let raw: [u8; FUSION_BYTES] = unsafe { core::mem::transmute(f) };
         assert_eq!(fusion_bytes(&f), raw);
-        let p = GroupProblem {
-            m: 1,
-            n: 2,
-            k: 3,
-            ldc: 4,
-            c_store: 5,
-            reserved: 6,
-            c: 7 << 32 | 8,
-            fusion: 9 << 32 | 10,
-            rows: 11 << 32 | 12,
-        };
-        // SAFETY: as above; GroupProblem is 48 bytes without padding.
-        let raw: [u32; 12] = unsafe { core::mem::transmute(p) };
+        let p =
+            GroupProblem { m: 1, n: 2, k: 3, first_job: 4, ldc: 5, c_store: 6, c: 7 << 32 | 8, fusion: 9 << 32 | 10 };
+        // SAFETY: as above; GroupProblem is 40 bytes without padding.
+        let raw: [u32; 10] = unsafe { core::mem::transmute(p) };
         assert_eq!(group_words(&p), raw);
     }
 }
