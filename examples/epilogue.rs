@@ -42,7 +42,13 @@
 //!   over every expert's C, "alone" being the expert's product run by
 //!   itself (`Fused::run_device` on its rows of A, with its epilogue):
 //!   another launch, perhaps another tile, so not bit-equal; expect below
-//!   1e-2.
+//!   1e-2. Then the masked layout of the same experts
+//!   (`Gemm::new().run_masked_device(&a, &b, &mut c, &counts, &epilogues)`):
+//!   each expert a slot of S rows (the most rows an expert has, rounded up
+//!   to 128) in `[E, S, K]` A, `[E, K / 128, S]` A scales and `[E, S, N]`
+//!   C, its row count on the device; its ratio is dense ms / masked ms, its
+//!   difference max |masked - grouped| / max |grouped| over the counted
+//!   rows, and it counts the elements written past the counts (must be 0).
 //!
 //! Operands are uniform random values in [-1, 1) rounded to the operand
 //! type, A row-major and B column-major (both K-major, the "TN" form
@@ -69,9 +75,9 @@
 //! (precision `bf16` with scaling `none` and epilogue `none` or
 //! `bias_gelu`; precision `e4m3` with scaling `block` and epilogue `none`;
 //! cuBLASLt's columns empty where it has no algorithm). Each MoE layer
-//! writes two e4m3 `block` rows with m = TOTAL and cuBLASLt's columns
-//! empty: epilogue `grouped_E` (E the expert count) for the grouped launch
-//! and `none` for the dense product.
+//! writes three e4m3 `block` rows with m = TOTAL and cuBLASLt's columns
+//! empty: epilogue `grouped_E` (E the expert count) for the grouped launch,
+//! `masked_E` for the masked one and `none` for the dense product.
 
 use gemm::bench::{commit, time_kernel, today_utc};
 use gemm::cublas_lt::{cublaslt_block_scales, CublasLt};
@@ -431,7 +437,7 @@ fn expert_rows(experts: usize, total: usize) -> Vec<usize> {
 /// grouped launch over its experts and the dense product of the same total
 /// size, with the grouped results checked against each expert's product
 /// run alone.
-fn moe_layer(device: &Arc<Device>, moe: Moe, reps: usize, rng: &mut StdRng) -> Result<[Row; 2], Error> {
+fn moe_layer(device: &Arc<Device>, moe: Moe, reps: usize, rng: &mut StdRng) -> Result<[Row; 3], Error> {
     let (experts, total, n, k) = moe;
     let rows = expert_rows(experts, total);
     let first_rows: Vec<usize> = rows.iter().scan(0, |at, &m| Some(std::mem::replace(at, *at + m))).collect();
@@ -443,7 +449,8 @@ fn moe_layer(device: &Arc<Device>, moe: Moe, reps: usize, rng: &mut StdRng) -> R
     );
 
     let (k_blocks, n_blocks) = (k.div_ceil(128), n.div_ceil(128));
-    let da = DeviceMatrix::from_host(device, &random_par::<F8E4M3>(total, k, false, rng.random()))?;
+    let ha = random_par::<F8E4M3>(total, k, false, rng.random());
+    let da = DeviceMatrix::from_host(device, &ha)?;
     let mut dbs = Vec::with_capacity(experts);
     for _ in 0..experts {
         dbs.push(DeviceMatrix::from_host(device, &random_par::<F8E4M3>(k, n, true, rng.random()))?);
@@ -451,7 +458,8 @@ fn moe_layer(device: &Arc<Device>, moe: Moe, reps: usize, rng: &mut StdRng) -> R
     // A's scales column-major over all rows (row i, k block kb at kb * total
     // + i); each expert's B scales in the default layout.
     let mut scales = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.random_range(0.5..2.0)).collect() };
-    let d_sa: CudaSlice<f32> = device.stream().clone_htod(&scales(total * k_blocks))?;
+    let sa = scales(total * k_blocks);
+    let d_sa: CudaSlice<f32> = device.stream().clone_htod(&sa)?;
     let mut d_sbs: Vec<CudaSlice<f32>> = Vec::with_capacity(experts);
     for _ in 0..experts {
         d_sbs.push(device.stream().clone_htod(&scales(n_blocks * k_blocks))?);
@@ -474,6 +482,66 @@ fn moe_layer(device: &Arc<Device>, moe: Moe, reps: usize, rng: &mut StdRng) -> R
         time_kernel(device, f64::INFINITY, reps, |_| gemm.run_grouped_fused_device(&av, &bv, &mut cv, &epilogues))?
             .median_ms
     };
+
+    // The masked layout of the same experts: a slot of `slot` rows each
+    // (the most rows an expert has, rounded up to 128), A and its scales
+    // `[experts, slot, k]` and `[experts, k / 128, slot]` (the rows past
+    // an expert's count zero, scales one), C `[experts, slot, n]`, the
+    // counts on the device.
+    let slot = rows.iter().max().copied().unwrap_or(0).div_ceil(128).max(1) * 128;
+    let mut a_slots = vec![F8E4M3::from_f64(0.0); experts * slot * k];
+    let mut sa_slots = vec![1f32; experts * k_blocks * slot];
+    for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
+        a_slots[e * slot * k..][..m * k].copy_from_slice(&ha.as_slice()[r0 * k..][..m * k]);
+        for q in 0..k_blocks {
+            sa_slots[(e * k_blocks + q) * slot..][..m].copy_from_slice(&sa[q * total + r0..][..m]);
+        }
+    }
+    let a_slots = Matrix::from_vec_in(experts * slot, k, Layout::RowMajor, k, a_slots).expect("the slots' shape");
+    let da_slots = DeviceMatrix::from_host(device, &a_slots)?;
+    drop(a_slots);
+    let d_sa_slots = device.stream().clone_htod(&sa_slots)?;
+    let counts: Vec<u32> = rows.iter().map(|&m| m as u32).collect();
+    let d_counts = device.stream().clone_htod(&counts)?;
+    let mut c_slots = Vec::with_capacity(experts);
+    for _ in 0..experts {
+        c_slots.push(DeviceMatrix::<bf16>::zeros(device, slot, n)?);
+    }
+    let masked_epilogues: Vec<Epilogue> = (0..experts)
+        .map(|e| {
+            let sa_e = d_sa_slots.slice(e * k_blocks * slot..);
+            Epilogue::new().block_scales(BlockScales::new(sa_e, &d_sbs[e]).a_strides(1, slot))
+        })
+        .collect();
+    let masked_ms = {
+        let av = (0..experts).map(|e| da_slots.view(e * slot, 0, slot, k)).collect::<Result<Vec<_>, _>>()?;
+        let bv: Vec<_> = dbs.iter().map(DeviceMatrix::as_view).collect();
+        let mut cv: Vec<_> = c_slots.iter_mut().map(DeviceMatrix::as_view_mut).collect();
+        let counts = d_counts.as_view();
+        time_kernel(device, f64::INFINITY, reps, |_| {
+            gemm.run_masked_device(&av, &bv, &mut cv, &counts, &masked_epilogues)
+        })?
+        .median_ms
+    };
+    drop(da_slots);
+    // The masked results against the grouped ones (the counted rows; the
+    // rest of each slot must still be zero).
+    let (mut masked_diff, mut masked_scale, mut written) = (0.0f64, 0.0f64, 0usize);
+    for (e, &m) in rows.iter().enumerate() {
+        let (x, y) = (c_slots[e].to_host()?, dcs[e].to_host()?);
+        for i in 0..slot {
+            for j in 0..n {
+                if i < m {
+                    masked_diff = masked_diff.max((x[(i, j)].as_f64() - y[(i, j)].as_f64()).abs());
+                    masked_scale = masked_scale.max(y[(i, j)].as_f64().abs());
+                } else {
+                    written += (x[(i, j)].to_bits() != 0) as usize;
+                }
+            }
+        }
+    }
+    drop(c_slots);
+    let masked_diff = masked_diff / masked_scale.max(f64::MIN_POSITIVE);
 
     // The dense product of the same size: all of A, expert 0's B.
     let mut dense_c = DeviceMatrix::<bf16>::zeros(device, total, n)?;
@@ -505,9 +573,16 @@ fn moe_layer(device: &Arc<Device>, moe: Moe, reps: usize, rng: &mut StdRng) -> R
         tflops(shape, dense_ms),
         dense_ms / grouped_ms
     );
+    let masked = format!("masked_{experts}");
+    println!(
+        "{total:>6} x {n:>6} x {k:>6}  {masked:<9}  ours {masked_ms:>8.3} ms {:>7.1} TFLOP/s  (slots of {slot} rows)  \
+         ratio {:.3}  max|masked - grouped|/max|C| {masked_diff:.2e}  uncounted elements written: {written}",
+        tflops(shape, masked_ms),
+        dense_ms / masked_ms
+    );
     let row =
         |epilogue: String, ms: f64| Row { precision: "e4m3", scaling: "block", epilogue, shape, ms, cublaslt_ms: None };
-    Ok([row(label, grouped_ms), row("none".into(), dense_ms)])
+    Ok([row(label, grouped_ms), row(masked, masked_ms), row("none".into(), dense_ms)])
 }
 
 fn main() -> Result<(), Error> {

@@ -588,3 +588,168 @@ fn clustered_tiles_have_the_unclustered_bits() {
         assert_eq!(nans, 0, "{m}x{n}x{k}: C keeps NaNs");
     }
 }
+
+/// The masked layout ([`Gemm::run_masked_device`]): each expert a slot of
+/// `slot` rows of which the first `rows[e]` (a count on the device) are
+/// computed - none, one, counts across 64-row and block-tile edges, the
+/// whole slot, a count above it (taken as the slot) - and the rest of the
+/// slot comes back bit for bit, as does the padding. Block-scaled e4m3
+/// experts (DeepGEMM's per-expert column-major A scales) into a padded f32
+/// C, row-major and column-major (stored transposed by the threads); bf16
+/// experts with a bias and GELU into an unpadded bf16 C (TMA's stores into
+/// a tensor map clipped at the count), and with none (alpha 1.5, beta 0.5),
+/// each with two sets of counts one launch after the other; then the typed
+/// errors, C untouched.
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn masked_experts_compute_their_counted_rows_only() {
+    let dev = device();
+    let stream = dev.stream();
+    let (slot, n, k) = (300usize, 200usize, 384usize);
+    let counts = [0u32, 1, 300, 64, 129, 500, 17, 191];
+    // A second launch's counts (the same slots, other rows: the tables and
+    // clipped tensor maps of one launch must not leak into the next).
+    let counts2 = [255u32, 0, 63, 300, 2, 128, 299, 65];
+    let experts = counts.len();
+    let live = |e: usize| (counts[e] as usize).min(slot);
+    let d_counts = stream.clone_htod(&counts).unwrap();
+    let d_counts2 = stream.clone_htod(&counts2).unwrap();
+    let (kb, nb) = (k.div_ceil(128), n.div_ceil(128));
+    let mut r = Rng::new(41);
+    let guard = -7.0f32;
+
+    // e4m3, block-scaled: A's scales `[experts, k / 128, slot]`.
+    let a = Matrix::from_fn(experts * slot, k, |_, _| F8E4M3::from_f64(2.0 * r.uniform()));
+    let bs: Vec<Matrix<F8E4M3>> = (0..experts)
+        .map(|_| store(&Matrix::from_fn(k, n, |_, _| F8E4M3::from_f64(2.0 * r.uniform())), Op::N, C, 0, F8E4M3::POISON))
+        .collect();
+    let sa: Vec<f32> = (0..experts * kb * slot).map(|_| (1.25 + 0.75 * r.uniform()) as f32).collect();
+    let sbs: Vec<Vec<f32>> =
+        (0..experts).map(|_| (0..nb * kb).map(|_| (1.25 + 0.75 * r.uniform()) as f32).collect()).collect();
+    let da = DeviceMatrix::from_host(&dev, &a).unwrap();
+    let dbs: Vec<_> = bs.iter().map(|b| DeviceMatrix::from_host(&dev, b).unwrap()).collect();
+    let d_sa = stream.clone_htod(&sa).unwrap();
+    for lc in [R, C] {
+        // Counted rows poisoned (beta = 0 never reads them), the rest guards.
+        let c0: Vec<Matrix<f32>> = (0..experts)
+            .map(|e| {
+                store(&Matrix::from_fn(slot, n, |i, _| if i < live(e) { f32::NAN } else { guard }), Op::N, lc, 3, guard)
+            })
+            .collect();
+        let mut dcs: Vec<_> = c0.iter().map(|c| DeviceMatrix::from_host(&dev, c).unwrap()).collect();
+        let av: Vec<_> = (0..experts).map(|e| da.view(e * slot, 0, slot, k).unwrap()).collect();
+        let bv: Vec<_> = dbs.iter().map(|b| b.as_view()).collect();
+        let mut cv: Vec<_> = dcs.iter_mut().map(|c| c.as_view_mut()).collect();
+        let epilogues: Vec<Epilogue> = (0..experts)
+            .map(|e| {
+                let scales = BlockScales::new(d_sa.slice(e * kb * slot..), &sbs[e]).a_strides(1, slot);
+                Epilogue::new().block_scales(scales)
+            })
+            .collect();
+        Gemm::new().run_masked_device(&av, &bv, &mut cv, &d_counts.as_view(), &epilogues).unwrap();
+        drop(cv);
+        for e in 0..experts {
+            let c = dcs[e].to_host().unwrap();
+            for (at, (x, y)) in c.as_slice().iter().zip(c0[e].as_slice()).enumerate() {
+                if is_padding(&c, at) {
+                    assert_eq!(x.to_bits(), y.to_bits(), "e4m3 expert {e} {lc:?}: padding at {at}");
+                }
+            }
+            for i in 0..slot {
+                for j in 0..n {
+                    let got = c[(i, j)] as f64;
+                    if i >= live(e) {
+                        assert_eq!(got, guard as f64, "e4m3 expert {e} {lc:?}: uncounted C({i}, {j}) written");
+                        continue;
+                    }
+                    let (mut want, mut bound) = (0f64, 0f64);
+                    for q in 0..kb {
+                        let s = sa[e * kb * slot + q * slot + i] as f64 * sbs[e][(j / 128) * kb + q] as f64;
+                        for p in q * 128..((q + 1) * 128).min(k) {
+                            let x = a[(e * slot + i, p)].as_f64() * bs[e][(p, j)].as_f64();
+                            want += s * x;
+                            bound += s * x.abs();
+                        }
+                    }
+                    let tol = 2f64.powi(-9) * bound + 2f64.powi(-23) * (kb as f64 + 1.0) * bound + 1e-30;
+                    assert!((got - want).abs() <= tol, "e4m3 expert {e} {lc:?}: C({i}, {j}) = {got}, want {want}");
+                }
+            }
+        }
+    }
+
+    // bf16, unpadded row-major C: with a bias and GELU, then plain with
+    // alpha 1.5 and beta 0.5.
+    let a16 = Matrix::from_fn(experts * slot, k, |i, p| bf16::from_f64(((i * 7 + p * 3) % 9) as f64 / 4.0 - 1.0));
+    let b16: Vec<Matrix<bf16>> = (0..experts)
+        .map(|e| Matrix::from_fn(k, n, |p, j| bf16::from_f64(((p * 5 + j + e) % 9) as f64 / 4.0 - 1.0)))
+        .collect();
+    let biases: Vec<Vec<f32>> = (0..experts).map(|e| (0..n).map(|j| (j + e) as f32 / 64.0 - 1.0).collect()).collect();
+    let c_at = |e: usize, i: usize, j: usize| bf16::from_f64(((e + 3 * i + j) % 5) as f64 / 2.0 - 1.0);
+    let da = DeviceMatrix::from_host(&dev, &a16).unwrap();
+    let dbs: Vec<_> = b16.iter().map(|b| DeviceMatrix::from_host(&dev, b).unwrap()).collect();
+    for (fused, second) in [(true, false), (false, true), (true, true), (false, false)] {
+        let (d_rows, live) = if second {
+            (&d_counts2, (|e: usize| (counts2[e] as usize).min(slot)) as fn(usize) -> usize)
+        } else {
+            (&d_counts, (|e: usize| (counts[e] as usize).min(slot)) as fn(usize) -> usize)
+        };
+        let c0: Vec<Matrix<bf16>> = (0..experts).map(|e| Matrix::from_fn(slot, n, |i, j| c_at(e, i, j))).collect();
+        let mut dcs: Vec<_> = c0.iter().map(|c| DeviceMatrix::from_host(&dev, c).unwrap()).collect();
+        let av: Vec<_> = (0..experts).map(|e| da.view(e * slot, 0, slot, k).unwrap()).collect();
+        let bv: Vec<_> = dbs.iter().map(|b| b.as_view()).collect();
+        let mut cv: Vec<_> = dcs.iter_mut().map(|c| c.as_view_mut()).collect();
+        let (gemm, epilogues): (Gemm, Vec<Epilogue>) = if fused {
+            let e = biases.iter().map(|b| Epilogue::new().bias(Along::Columns, b).activation(Activation::Gelu));
+            (Gemm::new(), e.collect())
+        } else {
+            (Gemm::new().alpha(1.5).beta(0.5), Vec::new())
+        };
+        gemm.run_masked_device(&av, &bv, &mut cv, &d_rows.as_view(), &epilogues).unwrap();
+        drop(cv);
+        for e in 0..experts {
+            let c = dcs[e].to_host().unwrap();
+            for i in 0..slot {
+                for j in 0..n {
+                    let got = c[(i, j)];
+                    if i >= live(e) {
+                        assert_eq!(got.to_bits(), c0[e][(i, j)].to_bits(), "bf16 expert {e}: uncounted C({i}, {j})");
+                        continue;
+                    }
+                    let dot: f64 = (0..k).map(|p| a16[(e * slot + i, p)].as_f64() * b16[e][(p, j)].as_f64()).sum();
+                    let (want, tol) = if fused {
+                        let v = dot + biases[e][j] as f64;
+                        let want = gelu(v);
+                        (
+                            want,
+                            1.2 * (2f64.powi(-21) * (dot.abs() + 1.0) + 2f64.powi(-20) * v.abs()) + want.abs() / 256.0,
+                        )
+                    } else {
+                        let c_old = c0[e][(i, j)].as_f64();
+                        let want = 1.5 * dot + 0.5 * c_old;
+                        (want, 1.2 * 2f64.powi(-21) * (1.5 * dot.abs() + 0.5 * c_old.abs()) + want.abs() / 256.0)
+                    };
+                    let got = got.as_f64();
+                    assert!(
+                        (got - want).abs() <= tol + 2f64.powi(-30),
+                        "bf16 {fused} expert {e}: C({i}, {j}) = {got}, want {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    // Typed errors, C untouched: no count for the problem; two epilogues
+    // for one problem.
+    let c0 = Matrix::from_fn(slot, n, |_, _| bf16::from_f64(3.0));
+    let mut dc = DeviceMatrix::from_host(&dev, &c0).unwrap();
+    let (av, bv) = ([da.view(0, 0, slot, k).unwrap()], [dbs[0].as_view()]);
+    let mut cv = [dc.as_view_mut()];
+    let err = Gemm::new().run_masked_device(&av, &bv, &mut cv, &d_counts.slice(0..0), &[]).unwrap_err();
+    assert!(matches!(err, Error::RowCounts { .. }), "{err}");
+    let two = [Epilogue::new(), Epilogue::new()];
+    let err = Gemm::new().run_masked_device(&av, &bv, &mut cv, &d_counts.as_view(), &two).unwrap_err();
+    assert!(matches!(err, Error::Epilogue { what: "the epilogues", .. }), "{err}");
+    let c = dc.to_host().unwrap();
+    assert!(c.as_slice().iter().zip(c0.as_slice()).all(|(x, y)| x.to_bits() == y.to_bits()), "a refused call wrote C");
+}

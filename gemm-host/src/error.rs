@@ -108,6 +108,12 @@ pub enum Error {
         /// Why, with the numbers.
         why: String,
     },
+    /// The row counts of a masked batch ([`crate::Gemm::run_masked_device`])
+    /// do not fit it: fewer than one per problem, or on another device.
+    RowCounts {
+        /// Why, with the numbers.
+        why: String,
+    },
     /// The split of k asked for with `.split_k(n)` cannot be run.
     SplitK {
         /// Slices asked for.
@@ -257,6 +263,7 @@ impl core::fmt::Display for Error {
             }
             Error::Unsupported { product, why } => write!(f, "{product} products: {why}"),
             Error::Epilogue { what, why } => write!(f, "{what} of the fused epilogue: {why}"),
+            Error::RowCounts { why } => write!(f, "the row counts of the masked batch: {why}"),
             Error::SplitK { slices, why } => write!(f, "split-K into {slices} slices is not possible: {why}"),
             Error::Pack { why } => write!(f, "packing the operands is not possible: {why}"),
             Error::BatchCount { a, b, c } => write!(f, "batch counts differ: A has {a} matrices, B {b}, C {c}"),

@@ -1443,3 +1443,74 @@ pub const fn raster(i: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
 
 /// Tile rows per raster group.
 pub const RASTER_GROUP: u32 = 8;
+
+/// The masked layout's count of a grouped launch's jobs (run on the
+/// stream before the launch, one warp): for each product e of `group`
+/// (`count` of them, `m` its slot), its rows become `min(*rows[e], m)`
+/// (`rows[e]`: the device address of a `u32`), its `first_job` the block
+/// tiles (BM x BN) of the products before it over their counted rows, the
+/// end marker's the launch's total; where the product stores C with TMA,
+/// C's tensor map (at `maps + 384 e + 256`, dimensions (n, m, 1)) is
+/// clipped at the counted rows (`tensormap.replace`), so the unchanged
+/// epilogue writes no row past the count. A product of no rows has no
+/// jobs. The launch's kernel then walks the table as any grouped launch.
+///
+/// # Safety
+/// One block of 32 threads; `group` holds `count + 1` entries and `maps`
+/// `count` products' maps (128-byte aligned), both in global memory and
+/// read by no kernel running meanwhile; `rows` holds `count` addresses of
+/// readable `u32`s; `bm`, `bn` are the launch's tile.
+#[inline(always)]
+pub unsafe fn masked_rows(group: *mut GroupProblem, maps: *mut u8, count: u32, rows: *const u64, bm: u32, bn: u32) {
+    let lane = core::arch::nvptx::_thread_idx_x() as u32;
+    use core::num::NonZeroU32;
+    let (bm, bn) = (NonZeroU32::new(bm).unwrap_or(NonZeroU32::MIN), NonZeroU32::new(bn).unwrap_or(NonZeroU32::MIN));
+    // Jobs of the products before this chunk of 32.
+    let mut carry = 0u32;
+    let mut base = 0u32;
+    while base < count {
+        let e = base + lane;
+        let (mut m, mut jobs) = (0u32, 0u32);
+        if e < count {
+            let g = &*group.add(e as usize);
+            let counted = *(*rows.add(e as usize) as *const u32);
+            m = if counted < g.m { counted } else { g.m };
+            jobs = (m / bm + (m % bm != 0) as u32) * (g.n / bn + (g.n % bn != 0) as u32);
+        }
+        // Inclusive sum over the warp's lanes (`shfl.sync.up`).
+        let mut sum = jobs;
+        let mut d = 1u32;
+        while d < 32 {
+            let up: u32;
+            asm!("shfl.sync.up.b32 {u}, {v}, {d}, 0, -1;", u = out(reg32) up, v = in(reg32) sum, d = in(reg32) d, options(nostack));
+            if lane >= d {
+                sum += up;
+            }
+            d *= 2;
+        }
+        if e < count {
+            let g = &mut *group.add(e as usize);
+            g.first_job = carry + sum - jobs;
+            if g.c_store == C_STORE_TMA && m > 0 && m < g.m {
+                let map = maps.add(GROUP_MAPS_BYTES * e as usize + 256);
+                asm!(
+                    "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; tensormap.replace.tile.global_dim.global.b1024.b32 [g], 1, {m}; }}",
+                    p = in(reg64) map,
+                    m = in(reg32) m,
+                    options(nostack)
+                );
+            }
+            g.m = m;
+        }
+        let total: u32;
+        asm!("shfl.sync.idx.b32 {t}, {v}, 31, 31, -1;", t = out(reg32) total, v = in(reg32) sum, options(nostack));
+        carry += total;
+        base += 32;
+    }
+    if lane == 0 {
+        (*group.add(count as usize)).first_job = carry;
+    }
+    // The maps were written through the generic proxy; the launch reads
+    // them through the tensor-map proxy.
+    asm!("fence.proxy.tensormap::generic.release.gpu;", options(nostack));
+}

@@ -23,7 +23,7 @@
 //! ([`crate::pack`]).
 
 use crate::mixed::{reduce, Bf16, Bh, E4m3, E4m3E5m2, E5m2E4m3, Output, Tf32, F16, H, S8};
-use crate::s09_warpgroup::{warpgroup, Params};
+use crate::s09_warpgroup::{masked_rows, warpgroup, Params};
 use gemm_core::warpgroup::{Fusion, GroupProblem};
 
 macro_rules! layout_entry {
@@ -182,3 +182,20 @@ export_reduce!(warpgroup_reduce_f32, f32);
 export_reduce!(warpgroup_reduce_f16, H);
 export_reduce!(warpgroup_reduce_bf16, Bh);
 export_reduce!(warpgroup_reduce_i32, i32);
+
+/// Entry point `warpgroup_masked_rows`: the masked layout's rows and jobs
+/// of a grouped launch, written into its table before it runs.
+///
+/// # Safety
+/// As [`crate::s09_warpgroup::masked_rows`].
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn warpgroup_masked_rows(
+    group: *mut GroupProblem,
+    maps: *mut u8,
+    count: u32,
+    rows: *const u64,
+    bm: u32,
+    bn: u32,
+) {
+    masked_rows(group, maps, count, rows, bm, bn)
+}

@@ -424,9 +424,12 @@ fn ptx_build_args(module: Module) -> Vec<String> {
     if arch == "sm_90" {
         args.extend(["--cfg".to_string(), "gemm_sm90".to_string()]);
     }
-    // Stage 9 (wgmma, TMA) alone, in its own sm_90a module.
+    // Stage 9 (wgmma, TMA) alone, in its own sm_90a module, as PTX ISA 8.3
+    // (rustc's default for sm_90a is 8.0): the masked layout's
+    // `tensormap.replace` needs it. rustc warns that the target feature is
+    // unstable; the pinned compiler makes it one behaviour.
     if arch == SM_90A {
-        args.extend(["--cfg".to_string(), "gemm_sm90a".to_string()]);
+        args.extend(["-Ctarget-feature=+ptx83".to_string(), "--cfg".to_string(), "gemm_sm90a".to_string()]);
     }
     // The storage order of A and B (gemm_kernels::A_COL_MAJOR, B_COL_MAJOR).
     args.extend(module.layout.cfg_args());

@@ -648,9 +648,88 @@ impl Gemm {
         c: &mut [DeviceViewMut<'_, C>],
         epilogues: &[Epilogue<'_>],
     ) -> Result<(), Error> {
-        let Some(first) = epilogues.first() else {
+        if epilogues.is_empty() {
             return self.run_grouped_device(a, b, c);
-        };
+        }
+        self.run_list_fused(a, b, c, epilogues, None)
+    }
+
+    /// The masked layout of a mixture-of-experts layer (DeepGEMM's): a slot
+    /// of rows per expert, of which only the first `rows[e]` hold tokens,
+    /// a count known on the device only (written by the routing kernel
+    /// before; no copy to the host, so the call can be captured in a CUDA
+    /// graph). Problem e is `c[e] <- alpha op(a[e]) op(b[e]) + beta c[e]`
+    /// (with `epilogues[e]` fused, as [`Gemm::run_grouped_fused_device`]),
+    /// over the first `min(rows[e], m_e)` rows of its m_e (the slot's)
+    /// only: C's rows from there on are neither read nor written (A's
+    /// rows past the count up to the end of its block tile may be read:
+    /// they lie in the slot). Two launches on the stream: a one-warp
+    /// kernel that reads the counts and writes the launch's table (each
+    /// expert's rows and first block tile; C's tensor map clipped at the
+    /// count), then the grouped launch of stage 9 (compute capability
+    /// 9.0) over the counted block tiles only. Enqueued, as
+    /// [`Gemm::run_grouped_device`]; `rows` must not change until the
+    /// work queued on the stream has run.
+    ///
+    /// `epilogues`: one per problem, or none (the plain product). A slot of
+    /// a strided `[experts, m, k]` A is the view from element `e m k`
+    /// ([`DeviceView::view`]); its A block scales (1 x 128, DeepGEMM's
+    /// column-major `[experts, k / 128, m]`) the view from `e m (k / 128)`
+    /// with `BlockScales::a_strides(1, m)`.
+    ///
+    /// ```no_run
+    /// use gemm::{DeviceMatrix, DeviceView, DeviceViewMut, Gemm};
+    /// use gemm::half::bf16;
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// let (experts, slot, n, k) = (8, 256, 1024, 512);
+    /// // Written by the routing kernel: the tokens each expert's slot holds.
+    /// let rows = dev.stream().clone_htod(&[3u32, 0, 256, 17, 100, 1, 255, 64])?;
+    /// let zeros = |r, c| DeviceMatrix::<bf16>::zeros(&dev, r, c);
+    /// let x: Vec<_> = (0..experts).map(|_| zeros(slot, k)).collect::<Result<_, _>>()?;
+    /// let w: Vec<_> = (0..experts).map(|_| zeros(k, n)).collect::<Result<_, _>>()?;
+    /// let mut y: Vec<_> = (0..experts).map(|_| zeros(slot, n)).collect::<Result<_, _>>()?;
+    /// let a: Vec<DeviceView<bf16>> = x.iter().map(|m| m.as_view()).collect();
+    /// let b: Vec<DeviceView<bf16>> = w.iter().map(|m| m.as_view()).collect();
+    /// let mut c: Vec<DeviceViewMut<bf16>> = y.iter_mut().map(|m| m.as_view_mut()).collect();
+    /// Gemm::new().run_masked_device(&a, &b, &mut c, &rows.as_view(), &[])?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Gemm::run_grouped_fused_device`] (also for `epilogues`);
+    /// [`Error::RowCounts`] when `rows` holds fewer than one count per
+    /// problem or lies in another device's context;
+    /// [`Error::Unsupported`] off stage 9 or for types it does not run.
+    pub fn run_masked_device<T: Product<C>, C: Scalar>(
+        &self,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &mut [DeviceViewMut<'_, C>],
+        rows: &CudaView<'_, u32>,
+        epilogues: &[Epilogue<'_>],
+    ) -> Result<(), Error> {
+        if rows.len() < c.len() {
+            return Err(Error::RowCounts { why: format!("{} counts for {} problems: one each", rows.len(), c.len()) });
+        }
+        if epilogues.is_empty() {
+            let plain: Vec<Epilogue<'_>> = (0..c.len()).map(|_| Epilogue::new()).collect();
+            return self.run_list_fused(a, b, c, &plain, Some(rows));
+        }
+        self.run_list_fused(a, b, c, epilogues, Some(rows))
+    }
+
+    /// [`Gemm::run_grouped_fused_device`] (`rows` None) and
+    /// [`Gemm::run_masked_device`] (`rows`: at least one count per problem).
+    fn run_list_fused<T: Product<C>, C: Scalar>(
+        &self,
+        a: &[DeviceView<'_, T>],
+        b: &[DeviceView<'_, T>],
+        c: &mut [DeviceViewMut<'_, C>],
+        epilogues: &[Epilogue<'_>],
+        rows: Option<&CudaView<'_, u32>>,
+    ) -> Result<(), Error> {
+        let Some(first) = epilogues.first() else { return Ok(()) };
         if epilogues.len() != c.len() {
             return Err(Error::Epilogue {
                 what: "the epilogues",
@@ -671,14 +750,22 @@ impl Gemm {
             return Ok(());
         };
         if Gemm::mixed_stage(types, &device, false)? != TensorCoreStage::Warpgroup {
-            return Err(unsupported(types, "fused epilogues run on stage 9 (compute capability 9.0) only"));
+            let what = if rows.is_some() { "the masked layout runs" } else { "fused epilogues run" };
+            return Err(unsupported(types, &format!("{what} on stage 9 (compute capability 9.0) only")));
+        }
+        if let Some(r) = rows {
+            if **r.stream().context() != **device.context() {
+                return Err(Error::RowCounts { why: format!("their buffer is not in {}'s context", device.name()) });
+            }
         }
         let stream = self.stream_on(&device)?;
         if todo.is_empty() {
             return Ok(());
         }
         let alpha = first.alpha(self.desc.alpha);
-        let keep = |i: usize| epilogues[i].keeps_a();
+        // The masked layout keeps every problem's rows the kernel's rows
+        // (the counts cut them): never the transposed product.
+        let keep = |i: usize| rows.is_some() || epilogues[i].keeps_a();
         let forms: Vec<_> = todo.iter().map(|&(i, dims)| (i, dims, keep(i))).collect();
         let launches = warpgroup_fused_list(types, &forms, alpha, device.sm_count());
         let mut inputs = Inputs { device: &device, stream: &stream, owned: Vec::new(), guards: Vec::new() };
@@ -687,11 +774,18 @@ impl Gemm {
             fusions[i] = kernel_fusion::<C>(&epilogues[i], types, &dims, launch.swapped, &mut inputs)
                 .map_err(|e| Error::Problem { index: i, source: Box::new(e) })?;
         }
+        // Problem i's count: the i-th u32 of `rows`.
+        let counts: Option<Vec<u64>> = rows.map(|r| {
+            let (address, guard) = r.device_ptr(&stream);
+            inputs.guards.push(guard);
+            (0..c.len() as u64).map(|i| address + 4 * i).collect()
+        });
         let av: Vec<&CudaView<'_, T>> = a.iter().map(|v| &v.data).collect();
         let bv: Vec<&CudaView<'_, T>> = b.iter().map(|v| &v.data).collect();
         let mut cv: Vec<&mut CudaViewMut<'_, C>> = c.iter_mut().map(|v| &mut v.data).collect();
         let scalars = (alpha, self.desc.beta);
-        let done = enqueue_grouped(&launches, &device, &stream, scalars, (&av, &bv, &mut cv), Some(&fusions));
+        let views = (&av[..], &bv[..], &mut cv[..]);
+        let done = enqueue_grouped(&launches, &device, &stream, scalars, views, (Some(&fusions), counts.as_deref()));
         drop(inputs);
         done
     }

@@ -140,7 +140,7 @@ pub(crate) fn enqueue_list<T: Scalar, C: Scalar>(
             (a.recast(), b.recast(), c.recast()),
         ),
         ListLaunch::Warpgroup(problems) => {
-            warpgroup::enqueue_grouped(problems, device, stream, scalars, (a, b, c), None)
+            warpgroup::enqueue_grouped(problems, device, stream, scalars, (a, b, c), (None, None))
         }
         ListLaunch::EachAlone(problems) => {
             for (i, launch) in problems {

@@ -396,14 +396,17 @@ fn reduce<C: Scalar>(
 /// product, the problems whose operands the kernel reads in the same
 /// layouts in one launch whose persistent blocks walk the problems' block
 /// tiles one after the other. Problem i reads `a[i]`, `b[i]` and writes
-/// `c[i]`.
+/// `c[i]`, fuses `fusions[i]` where given, and where `rows` is given (the
+/// masked layout; the launches must then be unswapped) computes the first
+/// `min(*rows[i], m)` rows only: `rows[i]` the device address of a `u32`,
+/// read by `warpgroup_masked_rows` on the stream before each launch.
 pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     problems: &[(usize, WarpgroupLaunch)],
     device: &Arc<Device>,
     stream: &Arc<CudaStream>,
     (alpha, beta): (f64, f64),
     (a, b, c): ListViews<'_, '_, '_, '_, '_, T, C>,
-    fusions: Option<&[Fusion]>,
+    (fusions, rows): (Option<&[Fusion]>, Option<&[u64]>),
 ) -> Result<(), Error> {
     let Some(&(_, first)) = problems.first() else { return Ok(()) };
     // Each problem's fused epilogue (by its index), uploaded first: the
@@ -427,12 +430,14 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     let mut keep = Keep::new();
     // Each problem's C, taken once (its guard records the launch's write).
     let mut c_once: Vec<Option<&mut CudaViewMut<'_, C>>> = c.iter_mut().map(|v| Some(&mut **v)).collect();
-    // Per layout index of the kernel: the problems' table and maps.
-    let mut launches: Vec<(usize, Vec<GroupProblem>, Vec<u8>)> = Vec::new();
+    // Per layout index of the kernel: the problems' table, maps and (the
+    // masked layout) the addresses of their row counts.
+    let mut launches: Vec<(usize, Vec<GroupProblem>, Vec<u8>, Vec<u64>)> = Vec::new();
     let mut any_layout = Vec::new();
     for &(i, launch) in problems {
         let WarpgroupLaunch { route, swapped, reads_ab, realign, .. } = launch;
         debug_assert!(launch.kernel == kernel && launch.split.0 == 1);
+        debug_assert!(rows.is_none() || !swapped);
         let wrap = |e: Error| Error::Problem { index: i, source: Box::new(e) };
         let (ka, kb) = if swapped { (b[i], a[i]) } else { (a[i], b[i]) };
         let c_i = c_once[i].take().expect("each problem once in the list");
@@ -463,33 +468,41 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         };
         if !reads_ab {
             // A and B not read: any layout's kernel.
-            any_layout.push((problem, ready.maps));
+            any_layout.push((problem, ready.maps, rows.map(|r| r[i])));
             continue;
         }
         let index = ready.layouts.index();
         let at = match launches.iter().position(|l| l.0 == index) {
             Some(at) => at,
             None => {
-                launches.push((index, Vec::new(), Vec::new()));
+                launches.push((index, Vec::new(), Vec::new(), Vec::new()));
                 launches.len() - 1
             }
         };
         launches[at].1.push(problem);
         launches[at].2.extend_from_slice(&ready.maps);
+        launches[at].3.extend(rows.map(|r| r[i]));
     }
     if !any_layout.is_empty() {
         if launches.is_empty() {
             let nt = KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor }.index();
-            launches.push((nt, Vec::new(), Vec::new()));
+            launches.push((nt, Vec::new(), Vec::new(), Vec::new()));
         }
-        for (problem, maps) in any_layout {
+        for (problem, maps, count) in any_layout {
             launches[0].1.push(problem);
             launches[0].2.extend_from_slice(&maps);
+            launches[0].3.extend(count);
         }
     }
     let (alpha, beta) = scalars(types, alpha, beta);
-    for (index, mut problems, maps) in launches {
-        // The block tiles of each problem, one after the other.
+    let counter = match rows {
+        Some(_) => Some(device.warpgroup_function(MASKED_ROWS)?),
+        None => None,
+    };
+    for (index, mut problems, maps, counts) in launches {
+        // The block tiles of each problem, one after the other (over its
+        // slot's rows in the masked layout: a bound on its counted ones,
+        // for the grid; `warpgroup_masked_rows` numbers them).
         let mut jobs = 0u64;
         for p in problems.iter_mut() {
             p.first_job = jobs as u32;
@@ -504,13 +517,32 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         let problem_count = problems.len() as u32;
         problems.push(GroupProblem { first_job: jobs as u32, ..GroupProblem::default() });
         // One upload: the maps (384 bytes a problem, so the table after
-        // them starts on 128 bytes), then the table.
+        // them starts on 128 bytes), then the table (40 bytes a problem and
+        // the end marker), then the masked layout's count addresses.
         let mut bytes = maps;
         let maps_len = bytes.len() as u64;
         bytes.extend(problems.iter().flat_map(group_words).flat_map(u32::to_le_bytes));
+        let table_len = bytes.len() as u64 - maps_len;
+        bytes.extend(counts.iter().flat_map(|a| a.to_le_bytes()));
         let uploaded = stream.clone_htod(&bytes).during("cuMemcpyHtoDAsync")?;
         let maps = uploaded.device_ptr(stream).0;
         let table = maps + maps_len;
+        if let Some(counter) = &counter {
+            debug_assert_eq!(counts.len(), problem_count as usize);
+            let addresses = table + table_len;
+            let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+            let mut builder = stream.launch_builder(counter);
+            builder.arg(&table).arg(&maps).arg(&problem_count).arg(&addresses).arg(&tile.bm).arg(&tile.bn);
+            // SAFETY: `warpgroup_masked_rows(group, maps, count, rows, bm,
+            // bn)` (gemm-kernels/src/warpgroup_entry_points.rs): the table
+            // of `problem_count` products and its end marker, their maps
+            // (128-byte aligned: the upload's start), and one count address
+            // per product, all in `uploaded` (alive until the launches are
+            // done); the counts are the caller's device `u32`s, validated
+            // as one per problem in this context; the grouped launch after
+            // it, on the same stream, is the only reader of the table.
+            unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+        }
         let name =
             kernel.entry(index, fusions.is_some()).expect("a kernel for every layout the operands are brought to");
         let func = device.warpgroup_function(name)?;
@@ -542,6 +574,10 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     drop((keep, uploaded_fusions));
     Ok(())
 }
+
+/// The masked layout's kernel: each problem's counted rows and first job,
+/// written into a grouped launch's table before it runs.
+const MASKED_ROWS: &str = "warpgroup_masked_rows";
 
 /// The `group` argument of a launch that is not grouped (a null table).
 const NOT_GROUPED: u64 = 0;
