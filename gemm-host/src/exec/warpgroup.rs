@@ -432,7 +432,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     let mut c_once: Vec<Option<&mut CudaViewMut<'_, C>>> = c.iter_mut().map(|v| Some(&mut **v)).collect();
     // Per layout index of the kernel: the problems' table, maps and (the
     // masked layout) the addresses of their row counts.
-    let mut launches: Vec<(usize, Vec<GroupProblem>, Vec<u8>, Vec<u64>)> = Vec::new();
+    let mut launches: Vec<GroupedLaunch> = Vec::new();
     let mut any_layout = Vec::new();
     for &(i, launch) in problems {
         let WarpgroupLaunch { route, swapped, reads_ab, realign, .. } = launch;
@@ -574,6 +574,11 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     drop((keep, uploaded_fusions));
     Ok(())
 }
+
+/// One launch of a grouped list: the kernel's layout index, the problems'
+/// table, their tensor maps, and (the masked layout) the addresses of
+/// their row counts.
+type GroupedLaunch = (usize, Vec<GroupProblem>, Vec<u8>, Vec<u64>);
 
 /// The masked layout's kernel: each problem's counted rows and first job,
 /// written into a grouped launch's table before it runs.
