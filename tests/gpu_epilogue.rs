@@ -689,11 +689,8 @@ fn masked_experts_compute_their_counted_rows_only() {
     let da = DeviceMatrix::from_host(&dev, &a16).unwrap();
     let dbs: Vec<_> = b16.iter().map(|b| DeviceMatrix::from_host(&dev, b).unwrap()).collect();
     for (fused, second) in [(true, false), (false, true), (true, true), (false, false)] {
-        let (d_rows, live) = if second {
-            (&d_counts2, (|e: usize| (counts2[e] as usize).min(slot)) as fn(usize) -> usize)
-        } else {
-            (&d_counts, (|e: usize| (counts[e] as usize).min(slot)) as fn(usize) -> usize)
-        };
+        let (d_rows, set) = if second { (&d_counts2, &counts2) } else { (&d_counts, &counts) };
+        let live = |e: usize| (set[e] as usize).min(slot);
         let c0: Vec<Matrix<bf16>> = (0..experts).map(|e| Matrix::from_fn(slot, n, |i, j| c_at(e, i, j))).collect();
         let mut dcs: Vec<_> = c0.iter().map(|c| DeviceMatrix::from_host(&dev, c).unwrap()).collect();
         let av: Vec<_> = (0..experts).map(|e| da.view(e * slot, 0, slot, k).unwrap()).collect();
