@@ -401,3 +401,131 @@ fn e5m2_infinities_and_nans_pass_through() {
     let err = Gemm::new().run_fp8_device(&da, &b5, &mut dc).expect_err("e5m2 x e5m2");
     assert!(matches!(err, Error::Unsupported { .. }), "{err}");
 }
+
+/// Grouped lists of each FP8 pair (`run_grouped_fp8_device`, one launch;
+/// e4m3 x e4m3 as well) with integer inputs in [-4, 4] (each k-tile's
+/// partial sum exact, see the module docs): problems of their own shapes
+/// (one row, k below and above a k-tile, odd n), A and B in both layouts,
+/// C row-major and column-major with NaN padding that must come back bit
+/// for bit (C NaN-poisoned, beta 0); plain, then with a column bias and
+/// ReLU. Then the masked layout of each pair (`run_masked_fp8_device`):
+/// slots of 150 rows, counts 0, 1, 77, 150 and 300, the rows past a count
+/// bit for bit. e5m2 x e5m2 is refused, C untouched.
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn mixed_pair_grouped_and_masked_lists_are_exact() {
+    use gemm::float8::F8E5M2;
+    use gemm::{Activation, Along, DeviceView, DeviceViewMut, Epilogue};
+    fn pair<Ta: gemm::Fp8, Tb: gemm::Fp8, Cc: Scalar>(seed: u64)
+    where
+        F8E4M3: Product<Cc>,
+    {
+        let dev = device();
+        let mut r = Rng::new(seed);
+        let name = format!("{} x {} -> {}", Ta::NAME, Tb::NAME, Cc::NAME);
+        let dims = [(96, 80, 300), (1, 33, 129), (130, 200, 64), (17, 64, 257)];
+        let layouts = [(R, C, R), (C, R, C), (R, R, C), (C, C, R)];
+        let mut ints = |_: usize, _: usize| r.below(9) as f64 - 4.0;
+        let a: Vec<Matrix<Ta>> = dims
+            .iter()
+            .zip(&layouts)
+            .map(|(&(m, _, k), l)| stored((m, k), l.0, 1, Ta::POISON, |i, p| Ta::from_f64(ints(i, p))))
+            .collect();
+        let b: Vec<Matrix<Tb>> = dims
+            .iter()
+            .zip(&layouts)
+            .map(|(&(_, n, k), l)| stored((k, n), l.1, 0, Tb::POISON, |p, j| Tb::from_f64(ints(p, j))))
+            .collect();
+        let biases: Vec<Vec<f32>> =
+            dims.iter().map(|&(_, n, _)| (0..n).map(|j| (j % 7) as f32 - 3.0).collect()).collect();
+        let da: Vec<_> = a.iter().map(|x| DeviceMatrix::from_host(&dev, x).unwrap()).collect();
+        let db: Vec<_> = b.iter().map(|x| DeviceMatrix::from_host(&dev, x).unwrap()).collect();
+        for fused in [false, true] {
+            let what = format!("{name} grouped, fused {fused}");
+            let c0: Vec<Matrix<Cc>> = dims
+                .iter()
+                .zip(&layouts)
+                .map(|(&(m, n, _), l)| stored((m, n), l.2, 2, Cc::POISON, |_, _| Cc::POISON))
+                .collect();
+            let mut dc: Vec<_> = c0.iter().map(|x| DeviceMatrix::from_host(&dev, x).unwrap()).collect();
+            let av: Vec<DeviceView<Ta>> = da.iter().map(|x| x.as_view()).collect();
+            let bv: Vec<DeviceView<Tb>> = db.iter().map(|x| x.as_view()).collect();
+            let mut cv: Vec<DeviceViewMut<Cc>> = dc.iter_mut().map(|x| x.as_view_mut()).collect();
+            let epilogues: Vec<Epilogue> = if fused {
+                biases.iter().map(|b| Epilogue::new().bias(Along::Columns, b).activation(Activation::Relu)).collect()
+            } else {
+                Vec::new()
+            };
+            Gemm::new().run_grouped_fp8_device(&av, &bv, &mut cv, &epilogues).unwrap_or_else(|e| panic!("{what}: {e}"));
+            drop(cv);
+            for (e, &(m, n, k)) in dims.iter().enumerate() {
+                let c = dc[e].to_host().unwrap();
+                for (at, x) in c.as_slice().iter().enumerate() {
+                    if is_padding(&c, at) {
+                        assert!(x.as_f64().is_nan(), "{what}: problem {e} C's padding at {at} changed");
+                    }
+                }
+                for i in 0..m {
+                    for j in 0..n {
+                        let dot: f64 = (0..k).map(|p| a[e][(i, p)].as_f64() * b[e][(p, j)].as_f64()).sum();
+                        let v = if fused { (dot + biases[e][j] as f64).max(0.0) } else { dot };
+                        let want = Cc::from_f64(v).as_f64();
+                        assert_eq!(c[(i, j)].as_f64(), want, "{what}: problem {e} C({i}, {j})");
+                    }
+                }
+            }
+        }
+
+        // The masked layout: slots of 150 rows, A row-major, B column-major,
+        // C row-major (n = 72: TMA's stores into a map clipped at the count).
+        let (slot, n, k) = (150usize, 72usize, 200usize);
+        let counts = [0u32, 1, 77, 150, 300];
+        let experts = counts.len();
+        let d_counts = dev.stream().clone_htod(&counts).unwrap();
+        let a = Matrix::from_fn(experts * slot, k, |i, p| Ta::from_f64(ints(i, p)));
+        let b: Vec<Matrix<Tb>> =
+            (0..experts).map(|_| stored((k, n), C, 0, Tb::POISON, |p, j| Tb::from_f64(ints(p, j)))).collect();
+        let guard = Cc::from_f64(-7.0);
+        let c0 = Matrix::from_fn(slot, n, |_, _| guard);
+        let da = DeviceMatrix::from_host(&dev, &a).unwrap();
+        let db: Vec<_> = b.iter().map(|x| DeviceMatrix::from_host(&dev, x).unwrap()).collect();
+        let mut dc: Vec<_> = (0..experts).map(|_| DeviceMatrix::from_host(&dev, &c0).unwrap()).collect();
+        let av: Vec<_> = (0..experts).map(|e| da.view(e * slot, 0, slot, k).unwrap()).collect();
+        let bv: Vec<_> = db.iter().map(|x| x.as_view()).collect();
+        let mut cv: Vec<_> = dc.iter_mut().map(|x| x.as_view_mut()).collect();
+        Gemm::new()
+            .run_masked_fp8_device(&av, &bv, &mut cv, &d_counts.as_view(), &[])
+            .unwrap_or_else(|e| panic!("{name} masked: {e}"));
+        drop(cv);
+        for e in 0..experts {
+            let c = dc[e].to_host().unwrap();
+            for i in 0..slot {
+                for j in 0..n {
+                    let got = c[(i, j)];
+                    if i >= (counts[e] as usize).min(slot) {
+                        assert_eq!(got.as_f64(), guard.as_f64(), "{name} masked: expert {e} uncounted C({i}, {j})");
+                        continue;
+                    }
+                    let dot: f64 = (0..k).map(|p| a[(e * slot + i, p)].as_f64() * b[e][(p, j)].as_f64()).sum();
+                    assert_eq!(got.as_f64(), Cc::from_f64(dot).as_f64(), "{name} masked: expert {e} C({i}, {j})");
+                }
+            }
+        }
+    }
+    pair::<F8E5M2, F8E4M3, bf16>(51);
+    pair::<F8E4M3, F8E5M2, f32>(52);
+    pair::<F8E4M3, F8E5M2, f16>(53);
+    pair::<F8E4M3, F8E4M3, bf16>(54);
+
+    // e5m2 x e5m2: refused, C untouched.
+    let dev = device();
+    let a5 = DeviceMatrix::<F8E5M2>::zeros(&dev, 64, 64).unwrap();
+    let c0 = Matrix::from_fn(64, 64, |_, _| bf16::from_f64(3.0));
+    let mut dc = DeviceMatrix::from_host(&dev, &c0).unwrap();
+    let mut cv = [dc.as_view_mut()];
+    let err =
+        Gemm::new().run_grouped_fp8_device(&[a5.as_view()], &[a5.as_view()], &mut cv, &[]).expect_err("e5m2 x e5m2");
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+    let c = dc.to_host().unwrap();
+    assert!(c.as_slice().iter().zip(c0.as_slice()).all(|(x, y)| x.to_bits() == y.to_bits()), "a refused call wrote C");
+}

@@ -651,7 +651,7 @@ impl Gemm {
         if epilogues.is_empty() {
             return self.run_grouped_device(a, b, c);
         }
-        self.run_list_fused(a, b, c, epilogues, None)
+        self.run_list_fused(a, b, c, epilogues, None, None)
     }
 
     /// The masked layout of a mixture-of-experts layer (DeepGEMM's): a slot
@@ -714,20 +714,25 @@ impl Gemm {
         }
         if epilogues.is_empty() {
             let plain: Vec<Epilogue<'_>> = (0..c.len()).map(|_| Epilogue::new()).collect();
-            return self.run_list_fused(a, b, c, &plain, Some(rows));
+            return self.run_list_fused(a, b, c, &plain, Some(rows), None);
         }
-        self.run_list_fused(a, b, c, epilogues, Some(rows))
+        self.run_list_fused(a, b, c, epilogues, Some(rows), None)
     }
 
     /// [`Gemm::run_grouped_fused_device`] (`rows` None) and
-    /// [`Gemm::run_masked_device`] (`rows`: at least one count per problem).
-    fn run_list_fused<T: Product<C>, C: Scalar>(
+    /// [`Gemm::run_masked_device`] (`rows`: at least one count per problem);
+    /// `pair`: the kernels' types of FP8 operands of two formats (`a` and
+    /// `b` then viewed as e4m3), whose problems are never run transposed
+    /// (one kernel, one order of the formats; a column-major C is stored
+    /// transposed by the threads).
+    pub(crate) fn run_list_fused<T: Product<C>, C: Scalar>(
         &self,
         a: &[DeviceView<'_, T>],
         b: &[DeviceView<'_, T>],
         c: &mut [DeviceViewMut<'_, C>],
         epilogues: &[Epilogue<'_>],
         rows: Option<&CudaView<'_, u32>>,
+        pair: Option<WgmmaTypes>,
     ) -> Result<(), Error> {
         let Some(first) = epilogues.first() else { return Ok(()) };
         if epilogues.len() != c.len() {
@@ -744,6 +749,7 @@ impl Gemm {
         }
         let block_scaled = epilogues.iter().find(|e| e.block_scales.is_some()).unwrap_or(first);
         let types = Fused { gemm: self, epilogue: block_scaled }.types::<T, C>(c.first().map(|c| c.device))?;
+        let types = pair.unwrap_or(types);
         self.check_device_call()?;
         let changes_c = epilogues.iter().any(Epilogue::changes_c);
         let Some((device, todo)) = self.desc.list_problems(a, b, c, self.target(), |_, _| Ok(()), !changes_c)? else {
@@ -765,7 +771,7 @@ impl Gemm {
         let alpha = first.alpha(self.desc.alpha);
         // The masked layout keeps every problem's rows the kernel's rows
         // (the counts cut them): never the transposed product.
-        let keep = |i: usize| rows.is_some() || epilogues[i].keeps_a();
+        let keep = |i: usize| rows.is_some() || pair.is_some() || epilogues[i].keeps_a();
         let forms: Vec<_> = todo.iter().map(|&(i, dims)| (i, dims, keep(i))).collect();
         let launches = warpgroup_fused_list(types, &forms, alpha, device.sm_count());
         let mut inputs = Inputs { device: &device, stream: &stream, owned: Vec::new(), guards: Vec::new() };

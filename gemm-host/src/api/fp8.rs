@@ -8,13 +8,14 @@
 //! Micikevicius et al., "FP8 Formats for Deep Learning" (the two formats).
 
 use crate::api::dispatch::Kernels;
-use crate::api::epilogue::Fused;
+use crate::api::epilogue::{Epilogue, Fused};
 use crate::api::gemm::Gemm;
 use crate::device::Device;
 use crate::element::{Fp8, Product, Scalar, Types};
 use crate::error::Error;
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
 use crate::operands::strided::Strided;
+use cudarc::driver::CudaView;
 use float8::F8E4M3;
 use gemm_core::warpgroup::WgmmaTypes;
 use std::sync::Arc;
@@ -48,6 +49,13 @@ where
 fn as_e4m3<'a, T: Fp8>(v: DeviceView<'a, T>) -> DeviceView<'a, F8E4M3> {
     // SAFETY: both FP8 types are one byte of plain data (any bit pattern
     // valid); the length is the view's own.
+    let data = unsafe { v.data.transmute::<F8E4M3>(v.data.len()) }.expect("one-byte elements: same length");
+    DeviceView { data, dims: v.dims, device: v.device, address: v.address }
+}
+
+/// A borrowed FP8 view as a view of e4m3 (as [`as_e4m3`]), for the lists.
+fn e4m3_of<'r, T: Fp8>(v: &'r DeviceView<'_, T>) -> DeviceView<'r, F8E4M3> {
+    // SAFETY: as `as_e4m3`.
     let data = unsafe { v.data.transmute::<F8E4M3>(v.data.len()) }.expect("one-byte elements: same length");
     DeviceView { data, dims: v.dims, device: v.device, address: v.address }
 }
@@ -138,6 +146,106 @@ impl Gemm {
         let a = Strided { first: as_e4m3(a.first), count: a.count, stride: a.stride };
         let b = Strided { first: as_e4m3(b.first), count: b.count, stride: b.stride };
         self.run_strided_device_on(kernels, a, b, c)
+    }
+
+    /// The grouped batch of [`Gemm::run_grouped_fused_device`] (problems of
+    /// their own shapes, one launch of stage 9; `epilogues` one per problem,
+    /// or `&[]` for the plain product) with FP8 operands of either format
+    /// (as [`Gemm::run_fp8_device`]): the mixture-of-experts layer's
+    /// backward pass, e5m2 gradients against e4m3 weights. A pair of two
+    /// formats runs every problem untransposed (one kernel, one order of
+    /// the formats): a column-major C is stored transposed by the threads
+    /// rather than by TMA. e4m3 x e4m3 runs as `run_grouped_fused_device`
+    /// (`run_grouped_device` without epilogues).
+    ///
+    /// ```no_run
+    /// use gemm::float8::{F8E4M3, F8E5M2};
+    /// use gemm::half::bf16;
+    /// use gemm::{DeviceMatrix, DeviceView, DeviceViewMut, Gemm};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let dev = gemm::default_device()?;
+    /// let (rows, n, k) = ([96, 300, 17], 512, 1024);
+    /// let grads: Vec<_> = rows.iter().map(|&m| DeviceMatrix::<F8E5M2>::zeros(&dev, m, k)).collect::<Result<_, _>>()?;
+    /// let w: Vec<_> = rows.iter().map(|_| DeviceMatrix::<F8E4M3>::zeros(&dev, k, n)).collect::<Result<_, _>>()?;
+    /// let mut dx: Vec<_> = rows.iter().map(|&m| DeviceMatrix::<bf16>::zeros(&dev, m, n)).collect::<Result<_, _>>()?;
+    /// let a: Vec<DeviceView<F8E5M2>> = grads.iter().map(|m| m.as_view()).collect();
+    /// let b: Vec<DeviceView<F8E4M3>> = w.iter().map(|m| m.as_view()).collect();
+    /// let mut c: Vec<DeviceViewMut<bf16>> = dx.iter_mut().map(|m| m.as_view_mut()).collect();
+    /// Gemm::new().run_grouped_fp8_device(&a, &b, &mut c, &[])?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Gemm::run_grouped_fused_device`]; [`Error::Unsupported`] for
+    /// e5m2 x e5m2.
+    pub fn run_grouped_fp8_device<A: Fp8, B: Fp8, C: Scalar>(
+        &self,
+        a: &[DeviceView<'_, A>],
+        b: &[DeviceView<'_, B>],
+        c: &mut [DeviceViewMut<'_, C>],
+        epilogues: &[Epilogue<'_>],
+    ) -> Result<(), Error>
+    where
+        F8E4M3: Product<C>,
+    {
+        let types = fp8_types::<A, B, C>()?;
+        let a: Vec<_> = a.iter().map(e4m3_of).collect();
+        let b: Vec<_> = b.iter().map(e4m3_of).collect();
+        if !(A::E5M2 || B::E5M2) {
+            return self.run_grouped_fused_device(&a, &b, c, epilogues);
+        }
+        self.run_list_fp8(&a, &b, c, epilogues, None, types)
+    }
+
+    /// The masked layout of [`Gemm::run_masked_device`] (each expert a slot
+    /// of m rows, its row count on the GPU) with FP8 operands of either
+    /// format, as [`Gemm::run_grouped_fp8_device`].
+    ///
+    /// # Errors
+    /// As [`Gemm::run_masked_device`]; [`Error::Unsupported`] for e5m2 x
+    /// e5m2.
+    pub fn run_masked_fp8_device<A: Fp8, B: Fp8, C: Scalar>(
+        &self,
+        a: &[DeviceView<'_, A>],
+        b: &[DeviceView<'_, B>],
+        c: &mut [DeviceViewMut<'_, C>],
+        rows: &CudaView<'_, u32>,
+        epilogues: &[Epilogue<'_>],
+    ) -> Result<(), Error>
+    where
+        F8E4M3: Product<C>,
+    {
+        let types = fp8_types::<A, B, C>()?;
+        let a: Vec<_> = a.iter().map(e4m3_of).collect();
+        let b: Vec<_> = b.iter().map(e4m3_of).collect();
+        if !(A::E5M2 || B::E5M2) {
+            return self.run_masked_device(&a, &b, c, rows, epilogues);
+        }
+        if rows.len() < c.len() {
+            return Err(Error::RowCounts { why: format!("{} counts for {} problems: one each", rows.len(), c.len()) });
+        }
+        self.run_list_fp8(&a, &b, c, epilogues, Some(rows), types)
+    }
+
+    /// A list of FP8 products of two formats (`types`), viewed as e4m3: with
+    /// no epilogues, each problem's empty one (the fused kernels).
+    fn run_list_fp8<C: Scalar>(
+        &self,
+        a: &[DeviceView<'_, F8E4M3>],
+        b: &[DeviceView<'_, F8E4M3>],
+        c: &mut [DeviceViewMut<'_, C>],
+        epilogues: &[Epilogue<'_>],
+        rows: Option<&CudaView<'_, u32>>,
+        types: WgmmaTypes,
+    ) -> Result<(), Error>
+    where
+        F8E4M3: Product<C>,
+    {
+        if epilogues.is_empty() {
+            let plain: Vec<Epilogue<'_>> = (0..c.len()).map(|_| Epilogue::new()).collect();
+            return self.run_list_fused(a, b, c, &plain, rows, Some(types));
+        }
+        self.run_list_fused(a, b, c, epilogues, rows, Some(types))
     }
 }
 
