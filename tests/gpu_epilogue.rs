@@ -266,6 +266,26 @@ fn bf16_and_f16_epilogues_every_shape_and_layout() {
     }
 }
 
+/// The 128 x 256 tile's fused kernels (the plain product's tile at this
+/// size, `Fused::plan_for` says so): the richest variant (row and column
+/// scales, a bias of C's type, GELU, alpha and beta) in every layout, C
+/// stored by TMA (row-major, unpadded) and by the threads (padded, or
+/// column-major), bf16 -> bf16 and f16 -> f32.
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn wide_tiles_fuse_every_layout() {
+    let g = Gemm::new();
+    let (m, n, k) = (1535, 2560, 136);
+    let plan = g.epilogue(&Epilogue::new().activation(Activation::Gelu)).plan_for::<bf16, bf16>(m, n, k).unwrap();
+    assert!(plan.to_string().contains("b128x256"), "{plan}");
+    for (at, (layouts, pad)) in [((R, R, R), 0), ((C, R, C), 0), ((R, C, R), 3), ((C, C, C), 1)].into_iter().enumerate() {
+        let base = Case { layouts, pad, ..Case::new((m, n, k)) };
+        let case = variants(&base, true).pop().expect("the richest variant");
+        check::<bf16, bf16>(&g, &case, 60 + at as u64);
+        check::<f16, f32>(&g, &Case { bias: case.bias.map(|(a, _)| (a, false)), ..case.clone() }, 70 + at as u64);
+    }
+}
+
 #[test]
 #[ignore = "needs a GPU of compute capability 9.0"]
 fn tf32_and_e4m3_epilogues() {

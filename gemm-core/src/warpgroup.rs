@@ -413,15 +413,16 @@ impl WgmmaTile {
         self.c_stage_offset() + if self.narrow() { 0 } else { 2 * self.consumers() * C_BOX_BYTES }
     }
 
-    /// Whether the kernels of this tile apply a fused epilogue ([`Fusion`]'s
-    /// row and column scales, bias and activation): the tiles of at most
-    /// 128 columns and two consumers. With 128 accumulators a thread (BN =
-    /// 256) or three consumers of 152 registers (192 x 192), the
-    /// epilogue's arithmetic spilled or left the accumulators in local
-    /// memory (ptxas -v), so the planner does not pick those for a fused
-    /// product.
+    /// Whether the kernels of this tile may apply a fused epilogue
+    /// ([`Fusion`]'s row and column scales, bias and activation): the
+    /// tiles of two consumers (BM at most 128) and at most 256 columns. With
+    /// three consumers of 152 registers (192 x 192) the epilogue's
+    /// arithmetic spilled (ptxas -v), so the planner does not pick those
+    /// for a fused product; 128 x 256 (128 accumulators a thread) fuses
+    /// without spills since the epilogue loads its values outside the
+    /// per-element branches.
     pub const fn fuses(self) -> bool {
-        self.bn <= 128 && self.bm <= 128
+        self.bn <= 256 && self.bm <= 128
     }
 
     /// Whether BN is below the 64-element span of the 128-byte swizzle (8,
@@ -544,10 +545,10 @@ macro_rules! warpgroup_menu {
             (wgmma_f16_f32_b128x128_d5, F16F32, [128, 128, 5, 1], fused)
             (wgmma_bf16_b128x128_d5, Bf16, [128, 128, 5, 1], fused)
             (wgmma_bf16_f32_b128x128_d5, Bf16F32, [128, 128, 5, 1], fused)
-            (wgmma_f16_b128x256_d4, F16, [128, 256, 4, 1])
-            (wgmma_f16_f32_b128x256_d4, F16F32, [128, 256, 4, 1])
-            (wgmma_bf16_b128x256_d4, Bf16, [128, 256, 4, 1])
-            (wgmma_bf16_f32_b128x256_d4, Bf16F32, [128, 256, 4, 1])
+            (wgmma_f16_b128x256_d4, F16, [128, 256, 4, 1], fused)
+            (wgmma_f16_f32_b128x256_d4, F16F32, [128, 256, 4, 1], fused)
+            (wgmma_bf16_b128x256_d4, Bf16, [128, 256, 4, 1], fused)
+            (wgmma_bf16_f32_b128x256_d4, Bf16F32, [128, 256, 4, 1], fused)
             (wgmma_f16_b128x64_d8, F16, [128, 64, 8, 1], fused)
             (wgmma_f16_f32_b128x64_d8, F16F32, [128, 64, 8, 1], fused)
             (wgmma_bf16_b128x64_d8, Bf16, [128, 64, 8, 1], fused)

@@ -883,4 +883,20 @@ mod tests {
             assert!(f.fuses() && f.names.iter().all(Option::is_none), "{f:?}");
         }
     }
+
+    /// A fused f16 or bf16 product takes the plain product's 128 x 256 tile
+    /// where the plain one does (the shapes of the GPU test
+    /// `wide_tiles_fuse_every_layout`, both forms, and the benchmark's).
+    #[test]
+    fn fused_half_products_take_the_plain_products_wide_tile() {
+        for t in [WgmmaTypes::Bf16, WgmmaTypes::F16, WgmmaTypes::F16F32, WgmmaTypes::Bf16F32] {
+            for (m, n, k) in [(1535, 2560, 136), (2560, 1535, 136), (4096, 4096, 4096), (8192, 8192, 8192)] {
+                let plain = warpgroup_plan_among(t, (m, n, k), (1, 132), (true, true, true), false);
+                let fused = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), true);
+                assert_eq!((plain.kernel.tile.bm, plain.kernel.tile.bn), (128, 256), "{t:?} {m}x{n}x{k}");
+                assert_eq!(fused.kernel.tile, plain.kernel.tile, "{t:?} {m}x{n}x{k}");
+                assert!(fused.kernel.fuses());
+            }
+        }
+    }
 }
