@@ -278,7 +278,8 @@ fn wide_tiles_fuse_every_layout() {
     let (m, n, k) = (1535, 2560, 136);
     let plan = g.epilogue(&Epilogue::new().activation(Activation::Gelu)).plan_for::<bf16, bf16>(m, n, k).unwrap();
     assert!(plan.to_string().contains("b128x256"), "{plan}");
-    for (at, (layouts, pad)) in [((R, R, R), 0), ((C, R, C), 0), ((R, C, R), 3), ((C, C, C), 1)].into_iter().enumerate() {
+    for (at, (layouts, pad)) in [((R, R, R), 0), ((C, R, C), 0), ((R, C, R), 3), ((C, C, C), 1)].into_iter().enumerate()
+    {
         let base = Case { layouts, pad, ..Case::new((m, n, k)) };
         let case = variants(&base, true).pop().expect("the richest variant");
         check::<bf16, bf16>(&g, &case, 60 + at as u64);
