@@ -529,3 +529,57 @@ fn mixed_pair_grouped_and_masked_lists_are_exact() {
     let c = dc.to_host().unwrap();
     assert!(c.as_slice().iter().zip(c0.as_slice()).all(|(x, y)| x.to_bits() == y.to_bits()), "a refused call wrote C");
 }
+
+/// The host door of each FP8 pair (`Gemm::run_fp8`, host matrices with
+/// padding) gives the device door's bits (`run_fp8_device`) in every
+/// layout of A, B and C, with alpha and beta; C's padding comes back bit
+/// for bit; e5m2 x e5m2 is refused, C untouched.
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn mixed_pair_host_door_has_the_device_doors_bits() {
+    use gemm::float8::F8E5M2;
+    fn pair<Ta: gemm::Fp8, Tb: gemm::Fp8, Cc: Scalar>(seed: u64)
+    where
+        F8E4M3: Product<Cc>,
+    {
+        let dev = device();
+        let mut r = Rng::new(seed);
+        let (m, n, k) = (131, 77, 300);
+        for (la, lb, lc) in [(R, C, R), (R, R, R), (C, C, C), (C, R, C)] {
+            let what = format!("{} x {} -> {} {la:?}/{lb:?}/{lc:?}", Ta::NAME, Tb::NAME, Cc::NAME);
+            let a = stored((m, k), la, 2, Ta::POISON, |_, _| Ta::from_f64(2.0 * r.uniform() - 1.0));
+            let b = stored((k, n), lb, 1, Tb::POISON, |_, _| Tb::from_f64(2.0 * r.uniform() - 1.0));
+            let c0 = stored((m, n), lc, 3, Cc::POISON, |_, _| Cc::from_f64(2.0 * r.uniform() - 1.0));
+            let g = Gemm::new().alpha(0.75).beta(-0.5);
+            let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
+            let mut dc = DeviceMatrix::from_host(&dev, &c0).unwrap();
+            g.run_fp8_device(&da, &db, &mut dc).unwrap_or_else(|e| panic!("{what} (device): {e}"));
+            let want = dc.to_host().unwrap();
+            let mut hc = c0.clone();
+            g.run_fp8(&a, &b, &mut hc).unwrap_or_else(|e| panic!("{what} (host): {e}"));
+            for (at, (x, y)) in hc.as_slice().iter().zip(c0.as_slice()).enumerate() {
+                if is_padding(&hc, at) {
+                    assert_eq!(x.as_f64().is_nan(), y.as_f64().is_nan(), "{what}: C's padding at {at} changed");
+                }
+            }
+            for i in 0..m {
+                for j in 0..n {
+                    let (x, y) = (hc[(i, j)], want[(i, j)]);
+                    assert!(
+                        x.as_f64().to_bits() == y.as_f64().to_bits(),
+                        "{what}: C({i}, {j}) host {x:?}, device {y:?}"
+                    );
+                }
+            }
+        }
+    }
+    pair::<F8E5M2, F8E4M3, bf16>(61);
+    pair::<F8E4M3, F8E5M2, f32>(62);
+    pair::<F8E4M3, F8E4M3, f16>(63);
+    let a5 = Matrix::from_fn(8, 8, |_, _| F8E5M2::from_f64(1.0));
+    let c0 = Matrix::from_fn(8, 8, |_, _| bf16::from_f64(3.0));
+    let mut c = c0.clone();
+    let err = Gemm::new().run_fp8(&a5, &a5, &mut c).expect_err("e5m2 x e5m2");
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
+    assert!(c.as_slice().iter().zip(c0.as_slice()).all(|(x, y)| x.to_bits() == y.to_bits()), "a refused call wrote C");
+}

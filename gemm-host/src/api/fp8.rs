@@ -14,6 +14,7 @@ use crate::device::Device;
 use crate::element::{Fp8, Product, Scalar, Types};
 use crate::error::Error;
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
+use crate::operands::matrix::{MatMut, MatRef};
 use crate::operands::strided::Strided;
 use cudarc::driver::CudaView;
 use float8::F8E4M3;
@@ -61,12 +62,16 @@ fn e4m3_of<'r, T: Fp8>(v: &'r DeviceView<'_, T>) -> DeviceView<'r, F8E4M3> {
 }
 
 /// The kernels of an FP8 product (`batch`: a batch's), with its type pair.
-fn fp8_kernels<A: Fp8, B: Fp8, C: Scalar>(gemm: &Gemm, batch: bool, device: &Arc<Device>) -> Result<Kernels, Error>
+fn fp8_kernels<A: Fp8, B: Fp8, C: Scalar>(
+    gemm: &Gemm,
+    batch: bool,
+    device: Option<&Arc<Device>>,
+) -> Result<Kernels, Error>
 where
     F8E4M3: Product<C>,
 {
     let types = fp8_types::<A, B, C>()?;
-    Ok(match gemm.kernels::<F8E4M3, C>(batch, Some(device))? {
+    Ok(match gemm.kernels::<F8E4M3, C>(batch, device)? {
         Kernels::TensorCores(_, mma_sync) => Kernels::TensorCores(types, mma_sync),
         other => other,
     })
@@ -104,7 +109,7 @@ impl Gemm {
         F8E4M3: Product<C>,
     {
         let (a, b, c) = (as_e4m3(a.into()), as_e4m3(b.into()), c.into());
-        let kernels = fp8_kernels::<A, B, C>(self, false, c.device)?;
+        let kernels = fp8_kernels::<A, B, C>(self, false, Some(c.device))?;
         self.run_device_on(kernels, a, b, c)
     }
 
@@ -142,10 +147,40 @@ impl Gemm {
     where
         F8E4M3: Product<C>,
     {
-        let kernels = fp8_kernels::<A, B, C>(self, true, c.first.device)?;
+        let kernels = fp8_kernels::<A, B, C>(self, true, Some(c.first.device))?;
         let a = Strided { first: as_e4m3(a.first), count: a.count, stride: a.stride };
         let b = Strided { first: as_e4m3(b.first), count: b.count, stride: b.stride };
         self.run_strided_device_on(kernels, a, b, c)
+    }
+
+    /// [`Gemm::run`] (host matrices or views, every layout and op, the
+    /// streamed host path) with FP8 operands of either format (as
+    /// [`Gemm::run_fp8_device`]). e4m3 x e4m3 runs exactly as `run` does.
+    ///
+    /// ```no_run
+    /// use gemm::float8::{F8E4M3, F8E5M2};
+    /// use gemm::{Gemm, Matrix};
+    /// # fn main() -> Result<(), gemm::Error> {
+    /// let grad = Matrix::from_fn(256, 1024, |i, j| F8E5M2::from_f32(((i + j) % 7) as f32 - 3.0));
+    /// let w = Matrix::from_fn(1024, 512, |i, j| F8E4M3::from_f32(((i * j) % 5) as f32 - 2.0));
+    /// let mut dx = Matrix::<f32>::zeros(256, 512);
+    /// Gemm::new().run_fp8(&grad, &w, &mut dx)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Gemm::run`]; [`Error::Unsupported`] for e5m2 x e5m2.
+    pub fn run_fp8<'a, 'b, 'c, A: Fp8, B: Fp8, C: Scalar>(
+        &self,
+        a: impl Into<MatRef<'a, A>>,
+        b: impl Into<MatRef<'b, B>>,
+        c: impl Into<MatMut<'c, C>>,
+    ) -> Result<(), Error>
+    where
+        F8E4M3: Product<C>,
+    {
+        let kernels = fp8_kernels::<A, B, C>(self, false, None)?;
+        self.run_on(kernels, a.into().fp8_as_e4m3(), b.into().fp8_as_e4m3(), c.into())
     }
 
     /// The grouped batch of [`Gemm::run_grouped_fused_device`] (problems of

@@ -1,5 +1,6 @@
 //! The `Gemm` builder and the one-call functions `dgemm` and `sgemm`.
 
+use crate::api::dispatch::Kernels;
 use crate::describe::{ProductDesc, Target};
 use crate::device::registry::entry_point;
 use crate::device::{default_device, Device};
@@ -824,8 +825,19 @@ impl Gemm {
         b: impl Into<MatRef<'b, T>>,
         c: impl Into<MatMut<'c, C>>,
     ) -> Result<(), Error> {
-        let (a, b, mut c) = (a.into(), b.into(), c.into());
         let kernels = self.kernels::<T, C>(false, None)?;
+        self.run_on(kernels, a.into(), b.into(), c.into())
+    }
+
+    /// [`Gemm::run`] on `kernels` (the types the kernels read `T` as: FP8
+    /// views of either format come as e4m3 bytes).
+    pub(crate) fn run_on<T: Scalar, C: Scalar>(
+        &self,
+        kernels: Kernels,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        mut c: MatMut<'_, C>,
+    ) -> Result<(), Error> {
         let c_len = c.dims().required_len().unwrap_or(0);
         let dims = self.desc.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
         if dims.is_empty() || self.desc.leaves_c_unchanged(&dims) {

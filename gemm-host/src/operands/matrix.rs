@@ -403,6 +403,17 @@ pub struct MatRef<'a, T> {
     dims: MatrixDims,
 }
 
+impl<'a, T: crate::element::Fp8> MatRef<'a, T> {
+    /// The same bytes as e4m3 (both FP8 formats are one byte of plain
+    /// data): the kernels read them as the product's types say.
+    pub(crate) fn fp8_as_e4m3(self) -> MatRef<'a, float8::F8E4M3> {
+        // SAFETY: `T` is F8E4M3 or F8E5M2 (`Fp8` is sealed), one byte each,
+        // any bit pattern valid; the same length and lifetime.
+        let data = unsafe { core::slice::from_raw_parts(self.data.as_ptr() as *const float8::F8E4M3, self.data.len()) };
+        MatRef { data, dims: self.dims }
+    }
+}
+
 impl<'a, T: Scalar> MatRef<'a, T> {
     /// A `rows x cols` view of `data` in `layout` with leading dimension `ld`
     /// (element (i, j) at `i * ld + j` or `j * ld + i`).
