@@ -11,19 +11,22 @@ use crate::device::Device;
 use crate::element::{product_name, Product, Scalar, Types};
 use crate::error::Error;
 use crate::exec::emulation::EmulatedLaunch;
-use crate::exec::host_path::HostPolicy;
+use crate::exec::host_path::{host_product, HostOperand, HostPolicy, SendOperands};
 use crate::exec::ladder::LadderLaunch;
 use crate::exec::launch::{checked_geometry, SINGLE};
 use crate::exec::skinny::SkinnyLaunch;
 use crate::exec::warpgroup::read_in_layout;
 use crate::exec::{self, Launch, ListLaunch, TensorCoreStage};
 use crate::operands::device_matrix::{DeviceView, DeviceViewMut};
+use crate::operands::matrix::{MatMut, MatRef};
 use crate::plan::emulation::Mode;
 use crate::plan::product_plan::{
     mma_launch, skinny_family, skinny_launch, skinny_types, warpgroup_launch, warpgroup_list, KernelFamily, ProductPlan,
 };
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut};
 use gemm_core::emulation;
 use gemm_core::pack;
+use gemm_core::shape::{MatrixDims, Op};
 use gemm_core::skinny::{SkinnyTypes, WLayout};
 use gemm_core::warpgroup::WgmmaTypes;
 use gemm_core::{GemmDims, Layout, Precision};
@@ -60,6 +63,68 @@ impl Kernels {
 }
 
 impl Gemm {
+    /// [`Gemm::run`] on `kernels` (the types the kernels read `T` as: FP8
+    /// views of either format come as e4m3 bytes).
+    pub(crate) fn run_on<T: Scalar, C: Scalar>(
+        &self,
+        kernels: Kernels,
+        a: MatRef<'_, T>,
+        b: MatRef<'_, T>,
+        mut c: MatMut<'_, C>,
+    ) -> Result<(), Error> {
+        let c_len = c.dims().required_len().unwrap_or(0);
+        let dims = self.desc.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
+        if dims.is_empty() || self.desc.leaves_c_unchanged(&dims) {
+            return Ok(()); // BLAS quick return: nothing to do, not even on the GPU
+        }
+        let group = self.device_group()?;
+        let operand = |base: *const u8, d: MatrixDims, op: Op| HostOperand { base, dims: d.op(op) };
+        let ha = operand(a.as_slice().as_ptr() as *const u8, a.dims(), self.desc.op_a);
+        let hb = operand(b.as_slice().as_ptr() as *const u8, b.dims(), self.desc.op_b);
+        let hc = operand(c.span_mut().as_mut_ptr() as *const u8, c.dims(), Op::N);
+        let policy = kernels.host_policy(size_of::<C>());
+        let split = self.device_split(&group, (dims.m, dims.n, dims.k), policy.whole_c);
+        // Each GPU's block: its launch (the whole product's plan on that
+        // GPU) and its operands. Fail on configuration and device limits
+        // before any copy.
+        let mut parts = Vec::new();
+        for (device, block) in group.iter().zip(&split.blocks) {
+            if block.rows.is_empty() || block.cols.is_empty() {
+                continue;
+            }
+            let whole = self.launch_on(kernels, device, &dims, 1)?;
+            let step = self.tile_step(&whole, device)?;
+            let (r, cl) = (block.rows.clone(), block.cols.clone());
+            let (ti, tc) = (size_of::<T>(), size_of::<C>());
+            let (sa, sb, sc) =
+                (ha.sub(ti, r.clone(), 0..dims.k)?, hb.sub(ti, 0..dims.k, cl.clone())?, hc.sub(tc, r, cl)?);
+            let sub = GemmDims::from_operands(sa.dims, usize::MAX, sb.dims, usize::MAX, sc.dims, usize::MAX)?;
+            parts.push((device.clone(), step, sub, SendOperands((sa, sb, sc))));
+        }
+        let call = self.host_call();
+        let run_part = |(device, step, sub, ops): (Arc<Device>, Gemm, GemmDims, SendOperands)| {
+            let tile = |(alpha, beta): (f64, f64),
+                        stream: &Arc<CudaStream>,
+                        pd: &GemmDims,
+                        ops: (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, C>)| {
+                let launch = step.clone().alpha(alpha).beta(beta).launch_on(kernels, &device, pd, 1)?;
+                exec::enqueue(&launch, &device, stream, (alpha, beta), ops, (1, [0; 3]))
+            };
+            host_product(&call, &device, &sub, ops.0, &tile, policy)
+        };
+        if parts.len() == 1 {
+            return run_part(parts.pop().expect("one part"));
+        }
+        // One host thread per GPU; every GPU runs to its end (so none is
+        // left copying into C), then the first error in the group's order.
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = parts.into_iter().map(|part| scope.spawn(|| run_part(part))).collect();
+            let results: Vec<Result<(), Error>> =
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+            results.into_iter().collect::<Result<(), Error>>()
+        })
+    }
+
     /// [`Gemm::run_device`] on the `kernels` the caller chose (an FP8 pair
     /// on e4m3-typed views of its operands' bits: `Gemm::run_fp8_device`).
     pub(crate) fn run_device_on<T: Scalar, C: Scalar>(
