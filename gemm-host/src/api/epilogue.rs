@@ -709,9 +709,6 @@ impl Gemm {
         rows: &CudaView<'_, u32>,
         epilogues: &[Epilogue<'_>],
     ) -> Result<(), Error> {
-        if rows.len() < c.len() {
-            return Err(Error::RowCounts { why: format!("{} counts for {} problems: one each", rows.len(), c.len()) });
-        }
         if epilogues.is_empty() {
             let plain: Vec<Epilogue<'_>> = (0..c.len()).map(|_| Epilogue::new()).collect();
             return self.run_list_fused(a, b, c, &plain, Some(rows), None);
@@ -734,6 +731,9 @@ impl Gemm {
         rows: Option<&CudaView<'_, u32>>,
         pair: Option<WgmmaTypes>,
     ) -> Result<(), Error> {
+        if let Some(r) = rows.filter(|r| r.len() < c.len()) {
+            return Err(Error::RowCounts { why: format!("{} counts for {} problems: one each", r.len(), c.len()) });
+        }
         let Some(first) = epilogues.first() else { return Ok(()) };
         if epilogues.len() != c.len() {
             return Err(Error::Epilogue {

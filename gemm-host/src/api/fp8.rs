@@ -223,13 +223,7 @@ impl Gemm {
     where
         F8E4M3: Product<C>,
     {
-        let types = fp8_types::<A, B, C>()?;
-        let a: Vec<_> = a.iter().map(e4m3_of).collect();
-        let b: Vec<_> = b.iter().map(e4m3_of).collect();
-        if !(A::E5M2 || B::E5M2) {
-            return self.run_grouped_fused_device(&a, &b, c, epilogues);
-        }
-        self.run_list_fp8(&a, &b, c, epilogues, None, types)
+        self.run_list_fp8(a, b, c, epilogues, None)
     }
 
     /// The masked layout of [`Gemm::run_masked_device`] (each expert a slot
@@ -250,37 +244,36 @@ impl Gemm {
     where
         F8E4M3: Product<C>,
     {
-        let types = fp8_types::<A, B, C>()?;
-        let a: Vec<_> = a.iter().map(e4m3_of).collect();
-        let b: Vec<_> = b.iter().map(e4m3_of).collect();
-        if !(A::E5M2 || B::E5M2) {
-            return self.run_masked_device(&a, &b, c, rows, epilogues);
-        }
-        if rows.len() < c.len() {
-            return Err(Error::RowCounts { why: format!("{} counts for {} problems: one each", rows.len(), c.len()) });
-        }
-        self.run_list_fp8(&a, &b, c, epilogues, Some(rows), types)
+        self.run_list_fp8(a, b, c, epilogues, Some(rows))
     }
 
-    /// A list of FP8 products of two formats (`types`), viewed as e4m3: with
-    /// no epilogues, each problem's empty one (the fused kernels).
-    fn run_list_fp8<C: Scalar>(
+    /// A grouped (`rows` None) or masked list of FP8 products, the views as
+    /// e4m3: e4m3 x e4m3 through the e4m3 doors, a pair of two formats on
+    /// its own kernels (with no epilogues, each problem's empty one: the
+    /// fused kernels).
+    fn run_list_fp8<A: Fp8, B: Fp8, C: Scalar>(
         &self,
-        a: &[DeviceView<'_, F8E4M3>],
-        b: &[DeviceView<'_, F8E4M3>],
+        a: &[DeviceView<'_, A>],
+        b: &[DeviceView<'_, B>],
         c: &mut [DeviceViewMut<'_, C>],
         epilogues: &[Epilogue<'_>],
         rows: Option<&CudaView<'_, u32>>,
-        types: WgmmaTypes,
     ) -> Result<(), Error>
     where
         F8E4M3: Product<C>,
     {
-        if epilogues.is_empty() {
-            let plain: Vec<Epilogue<'_>> = (0..c.len()).map(|_| Epilogue::new()).collect();
-            return self.run_list_fused(a, b, c, &plain, rows, Some(types));
+        let types = fp8_types::<A, B, C>()?;
+        let a: Vec<_> = a.iter().map(e4m3_of).collect();
+        let b: Vec<_> = b.iter().map(e4m3_of).collect();
+        match rows {
+            _ if A::E5M2 || B::E5M2 => {}
+            None => return self.run_grouped_fused_device(&a, &b, c, epilogues),
+            Some(rows) => return self.run_masked_device(&a, &b, c, rows, epilogues),
         }
-        self.run_list_fused(a, b, c, epilogues, rows, Some(types))
+        let plain: Vec<Epilogue<'_>> =
+            if epilogues.is_empty() { c.iter().map(|_| Epilogue::new()).collect() } else { Vec::new() };
+        let epilogues = if epilogues.is_empty() { &plain[..] } else { epilogues };
+        self.run_list_fused(&a, &b, c, epilogues, rows, Some(types))
     }
 }
 
