@@ -56,7 +56,8 @@ fn expected_ladder_names(layouts: KernelLayouts) -> BTreeSet<String> {
 
 /// The names stage 9's module must hold: every warpgroup kernel in each
 /// layout it has, the split-K reductions, the transposes, the realigning
-/// copy, the token-sized kernels and the emulation's kernels.
+/// copy, the masked layout's table writer, the token-sized kernels and the
+/// emulation's kernels.
 fn expected_warpgroup_names() -> BTreeSet<String> {
     let reductions = ["warpgroup_reduce_f32", "warpgroup_reduce_f16", "warpgroup_reduce_bf16", "warpgroup_reduce_i32"];
     gemm::tuning::WARPGROUP_KERNELS
@@ -64,7 +65,7 @@ fn expected_warpgroup_names() -> BTreeSet<String> {
         .flat_map(|k| k.names.iter().chain(&k.fused).flatten().copied())
         .chain(reductions)
         .chain(gemm::tuning::pack::TRANSPOSE_ENTRIES)
-        .chain(["copy_lines_16"])
+        .chain(["copy_lines_16", "warpgroup_masked_rows"])
         .chain(gemm::tuning::SKINNY_KERNELS.iter().copied())
         .chain(gemm::tuning::SKINNY_MMA_KERNELS.iter().copied())
         .chain(gemm::tuning::EMULATION_KERNELS.iter().flatten().copied())
