@@ -709,15 +709,12 @@ impl Gemm {
         rows: &CudaView<'_, u32>,
         epilogues: &[Epilogue<'_>],
     ) -> Result<(), Error> {
-        if epilogues.is_empty() {
-            let plain: Vec<Epilogue<'_>> = (0..c.len()).map(|_| Epilogue::new()).collect();
-            return self.run_list_fused(a, b, c, &plain, Some(rows), None);
-        }
         self.run_list_fused(a, b, c, epilogues, Some(rows), None)
     }
 
     /// [`Gemm::run_grouped_fused_device`] (`rows` None) and
     /// [`Gemm::run_masked_device`] (`rows`: at least one count per problem);
+    /// no `epilogues` (masked and `pair` lists): each problem's empty one;
     /// `pair`: the kernels' types of FP8 operands of two formats (`a` and
     /// `b` then viewed as e4m3), whose problems are never run transposed
     /// (one kernel, one order of the formats; a column-major C is stored
@@ -734,6 +731,13 @@ impl Gemm {
         if let Some(r) = rows.filter(|r| r.len() < c.len()) {
             return Err(Error::RowCounts { why: format!("{} counts for {} problems: one each", r.len(), c.len()) });
         }
+        let plain: Vec<Epilogue<'_>>;
+        let epilogues = if epilogues.is_empty() {
+            plain = c.iter().map(|_| Epilogue::new()).collect();
+            &plain[..]
+        } else {
+            epilogues
+        };
         let Some(first) = epilogues.first() else { return Ok(()) };
         if epilogues.len() != c.len() {
             return Err(Error::Epilogue {

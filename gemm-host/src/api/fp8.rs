@@ -47,16 +47,9 @@ where
 
 /// An FP8 view as a view of e4m3 (the same bytes): the kernels read the
 /// bits as the product's types say.
-fn as_e4m3<'a, T: Fp8>(v: DeviceView<'a, T>) -> DeviceView<'a, F8E4M3> {
+fn e4m3_of<'r, T: Fp8>(v: &'r DeviceView<'_, T>) -> DeviceView<'r, F8E4M3> {
     // SAFETY: both FP8 types are one byte of plain data (any bit pattern
     // valid); the length is the view's own.
-    let data = unsafe { v.data.transmute::<F8E4M3>(v.data.len()) }.expect("one-byte elements: same length");
-    DeviceView { data, dims: v.dims, device: v.device, address: v.address }
-}
-
-/// A borrowed FP8 view as a view of e4m3 (as [`as_e4m3`]), for the lists.
-fn e4m3_of<'r, T: Fp8>(v: &'r DeviceView<'_, T>) -> DeviceView<'r, F8E4M3> {
-    // SAFETY: as `as_e4m3`.
     let data = unsafe { v.data.transmute::<F8E4M3>(v.data.len()) }.expect("one-byte elements: same length");
     DeviceView { data, dims: v.dims, device: v.device, address: v.address }
 }
@@ -108,7 +101,8 @@ impl Gemm {
     where
         F8E4M3: Product<C>,
     {
-        let (a, b, c) = (as_e4m3(a.into()), as_e4m3(b.into()), c.into());
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        let (a, b) = (e4m3_of(&a), e4m3_of(&b));
         let kernels = fp8_kernels::<A, B, C>(self, false, Some(c.device))?;
         self.run_device_on(kernels, a, b, c)
     }
@@ -148,8 +142,9 @@ impl Gemm {
         F8E4M3: Product<C>,
     {
         let kernels = fp8_kernels::<A, B, C>(self, true, Some(c.first.device))?;
-        let a = Strided { first: as_e4m3(a.first), count: a.count, stride: a.stride };
-        let b = Strided { first: as_e4m3(b.first), count: b.count, stride: b.stride };
+        let (a, b) = (&a, &b);
+        let a = Strided { first: e4m3_of(&a.first), count: a.count, stride: a.stride };
+        let b = Strided { first: e4m3_of(&b.first), count: b.count, stride: b.stride };
         self.run_strided_device_on(kernels, a, b, c)
     }
 
@@ -249,8 +244,7 @@ impl Gemm {
 
     /// A grouped (`rows` None) or masked list of FP8 products, the views as
     /// e4m3: e4m3 x e4m3 through the e4m3 doors, a pair of two formats on
-    /// its own kernels (with no epilogues, each problem's empty one: the
-    /// fused kernels).
+    /// its own kernels (the fused ones, also without epilogues).
     fn run_list_fp8<A: Fp8, B: Fp8, C: Scalar>(
         &self,
         a: &[DeviceView<'_, A>],
@@ -270,9 +264,6 @@ impl Gemm {
             None => return self.run_grouped_fused_device(&a, &b, c, epilogues),
             Some(rows) => return self.run_masked_device(&a, &b, c, rows, epilogues),
         }
-        let plain: Vec<Epilogue<'_>> =
-            if epilogues.is_empty() { c.iter().map(|_| Epilogue::new()).collect() } else { Vec::new() };
-        let epilogues = if epilogues.is_empty() { &plain[..] } else { epilogues };
         self.run_list_fused(&a, &b, c, epilogues, rows, Some(types))
     }
 }
@@ -292,7 +283,8 @@ impl Fused<'_, '_> {
     where
         F8E4M3: Product<C>,
     {
-        let (a, b, c) = (as_e4m3(a.into()), as_e4m3(b.into()), c.into());
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        let (a, b) = (e4m3_of(&a), e4m3_of(&b));
         let types = fp8_types::<A, B, C>()?;
         // The options and the epilogue checked as for e4m3 (the same kernels' rules).
         self.types::<F8E4M3, C>(Some(c.device))?;
