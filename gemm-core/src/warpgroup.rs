@@ -519,7 +519,9 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 /// scales) 128 x 128 in clusters of two blocks (depth 6; B multicast:
 /// [`WgmmaTile::cluster`]; fused kernels only: the plain FP8 product
 /// measured no faster on them, the block-scaled one 8-10% faster at m =
-/// 4096, NVIDIA H200, 2026-11-27), 128 x 64 (depth 8) for C with few
+/// 4096, NVIDIA H200, 2026-11-27), for FP8's plain products 192 x 128
+/// and 128 x 192 (depth 4: 5/6 of 128 x 128's operand bytes per
+/// multiply-add, which bound FP8's k-loop), 128 x 64 (depth 8) for C with few
 /// columns or few tiles, for f16 and bf16 64 x 256 (one consumer, depth 5)
 /// for C with few rows and 192 x 192 (depth 3) where it fills the last
 /// wave, and for every type the [narrow](WgmmaTile::narrow) 128 x 8, 16 and
@@ -579,6 +581,24 @@ macro_rules! warpgroup_menu {
             (wgmma_e5m2_e4m3_bf16_b128x128_d5, E5m2E4m3Bf16, [128, 128, 5, 1], fused)
             (wgmma_e5m2_e4m3_f16_b128x128_d5, E5m2E4m3F16, [128, 128, 5, 1], fused)
             (wgmma_e5m2_e4m3_f32_b128x128_d5, E5m2E4m3F32, [128, 128, 5, 1], fused)
+            (wgmma_e4m3_bf16_b192x128_d4, E4m3Bf16, [192, 128, 4, 1])
+            (wgmma_e4m3_f16_b192x128_d4, E4m3F16, [192, 128, 4, 1])
+            (wgmma_e4m3_f32_b192x128_d4, E4m3F32, [192, 128, 4, 1])
+            (wgmma_e4m3_e5m2_bf16_b192x128_d4, E4m3E5m2Bf16, [192, 128, 4, 1])
+            (wgmma_e4m3_e5m2_f16_b192x128_d4, E4m3E5m2F16, [192, 128, 4, 1])
+            (wgmma_e4m3_e5m2_f32_b192x128_d4, E4m3E5m2F32, [192, 128, 4, 1])
+            (wgmma_e5m2_e4m3_bf16_b192x128_d4, E5m2E4m3Bf16, [192, 128, 4, 1])
+            (wgmma_e5m2_e4m3_f16_b192x128_d4, E5m2E4m3F16, [192, 128, 4, 1])
+            (wgmma_e5m2_e4m3_f32_b192x128_d4, E5m2E4m3F32, [192, 128, 4, 1])
+            (wgmma_e4m3_bf16_b128x192_d4, E4m3Bf16, [128, 192, 4, 1])
+            (wgmma_e4m3_f16_b128x192_d4, E4m3F16, [128, 192, 4, 1])
+            (wgmma_e4m3_f32_b128x192_d4, E4m3F32, [128, 192, 4, 1])
+            (wgmma_e4m3_e5m2_bf16_b128x192_d4, E4m3E5m2Bf16, [128, 192, 4, 1])
+            (wgmma_e4m3_e5m2_f16_b128x192_d4, E4m3E5m2F16, [128, 192, 4, 1])
+            (wgmma_e4m3_e5m2_f32_b128x192_d4, E4m3E5m2F32, [128, 192, 4, 1])
+            (wgmma_e5m2_e4m3_bf16_b128x192_d4, E5m2E4m3Bf16, [128, 192, 4, 1])
+            (wgmma_e5m2_e4m3_f16_b128x192_d4, E5m2E4m3F16, [128, 192, 4, 1])
+            (wgmma_e5m2_e4m3_f32_b128x192_d4, E5m2E4m3F32, [128, 192, 4, 1])
             (wgmma_e4m3_bf16_b128x128_d6_c2, E4m3Bf16, [128, 128, 6, 2], fused_only)
             (wgmma_e4m3_f16_b128x128_d6_c2, E4m3F16, [128, 128, 6, 2], fused_only)
             (wgmma_e4m3_f32_b128x128_d6_c2, E4m3F32, [128, 128, 6, 2], fused_only)
