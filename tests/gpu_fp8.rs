@@ -145,6 +145,12 @@ fn e4m3_integer_inputs_are_exact_every_shape_and_layout() {
     // dimensions: C's epilogue stores by thread).
     every_output((100, 70, 300), (R, C, C), 3, true);
     every_output((128, 128, 256), (R, C, R), 8, true);
+    // The planner's 192 x 128 and 128 x 192 tiles (C of 260 and 390 rows,
+    // 6000 columns: fewer block tiles than 128 x 128's), C stored by TMA
+    // and (padded) by the threads.
+    every_output((260, 6000, 128), (R, C, R), 0, true);
+    every_output((390, 6000, 128), (R, C, R), 0, true);
+    every_output((260, 6000, 200), (R, C, R), 5, true);
 }
 
 #[test]
@@ -354,6 +360,9 @@ fn e4m3_with_e5m2_both_ways_exact_every_layout() {
         check_mixed::<F8E4M3, F8E5M2, f16>(dims, 43);
         check_mixed::<F8E5M2, F8E4M3, f32>(dims, 44);
     }
+    // The 192 x 128 and 128 x 192 tiles (in the row-major C's layouts).
+    check_mixed::<F8E4M3, F8E5M2, bf16>((260, 6000, 128), 45);
+    check_mixed::<F8E5M2, F8E4M3, f32>((390, 6000, 128), 46);
 }
 
 /// e5m2's infinities and NaNs pass through as IEEE says: inf times a
