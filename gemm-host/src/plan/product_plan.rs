@@ -460,7 +460,6 @@ fn warpgroup_plan_among(
         let has = if fused { k.fuses() } else { k.names.iter().any(Option::is_some) };
         k.types == types && (narrow || !k.tile.narrow()) && has && (clusters || k.tile.cluster == 1)
     });
-
     for kernel in candidates {
         // Each tile whole, or split where split_k offers it (single
         // products), or the last wave's rows split (`warpgroup_tail`).
