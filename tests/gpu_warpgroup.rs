@@ -377,7 +377,9 @@ fn tf32_mn_major_operands_in_every_route() {
 }
 
 /// Every stage-9 kernel (plain and fused), after the driver's JIT on this device: no local
-/// memory (no spills), and resident (one block per SM at least).
+/// memory (no spills), and resident (one block per SM at least). The fused FP8 kernels of
+/// the 192 x 128 tile may keep up to 24 bytes of per-tile state in local memory, outside
+/// the k-loop (the spills `cargo xtask ptxas` accepts, with their reason).
 #[test]
 #[ignore = "needs an NVIDIA GPU of compute capability 9.0"]
 fn no_warpgroup_kernel_uses_local_memory() {
@@ -393,7 +395,8 @@ fn no_warpgroup_kernel_uses_local_memory() {
             };
             if let Some(info) = info.unwrap() {
                 seen += 1;
-                if info.local_bytes > 0 || info.blocks_per_sm == 0 {
+                let allowed = if layout >= 4 && info.name.contains("_b192x128_") { 24 } else { 0 };
+                if info.local_bytes > allowed || info.blocks_per_sm == 0 {
                     offenders.push(format!(
                         "{}: {} bytes of local memory, {} registers, {} blocks/SM",
                         info.name, info.local_bytes, info.registers, info.blocks_per_sm

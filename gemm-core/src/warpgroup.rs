@@ -414,15 +414,17 @@ impl WgmmaTile {
     }
 
     /// Whether the kernels of this tile may apply a fused epilogue
-    /// ([`Fusion`]'s row and column scales, bias and activation): the
-    /// tiles of two consumers (BM at most 128) and at most 256 columns. With
-    /// three consumers of 152 registers (192 x 192) the epilogue's
-    /// arithmetic spilled (ptxas -v), so the planner does not pick those
-    /// for a fused product; 128 x 256 (128 accumulators a thread) fuses
-    /// without spills since the epilogue loads its values outside the
-    /// per-element branches.
+    /// ([`Fusion`]'s block scales, row and column scales, bias and
+    /// activation): the tiles of two consumers (BM at most 128) and at most
+    /// 256 columns, and 192 x 128 (for FP8's block-scaled products: B's
+    /// block scales are per 128 columns, one per tile). With three
+    /// consumers of 152 registers, 192 x 192's epilogue spilled (ptxas -v);
+    /// 192 x 128's FP8 kernels spill a few bytes of per-tile state outside
+    /// the k-loop (accepted by `cargo xtask ptxas`, with the measurement);
+    /// 128 x 256 (128 accumulators a thread) fuses without spills since the
+    /// epilogue loads its values outside the per-element branches.
     pub const fn fuses(self) -> bool {
-        self.bn <= 256 && self.bm <= 128
+        self.bn <= 256 && (self.bm <= 128 || self.bn <= 128)
     }
 
     /// Whether BN is below the 64-element span of the 128-byte swizzle (8,
@@ -581,15 +583,15 @@ macro_rules! warpgroup_menu {
             (wgmma_e5m2_e4m3_bf16_b128x128_d5, E5m2E4m3Bf16, [128, 128, 5, 1], fused)
             (wgmma_e5m2_e4m3_f16_b128x128_d5, E5m2E4m3F16, [128, 128, 5, 1], fused)
             (wgmma_e5m2_e4m3_f32_b128x128_d5, E5m2E4m3F32, [128, 128, 5, 1], fused)
-            (wgmma_e4m3_bf16_b192x128_d4, E4m3Bf16, [192, 128, 4, 1])
-            (wgmma_e4m3_f16_b192x128_d4, E4m3F16, [192, 128, 4, 1])
-            (wgmma_e4m3_f32_b192x128_d4, E4m3F32, [192, 128, 4, 1])
-            (wgmma_e4m3_e5m2_bf16_b192x128_d4, E4m3E5m2Bf16, [192, 128, 4, 1])
-            (wgmma_e4m3_e5m2_f16_b192x128_d4, E4m3E5m2F16, [192, 128, 4, 1])
-            (wgmma_e4m3_e5m2_f32_b192x128_d4, E4m3E5m2F32, [192, 128, 4, 1])
-            (wgmma_e5m2_e4m3_bf16_b192x128_d4, E5m2E4m3Bf16, [192, 128, 4, 1])
-            (wgmma_e5m2_e4m3_f16_b192x128_d4, E5m2E4m3F16, [192, 128, 4, 1])
-            (wgmma_e5m2_e4m3_f32_b192x128_d4, E5m2E4m3F32, [192, 128, 4, 1])
+            (wgmma_e4m3_bf16_b192x128_d4, E4m3Bf16, [192, 128, 4, 1], fused)
+            (wgmma_e4m3_f16_b192x128_d4, E4m3F16, [192, 128, 4, 1], fused)
+            (wgmma_e4m3_f32_b192x128_d4, E4m3F32, [192, 128, 4, 1], fused)
+            (wgmma_e4m3_e5m2_bf16_b192x128_d4, E4m3E5m2Bf16, [192, 128, 4, 1], fused)
+            (wgmma_e4m3_e5m2_f16_b192x128_d4, E4m3E5m2F16, [192, 128, 4, 1], fused)
+            (wgmma_e4m3_e5m2_f32_b192x128_d4, E4m3E5m2F32, [192, 128, 4, 1], fused)
+            (wgmma_e5m2_e4m3_bf16_b192x128_d4, E5m2E4m3Bf16, [192, 128, 4, 1], fused)
+            (wgmma_e5m2_e4m3_f16_b192x128_d4, E5m2E4m3F16, [192, 128, 4, 1], fused)
+            (wgmma_e5m2_e4m3_f32_b192x128_d4, E5m2E4m3F32, [192, 128, 4, 1], fused)
             (wgmma_e4m3_bf16_b128x192_d4, E4m3Bf16, [128, 192, 4, 1])
             (wgmma_e4m3_f16_b128x192_d4, E4m3F16, [128, 192, 4, 1])
             (wgmma_e4m3_f32_b128x192_d4, E4m3F32, [128, 192, 4, 1])

@@ -1012,7 +1012,7 @@ fn parse_ptxas(log: &str) -> Vec<Report> {
 /// Spills `cargo xtask ptxas` accepts, each with its reason: (PTX file,
 /// kernel, most bytes of stack and of spill stores and loads, why). Anything
 /// else with a stack frame, or these growing, fails.
-/// None for stages 1-9 since stage 8's branch-free copies (2026-11-24).
+/// None for stages 1-8 since stage 8's branch-free copies (2026-11-24).
 /// The token-sized kernels below spill a few bytes under the 128-register
 /// cap of 2 blocks per SM (`gemm_core::skinny::min_blocks_per_sm`). The
 /// element-by-element load of X's last chunk of k (instead of a 16-byte
@@ -1032,7 +1032,22 @@ const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f32_s8_wk", 8, SKINNY_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f64_s4_wk", 80, SKINNY_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_s8_s4_wn", 172, SKINNY_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_bf16_b192x128_d4_nt_fused", 32, FP8_192_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_f16_b192x128_d4_nt_fused", 28, FP8_192_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_f32_b192x128_d4_nt_fused", 44, FP8_192_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_e5m2_bf16_b192x128_d4_nt_fused", 32, FP8_192_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_e5m2_f16_b192x128_d4_nt_fused", 28, FP8_192_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_e5m2_f32_b192x128_d4_nt_fused", 44, FP8_192_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_bf16_b192x128_d4_nt_fused", 32, FP8_192_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_f16_b192x128_d4_nt_fused", 28, FP8_192_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_f32_b192x128_d4_nt_fused", 44, FP8_192_SPILLS),
 ];
+
+/// Why the fused FP8 kernels of the 192 x 128 tile may spill.
+const FP8_192_SPILLS: &str = "three consumers of 152 registers hold 64 wgmma and 64 promoted accumulators and the \
+     block scales' state; what spills (8-24 bytes of stack) is per-tile state stored and reloaded outside the k-loop \
+     (the job index, a value live across the loop; SASS checked), and the speed-ups were measured with it (block-scaled \
+     e4m3 -> bf16 4096 x 2112 x 7168 0.96x cuBLASLt against 0.79x on 128 x 128 tiles, NVIDIA H200, 2026-11-28)";
 
 /// Why the token-sized kernels' spills are accepted.
 const SKINNY_SPILLS: &str = "compiled for 2 blocks per SM (128 registers), the configuration measured on an NVIDIA \

@@ -306,8 +306,9 @@ pub fn warpgroup_tail(
 /// narrower wgmma (N = 128, 64, and the narrow 32, 16, 8) reads more shared
 /// memory per multiply-add,
 /// and one consumer warpgroup (BM = 64) hides less latency than two. Rough
-/// ranks, not fitted: the planner they give was checked only by the suite's
-/// results (NVIDIA H100, 2026-11-25; docs/stages.md, stage 9).
+/// ranks, checked by the suite's results (NVIDIA H100, 2026-11-25;
+/// docs/stages.md, stage 9); the clustered 128 x 128 and FP8's 192 x 128 and
+/// 128 x 192 are set from same-run A/B measurements (cited beside them).
 fn tile_efficiency(tile: WgmmaTile) -> f64 {
     if tile.narrow() {
         // wgmma m64nNk16 reads 2 KiB of A from shared memory whatever N:
@@ -325,7 +326,10 @@ fn tile_efficiency(tile: WgmmaTile) -> f64 {
         // FP8 only: fewer operand bytes per multiply-add than 128 x 128
         // (5/6), which is what bounds FP8's k-loop (e4m3 -> bf16, same run:
         // 8192³ 0.77 against 0.86 ms, 16384³ 6.2-6.6 against 7.3-7.6 ms;
-        // NVIDIA H200, 2026-11-28).
+        // NVIDIA H200, 2026-11-28). Block-scaled, where it fills the SMs
+        // better than the clustered 128 x 128 (same run: 4096 x 2112 x 7168
+        // 0.132-0.134 against 0.160-0.166 ms, 4096 x 24576 x 1536
+        // 0.341-0.345 against 0.355; NVIDIA H200, 2026-11-28).
         (192, 128) => 0.9,
         (128, 192) => 0.88,
         (64, _) => 0.7,
@@ -881,12 +885,13 @@ mod tests {
     }
 
     /// Fused FP8 products (block scales) run on the 128 x 128 tile in
-    /// clusters of two where they fill the SMs; plain ones never (those
-    /// families have fused kernels only), nor grouped ones (their kernels
-    /// trap on a grouped launch).
+    /// clusters of two where that tile fills the SMs best (the shapes of
+    /// the GPU tests, odd tile rows among them, and the benchmark's); plain
+    /// ones never (those families have fused kernels only), nor grouped
+    /// ones (their kernels trap on a grouped launch).
     #[test]
     fn fused_fp8_products_take_clustered_tiles_plain_and_grouped_ones_do_not() {
-        for (m, n, k) in [(1800, 2304, 384), (2100, 3000, 300), (1700, 1900, 1000), (4096, 7168, 16384)] {
+        for (m, n, k) in [(1100, 3000, 300), (1300, 1024, 512), (1700, 1900, 1000), (4096, 7168, 16384)] {
             for t in [WgmmaTypes::E4m3Bf16, WgmmaTypes::E4m3F32, WgmmaTypes::E5m2E4m3F16] {
                 let f = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), true);
                 assert_eq!((f.kernel.tile.bm, f.kernel.tile.bn, f.kernel.tile.cluster), (128, 128, 2), "{m}x{n}x{k}");
@@ -903,6 +908,29 @@ mod tests {
         for f in WARPGROUP_KERNELS.iter().filter(|f| f.tile.cluster > 1) {
             assert!(f.fuses() && f.names.iter().all(Option::is_none), "{f:?}");
         }
+    }
+
+    /// Fused FP8 products whose 192 x 128 tiles fill the SMs better than
+    /// 128 x 128 in clusters take them (the GPU tests' shapes and the
+    /// benchmark's: 4096 x 2112 x 7168 is 2.8 waves of 192 x 128 against 4.1
+    /// of 128 x 128), grouped ones too.
+    #[test]
+    fn fused_fp8_products_take_the_192_row_tile_where_it_fills_the_sms() {
+        let shapes =
+            [(1800, 2304, 384), (2100, 3000, 300), (4096, 2112, 7168), (4096, 24576, 1536), (4096, 32768, 512)];
+        for (m, n, k) in shapes {
+            for t in [WgmmaTypes::E4m3Bf16, WgmmaTypes::E4m3F32, WgmmaTypes::E5m2E4m3F16, WgmmaTypes::E4m3E5m2F16] {
+                let f = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), true);
+                assert_eq!((f.kernel.tile.bm, f.kernel.tile.bn), (192, 128), "{t:?} {m}x{n}x{k}");
+                assert!(f.kernel.fuses() && f.kernel.names[1].is_some());
+                let g = warpgroup_plan_among(t, (m, n, k), (2, 132), (true, true, false), true);
+                assert_eq!(g.kernel.tile.bm, 192, "{t:?} {m}x{n}x{k}");
+            }
+        }
+        // f16 and bf16 have no 192 x 128 kernels; their fused products keep
+        // their tiles.
+        let f = warpgroup_plan_among(WgmmaTypes::Bf16, (4096, 2112, 7168), (1, 132), (false, true, true), true);
+        assert!(f.kernel.tile.bm <= 128);
     }
 
     /// A fused f16 or bf16 product takes the plain product's 128 x 256 tile
