@@ -394,8 +394,8 @@ fn e4m3_block_scales_every_layout() {
     assert!(plan_of(dims).contains("_c2"), "{}", plan_of(dims));
     check_block_scaled(dims, (R, C, R), 1, false, 25);
     check_block_scaled(dims, (R, C, C), 128, true, 26);
-    // The 192 x 128 tile (three consumers; 9.4 block tiles of it a
-    // column, so the last one's rows past m), and an odd shape with B
+    // The 192 x 128 tile (three consumers; 1800 rows are 9.4 of its tiles,
+    // so the last tile's rows run past m), and an odd shape with B
     // row-major (copied K-major).
     let dims = (1800, 2304, 384);
     assert!(plan_of(dims).contains("_b192x128_"), "{}", plan_of(dims));

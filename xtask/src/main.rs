@@ -1047,7 +1047,7 @@ const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[
 const FP8_192_SPILLS: &str = "three consumers of 152 registers hold 64 wgmma and 64 promoted accumulators and the \
      block scales' state; what spills (8-24 bytes of stack) is per-tile state stored and reloaded outside the k-loop \
      (the job index, a value live across the loop; SASS checked), and the speed-ups were measured with it (block-scaled \
-     e4m3 -> bf16 4096 x 2112 x 7168 0.96x cuBLASLt against 0.79x on 128 x 128 tiles, NVIDIA H200, 2026-11-28)";
+     e4m3 -> bf16 4096 x 2112 x 7168 0.94-0.97x cuBLASLt against 0.77-0.81x on 128 x 128 tiles, NVIDIA H200, 2026-11-28)";
 
 /// Why the token-sized kernels' spills are accepted.
 const SKINNY_SPILLS: &str = "compiled for 2 blocks per SM (128 registers), the configuration measured on an NVIDIA \
