@@ -183,6 +183,9 @@ pub const SM_REGISTERS: u32 = 65536;
 /// can be rounded up to 1024 bytes.
 pub const SMEM_ALIGN: u32 = 1024;
 
+/// The most dynamic shared memory a Hopper block may have (227 KiB).
+pub const MAX_SMEM_BYTES: u32 = 232_448;
+
 /// The element types of a warpgroup-MMA product: operands A and B, and C.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WgmmaTypes {
@@ -389,6 +392,19 @@ impl WgmmaTile {
         }
     }
 
+    /// Registers per producer thread where its whole first warp stages block
+    /// scales ([`WgmmaTile::stages_scales`]): what the consumers'
+    /// [`WgmmaTile::consumer_registers`] leave of the block's registers at
+    /// entry (the cap per thread at entry, a multiple of 8, times the
+    /// threads: `setmaxnreg.inc` waits until the pool has what it asks), a
+    /// multiple of 8: 40 for two consumers (384 threads of 168 registers),
+    /// 56 for three (512 of 128). The other kernels keep
+    /// [`PRODUCER_REGISTERS`].
+    pub const fn staging_producer_registers(self) -> u32 {
+        let pool = SM_REGISTERS / self.threads_per_block() / 8 * 8 * self.threads_per_block();
+        (pool - WARPGROUP_THREADS * self.consumers() * self.consumer_registers()) / WARPGROUP_THREADS / 8 * 8
+    }
+
     /// Bytes of the A tile of one buffer.
     pub const fn a_tile_bytes(self) -> u32 {
         self.bm * ROW_BYTES
@@ -441,6 +457,47 @@ impl WgmmaTile {
     /// Dynamic shared memory to request at launch.
     pub const fn smem_bytes(self) -> u32 {
         SMEM_ALIGN + self.barriers_offset() + 16 * self.depth
+    }
+
+    /// Bytes of one buffer's block scales where the producer stages them
+    /// ([`WgmmaTile::stages_scales`]): A's scales of the tile's BM rows,
+    /// then B's of its columns (BN divides 128: one), f32 each, padded to
+    /// 16 bytes.
+    pub const fn scales_slot_bytes(self) -> u32 {
+        4 * self.bm + 16
+    }
+
+    /// Offset of buffer 0's block scales from the aligned start (after the
+    /// barriers; buffer s's at `scales_offset() + s scales_slot_bytes()`).
+    pub const fn scales_offset(self) -> u32 {
+        self.barriers_offset() + 16 * self.depth
+    }
+
+    /// Whether a fused kernel of a promoting type (FP8) on this tile has its
+    /// producer warp stage each k-tile's block scales in shared memory
+    /// beside the buffer (`cp.async`, counted on the buffer's `full`
+    /// barrier), where the consumers read them after the barrier's wait:
+    /// unclustered tiles of at most 128 columns whose buffers leave room
+    /// for them (128 x 128 at depth 5 and 192 x 128 at depth 4; not 128 x
+    /// 64 at depth 8). The others' consumers load their scales from global
+    /// memory a k-tile ahead.
+    pub const fn stages_scales(self) -> bool {
+        self.fuses()
+            && self.cluster == 1
+            && self.bn <= BLOCK_SCALE_K
+            && self.smem_bytes() + self.depth * self.scales_slot_bytes() <= MAX_SMEM_BYTES
+    }
+
+    /// Dynamic shared memory of this tile's kernel: [`WgmmaTile::smem_bytes`],
+    /// and the block scales' slots for a fused kernel of a promoting type
+    /// (`promotes_fused`) where the tile [stages](WgmmaTile::stages_scales)
+    /// them.
+    pub const fn kernel_smem_bytes(self, promotes_fused: bool) -> u32 {
+        if promotes_fused && self.stages_scales() {
+            self.smem_bytes() + self.depth * self.scales_slot_bytes()
+        } else {
+            self.smem_bytes()
+        }
     }
 
     /// Block tiles of `count` m x n products: the tile schedule's length,
@@ -501,7 +558,7 @@ impl WgmmaTile {
         if self.cluster != 1 && (self.cluster != 2 || self.narrow()) {
             return Err("a cluster is 1 or 2 blocks (not for a narrow tile)");
         }
-        if self.smem_bytes() > 232_448 {
+        if self.smem_bytes() > MAX_SMEM_BYTES {
             return Err("the buffers exceed the 227 KiB of shared memory a Hopper block may have");
         }
         Ok(())
@@ -517,11 +574,12 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 }
 
 /// Every compiled warpgroup-MMA kernel family: 128 x 256 (depth 4) and
-/// 128 x 128 (depth 5) for large C, for FP8's fused products (block
-/// scales) 128 x 128 in clusters of two blocks (depth 6; B multicast:
-/// [`WgmmaTile::cluster`]; fused kernels only: the plain FP8 product
-/// measured no faster on them, the block-scaled one 8-10% faster at m =
-/// 4096, NVIDIA H200, 2026-11-27), for FP8's plain products 192 x 128
+/// 128 x 128 (depth 5) for large C (FP8's fused kernels of 128 x 128 and
+/// 192 x 128 [stage](WgmmaTile::stages_scales) their block scales; no
+/// line runs in [clusters](WgmmaTile::cluster) at present: FP8's 128 x 128
+/// pair at depth 6, with the scales loaded by its consumers, measured
+/// 1-3% slower than the lone tile that stages them, NVIDIA H200,
+/// 2026-11-28), for FP8's plain products 192 x 128
 /// and 128 x 192 (depth 4: 5/6 of 128 x 128's operand bytes per
 /// multiply-add, which bound FP8's k-loop), 128 x 64 (depth 8) for C with few
 /// columns or few tiles, for f16 and bf16 64 x 256 (one consumer, depth 5)
@@ -601,15 +659,6 @@ macro_rules! warpgroup_menu {
             (wgmma_e5m2_e4m3_bf16_b128x192_d4, E5m2E4m3Bf16, [128, 192, 4, 1])
             (wgmma_e5m2_e4m3_f16_b128x192_d4, E5m2E4m3F16, [128, 192, 4, 1])
             (wgmma_e5m2_e4m3_f32_b128x192_d4, E5m2E4m3F32, [128, 192, 4, 1])
-            (wgmma_e4m3_bf16_b128x128_d6_c2, E4m3Bf16, [128, 128, 6, 2], fused_only)
-            (wgmma_e4m3_f16_b128x128_d6_c2, E4m3F16, [128, 128, 6, 2], fused_only)
-            (wgmma_e4m3_f32_b128x128_d6_c2, E4m3F32, [128, 128, 6, 2], fused_only)
-            (wgmma_e4m3_e5m2_bf16_b128x128_d6_c2, E4m3E5m2Bf16, [128, 128, 6, 2], fused_only)
-            (wgmma_e4m3_e5m2_f16_b128x128_d6_c2, E4m3E5m2F16, [128, 128, 6, 2], fused_only)
-            (wgmma_e4m3_e5m2_f32_b128x128_d6_c2, E4m3E5m2F32, [128, 128, 6, 2], fused_only)
-            (wgmma_e5m2_e4m3_bf16_b128x128_d6_c2, E5m2E4m3Bf16, [128, 128, 6, 2], fused_only)
-            (wgmma_e5m2_e4m3_f16_b128x128_d6_c2, E5m2E4m3F16, [128, 128, 6, 2], fused_only)
-            (wgmma_e5m2_e4m3_f32_b128x128_d6_c2, E5m2E4m3F32, [128, 128, 6, 2], fused_only)
             (wgmma_f16_b128x8_d13, F16, [128, 8, 13, 1], narrow)
             (wgmma_f16_f32_b128x8_d13, F16F32, [128, 8, 13, 1], narrow)
             (wgmma_bf16_b128x8_d13, Bf16, [128, 8, 13, 1], narrow)
@@ -711,5 +760,41 @@ mod tests {
         assert_eq!(pair.grid(100, 100, 1, 132), [2, 1, 1]);
         assert!(WgmmaTile { cluster: 3, ..pair }.check().is_err());
         assert!(WgmmaTile { bn: 16, depth: 12, ..pair }.check().is_err());
+    }
+
+    #[test]
+    fn staged_block_scales() {
+        // 128 x 128 at depth 5 and 192 x 128 at depth 4 have room for a
+        // slot of scales per buffer; 128 x 64 at depth 8 and a clustered
+        // 128 x 128 at depth 6 do not (their consumers load the scales).
+        let t = WgmmaTile { bm: 128, bn: 128, depth: 5, cluster: 1 };
+        assert!(t.stages_scales());
+        assert_eq!(t.scales_offset() % 16, 0);
+        assert_eq!(t.kernel_smem_bytes(true), t.smem_bytes() + 5 * (512 + 16));
+        assert_eq!(t.kernel_smem_bytes(false), t.smem_bytes());
+        let tall = WgmmaTile { bm: 192, bn: 128, depth: 4, cluster: 1 };
+        assert!(tall.stages_scales() && tall.kernel_smem_bytes(true) <= MAX_SMEM_BYTES);
+        assert_eq!(tall.kernel_smem_bytes(true), 217_216);
+        assert!(!WgmmaTile { bn: 64, depth: 8, ..t }.stages_scales());
+        assert!(!WgmmaTile { depth: 6, cluster: 2, ..t }.stages_scales());
+        // The staging producer's registers and the consumers' fit in the
+        // block's registers at entry (168 a thread for 384 threads: with
+        // 48 for the producer, `setmaxnreg.inc` to 232 waited forever).
+        for s in [t, tall] {
+            let entry = SM_REGISTERS / s.threads_per_block() / 8 * 8;
+            let used = WARPGROUP_THREADS * (s.staging_producer_registers() + s.consumers() * s.consumer_registers());
+            assert!(s.staging_producer_registers() >= PRODUCER_REGISTERS && used <= entry * s.threads_per_block());
+        }
+        assert_eq!((t.staging_producer_registers(), tall.staging_producer_registers()), (40, 56));
+        // B's scale is one per 128 columns: a wider tile would need two.
+        assert!(!WgmmaTile { bn: 256, depth: 4, ..t }.stages_scales());
+        // Every tile that stages them still fits with them.
+        macro_rules! check {
+            ($(($name:ident, $t:ident, [$bm:expr, $bn:expr, $depth:expr, $cl:expr] $(, $flag:ident)?))*) => {$(
+                let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $depth, cluster: $cl };
+                assert!(tile.kernel_smem_bytes(true) <= MAX_SMEM_BYTES, "{}", stringify!($name));
+            )*};
+        }
+        warpgroup_menu!(check);
     }
 }

@@ -30,8 +30,10 @@
 //!
 //! # Launch
 //! Block of `gemm_core::warpgroup::WgmmaTile::threads_per_block` threads
-//! (1 + BM / 64 warpgroups), `WgmmaTile::smem_bytes` of dynamic shared
-//! memory (see `gemm_core::warpgroup` for its layout), a 1D grid of at most
+//! (1 + BM / 64 warpgroups), `WgmmaTile::kernel_smem_bytes` of dynamic
+//! shared memory (`WgmmaTile::smem_bytes`, and for a fused FP8 kernel the
+//! staged block scales' slots; see `gemm_core::warpgroup` for its layout;
+//! a kernel that stages them traps when launched with less), a 1D grid of at most
 //! one block per SM (`WgmmaTile::grid`): persistent blocks. The tiles of
 //! all products of the launch are numbered i = 0, 1, ...; block b computes
 //! tiles b, b + gridDim.x, ... Within a product, tile i is block tile
@@ -40,8 +42,12 @@
 //! producer runs ahead across tiles: while the consumers store one tile's
 //! C, the next tile's first k-tiles are already arriving.
 //!
-//! # Clusters (FP8's 128 x 128 tile)
-//! A kernel with `CLUSTER` = 2 is declared with `.reqnctapercluster 2, 1,
+//! # Clusters
+//! No line of the menu runs in clusters at present: FP8's 128 x 128 pair
+//! (depth 6, its consumers loading the block scales from global memory)
+//! was slower than the lone 128 x 128 tile whose producer stages them
+//! (depth 5), which the pair's buffers leave no room for
+//! (docs/benchmarks.md). A kernel with `CLUSTER` = 2 is declared with `.reqnctapercluster 2, 1,
 //! 1`: consecutive blocks pair up in a cluster (on one GPC), and a job of
 //! the schedule is two block tiles, tile rows 2 by and 2 by + 1 of one
 //! column of tiles, block `rank` taking row 2 by + rank (past the last
@@ -75,6 +81,25 @@
 //! one k-tile earlier, so the producer runs one buffer further ahead. The
 //! mbarriers' phases alternate with each use of a buffer: use u of buffer s
 //! is k-tile s + u DEPTH and waits for parity u % 2.
+//!
+//! # Block scales (FP8, fused)
+//! Each k-tile's partial product is promoted times its block scales: sa(r)
+//! sb for row r (A's scale of that row and k block, B's of the tile's 128
+//! columns). Where the tile leaves room (`WgmmaTile::stages_scales`: 128 x
+//! 128 at depth 5, 192 x 128 at depth 4), the producer's whole first warp
+//! runs its loop and stages them beside the buffer: after the `empty` wait,
+//! each lane copies A's scales of rows `lane + 32 j` (and lane 0 B's) into
+//! the buffer's slot with 4-byte `cp.async`, whose completion arrives on
+//! the buffer's `full` barrier (`cp.async.mbarrier.arrive.noinc`: the
+//! barrier counts 1 + 32 arrivals; without block scales the lanes store
+//! ones and arrive). Each consumer thread reads its two rows' and B's scale
+//! with `ld.shared` right after the `full` wait, before issuing the
+//! k-tile's group, and each consumer warp releases the buffer after the
+//! group's wait (the `empty` barrier counts 4 x the consumers), as DeepGEMM
+//! (DeepSeek-AI, "DeepGEMM") stages its
+//! scales. On the other tiles (128 x 64 at depth 8, and tiles run in
+//! clusters), each consumer thread loads its scales from global memory one
+//! k-tile ahead ([`BlockScales`]).
 //!
 //! # An MN-major tf32 A: through registers
 //! wgmma reads tf32 operands from shared memory K-major only, but takes A
@@ -148,6 +173,7 @@
 //! "mbarrier"; the warp-specialized producer/consumer design of CUTLASS 3's
 //! sm90 kernels (`KernelTmaWarpSpecialized`).
 
+use crate::element::Element;
 use crate::mixed::{store_one, store_pair, Bf16, E4m3, E4m3E5m2, E5m2E4m3, Output, Tf32, F16, S8};
 use crate::thread::smem_base;
 use core::arch::asm;
@@ -772,6 +798,21 @@ pub unsafe fn warpgroup<
     let a_tile = |s: u32| base + s * tile.buffer_bytes();
     let b_tile = |s: u32| base + s * tile.buffer_bytes() + tile.a_tile_bytes();
     let tile_bytes = tile.buffer_bytes();
+    // FP8's fused kernels on a tile with room for them: the producer warp
+    // stages each k-tile's block scales in shared memory beside its buffer
+    // (`stage_scales`; its 32 lanes arrive on the buffer's `full` barrier
+    // besides the TMA's thread), and each consumer warp reads them after the
+    // barrier's wait and releases the buffer itself (the reads done).
+    let staged = I::PROMOTE && FUSED && tile.stages_scales();
+    let scales_slot = |s: u32| base + tile.scales_offset() + s * tile.scales_slot_bytes();
+    if staged {
+        let smem: u32;
+        asm!("mov.u32 {s}, %dynamic_smem_size;", s = out(reg32) smem, options(pure, nomem, nostack));
+        if smem < tile.kernel_smem_bytes(true) {
+            // Launched without room for the slots (`WgmmaTile::kernel_smem_bytes`).
+            core::arch::nvptx::trap();
+        }
+    }
 
     let t = core::arch::nvptx::_thread_idx_x() as u32;
     // Clusters of CLUSTER blocks (consecutive blocks: the entry point's
@@ -784,10 +825,11 @@ pub unsafe fn warpgroup<
     let consumers = BM / WARPGROUP_M;
     if t == 0 {
         for s in 0..DEPTH {
-            mbarrier_init(full(s), 1);
+            mbarrier_init(full(s), if staged { 1 + 32 } else { 1 });
             // A buffer is free once every consumer of the cluster has
-            // released it: a multicast B is written into all of them.
-            mbarrier_init(empty(s), consumers * CLUSTER);
+            // released it: a multicast B is written into all of them (with
+            // staged scales, every consumer warp).
+            mbarrier_init(empty(s), consumers * CLUSTER * if staged { 4 } else { 1 });
         }
         asm!("fence.mbarrier_init.release.cluster;", options(nostack));
     }
@@ -825,9 +867,19 @@ pub unsafe fn warpgroup<
     if warpgroup == 0 {
         // The producer needs few registers: give them to the consumers.
         if tile.reallocates() {
-            asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const PRODUCER_REGISTERS, options(nostack));
+            if staged {
+                // A whole warp runs the loop (the scales' sources): what the
+                // consumers leave.
+                asm!(
+                    "setmaxnreg.dec.sync.aligned.u32 {n};",
+                    n = const WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER }.staging_producer_registers(),
+                    options(nostack)
+                );
+            } else {
+                asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const PRODUCER_REGISTERS, options(nostack));
+            }
         }
-        if t == 0 {
+        if t == 0 || (staged && t < 32) {
             let mut it = 0u32; // k-tiles issued by this block, over all its tiles
             let mut job = block;
             let mut cursor = 0u32;
@@ -838,10 +890,19 @@ pub unsafe fn warpgroup<
                 let (m0, n0) = ((CLUSTER * by + rank) * BM, bx * BN);
                 let (za, zb) = ((z * q.batch_a) as i32, (z * q.batch_b) as i32);
                 let (k_first, k_end) = k_range(&q, z);
+                let sources =
+                    if staged { ScaleSources::of::<BM>(q.fusion, (m0, n0), q.m, t) } else { ScaleSources::NONE };
                 for kt in k_first..k_end {
                     let (s, u) = (it % DEPTH, it / DEPTH);
                     if u > 0 {
                         mbarrier_wait(empty(s), (u - 1) & 1);
+                    }
+                    if staged {
+                        stage_scales::<BM>(&sources, kt, scales_slot(s), t, full(s));
+                    }
+                    if staged && t != 0 {
+                        it += 1;
+                        continue;
                     }
                     mbarrier_arrive_expect_tx(full(s), tile_bytes);
                     let k0 = (kt * bk) as i32;
@@ -915,7 +976,8 @@ pub unsafe fn warpgroup<
         let mut total = [0f32; ACC];
         let (k_first, k_end) = k_range(&q, z);
         let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
-        let scales = if I::PROMOTE && FUSED { BlockScales::of(q.fusion, (row, n0), q.m) } else { BlockScales::NONE };
+        let scales =
+            if I::PROMOTE && FUSED && !staged { BlockScales::of(q.fusion, (row, n0), q.m) } else { BlockScales::NONE };
         // k-tile kt, the it-th of this block: its buffer, phase parity and
         // the previous k-tile's `empty` barrier (released through `release_buffer`).
         // A promoting type releases each k-tile's buffer itself, as soon as
@@ -935,13 +997,32 @@ pub unsafe fn warpgroup<
             if scales.present() && kt + 1 < k_end {
                 next_scales = scales.load(kt + 1);
             }
-            consume::<I, ACC, A_MN, B_MN, CLUSTER>(&mut acc, args(kt, it), row0);
+            // Staged scales: this thread's rows' and the tile's, read after
+            // the buffer's `full` wait, before its wgmma group is issued.
+            let slot = if staged { Some((scales_slot(it % DEPTH), row - m0)) } else { None };
+            let staged_scales = consume::<I, ACC, A_MN, B_MN, CLUSTER, BM>(&mut acc, args(kt, it), row0, slot);
             if I::PROMOTE {
                 // This k-tile's group is done: its buffer is free, its
                 // partial product (times its block scales) joins the
                 // full-precision sum, and the wgmma accumulators start
                 // the next k-tile from zero.
                 asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+                if staged {
+                    // Each warp read its scales from the buffer: each
+                    // releases it (its lanes in step after the wait).
+                    if lane == 0 {
+                        mbarrier_arrive(empty(it % DEPTH));
+                    }
+                    let s = BlockScales::factors(staged_scales);
+                    for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
+                        asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
+                        // acc[4j + 2h + e] is on row `row + 8 h`.
+                        *t = core::intrinsics::fmaf32(*x, s[i / 2 % 2], *t);
+                        *x = 0.0;
+                    }
+                    it += 1;
+                    continue;
+                }
                 release_buffer::<CLUSTER>(empty(it % DEPTH));
                 if scales.present() {
                     let s = BlockScales::factors(loaded);
@@ -1049,12 +1130,21 @@ pub unsafe fn warpgroup<
 /// All 128 threads of the consumer warpgroup, in uniform control flow; the
 /// tiles as the module docs say.
 #[inline(always)]
-unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool, const CLUSTER: u32>(
+unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool, const CLUSTER: u32, const BM: u32>(
     acc: &mut [f32; ACC],
     ((full, parity), (a_tile, b_tile), release): ((u32, u32), (u32, u32), Option<u32>),
     row0: u32,
-) {
+    scales: Option<(u32, u32)>,
+) -> [f32; 3] {
     mbarrier_wait(full, parity);
+    // The staged block scales (`scales`: the buffer's slot and this
+    // thread's first row in the tile): sa(r), sa(r + 8), sb.
+    let loaded = match scales {
+        Some((slot, r)) => {
+            [f32::ld_shared(slot + 4 * r), f32::ld_shared(slot + 4 * (r + 8)), f32::ld_shared(slot + 4 * BM)]
+        }
+        None => [0f32; 3],
+    };
     let db = k_tile_descriptors(b_tile, 0, B_MN);
     if I::BYTES == 4 && A_MN {
         asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
@@ -1072,6 +1162,80 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
             release_buffer::<CLUSTER>(bar);
         }
     }
+    loaded
+}
+
+/// Where one producer lane copies a product's block scales from, for one
+/// block tile ([`stage_scales`]): A's scales of tile rows `lane + 32 j` (j
+/// below BM / 32) and B's of the tile's columns, at k-tile 0 (k-tile kt's
+/// are `kt k` further), or null: none (factors of one).
+struct ScaleSources {
+    /// A's scales at k-tile 0, or null.
+    a: *const f32,
+    /// Offsets from `a` of rows `lane + 32 j` (rows past m read row m - 1's).
+    rows: [u32; 8],
+    /// B's scale of the tile at k-tile 0.
+    b: *const f32,
+    /// `a_scales_k` and `b_scales_k`.
+    k: [u32; 2],
+}
+
+impl ScaleSources {
+    const NONE: ScaleSources = ScaleSources { a: core::ptr::null(), rows: [0; 8], b: core::ptr::null(), k: [0; 2] };
+
+    /// Lane `lane`'s sources for the block tile at `(m0, n0)` of a product
+    /// of `m` rows fusing `fusion` (as [`BlockScales::of`]).
+    #[inline(always)]
+    unsafe fn of<const BM: u32>(fusion: *const Fusion, (m0, n0): (u32, u32), m: u32, lane: u32) -> ScaleSources {
+        if fusion.is_null() || (*fusion).a_scales == 0 {
+            return ScaleSources::NONE;
+        }
+        let f = *fusion;
+        let last = m - 1;
+        let mut rows = [0u32; 8];
+        for (j, r) in rows.iter_mut().enumerate().take((BM / 32) as usize) {
+            let i = m0 + 32 * j as u32 + lane;
+            *r = if i < last { i } else { last } / f.a_scales_rows * f.a_scales_mn;
+        }
+        ScaleSources {
+            a: f.a_scales as *const f32,
+            rows,
+            b: (f.b_scales as *const f32).add((n0 / BLOCK_SCALE_K * f.b_scales_mn) as usize),
+            k: [f.a_scales_k, f.b_scales_k],
+        }
+    }
+}
+
+/// One producer lane's part of staging k-tile `kt`'s block scales in the
+/// buffer's slot at shared address `slot` (BM f32 of A's rows, then B's):
+/// rows `lane + 32 j` and (lane 0) B's, copied by `cp.async` whose
+/// completion arrives on the buffer's `full` barrier (`.noinc`: the
+/// barrier counts these 32 arrivals); without block scales, ones stored
+/// and a plain arrival. PTX ISA, "cp.async", "cp.async.mbarrier.arrive".
+///
+/// # Safety
+/// All 32 lanes of the producer's first warp, the slot free (its buffer's
+/// `empty` wait passed) and `full` counting them.
+#[inline(always)]
+unsafe fn stage_scales<const BM: u32>(src: &ScaleSources, kt: u32, slot: u32, lane: u32, full: u32) {
+    if src.a.is_null() {
+        for j in 0..BM / 32 {
+            f32::st_shared(slot + 4 * (32 * j + lane), 1.0);
+        }
+        if lane == 0 {
+            f32::st_shared(slot + 4 * BM, 1.0);
+        }
+        mbarrier_arrive(full);
+        return;
+    }
+    let a = src.a.add((kt * src.k[0]) as usize);
+    for j in 0..BM / 32 {
+        f32::cp_async_elem(slot + 4 * (32 * j + lane), a.add(src.rows[j as usize] as usize));
+    }
+    if lane == 0 {
+        f32::cp_async_elem(slot + 4 * BM, src.b.add((kt * src.k[1]) as usize));
+    }
+    asm!("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{b}];", b = in(reg32) full, options(nostack));
 }
 
 /// The block scales one consumer thread applies as it promotes (FP8; see

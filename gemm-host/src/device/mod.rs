@@ -452,8 +452,8 @@ impl Device {
         Ok(f)
     }
 
-    /// Blocks of stage-9 kernel `name` (`func`, of `tile`) that run at
-    /// once, the most a launch of persistent blocks should have (the
+    /// Blocks of stage-9 kernel `name` (`func`, of `tile`, launched with
+    /// `smem_bytes` of dynamic shared memory) that run at once, the most a launch of persistent blocks should have (the
     /// `sm_count` of [`WgmmaTile::grid`](gemm_core::warpgroup::WgmmaTile::grid),
     /// which rounds it down to whole clusters): one per SM; for a tile run
     /// in clusters, the clusters the driver can keep resident at once
@@ -467,6 +467,7 @@ impl Device {
         name: &'static str,
         func: &CudaFunction,
         tile: gemm_core::warpgroup::WgmmaTile,
+        smem_bytes: u32,
     ) -> Result<u32, Error> {
         if tile.cluster == 1 {
             return Ok(self.sm_count);
@@ -484,7 +485,7 @@ impl Device {
             blockDimX: tile.threads_per_block(),
             blockDimY: 1,
             blockDimZ: 1,
-            sharedMemBytes: tile.smem_bytes(),
+            sharedMemBytes: smem_bytes,
             hStream: core::ptr::null_mut(),
             attrs: core::ptr::null_mut(),
             numAttrs: 0,
@@ -599,7 +600,7 @@ impl Device {
         kernel: &crate::device::registry::WarpgroupKernel,
         layout: usize,
     ) -> Result<Option<KernelInfo>, Error> {
-        self.warpgroup_entry_info(kernel, kernel.names.get(layout).copied().flatten())
+        self.warpgroup_entry_info(kernel, kernel.names.get(layout).copied().flatten(), false)
     }
 
     /// [`Device::warpgroup_kernel_info`] of the family's fused-epilogue
@@ -613,13 +614,14 @@ impl Device {
         kernel: &crate::device::registry::WarpgroupKernel,
         layout: usize,
     ) -> Result<Option<KernelInfo>, Error> {
-        self.warpgroup_entry_info(kernel, kernel.fused.get(layout).copied().flatten())
+        self.warpgroup_entry_info(kernel, kernel.fused.get(layout).copied().flatten(), true)
     }
 
     fn warpgroup_entry_info(
         &self,
         kernel: &crate::device::registry::WarpgroupKernel,
         name: Option<&'static str>,
+        fused: bool,
     ) -> Result<Option<KernelInfo>, Error> {
         let Some(name) = name else {
             return Ok(None);
@@ -631,7 +633,7 @@ impl Device {
             });
         }
         let f = self.warpgroup_function(name)?;
-        self.launch_info(name, &f, kernel.tile.threads_per_block(), kernel.tile.smem_bytes()).map(Some)
+        self.launch_info(name, &f, kernel.tile.threads_per_block(), kernel.smem_bytes(fused)).map(Some)
     }
 
     fn info_of(

@@ -130,6 +130,13 @@ impl WarpgroupKernel {
             self.names[index]
         }
     }
+
+    /// Dynamic shared memory of the family's kernels, fused or plain: a
+    /// fused FP8 kernel's producer may stage block scales beside the
+    /// buffers ([`WgmmaTile::stages_scales`]).
+    pub fn smem_bytes(&self, fused: bool) -> u32 {
+        self.tile.kernel_smem_bytes(fused && self.types.fp8())
+    }
 }
 
 /// The layout entry points of one menu line with suffix `$tail` ("" or

@@ -220,12 +220,13 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     let func = device.warpgroup_function(name)?;
     // Persistent blocks: as many as run at once (a clustered tile's
     // clusters may fill fewer than all SMs).
-    let slots = device.warpgroup_slots(name, &func, tile)?;
+    let smem_bytes = kernel.smem_bytes(fusion.is_some());
+    let slots = device.warpgroup_slots(name, &func, tile, smem_bytes)?;
     let grid = tile.grid(m, n, count, slots);
     let cfg = LaunchConfig {
         grid_dim: (grid[0], grid[1], grid[2]),
         block_dim: (tile.threads_per_block(), 1, 1),
-        shared_mem_bytes: tile.smem_bytes(),
+        shared_mem_bytes: smem_bytes,
     };
     // alpha and beta in the accumulation's type: i32 (checked integers)
     // for the i8 product, f32 otherwise; 4 bytes either way.
@@ -248,7 +249,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         let tail_maps = uploaded.slice(GROUP_MAPS_BYTES..);
         let tail_name = tail_kernel.names[layout_index].expect("every family has an f32 (i32) C twin");
         let tail_func = device.warpgroup_function(tail_name)?;
-        let tail_slots = device.warpgroup_slots(tail_name, &tail_func, tile)?;
+        let tail_slots = device.warpgroup_slots(tail_name, &tail_func, tile, smem_bytes)?;
         let offset = if transposed_c { head as usize } else { head as usize * kd.ldc };
         let tail_m = m - head;
         let g = tile.grid(tail_m, n, t.split.0, tail_slots);
@@ -472,26 +473,21 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
             continue;
         }
         let index = ready.layouts.index();
-        let at = match launches.iter().position(|l| l.0 == index) {
+        let at = match launches.iter().position(|l| l.layout == index) {
             Some(at) => at,
             None => {
-                launches.push((index, Vec::new(), Vec::new(), Vec::new()));
+                launches.push(GroupedLaunch::new(index));
                 launches.len() - 1
             }
         };
-        launches[at].1.push(problem);
-        launches[at].2.extend_from_slice(&ready.maps);
-        launches[at].3.extend(rows.map(|r| r[i]));
+        launches[at].add(problem, &ready.maps, rows.map(|r| r[i]));
     }
     if !any_layout.is_empty() {
         if launches.is_empty() {
-            let nt = KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor }.index();
-            launches.push((nt, Vec::new(), Vec::new(), Vec::new()));
+            launches.push(GroupedLaunch::new(KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor }.index()));
         }
         for (problem, maps, count) in any_layout {
-            launches[0].1.push(problem);
-            launches[0].2.extend_from_slice(&maps);
-            launches[0].3.extend(count);
+            launches[0].add(problem, &maps, count);
         }
     }
     let (alpha, beta) = scalars(types, alpha, beta);
@@ -499,7 +495,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         Some(_) => Some(device.warpgroup_function(MASKED_ROWS)?),
         None => None,
     };
-    for (index, mut problems, maps, counts) in launches {
+    for GroupedLaunch { layout: index, mut problems, maps, counts } in launches {
         // The block tiles of each problem, one after the other (over its
         // slot's rows in the masked layout: a bound on its counted ones,
         // for the grid; `warpgroup_masked_rows` numbers them).
@@ -551,7 +547,7 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (tile.threads_per_block(), 1, 1),
-            shared_mem_bytes: tile.smem_bytes(),
+            shared_mem_bytes: kernel.smem_bytes(fusions.is_some()),
         };
         let (zero, wide_zero) = (0u32, 0u64);
         let mut builder = stream.launch_builder(&func);
@@ -575,10 +571,31 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
     Ok(())
 }
 
-/// One launch of a grouped list: the kernel's layout index, the problems'
-/// table, their tensor maps, and (the masked layout) the addresses of
-/// their row counts.
-type GroupedLaunch = (usize, Vec<GroupProblem>, Vec<u8>, Vec<u64>);
+/// One launch of a grouped list: the problems whose operands the kernel
+/// reads in the same layouts.
+struct GroupedLaunch {
+    /// The kernel's layout index ([`KernelLayouts::index`]).
+    layout: usize,
+    /// The problems' table entries.
+    problems: Vec<GroupProblem>,
+    /// Their tensor maps ([`GROUP_MAPS_BYTES`] a problem).
+    maps: Vec<u8>,
+    /// The masked layout: the device addresses of their row counts.
+    counts: Vec<u64>,
+}
+
+impl GroupedLaunch {
+    fn new(layout: usize) -> Self {
+        GroupedLaunch { layout, problems: Vec::new(), maps: Vec::new(), counts: Vec::new() }
+    }
+
+    /// Adds a problem, its maps and (the masked layout) its count's address.
+    fn add(&mut self, problem: GroupProblem, maps: &[u8], count: Option<u64>) {
+        self.problems.push(problem);
+        self.maps.extend_from_slice(maps);
+        self.counts.extend(count);
+    }
+}
 
 /// The masked layout's kernel: each problem's counted rows and first job,
 /// written into a grouped launch's table before it runs.

@@ -307,8 +307,8 @@ pub fn warpgroup_tail(
 /// memory per multiply-add,
 /// and one consumer warpgroup (BM = 64) hides less latency than two. Rough
 /// ranks, checked by the suite's results (NVIDIA H100, 2026-11-25;
-/// docs/stages.md, stage 9); the clustered 128 x 128 and FP8's 192 x 128 and
-/// 128 x 192 are set from same-run A/B measurements (cited beside them).
+/// docs/stages.md, stage 9); FP8's 192 x 128 and 128 x 192 are set from
+/// same-run A/B measurements (cited beside them).
 fn tile_efficiency(tile: WgmmaTile) -> f64 {
     if tile.narrow() {
         // wgmma m64nNk16 reads 2 KiB of A from shared memory whatever N:
@@ -316,20 +316,18 @@ fn tile_efficiency(tile: WgmmaTile) -> f64 {
         return 0.6 * tile.bn as f64 / 32.0;
     }
     match (tile.bm, tile.bn) {
-        // B fetched once for two blocks (FP8's fused products: 8-10%
-        // faster than 128 x 128 alone with block scales at m = 4096,
-        // NVIDIA H200, 2026-11-27).
-        (128, 128) if tile.cluster > 1 => 0.85,
         (128, 256) => 1.0,
         (192, 192) => 0.95,
         (128, 128) => 0.8,
         // FP8 only: fewer operand bytes per multiply-add than 128 x 128
         // (5/6), which is what bounds FP8's k-loop (e4m3 -> bf16, same run:
         // 8192³ 0.77 against 0.86 ms, 16384³ 6.2-6.6 against 7.3-7.6 ms;
-        // NVIDIA H200, 2026-11-28). Block-scaled, where it fills the SMs
-        // better than the clustered 128 x 128 (same run: 4096 x 2112 x 7168
-        // 0.132-0.134 against 0.160-0.166 ms, 4096 x 24576 x 1536
-        // 0.341-0.345 against 0.355; NVIDIA H200, 2026-11-28).
+        // NVIDIA H200, 2026-11-28). Block-scaled, with the scales staged
+        // in shared memory on both: 1.11-1.16x 128 x 128's rate per
+        // multiply-add of the padded tiles (same run, m = 4096: 4096 x 7168
+        // x 16384 0.871 against 0.944 ms, 4096 x 2112 x 7168 0.128 against
+        // 0.160, 4096 x 7168 x 2048 0.135 against 0.140; NVIDIA H200,
+        // 2026-11-28).
         (192, 128) => 0.9,
         (128, 192) => 0.88,
         (64, _) => 0.7,
@@ -389,10 +387,27 @@ fn warpgroup_plan_with(
 /// cluster's blocks run their k-loops in step).
 fn warpgroup_plan_among(
     types: WgmmaTypes,
+    dims: (usize, usize, usize),
+    batch: (usize, u32),
+    flags: (bool, bool, bool),
+    fused: bool,
+) -> WarpgroupPlan {
+    warpgroup_plan_rows(types, dims, batch, flags, fused, &[])
+}
+
+/// [`warpgroup_plan_among`] for `batch` products of `m` rows each, or, where
+/// `rows` is not empty, for a list of products of `rows[i]` rows each (`m`
+/// their average; `batch` their count): each tile's waves then count the
+/// block tiles of every product's own rows, so that a list of skewed
+/// products (a mixture of experts' rows) pays each product's last,
+/// partly filled row of tiles.
+fn warpgroup_plan_rows(
+    types: WgmmaTypes,
     (m, n, k): (usize, usize, usize),
     (batch, sm_count): (usize, u32),
     (tails, narrow, clusters): (bool, bool, bool),
     fused: bool,
+    rows: &[usize],
 ) -> WarpgroupPlan {
     let tails = tails && !fused;
     // Seconds per multiply-add of one SM (989 TFLOP/s f16 over 132 SMs; the
@@ -419,6 +434,14 @@ fn warpgroup_plan_among(
     let (m32, n32, k32) =
         (m.min(u32::MAX as usize) as u32, n.min(u32::MAX as usize) as u32, k.min(u32::MAX as usize) as u32);
     let (ib, ob) = (types.input_bytes() as f64, types.output_bytes() as f64);
+    // Block tiles of the whole batch or list.
+    let batch_tiles = |tile: WgmmaTile| {
+        if rows.is_empty() {
+            tile.tiles(m32, n32, batch.min(u32::MAX as usize) as u32)
+        } else {
+            rows.iter().map(|&r| tile.tiles(r.min(u32::MAX as usize) as u32, n32, 1)).sum()
+        }
+    };
     let estimate = |kernel: &'static WarpgroupKernel, split: (u32, u32), tail: Option<WarpgroupTail>| {
         let tile = kernel.tile;
         let bk = tile.bk(types.input_bytes()) as usize;
@@ -434,7 +457,7 @@ fn warpgroup_plan_among(
         }
         let mut fixed = 0.0;
         // The blocks that stream the operands at once (one per SM).
-        let mut blocks = tile.tiles(m32, n32, batch.min(u32::MAX as usize) as u32).min(sm_count as u64);
+        let mut blocks = batch_tiles(tile).min(sm_count as u64);
         let macs = if let Some(t) = tail {
             // The head's whole tiles, then the tail's slices.
             let tail_m = m - t.head_rows as usize;
@@ -449,7 +472,7 @@ fn warpgroup_plan_among(
             blocks = (tile.tiles(m32, n32, 1) * split.0 as u64).min(sm_count as u64);
             waves(tile.tiles(m32, n32, 1) * split.0 as u64) * tile_macs(split.1 as usize * bk)
         } else {
-            waves(tile.tiles(m32, n32, batch.min(u32::MAX as usize) as u32)) * tile_macs(whole_k)
+            waves(batch_tiles(tile)) * tile_macs(whole_k)
         };
         let in_flight = (tile.depth * tile.buffer_bytes()) as f64;
         let byte_s = BYTE_S.max(IN_FLIGHT_S / in_flight / blocks.max(1) as f64);
@@ -670,8 +693,9 @@ pub(crate) fn warpgroup_fused_list(
 
 /// The stage-9 launches of a list batch's problems `todo` (index, validated
 /// dims in user form): one kernel for all, the planner's choice for the
-/// average product of the batch (its rows averaged, the largest n and k),
-/// and no split along k: each problem gives the bits of a single run of it
+/// average product of the batch (its rows averaged, the largest n and k;
+/// the waves counted over each product's own rows of tiles), and no split
+/// along k: each problem gives the bits of a single run of it
 /// that takes no split (the planner splits only products with few block
 /// tiles and at least 8 k-tiles).
 pub(crate) fn warpgroup_list(
@@ -686,7 +710,8 @@ pub(crate) fn warpgroup_list(
 
 /// The launches of a list's problems in their forms (index, route,
 /// swapped, reads A and B): one kernel for all, planned for the average
-/// problem (among the tiles that fuse when `fused`).
+/// problem with each problem's own tiles counted ([`warpgroup_plan_rows`];
+/// among the tiles that fuse when `fused`).
 fn list_of_forms(
     types: WgmmaTypes,
     forms: Vec<(usize, (WarpgroupRoute, bool, bool))>,
@@ -700,7 +725,8 @@ fn list_of_forms(
     // A list's problems each take their own copies: B K-major as it is.
     let narrow = forms.iter().all(|f| narrow_allowed(types, &f.1 .0.dims, usize::MAX));
     let average = (rows.div_ceil(count), n, k);
-    let kernel = warpgroup_plan_among(types, average, (count, sm_count), (true, narrow, false), fused).kernel;
+    let each: Vec<usize> = forms.iter().map(|f| f.1 .0.dims.m).collect();
+    let kernel = warpgroup_plan_rows(types, average, (count, sm_count), (true, narrow, false), fused, &each).kernel;
     forms
         .into_iter()
         .map(|(i, (route, swapped, reads_ab))| {
@@ -884,40 +910,35 @@ mod tests {
         }
     }
 
-    /// Fused FP8 products (block scales) run on the 128 x 128 tile in
-    /// clusters of two where that tile fills the SMs best (the shapes of
-    /// the GPU tests, odd tile rows among them, and the benchmark's); plain
-    /// ones never (those families have fused kernels only), nor grouped
-    /// ones (their kernels trap on a grouped launch).
+    /// Fused FP8 products (block scales) run on 128 x 128 tiles, whose
+    /// producer stages the scales, where that tile fills the SMs best (the
+    /// shapes of the GPU tests, odd tile rows among them).
     #[test]
-    fn fused_fp8_products_take_clustered_tiles_plain_and_grouped_ones_do_not() {
-        for (m, n, k) in [(1100, 3000, 300), (1300, 1024, 512), (1700, 1900, 1000), (4096, 7168, 16384)] {
+    fn fused_fp8_products_take_the_staging_128_row_tile_where_it_fills_the_sms() {
+        for (m, n, k) in [(1100, 3000, 300), (1300, 1024, 512), (1700, 1900, 1000)] {
             for t in [WgmmaTypes::E4m3Bf16, WgmmaTypes::E4m3F32, WgmmaTypes::E5m2E4m3F16] {
                 let f = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), true);
-                assert_eq!((f.kernel.tile.bm, f.kernel.tile.bn, f.kernel.tile.cluster), (128, 128, 2), "{m}x{n}x{k}");
-                assert!(f.kernel.names.iter().all(Option::is_none) && f.kernel.fuses());
-                let g = warpgroup_plan_among(t, (m, n, k), (4, 132), (true, true, false), true);
-                assert_eq!(g.kernel.tile.cluster, 1, "{m}x{n}x{k}");
-                for batch in [1, 3] {
-                    let p = warpgroup_plan(t, m, n, k, batch, 132);
-                    assert_eq!(p.kernel.tile.cluster, 1, "{m}x{n}x{k}");
-                    assert!(p.kernel.names[1].is_some());
-                }
+                assert_eq!((f.kernel.tile.bm, f.kernel.tile.bn), (128, 128), "{m}x{n}x{k}");
+                assert!(f.kernel.fuses() && f.kernel.tile.stages_scales());
             }
-        }
-        for f in WARPGROUP_KERNELS.iter().filter(|f| f.tile.cluster > 1) {
-            assert!(f.fuses() && f.names.iter().all(Option::is_none), "{f:?}");
         }
     }
 
     /// Fused FP8 products whose 192 x 128 tiles fill the SMs better than
-    /// 128 x 128 in clusters take them (the GPU tests' shapes and the
-    /// benchmark's: 4096 x 2112 x 7168 is 2.8 waves of 192 x 128 against 4.1
-    /// of 128 x 128), grouped ones too.
+    /// 128 x 128 take them (the GPU tests' shapes and the benchmark's: 4096
+    /// x 2112 x 7168 is 2.8 waves of 192 x 128 against 4.1 of 128 x 128,
+    /// 4096 x 7168 x 16384 9.3 against 13.6), grouped ones too.
     #[test]
     fn fused_fp8_products_take_the_192_row_tile_where_it_fills_the_sms() {
-        let shapes =
-            [(1800, 2304, 384), (2100, 3000, 300), (4096, 2112, 7168), (4096, 24576, 1536), (4096, 32768, 512)];
+        let shapes = [
+            (1800, 2304, 384),
+            (2100, 3000, 300),
+            (4096, 2112, 7168),
+            (4096, 24576, 1536),
+            (4096, 32768, 512),
+            (4096, 7168, 16384),
+            (4096, 7168, 2048),
+        ];
         for (m, n, k) in shapes {
             for t in [WgmmaTypes::E4m3Bf16, WgmmaTypes::E4m3F32, WgmmaTypes::E5m2E4m3F16, WgmmaTypes::E4m3E5m2F16] {
                 let f = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), true);
@@ -946,6 +967,27 @@ mod tests {
                 assert_eq!(fused.kernel.tile, plain.kernel.tile, "{t:?} {m}x{n}x{k}");
                 assert!(fused.kernel.fuses());
             }
+        }
+    }
+
+    /// A list's waves count each product's own rows of tiles: one product
+    /// of 3000 rows and three of one row each take 24 + 3 rows of 128 x
+    /// 128 tiles (4 waves of 132 at n = 2048, at their average of 751 rows
+    /// only 3); 128 x 256 takes 2 waves of tiles twice as large, and wins.
+    #[test]
+    fn skewed_lists_count_each_products_tiles() {
+        let rows = [3000, 1, 1, 1];
+        let average = (rows.iter().sum::<usize>().div_ceil(4), 2048, 4096);
+        let flags = (true, true, false);
+        let uniform = warpgroup_plan_rows(WgmmaTypes::Bf16, average, (4, 132), flags, false, &[]);
+        let skewed = warpgroup_plan_rows(WgmmaTypes::Bf16, average, (4, 132), flags, false, &rows);
+        assert_eq!((uniform.kernel.tile.bm, uniform.kernel.tile.bn), (128, 128));
+        assert_eq!((skewed.kernel.tile.bm, skewed.kernel.tile.bn), (128, 256));
+        // Equal rows: the same plan either way.
+        for m in [100, 1000, 4096] {
+            let a = warpgroup_plan_rows(WgmmaTypes::Bf16, (m, 2048, 4096), (4, 132), flags, false, &[]);
+            let b = warpgroup_plan_rows(WgmmaTypes::Bf16, (m, 2048, 4096), (4, 132), flags, false, &[m; 4]);
+            assert_eq!(a.kernel.tile, b.kernel.tile, "m {m}");
         }
     }
 }
