@@ -453,9 +453,10 @@ impl Device {
     }
 
     /// Blocks of stage-9 kernel `name` (`func`, of `tile`, launched with
-    /// `smem_bytes` of dynamic shared memory) that run at once, the most a launch of persistent blocks should have (the
-    /// `sm_count` of [`WgmmaTile::grid`](gemm_core::warpgroup::WgmmaTile::grid),
-    /// which rounds it down to whole clusters): one per SM; for a tile run
+    /// `smem_bytes` of dynamic shared memory) that run at once, the most a
+    /// launch of persistent blocks should have (the `sm_count` of
+    /// [`WgmmaTile::grid`](gemm_core::warpgroup::WgmmaTile::grid), which
+    /// rounds it down to whole clusters): one per SM; for a tile run
     /// in clusters, the clusters the driver can keep resident at once
     /// (`cuOccupancyMaxActiveClusters`: a cluster's blocks share a GPC)
     /// times their blocks, at most the SMs (remembered per kernel).
