@@ -719,13 +719,12 @@ fn list_of_forms(
     fused: bool,
 ) -> Vec<(usize, WarpgroupLaunch)> {
     let count = forms.len().max(1);
-    let rows: usize = forms.iter().map(|f| f.1 .0.dims.m).sum();
+    let each: Vec<usize> = forms.iter().map(|f| f.1 .0.dims.m).collect();
     let n = forms.iter().map(|f| f.1 .0.dims.n).max().unwrap_or(0);
     let k = forms.iter().filter(|f| f.1 .2).map(|f| f.1 .0.dims.k).max().unwrap_or(0);
     // A list's problems each take their own copies: B K-major as it is.
     let narrow = forms.iter().all(|f| narrow_allowed(types, &f.1 .0.dims, usize::MAX));
-    let average = (rows.div_ceil(count), n, k);
-    let each: Vec<usize> = forms.iter().map(|f| f.1 .0.dims.m).collect();
+    let average = (each.iter().sum::<usize>().div_ceil(count), n, k);
     let kernel = warpgroup_plan_rows(types, average, (count, sm_count), (true, narrow, false), fused, &each).kernel;
     forms
         .into_iter()
