@@ -13,6 +13,9 @@
 //!   plain product followed by a separate pass `C <- GELU(C + bias)` (the
 //!   fused kernel with alpha = 0 and beta = 1: C read and written once),
 //!   and that pass's bandwidth.
+//! - f64 and f32 (`--ladder`, default 4096x4096x4096): our plain product
+//!   and our fused bias + GELU on the ladder's fused kernels (stage 8 for
+//!   f64, 7 for f32), ours only, printed (not in the CSV).
 //! - e4m3 -> bf16 with DeepGEMM's block scales (`--block`, default m in
 //!   {64, 128, 4096} by (n, k) in {(2112, 7168), (24576, 1536), (32768,
 //!   512), (7168, 16384), (4096, 7168), (7168, 2048)}): ours
@@ -93,7 +96,7 @@ use std::path::PathBuf;
 use std::process::exit;
 use std::sync::Arc;
 
-const USAGE: &str = "usage: epilogue [--shapes MxNxK,...|none] [--block MxNxK,...|none] \
+const USAGE: &str = "usage: epilogue [--shapes MxNxK,...|none] [--ladder MxNxK,...|none] [--block MxNxK,...|none] \
                      [--moe EXPERTSxTOTALxNxK,...|none] [--reps N (>= 10)] [--csv DIR]";
 const CSV_HEAD: &str =
     "device,date,commit,precision,scaling,epilogue,m,n,k,c_type,ms,tflops,cublaslt_ms,cublaslt_tflops,ratio";
@@ -109,6 +112,7 @@ type Moe = (usize, usize, usize, usize);
 
 struct Options {
     shapes: Vec<Shape>,
+    ladder: Vec<Shape>,
     block: Vec<Shape>,
     moe: Vec<Moe>,
     reps: usize,
@@ -119,6 +123,7 @@ fn options() -> Options {
     let block = [64, 128, 4096].iter().flat_map(|&m| DEEPGEMM_NK.iter().map(move |&(n, k)| (m, n, k))).collect();
     let mut o = Options {
         shapes: shapes("4096x4096x4096,8192x8192x8192"),
+        ladder: shapes("4096x4096x4096"),
         block,
         moe: moes("8x8192x4096x7168,64x16384x2048x7168"),
         reps: 20,
@@ -129,6 +134,7 @@ fn options() -> Options {
         let mut value = || it.next().unwrap_or_else(|| usage());
         match arg.as_str() {
             "--shapes" => o.shapes = shapes(&value()),
+            "--ladder" => o.ladder = shapes(&value()),
             "--block" => o.block = shapes(&value()),
             "--moe" => o.moe = moes(&value()),
             "--reps" => o.reps = value().parse().ok().filter(|&r| r >= 10).unwrap_or_else(|| usage()),
@@ -267,6 +273,43 @@ fn random_par<T: Scalar + Send>(rows: usize, cols: usize, col_major: bool, seed:
     });
     let (layout, ld) = if col_major { (Layout::ColMajor, rows) } else { (Layout::RowMajor, cols) };
     Matrix::from_vec_in(rows, cols, layout, ld.max(1), data).expect("a packed matrix of its own size")
+}
+
+/// The f64 or f32 product of one shape on the ladder (ours only): plain,
+/// and fused with a bias per column and GELU, and the fused overhead.
+fn ladder_shape<T: Scalar + gemm::Product<T>>(
+    device: &Arc<Device>,
+    shape: Shape,
+    reps: usize,
+    rng: &mut StdRng,
+) -> Result<(), Error> {
+    let (m, n, k) = shape;
+    let a = DeviceMatrix::from_host(device, &random::<T>(m, k, false, rng))?;
+    let b = DeviceMatrix::from_host(device, &random::<T>(k, n, true, rng))?;
+    let bias: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let bias_dev: CudaSlice<f32> = device.stream().clone_htod(&bias)?;
+    let mut c = DeviceMatrix::<T>::zeros(device, m, n)?;
+    let gemm = Gemm::new();
+    let plain = time_kernel(device, f64::INFINITY, reps, |_| gemm.run_device(&a, &b, &mut c))?.median_ms;
+    let e = Epilogue::new().bias(Along::Columns, &bias_dev).activation(Activation::Gelu);
+    let fused = gemm.epilogue(&e);
+    let fused_ms = time_kernel(device, f64::INFINITY, reps, |_| fused.run_device(&a, &b, &mut c))?.median_ms;
+    // The fused kernel with an empty epilogue: its tile and reads (in
+    // place, not packed) doing the plain product's work.
+    let empty = Epilogue::new();
+    let bare = gemm.epilogue(&empty);
+    let bare_ms = time_kernel(device, f64::INFINITY, reps, |_| bare.run_device(&a, &b, &mut c))?.median_ms;
+    let name = T::NAME;
+    println!(
+        "{name} {m}x{n}x{k}: plain {plain:.3} ms ({:.1} TFLOP/s; {}), the fused kernel with an empty epilogue \
+         {bare_ms:.3} ms, bias+GELU fused {fused_ms:.3} ms ({:+.1}% over plain, {:+.1}% over the empty epilogue; {})",
+        tflops(shape, plain),
+        gemm.plan_for::<T, T>(m, n, k).map(|p| p.to_string()).unwrap_or_default(),
+        (fused_ms / plain - 1.0) * 100.0,
+        (fused_ms / bare_ms - 1.0) * 100.0,
+        fused.plan_for::<T, T>(m, n, k).map(|p| p.why).unwrap_or_default()
+    );
+    Ok(())
 }
 
 /// The bf16 products of one shape: plain and with bias and GELU, ours and
@@ -605,6 +648,10 @@ fn main() -> Result<(), Error> {
     }
     for &shape in &o.shapes {
         rows.extend(bf16_shape(&device, &lt, shape, o.reps, &mut rng)?);
+    }
+    for &shape in &o.ladder {
+        ladder_shape::<f64>(&device, shape, o.reps, &mut rng)?;
+        ladder_shape::<f32>(&device, shape, o.reps, &mut rng)?;
     }
     if !o.block.is_empty() {
         println!("e4m3 x e4m3 -> bf16 with block scales: 1 x 128 of A, 128 x 128 of B");

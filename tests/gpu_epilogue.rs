@@ -1,7 +1,8 @@
-//! Fused epilogues and scales on stage 9 ([`gemm::Epilogue`]): row and
-//! column scales, a bias by row or column (f32 or C's type), ReLU and GELU,
-//! per-tensor scales, and FP8 block scales, for bf16, f16, TF32 and e4m3
-//! operands, against a CPU reference in f64; odd and rectangular sizes,
+//! Fused epilogues and scales ([`gemm::Epilogue`]): row and column scales,
+//! a bias by row or column (f32 or C's type), ReLU and GELU, per-tensor
+//! scales, and FP8 block scales, for bf16, f16, TF32 and e4m3 operands on
+//! stage 9 and f64 and f32 on the ladder's fused kernels, against a CPU
+//! reference in f64; odd and rectangular sizes,
 //! every layout of A, B and C, padded leading dimensions (guards come back
 //! bit for bit; unaligned ones take the threads' stores instead of TMA's),
 //! NaN-poisoned C with beta = 0, the host door against the device door, and
@@ -12,7 +13,8 @@
 //! remains is the epilogue's few f32 roundings, the activation (GELU within
 //! 2^-20 relative), and C's rounding: per element |C - C_ref| <= 1.2 (2^-21
 //! (|alpha s dot| + |beta C0| + |bias|) + 2^-20 |v| + e8) + u_C |C_ref| +
-//! 2^-30, v the value before the activation, e8 = 2^-9 |alpha s rs cs|
+//! 2^-30 (for an f64 C: 2^-50, 2^-49 and 2^-60 in place of 2^-21, 2^-20
+//! and 2^-30), v the value before the activation, e8 = 2^-9 |alpha s rs cs|
 //! (|A||B|) for e4m3 (FP8's accumulation within a k-tile) and 0 otherwise.
 //! Block-scaled products add the FP8 accumulation term 2^-9 sum_kb |sa sb|
 //! (|A||B|)_kb (none here: the inputs keep each k-tile exact).
@@ -146,6 +148,8 @@ fn check<T: Product<Cc>, Cc: Scalar>(gemm: &Gemm, case: &Case, seed: u64) {
     let bias_bf16: Vec<bf16> = bias_c.iter().map(|x| bf16::from_f64(x.as_f64())).collect();
     let d_bias_f16 = stream.clone_htod(&bias_f16).unwrap();
     let d_bias_bf16 = stream.clone_htod(&bias_bf16).unwrap();
+    let bias_f64: Vec<f64> = bias_c.iter().map(|x| x.as_f64()).collect();
+    let d_bias_f64 = stream.clone_htod(&bias_f64).unwrap();
     let mut e = Epilogue::new().activation(case.activation);
     if let Some((sa, sb)) = case.tensor {
         e = e.scale_a(sa).scale_b(sb);
@@ -164,6 +168,11 @@ fn check<T: Product<Cc>, Cc: Scalar>(gemm: &Gemm, case: &Case, seed: u64) {
             (true, "f16", false) => Bias::f16(&bias_f16),
             (true, "bf16", true) => Bias::bf16(&d_bias_bf16),
             (true, "bf16", false) => Bias::bf16(&bias_bf16),
+            (true, "f64", true) => Bias::f64(&d_bias_f64),
+            (true, "f64", false) => Bias::f64(&bias_f64),
+            // f32's own type is f32.
+            (true, "f32", true) => (&d_bias32).into(),
+            (true, "f32", false) => (&bias32).into(),
             (true, other, _) => panic!("no bias of C's type {other}"),
         };
         e = e.bias(along, bias);
@@ -202,10 +211,15 @@ fn check<T: Product<Cc>, Cc: Scalar>(gemm: &Gemm, case: &Case, seed: u64) {
             let got = c[(i, j)].as_f64();
             // FP8's accumulation within a k-tile keeps fewer bits than f32.
             let fp8 = if T::NAME == "e4m3" { 2f64.powi(-9) * (alpha * s * rs * cs).abs() * abs } else { 0.0 };
-            let tol = 1.2
-                * (2f64.powi(-21) * (t1.abs() + (beta * old).abs() + bias.abs()) + 2f64.powi(-20) * v.abs() + fp8)
+            // f64 computes the epilogue in f64 (GELU within a few ulps).
+            let (e1, e2, floor) = if Cc::NAME == "f64" {
+                (2f64.powi(-50), 2f64.powi(-49), 2f64.powi(-60))
+            } else {
+                (2f64.powi(-21), 2f64.powi(-20), 2f64.powi(-30))
+            };
+            let tol = 1.2 * (e1 * (t1.abs() + (beta * old).abs() + bias.abs()) + e2 * v.abs() + fp8)
                 + u_c * want.abs()
-                + 2f64.powi(-30);
+                + floor;
             assert!(
                 (got - want).abs() <= tol,
                 "{what}: C({i}, {j}) = {got}, want {want} (before the activation {v}, tolerance {tol})"
@@ -285,6 +299,38 @@ fn wide_tiles_fuse_every_layout() {
         check::<bf16, bf16>(&g, &case, 60 + at as u64);
         check::<f16, f32>(&g, &Case { bias: case.bias.map(|(a, _)| (a, false)), ..case.clone() }, 70 + at as u64);
     }
+}
+
+/// f64 on stage 8's fused kernels and f32 (without TF32) on stage 7's,
+/// which run on any device: every variant at every shape and layout (C
+/// padded, column-major, NaN-poisoned with beta = 0), and products large
+/// enough for the 128 x 128 tiles (whose f64 GELU runs one element at a
+/// time from local memory).
+#[test]
+#[ignore = "needs a GPU"]
+fn f64_and_f32_epilogues_on_the_ladder() {
+    let g = Gemm::new();
+    let mut kernels = std::collections::BTreeSet::new();
+    let mut shapes = shapes_and_layouts();
+    shapes.push(Case { layouts: (C, R, R), pad: 1, ..Case::new((1100, 1030, 300)) });
+    shapes.push(Case { layouts: (R, C, C), ..Case::new((2048, 1536, 64)) });
+    for (at, base) in shapes.iter().enumerate() {
+        for (v, case) in variants(base, true).iter().enumerate() {
+            let seed = 500 + (at * 16 + v) as u64;
+            check::<f64, f64>(&g, case, seed);
+            check::<f32, f32>(&g, case, seed + 1);
+        }
+        let e = Epilogue::new().activation(Activation::Gelu);
+        for plan in [
+            g.epilogue(&e).plan_for::<f64, f64>(base.dims.0, base.dims.1, base.dims.2).unwrap(),
+            g.epilogue(&e).plan_for::<f32, f32>(base.dims.0, base.dims.1, base.dims.2).unwrap(),
+        ] {
+            let kernel = plan.why.split(['(', ':']).find(|w| w.ends_with("_fused")).map(str::trim).map(String::from);
+            kernels.insert(kernel.unwrap_or_else(|| panic!("no fused kernel in {plan}")));
+        }
+    }
+    println!("fused ladder kernels run: {kernels:?}");
+    assert!(kernels.iter().any(|k| k.starts_with("dgemm_mma_")) && kernels.iter().any(|k| k.starts_with("sgemm_")));
 }
 
 #[test]
@@ -449,6 +495,21 @@ fn epilogue_errors_leave_c_untouched() {
         let now = c.to_host().unwrap();
         assert!(now.as_slice().iter().zip(c0.as_slice()).all(|(x, y)| bits(*x) == bits(*y)), "{what}: C changed");
     }
+    // f64: an f32 bias of the wrong length, an f16 bias, block scales.
+    let a64 = DeviceMatrix::from_host(&dev, &Matrix::from_fn(m, k, |_, _| 1.0f64)).unwrap();
+    let b64 = DeviceMatrix::from_host(&dev, &Matrix::from_fn(k, n, |_, _| 1.0f64)).unwrap();
+    let c64 = Matrix::from_fn(m, n, |i, j| (i * n + j) as f64);
+    let mut d64 = DeviceMatrix::from_host(&dev, &c64).unwrap();
+    for (e, what) in [
+        (Epilogue::new().bias(Along::Columns, &short), "a short bias on f64"),
+        (Epilogue::new().bias(Along::Rows, Bias::f16(&[f16::ONE; 64][..])), "an f16 bias into f64"),
+        (Epilogue::new().block_scales(BlockScales::new(&short, &short)), "block scales on f64"),
+    ] {
+        let err = Gemm::new().epilogue(&e).run_device(&a64, &b64, &mut d64).expect_err(what);
+        assert!(matches!(err, Error::Epilogue { .. } | Error::Unsupported { .. }), "{what}: {err}");
+        let now = d64.to_host().unwrap();
+        assert!(now.as_slice().iter().zip(c64.as_slice()).all(|(x, y)| x.to_bits() == y.to_bits()), "{what}");
+    }
     // Integer products take no epilogue.
     let ai = DeviceMatrix::from_host(&dev, &Matrix::from_fn(m, k, |_, _| 1i8)).unwrap();
     let bi = DeviceMatrix::from_host(&dev, &Matrix::from_fn(k, n, |_, _| 1i8)).unwrap();
@@ -484,6 +545,21 @@ fn alpha_zero_still_applies_the_epilogue() {
         for j in 0..n {
             let want = (c0[(i, j)] + bias[j]).max(0.0);
             assert_eq!(got[(i, j)], want, "C({i}, {j})");
+        }
+    }
+    // The ladder's fused kernels (f64 and f32 without TF32) too: A and B,
+    // all NaN, are not read.
+    let a = DeviceMatrix::from_host(&dev, &Matrix::from_fn(m, k, |_, _| f64::NAN)).unwrap();
+    let b = DeviceMatrix::from_host(&dev, &Matrix::from_fn(k, n, |_, _| f64::NAN)).unwrap();
+    let c0 = Matrix::from_fn(m, n, |i, j| (i as f64 - j as f64) / 8.0);
+    let mut c = DeviceMatrix::from_host(&dev, &c0).unwrap();
+    let bias: Vec<f64> = (0..n).map(|j| j as f64 / 16.0).collect();
+    let e = Epilogue::new().bias(Along::Columns, Bias::f64(&bias)).activation(Activation::Relu);
+    Gemm::new().alpha(0.0).beta(1.0).epilogue(&e).run_device(&a, &b, &mut c).unwrap();
+    let got = c.to_host().unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            assert_eq!(got[(i, j)], (c0[(i, j)] + bias[j]).max(0.0), "f64 C({i}, {j})");
         }
     }
 }

@@ -33,7 +33,7 @@ fn there_is_one_module_per_architecture_format_and_layouts() {
 
 /// The names the registry expects in a stage 1-8 module of `layouts`.
 fn expected_ladder_names(layouts: KernelLayouts) -> BTreeSet<String> {
-    // Every entry point, and the separate batched entry points of the stages that keep one,
+    // Every entry point, the separate batched entry points of the stages that keep them, the fused twins,
     // ... and the split-K reduction and the pack copy of each precision.
     let reductions = [Precision::F64, Precision::F32].map(gemm::tuning::split_k::reduce_entry);
     let packs = [Precision::F64, Precision::F32].map(gemm::tuning::pack::pack_entry);
@@ -45,7 +45,7 @@ fn expected_ladder_names(layouts: KernelLayouts) -> BTreeSet<String> {
         .map(|k| k.name);
     ENTRY_POINTS
         .iter()
-        .flat_map(|e| [e.name, e.batched_name])
+        .flat_map(|e| [Some(e.name), Some(e.batched_name), e.fused_name].into_iter().flatten())
         .chain(reductions)
         .chain(packs)
         .chain(mixed)
@@ -96,6 +96,13 @@ fn registry_and_every_module_list_the_same_entry_points() {
             && ENTRY_POINTS.iter().all(|e| e.batched_name == e.name
                 || (e.batched_name == format!("{}_batched", e.name)
                     && gemm::tuning::separate_batched_entry(e.stage(), e.precision)))
+    );
+    let fused = ENTRY_POINTS.iter().filter(|e| e.fused_name.is_some()).count();
+    assert!(
+        fused > 0
+            && ENTRY_POINTS.iter().all(|e| e.fused_name.is_none()
+                || (e.fused_name == Some(format!("{}_fused", e.name).as_str())
+                    && matches!(e.stage(), Stage::Pipelined | Stage::TensorCore)))
     );
     let names: BTreeSet<&str> = ENTRY_POINTS.iter().map(|e| e.name).collect();
     assert_eq!(names.len(), ENTRY_POINTS.len(), "duplicate names in the registry");

@@ -701,6 +701,28 @@ pub const fn tile_origin(block_idx: [u32; 2], tile: u32) -> (u32, u32) {
     (block_idx[1] * tile, block_idx[0] * tile)
 }
 
+/// The ladder's kernels that also have a fused-epilogue twin
+/// (`<symbol>_fused`: one product, each thread applying a
+/// [`crate::warpgroup::Fusion`] to its sums before the plain stores), as
+/// lines of [`kernel_menu!`]: stage 8's f64 and stage 7's f32 tiles for
+/// large, middle and small products (the planner's fused product takes the
+/// measured fastest configuration where it is one of these, else the
+/// nearest of them in tile size). Few, because each twin adds its machine
+/// code to every layout module.
+#[macro_export]
+macro_rules! fused_menu {
+    ($callback:ident) => {
+        $callback! {
+            (dgemm_mma_b128x128x16_w64x32_d3, f64, TensorCore, [128, 128, 16, 64, 32, 3])
+            (dgemm_mma_b128x64x16_w64x32_d3, f64, TensorCore, [128, 64, 16, 64, 32, 3])
+            (dgemm_mma_b64x64x16_w32x32_d4, f64, TensorCore, [64, 64, 16, 32, 32, 4])
+            (sgemm_pipelined_b128x128x16_w64x32_t8x8_d3, f32, Pipelined, [128, 128, 16, 64, 32, 8, 8, 3])
+            (sgemm_pipelined_b128x64x16_w64x32_t8x8_d4, f32, Pipelined, [128, 64, 16, 64, 32, 8, 8, 4])
+            (sgemm_pipelined_b64x64x16_w32x32_t4x8_d3, f32, Pipelined, [64, 64, 16, 32, 32, 4, 8, 3])
+        }
+    };
+}
+
 /// The menu of compiled kernels: one line per exported PTX entry point, as
 /// `(symbol, element type, stage, [numbers])`, the numbers as
 /// [`crate::menu_config!`] reads them. Invoke with a macro that takes the whole list:
@@ -776,6 +798,22 @@ macro_rules! kernel_menu {
 
 #[cfg(test)]
 mod tests {
+    /// Every line of `fused_menu!` is a line of `kernel_menu!`, word for
+    /// word (the fused twin runs the plain kernel's configuration).
+    #[test]
+    fn fused_menu_lines_are_kernel_menu_lines() {
+        macro_rules! lines {
+            ($( ($name:ident, $t:tt, $stage:ident, [$($p:literal),*]) )*) => {
+                [$(concat!(stringify!($name), " ", stringify!($t), " ", stringify!($stage), $(" ", stringify!($p)),*)),*]
+            };
+        }
+        let (all, fused) = (kernel_menu!(lines), fused_menu!(lines));
+        assert!(!fused.is_empty());
+        for line in fused {
+            assert!(all.contains(&line), "{line} is not a line of kernel_menu!");
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -82,6 +82,16 @@ pub trait Element: Copy + PartialEq + Add<Output = Self> + Mul<Output = Self> + 
     /// # Safety
     /// `p` points to a writable element in global memory.
     unsafe fn st_global(p: *mut Self, value: Self);
+
+    /// `x` in this type (exact: f32 or its widening to f64).
+    fn from_f32(x: f32) -> Self;
+
+    /// Whether `self < 0` (false for a NaN).
+    fn is_negative(self) -> bool;
+
+    /// GELU, tanh approximation: [`crate::fusion::gelu_f32`] (a few ulps)
+    /// or [`crate::fusion::gelu_f64`] (about an ulp of f64).
+    fn gelu(self) -> Self;
 }
 
 impl Element for f64 {
@@ -153,6 +163,21 @@ impl Element for f64 {
     unsafe fn st_global(p: *mut Self, value: Self) {
         asm!("st.global.f64 [{p}], {v};", p = in(reg64) p, v = in(reg64) value, options(nostack, preserves_flags));
     }
+
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        x as f64
+    }
+
+    #[inline(always)]
+    fn is_negative(self) -> bool {
+        self < 0.0
+    }
+
+    #[inline(always)]
+    fn gelu(self) -> Self {
+        crate::fusion::gelu_f64(self)
+    }
 }
 
 impl Element for f32 {
@@ -223,5 +248,20 @@ impl Element for f32 {
     #[inline(always)]
     unsafe fn st_global(p: *mut Self, value: Self) {
         asm!("st.global.f32 [{p}], {v};", p = in(reg64) p, v = in(reg32) value, options(nostack, preserves_flags));
+    }
+
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+
+    #[inline(always)]
+    fn is_negative(self) -> bool {
+        self < 0.0
+    }
+
+    #[inline(always)]
+    fn gelu(self) -> Self {
+        crate::fusion::gelu_f32(self)
     }
 }

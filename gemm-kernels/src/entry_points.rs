@@ -43,10 +43,25 @@ macro_rules! stage_kernel {
     };
     (Pipelined, $t:ty, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $tm:literal, $tn:literal,
                         $s:literal], $g:ident) => {
-        s07_pipelined::pipelined::<$t, $bm, $bn, $bk, $wm, $wn, $tm, $tn, $s, AC, BC>($g)
+        s07_pipelined::pipelined::<$t, $bm, $bn, $bk, $wm, $wn, $tm, $tn, $s, AC, BC, false>($g, core::ptr::null())
     };
     (TensorCore, f64, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $s:literal], $g:ident) => {
-        s08_tensor_core::tensor_core::<$bm, $bn, $bk, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }, AC, BC>($g)
+        s08_tensor_core::tensor_core::<$bm, $bn, $bk, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }, AC, BC, false>(
+            $g,
+            core::ptr::null(),
+        )
+    };
+}
+
+/// [`stage_kernel!`]'s fused kernels (`FUSED`: the epilogue at `fusion`).
+macro_rules! fused_stage_kernel {
+    (Pipelined, f32, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $tm:literal, $tn:literal,
+                      $s:literal], $g:ident, $f:ident) => {
+        s07_pipelined::pipelined::<f32, $bm, $bn, $bk, $wm, $wn, $tm, $tn, $s, AC, BC, true>($g, $f)
+    };
+    (TensorCore, f64, [$bm:literal, $bn:literal, $bk:literal, $wm:literal, $wn:literal, $s:literal], $g:ident,
+     $f:ident) => {
+        s08_tensor_core::tensor_core::<$bm, $bn, $bk, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }, AC, BC, true>($g, $f)
     };
 }
 
@@ -124,6 +139,46 @@ macro_rules! export_kernels {
 }
 
 gemm_core::kernel_menu!(export_kernels);
+
+/// The entry point `<name>_fused`: one product, C stored through the fused
+/// epilogue at `fusion` (a [`gemm_core::warpgroup::Fusion`] in global
+/// memory; [`crate::fusion`]).
+macro_rules! fused_entry {
+    ($stage:ident, $t:tt, $name:ident, [$($p:literal),*]) => {
+        #[doc = concat!("Entry point `", stringify!($name), "_fused`.")]
+        ///
+        /// # Safety
+        /// As the single-product entry point; `fusion` points to a valid
+        /// `Fusion` whose vectors cover m x n.
+        #[export_name = concat!(stringify!($name), "_fused")]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            m: u32, n: u32, k: u32,
+            alpha: $t, a: *const $t, lda: u32,
+            b: *const $t, ldb: u32,
+            beta: $t, c: *mut $t, ldc: u32,
+            fusion: *const gemm_core::warpgroup::Fusion,
+        ) {
+            let [bx, by, _] = block_idx();
+            let g = GemmArgs { m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, block: [bx, by], grid: grid_dim() };
+            fused_stage_kernel!($stage, $t, [$($p),*], g, fusion)
+        }
+    };
+}
+
+macro_rules! export_fused_kernels {
+    ($( ($name:ident, $t:tt, $stage:ident, [$($p:literal),*]) )*) => {$(
+        fused_entry!($stage, $t, $name, [$($p),*]);
+    )*};
+}
+
+/// The fused entry points (`<name>_fused`), one per line of
+/// [`gemm_core::fused_menu!`], in a module of their own (their Rust names
+/// are the plain entry points').
+pub mod fused {
+    use super::*;
+    gemm_core::fused_menu!(export_fused_kernels);
+}
 
 /// Stage 8's mixed-precision entry points, one per line `(name, types, [BM,
 /// BN, depth])` of [`gemm_core::mma_menu!`]: f16 and bf16 in every layout

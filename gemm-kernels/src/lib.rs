@@ -46,6 +46,8 @@ pub mod emulation;
 #[cfg(all(target_arch = "nvptx64", not(gemm_sm90a)))]
 pub mod entry_points;
 #[cfg(target_arch = "nvptx64")]
+pub mod fusion;
+#[cfg(target_arch = "nvptx64")]
 pub mod mixed;
 #[cfg(target_arch = "nvptx64")]
 pub mod pack;

@@ -58,6 +58,7 @@
 //! PTX ISA, "Data movement: cp.async", "cp.async.wait_group".
 
 use crate::element::Element;
+use crate::fusion::fuse_in_place;
 use crate::thread::{
     cp_async_16, cp_async_16_zfill, cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c, store_c_vec,
     sync_threads, thread_idx, vector_ok, GemmArgs,
@@ -65,6 +66,7 @@ use crate::thread::{
 use gemm_core::ceil_div;
 use gemm_core::shape::{KernelLayouts, Layout};
 use gemm_core::tiling::{block_tile_origin, s07_layout, BlockTile, SmemLayout, WARP_SIZE};
+use gemm_core::warpgroup::Fusion;
 
 /// Requests a `rows x cols` tile of a row-major matrix (top-left element
 /// (row0, col0), `ld`; the matrix has `rows_max x cols_max` elements, at
@@ -395,12 +397,13 @@ fn stored<const COL: bool, X>((row, col): (X, X)) -> (X, X) {
     }
 }
 
-/// Stage 7 (see the module docs).
+/// Stage 7 (see the module docs); `FUSED`: C stored through the fused
+/// epilogue at `fusion` ([`fuse_in_place`]; the plain kernels pass null).
 ///
 /// # Safety
 /// Launched with the geometry of `KernelConfig::Pipelined` for these
 /// constants on an sm_80 or newer GPU, on device pointers to matrices of the
-/// shapes in `g`.
+/// shapes in `g`; with `FUSED`, `fusion` as [`fuse_in_place`] needs.
 #[inline(always)]
 pub unsafe fn pipelined<
     T: Element,
@@ -414,8 +417,10 @@ pub unsafe fn pipelined<
     const DEPTH: u32,
     const A_COL: bool,
     const B_COL: bool,
+    const FUSED: bool,
 >(
     g: GemmArgs<T>,
+    fusion: *const Fusion,
 ) {
     // As stage 8 ("Copies" in `s08_tensor_core`): branch-free copies, which
     // ptxas interleaves with the fma, in 16-byte chunks when both operands
@@ -432,9 +437,9 @@ pub unsafe fn pipelined<
         && zfill_vec::<T, A_COL>(g.a, g.lda, (g.m, g.k))
         && zfill_vec::<T, B_COL>(g.b, g.ldb, (g.k, g.n))
     {
-        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, true>(g);
+        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, true, FUSED>(g, fusion);
     } else {
-        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, false>(g);
+        pipelined_body::<T, BM, BN, BK, WM, WN, TM, TN, DEPTH, A_COL, B_COL, false, FUSED>(g, fusion);
     }
 }
 
@@ -454,8 +459,10 @@ unsafe fn pipelined_body<
     const A_COL: bool,
     const B_COL: bool,
     const WIDE: bool,
+    const FUSED: bool,
 >(
     g: GemmArgs<T>,
+    fusion: *const Fusion,
 ) {
     const { assert!(BM % WM == 0 && BN % WN == 0 && DEPTH >= 2, "warp tiles must divide the block tile") };
     const { assert!((WM / TM as u32) * (WN / TN as u32) == WARP_SIZE, "a warp tile must hold 32 thread tiles") };
@@ -586,6 +593,16 @@ unsafe fn pipelined_body<
         read = if read + 1 == DEPTH { 0 } else { read + 1 };
         write = if write + 1 == DEPTH { 0 } else { write + 1 };
     }
+    // A fused kernel's epilogue on the sums (acc[i][j] is C's (row0 +
+    // tile_row(i), col0 + tile_col(j))); the stores then write them as
+    // they are.
+    let g = if FUSED {
+        fuse_in_place(&g, fusion, acc.as_flattened_mut(), |i| {
+            (row0 + tile_row((i / TN) as u32), col0 + tile_col((i % TN) as u32))
+        })
+    } else {
+        g
+    };
     let c_vec = vector_ok(g.c as *const T, g.ldc);
     for (i, acc_row) in acc.iter().enumerate() {
         let row = row0 + tile_row(i as u32);

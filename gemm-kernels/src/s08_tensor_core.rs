@@ -80,6 +80,7 @@
 //! before the last k-group) for the schedule.
 
 use crate::element::Element;
+use crate::fusion::fuse_in_place;
 use crate::s07_pipelined::{request_tiles, request_tiles_zfill, tiles_zfill_even, zfill_vec};
 use crate::thread::{
     cp_async_commit, cp_async_wait, opaque_u32, smem_base, store_c_vec, sync_threads, thread_idx, vector_ok, GemmArgs,
@@ -88,6 +89,7 @@ use core::arch::asm;
 use gemm_core::ceil_div;
 use gemm_core::shape::{KernelLayouts, Layout};
 use gemm_core::tiling::{raster, s08_layout, BlockTile, RASTER_GROUP, S08_STASH_BYTES, WARP_SIZE};
+use gemm_core::warpgroup::Fusion;
 
 /// `d <- a * b + d` on one 16 x 8 x 8 f64 tile held in fragments (layout in
 /// the module docs): one `mma.m16n8k8` (sm_90).
@@ -163,8 +165,10 @@ pub unsafe fn tensor_core<
     const NT: usize,
     const A_COL: bool,
     const B_COL: bool,
+    const FUSED: bool,
 >(
     g: GemmArgs<f64>,
+    fusion: *const Fusion,
 ) {
     // Two copies of the kernel, chosen once per launch (a uniform branch; see
     // "Copies" in the module docs): the branch-free copies when both
@@ -173,9 +177,9 @@ pub unsafe fn tensor_core<
     let a_vec = zfill_vec::<f64, A_COL>(g.a, g.lda, (g.m, g.k));
     let b_vec = zfill_vec::<f64, B_COL>(g.b, g.ldb, (g.k, g.n));
     if a_vec && b_vec {
-        tensor_core_body::<BM, BN, BK, WM, WN, DEPTH, MT, NT, A_COL, B_COL, true>(g);
+        tensor_core_body::<BM, BN, BK, WM, WN, DEPTH, MT, NT, A_COL, B_COL, true, FUSED>(g, fusion);
     } else {
-        tensor_core_body::<BM, BN, BK, WM, WN, DEPTH, MT, NT, A_COL, B_COL, false>(g);
+        tensor_core_body::<BM, BN, BK, WM, WN, DEPTH, MT, NT, A_COL, B_COL, false, FUSED>(g, fusion);
     }
 }
 
@@ -195,8 +199,10 @@ unsafe fn tensor_core_body<
     const A_COL: bool,
     const B_COL: bool,
     const ALL_VEC: bool,
+    const FUSED: bool,
 >(
     g: GemmArgs<f64>,
+    fusion: *const Fusion,
 ) {
     const { assert!(BM % WM == 0 && BN % WN == 0 && DEPTH >= 2, "warp tiles must divide the block tile") };
     const { assert!(WM % 16 == 0 && WN % 8 == 0 && BK % 16 == 0, "WM, WN, BK must be multiples of 16, 8, 16") };
@@ -371,6 +377,19 @@ unsafe fn tensor_core_body<
     let origin = f64::ld_shared(stash).to_bits();
     let (row0, col0) = (origin as u32, (origin >> 32) as u32);
     let g = GemmArgs { c: f64::ld_shared(stash + 8).to_bits() as usize as *mut f64, ..g };
+    // A fused kernel's epilogue on the sums (element (mt, nt, e) of `acc`
+    // is C's (lo or hi, col + e % 2) as stored below); the stores then
+    // write them as they are.
+    let g = if FUSED {
+        let at = |i: usize| {
+            let (mt, nt, e) = (i / (4 * NT), i / 4 % NT, i % 4);
+            let (lo, hi) = frag_rows(row0 + wr * WM + mt as u32 * 16);
+            (if e < 2 { lo } else { hi }, col0 + wc * WN + nt as u32 * 8 + 2 * tq + (e % 2) as u32)
+        };
+        fuse_in_place(&g, fusion, acc.as_flattened_mut().as_flattened_mut(), at)
+    } else {
+        g
+    };
     let c_vec = vector_ok(g.c as *const f64, g.ldc);
     for (mt, acc_m) in acc.iter().enumerate() {
         let (lo, hi) = frag_rows(row0 + wr * WM + mt as u32 * 16);

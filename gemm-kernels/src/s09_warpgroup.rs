@@ -174,6 +174,7 @@
 //! sm90 kernels (`KernelTmaWarpSpecialized`).
 
 use crate::element::Element;
+use crate::fusion::{gelu_f32 as gelu, relu};
 use crate::mixed::{store_one, store_pair, Bf16, E4m3, E4m3E5m2, E5m2E4m3, Output, Tf32, F16, S8};
 use crate::thread::smem_base;
 use core::arch::asm;
@@ -1453,36 +1454,6 @@ unsafe fn fuse_columns<O: Output, const ACC: usize>(
             *x = *x + rb[i / 2 % 2] + 0.0;
         }
     }
-}
-
-/// `max(v, 0)`, a NaN kept.
-#[inline(always)]
-fn relu(v: f32) -> f32 {
-    if v < 0.0 {
-        0.0
-    } else {
-        v
-    }
-}
-
-/// GELU, tanh approximation (as cuBLASLt's `CUBLASLT_EPILOGUE_GELU`):
-/// `0.5 v (1 + tanh(u))` with `u = sqrt(2 / pi) (v + 0.044715 v^3)`,
-/// computed as `v / (1 + exp(-2 u))` (the same function) with `ex2.approx`
-/// (relative error below 2^-22) and `div.approx` (2 ulp; a denominator
-/// above 2^126, where v < -9.7, gives 0 for a true value below 1e-37).
-/// Large |v| give v and -0; a NaN stays NaN.
-#[inline(always)]
-fn gelu(v: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    const LOG2_E: f32 = core::f32::consts::LOG2_E;
-    let u = SQRT_2_OVER_PI * (v + 0.044_715 * v * v * v);
-    let (e, out): (f32, f32);
-    // SAFETY: register-to-register approximations.
-    unsafe {
-        asm!("ex2.approx.f32 {e}, {x};", e = out(reg32) e, x = in(reg32) -2.0 * LOG2_E * u, options(pure, nomem, nostack));
-        asm!("div.approx.f32 {o}, {v}, {d};", o = out(reg32) out, v = in(reg32) v, d = in(reg32) 1.0 + e, options(pure, nomem, nostack));
-    };
-    out
 }
 
 /// The TMA-store epilogue of one consumer warpgroup (`consumer`, rows `r0 ..

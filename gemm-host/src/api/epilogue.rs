@@ -1,5 +1,6 @@
-//! Fused epilogues and scales: what a stage-9 product computes besides
-//! `alpha op(A) op(B) + beta C`, in the product's own launch,
+//! Fused epilogues and scales: what a product computes besides `alpha
+//! op(A) op(B) + beta C`, in the product's own launch (stage 9's kernels
+//! for the mixed-precision types, stage 8's for f64 and stage 7's for f32),
 //!
 //! ```text
 //! C <- act(alpha sA sB (rs(i) cs(j) sum over k-blocks kb of sa(i, kb) sb(kb, j) op(A) op(B) over kb) + beta C + bias)
@@ -10,8 +11,9 @@
 //! (DeepGEMM's: 1 x 128 or 128 x 128 blocks of op(A) along k, 128 x 128
 //! blocks of op(B)), a bias by row or by column (f32 or C's type), and an
 //! activation (none, ReLU, GELU with the tanh approximation, as
-//! cuBLASLt's `CUBLASLT_EPILOGUE_GELU`). [`Gemm::epilogue`] runs a product
-//! with one.
+//! cuBLASLt's `CUBLASLT_EPILOGUE_GELU`; within a few ulps of C's type).
+//! [`Gemm::epilogue`] runs a product with one. f64 and f32 products take
+//! the f32 scales and an f32 or C-type bias.
 //!
 //! Sources: DeepSeek-AI, "DeepGEMM: clean and efficient FP8 GEMM kernels
 //! with fine-grained scaling" (block scales, promotion every 128 of k);
@@ -21,19 +23,22 @@
 use crate::api::dispatch::Kernels;
 use crate::api::gemm::{describe_warpgroup, Gemm, ASSUMED};
 use crate::device::memory::clone_htod;
+use crate::device::registry::ENTRY_POINTS;
 use crate::device::Device;
-use crate::element::{product_name, Product, Scalar, Types};
+use crate::element::{product_name, Product, Recast, Scalar, Types};
 use crate::error::Error;
+use crate::exec::ladder::enqueue_fused;
 use crate::exec::warpgroup::{enqueue, enqueue_grouped};
 use crate::exec::TensorCoreStage;
 use crate::operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
 use crate::plan::product_plan::{warpgroup_fused_launch, warpgroup_fused_list, KernelFamily, ProductPlan};
+use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceSlice, SyncOnDrop};
 use gemm_core::warpgroup::{
     Fusion, WgmmaTypes, ACT_GELU, ACT_NONE, ACT_RELU, BIAS_COLUMNS, BIAS_C_TYPE, BIAS_F32, BIAS_ROWS, BLOCK_SCALE_K,
 };
-use gemm_core::GemmDims;
+use gemm_core::{GemmDims, KernelConfig, Precision, Stage as CoreStage};
 use std::any::TypeId;
 use std::sync::Arc;
 
@@ -102,10 +107,13 @@ impl<'v, T> From<CudaView<'v, T>> for Values<'v, T> {
     }
 }
 
-/// A bias: f32, or C's type (f16 or bf16 for a 16-bit C).
+/// A bias: f32, or C's type (f16 or bf16 for a 16-bit C, f64 for an f64
+/// C).
 pub enum Bias<'v> {
     /// f32 values.
     F32(Values<'v, f32>),
+    /// f64 values (C must be f64).
+    F64(Values<'v, f64>),
     /// f16 values (C must be f16).
     F16(Values<'v, half::f16>),
     /// bf16 values (C must be bf16).
@@ -119,7 +127,7 @@ impl<'v, V: Into<Values<'v, f32>>> From<V> for Bias<'v> {
 }
 
 impl Bias<'_> {
-    /// The bias's type, "f32" or C's ("f16", "bf16").
+    /// The bias's type, "f32" or C's ("f16", "bf16", "f64").
     ///
     /// # Errors
     /// [`Error::Epilogue`] for a 16-bit bias of a type other than C's.
@@ -127,6 +135,7 @@ impl Bias<'_> {
         let c_is = |t: TypeId| TypeId::of::<C>() == t;
         match self {
             Bias::F32(_) => Ok("f32"),
+            Bias::F64(_) if c_is(TypeId::of::<f64>()) => Ok("f64"),
             Bias::F16(_) if c_is(TypeId::of::<half::f16>()) => Ok("f16"),
             Bias::Bf16(_) if c_is(TypeId::of::<half::bf16>()) => Ok("bf16"),
             _ => {
@@ -137,6 +146,11 @@ impl Bias<'_> {
 }
 
 impl<'v> Bias<'v> {
+    /// A bias of f64 values (for an f64 C).
+    pub fn f64(v: impl Into<Values<'v, f64>>) -> Self {
+        Bias::F64(v.into())
+    }
+
     /// A bias of f16 values (for an f16 C).
     pub fn f16(v: impl Into<Values<'v, half::f16>>) -> Self {
         Bias::F16(v.into())
@@ -354,12 +368,14 @@ pub struct Fused<'g, 'v> {
 }
 
 impl Gemm {
-    /// This builder's product with what `epilogue` fuses into it. Only
-    /// stage 9 fuses (compute capability 9.0; f16, bf16, TF32 with
-    /// [`Gemm::allow_tf32`], and FP8 operands; a floating-point C); the
-    /// product runs in one launch without a split of k; the tuning options
-    /// of stages 1-8 do not apply. [`Fused::plan_for`] says which kernel
-    /// it runs, and why.
+    /// This builder's product with what `epilogue` fuses into it: f16,
+    /// bf16, TF32 with [`Gemm::allow_tf32`] and FP8 operands on stage 9
+    /// (compute capability 9.0; a floating-point C), f64 on stage 8's and
+    /// f32 on stage 7's fused kernels (`gemm_core::fused_menu!`; any
+    /// device; no emulation); i8 (an
+    /// integer C) does not fuse. The product runs in one launch without a
+    /// split of k; the tuning options of stages 1-8 do not apply.
+    /// [`Fused::plan_for`] says which kernel it runs, and why.
     pub fn epilogue<'g, 'v>(&'g self, epilogue: &'g Epilogue<'v>) -> Fused<'g, 'v> {
         Fused { gemm: self, epilogue }
     }
@@ -369,9 +385,10 @@ impl Fused<'_, '_> {
     /// As [`Gemm::run_device`], with the epilogue fused.
     ///
     /// # Errors
-    /// As [`Gemm::run_device`]; [`Error::Unsupported`] for a product stage 9
-    /// does not fuse (another device or type, an option of stages 1-8 set,
-    /// block scales on other than FP8 operands); [`Error::Epilogue`] for
+    /// As [`Gemm::run_device`]; [`Error::Unsupported`] for a product that
+    /// does not fuse (i8, emulation, a mixed-precision type off compute
+    /// capability 9.0, an option of stages 1-8 set, block scales on other
+    /// than FP8 operands); [`Error::Epilogue`] for
     /// an input too short for the product, on another device, or a bias of
     /// a type other than f32 and C's.
     pub fn run_device<'a, 'b, 'c, T: Product<C>, C: Scalar>(
@@ -381,8 +398,117 @@ impl Fused<'_, '_> {
         c: impl Into<DeviceViewMut<'c, C>>,
     ) -> Result<(), Error> {
         let (a, b, c) = (a.into(), b.into(), c.into());
+        if let Some(precision) = self.ladder::<T, C>(Some(c.device))? {
+            return self.run_ladder_device(precision, a, b, c);
+        }
         let types = self.types::<T, C>(Some(c.device))?;
         self.run_device_as(types, a, b, c)
+    }
+
+    /// f64 or f32 (without TF32) when `T x T -> C` runs on the ladder
+    /// (`device`: the operands' where known), its options checked: the
+    /// fused ladder takes no option of stages 1-8, no emulation and no
+    /// block scales.
+    fn ladder<T: Product<C>, C: Scalar>(&self, device: Option<&Arc<Device>>) -> Result<Option<Precision>, Error> {
+        let Kernels::Ladder(precision) = self.gemm.kernels::<T, C>(false, device)? else {
+            return Ok(None);
+        };
+        self.ladder_checked(precision).map(Some)
+    }
+
+    /// `precision` when the builder's options and the epilogue fuse on the
+    /// ladder.
+    fn ladder_checked(&self, precision: Precision) -> Result<Precision, Error> {
+        let product = format!("{0} x {0} -> {0}", precision.name());
+        let refuse = |why: String| Err(Error::Unsupported { product: product.clone(), why });
+        if self.epilogue.block_scales.is_some() {
+            return refuse("block scales apply to FP8 operands only".into());
+        }
+        if let Some(option) = self.gemm.tuning_option_set() {
+            return refuse(format!("{option} does not apply to a fused product"));
+        }
+        Ok(precision)
+    }
+
+    /// The fused ladder launch of `dims` (user form) with alpha `alpha` on
+    /// `device` (None: the tuning table's first device): the plan (the
+    /// measured fastest configuration at the nearest shape where it has a
+    /// fused twin, [`gemm_core::fused_menu!`], else the fused configuration
+    /// of the nearest block-tile size), the kernel form (k 0 when A and B are not
+    /// read) and whether A and B trade places. k is not split (a split's
+    /// sum would have to apply the epilogue), the operands are read in
+    /// place (not packed), the token-sized kernels are not used.
+    fn ladder_launch(
+        precision: Precision,
+        device: Option<&Device>,
+        dims: &GemmDims,
+        alpha: f64,
+    ) -> (Plan, GemmDims, bool) {
+        let (kd, swapped) = dims.kernel_form();
+        let kd = if alpha != 0.0 && dims.k > 0 { kd } else { GemmDims { k: 0, ..kd } };
+        let stage = if precision == Precision::F64 { CoreStage::TensorCore } else { CoreStage::Pipelined };
+        let plan = crate::tuning::choose(device.map(Device::name), precision, kd.m, kd.n, kd.k, kd.layouts());
+        let whole = Plan {
+            split_k: 1,
+            split: SplitReason::NotConsidered,
+            pack: false,
+            pack_reason: PackReason::NotConsidered,
+            tail: None,
+            ..plan
+        };
+        let fused = ENTRY_POINTS.iter().filter(|e| e.precision == precision && e.fused_name.is_some());
+        if fused.clone().any(|e| e.config == plan.config) {
+            return (whole, kd, swapped);
+        }
+        // The fused tile nearest the measured one in size (C elements per
+        // block, as a ratio), the larger on a tie.
+        let area = |c: KernelConfig| (c.c_tile().bm as f64 * c.c_tile().bn as f64).ln();
+        let target = area(plan.config);
+        let nearest = fused
+            .map(|e| e.config)
+            .min_by(|x, y| {
+                (area(*x) - target).abs().total_cmp(&(area(*y) - target).abs()).then(area(*y).total_cmp(&area(*x)))
+            })
+            .unwrap_or_else(|| crate::tuning::stage_default(stage, precision));
+        (Plan { config: nearest, source: PlanSource::Fallback, ..whole }, kd, swapped)
+    }
+
+    /// [`Fused::run_device`] on the f64/f32 ladder: one launch of the
+    /// planned configuration's `<name>_fused` entry point, k not split, the
+    /// operands read in place.
+    fn run_ladder_device<T: Scalar, C: Scalar>(
+        &self,
+        precision: Precision,
+        a: DeviceView<'_, T>,
+        b: DeviceView<'_, T>,
+        mut c: DeviceViewMut<'_, C>,
+    ) -> Result<(), Error> {
+        let gemm = self.gemm;
+        gemm.check_device_call()?;
+        let e = self.epilogue;
+        let Some((dims, device, stream)) = gemm.desc.device_problem_with(&a, &b, &c, gemm.target(), !e.changes_c())?
+        else {
+            return Ok(());
+        };
+        let alpha = e.alpha(gemm.desc.alpha);
+        let (plan, kd, swapped) = Self::ladder_launch(precision, Some(&device), &dims, alpha);
+        let config = plan.config;
+        let mut inputs = Inputs { device: &device, stream: &stream, owned: Vec::new(), guards: Vec::new() };
+        let fusion = kernel_fusion::<C>(e, &dims, swapped, &mut inputs)?;
+        let (ka, kb) = if swapped { (&b.data, &a.data) } else { (&a.data, &b.data) };
+        let beta = gemm.desc.beta;
+        let done = match precision {
+            Precision::F64 => {
+                let ops = (ka.recast(), kb.recast(), (&mut c.data).recast());
+                enqueue_fused::<f64>(&device, &stream, config, &kd, (alpha, beta), ops, &fusion)
+            }
+            Precision::F32 => {
+                let ops = (ka.recast(), kb.recast(), (&mut c.data).recast());
+                enqueue_fused::<f32>(&device, &stream, config, &kd, (alpha as f32, beta as f32), ops, &fusion)
+            }
+        };
+        drop(inputs); // host inputs' copies freed stream-ordered, after the launch
+        done
     }
 
     /// [`Fused::run_device`] of the stage-9 `types` (checked by the caller),
@@ -407,7 +533,7 @@ impl Fused<'_, '_> {
         let alpha = e.alpha(gemm.desc.alpha);
         let launch = warpgroup_fused_launch(types, &dims, alpha, device.sm_count(), e.keeps_a());
         let mut inputs = Inputs { device: &device, stream: &stream, owned: Vec::new(), guards: Vec::new() };
-        let fusion = kernel_fusion::<C>(e, types, &dims, launch.swapped, &mut inputs)?;
+        let fusion = kernel_fusion::<C>(e, &dims, launch.swapped, &mut inputs)?;
         let ops = (&a.data, &b.data, &mut c.data);
         let done = enqueue(&launch, &device, &stream, (alpha, gemm.desc.beta), ops, (1, [0; 3]), Some(&fusion));
         drop(inputs); // host inputs' copies freed stream-ordered, after the launch
@@ -431,7 +557,8 @@ impl Fused<'_, '_> {
     ) -> Result<(), Error> {
         let (a, b, mut c) = (a.into(), b.into(), c.into());
         let gemm = self.gemm;
-        let types = self.types::<T, C>(None)?;
+        let ladder = self.ladder::<T, C>(None)?;
+        let types = if ladder.is_none() { Some(self.types::<T, C>(None)?) } else { None };
         let c_len = c.dims().required_len().unwrap_or(0);
         let dims = gemm.desc.problem((a.dims(), a.span().len()), (b.dims(), b.span().len()), (c.dims(), c_len))?;
         if dims.is_empty() || (!self.epilogue.changes_c() && gemm.desc.leaves_c_unchanged(&dims)) {
@@ -442,8 +569,10 @@ impl Fused<'_, '_> {
             Some(d) => d.clone(),
             None => crate::default_device()?,
         };
-        if Gemm::mixed_stage(types, &device, false)? != TensorCoreStage::Warpgroup {
-            return Err(unsupported(types, "fused epilogues run on stage 9 (compute capability 9.0) only"));
+        if let Some(types) = types {
+            if Gemm::mixed_stage(types, &device, false)? != TensorCoreStage::Warpgroup {
+                return Err(unsupported(types, "fused epilogues run on stage 9 (compute capability 9.0) only"));
+            }
         }
         let da = DeviceMatrix::from_host(&device, a)?;
         let db = DeviceMatrix::from_host(&device, b)?;
@@ -489,19 +618,19 @@ impl Fused<'_, '_> {
     ///     Err(gemm::Error::Unsupported { .. }) => {} // a GPU other than compute capability 9.0
     ///     Err(e) => return Err(e),
     /// }
-    /// // f64 has no fused epilogue.
-    /// let f64_plan = Gemm::new().epilogue(&e).plan_for::<f64, f64>(64, 64, 64);
-    /// assert!(matches!(f64_plan, Err(gemm::Error::Unsupported { .. })));
+    /// // f64 fuses on stage 8 (any device), k not split.
+    /// let f64_plan = Gemm::new().epilogue(&e).plan_for::<f64, f64>(4096, 1024, 4096)?;
+    /// assert!(f64_plan.why.contains("_fused") && f64_plan.split_k == 1);
     /// # Ok::<(), gemm::Error>(())
     /// ```
     ///
     /// # Errors
     /// The errors a call gives before it opens the device:
-    /// [`Error::Unsupported`] for a product stage 9 does not fuse (f64, f32
-    /// without [`Gemm::allow_tf32`], i8, an option of stages 1-8 set, block
-    /// scales on other than FP8 operands, the host path's options of
-    /// [`Fused::run_device`]), and on a device of compute capability other
-    /// than 9.0 (fused epilogues run on stage 9 only); [`Error::Epilogue`]
+    /// [`Error::Unsupported`] for a product that does not fuse (i8,
+    /// emulation, an option of stages 1-8 set, block scales on other than
+    /// FP8 operands, the host path's options of [`Fused::run_device`]), and
+    /// for the mixed-precision types on a device of compute capability other
+    /// than 9.0 (they fuse on stage 9 only); [`Error::Epilogue`]
     /// for a bias of a type other than f32 and C's, or A's block scales of
     /// other than 1 or 128 rows; the builder's option errors, as
     /// [`Gemm::plan_for`].
@@ -517,9 +646,57 @@ impl Fused<'_, '_> {
             }
             None => gemm.kernels::<T, C>(false, None)?,
         };
+        if let Kernels::Ladder(precision) = kernels {
+            self.ladder_checked(precision)?;
+            gemm.check_device_call()?;
+            return self.plan_ladder::<C>(precision, (m, n, k), device.as_deref());
+        }
         let types = self.types_of::<T, C>(kernels)?;
         gemm.check_device_call()?;
         self.plan_as::<C>(types, (m, n, k), device.as_deref())
+    }
+
+    /// [`Fused::plan_for`] on the f64/f32 ladder (`device`: None as
+    /// [`Fused::ladder_launch`] says).
+    fn plan_ladder<C: Scalar>(
+        &self,
+        precision: Precision,
+        (m, n, k): (usize, usize, usize),
+        device: Option<&Device>,
+    ) -> Result<ProductPlan, Error> {
+        let (gemm, e) = (self.gemm, self.epilogue);
+        let parts = e.parts::<C>(gemm.desc.alpha)?;
+        let dims = gemm.planned_dims((m, n, k));
+        let (plan, _, _) = Self::ladder_launch(precision, device, &dims, e.alpha(gemm.desc.alpha));
+        let kernel = crate::device::registry::entry_point(precision, plan.config)?
+            .fused_name
+            .expect("the ladder fuses on the stages with fused entry points");
+        let mut why = if parts.is_empty() {
+            "no epilogue inputs (alpha op(A) op(B) + beta C)".to_string()
+        } else {
+            parts.join(", ")
+        };
+        why.push_str(&format!(
+            " fused in the kernel's epilogue ({kernel}: each thread applies it to its sums before storing them), one \
+             launch, k not split, the operands read in place"
+        ));
+        if matches!(plan.source, PlanSource::Fallback) {
+            why.push_str(
+                "; the fused tile nearest in size to the fastest measured at the nearest shape (which has no fused \
+                 kernel)",
+            );
+        }
+        let name = precision.name();
+        Ok(ProductPlan {
+            product: format!("{name} x {name} -> {name}"),
+            family: KernelFamily::Ladder(plan),
+            split_k: 1,
+            route: String::new(),
+            copies: Vec::new(),
+            why,
+            device: device.map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string()),
+            devices: None,
+        })
     }
 
     /// [`Fused::plan_for`] of the stage-9 `types` (checked by the caller)
@@ -604,9 +781,11 @@ impl Fused<'_, '_> {
         let Kernels::TensorCores(types, false) = kernels else {
             return Err(Error::Unsupported {
                 product: format!("{} x {} -> {}", T::NAME, T::NAME, C::NAME),
-                why: "fused epilogues run on stage 9's tensor-core kernels: f16, bf16, FP8 operands, or f32 with \
-                      .allow_tf32(true); not with .stage(Stage::TensorCore)"
-                    .into(),
+                why:
+                    "fused epilogues run on the f64/f32 ladder's stages 7-8 and on stage 9's tensor-core kernels (f16, \
+                      bf16, FP8 operands, f32 with .allow_tf32(true)); not on emulation, nor with \
+                      .stage(Stage::TensorCore)"
+                        .into(),
             });
         };
         if types == WgmmaTypes::S8 {
@@ -781,7 +960,7 @@ impl Gemm {
         let mut inputs = Inputs { device: &device, stream: &stream, owned: Vec::new(), guards: Vec::new() };
         let mut fusions = vec![Fusion::default(); c.len()];
         for (&(i, dims), (_, launch)) in todo.iter().zip(&launches) {
-            fusions[i] = kernel_fusion::<C>(&epilogues[i], types, &dims, launch.swapped, &mut inputs)
+            fusions[i] = kernel_fusion::<C>(&epilogues[i], &dims, launch.swapped, &mut inputs)
                 .map_err(|e| Error::Problem { index: i, source: Box::new(e) })?;
         }
         // Problem i's count: the i-th u32 of `rows`.
@@ -820,6 +999,7 @@ struct Inputs<'a> {
 #[allow(dead_code)]
 enum Owned {
     F32(CudaSlice<f32>),
+    F64(CudaSlice<f64>),
     F16(CudaSlice<half::f16>),
     Bf16(CudaSlice<half::bf16>),
 }
@@ -864,7 +1044,6 @@ impl<'a> Inputs<'a> {
 /// user's columns), its inputs on the device.
 fn kernel_fusion<'a, C: Scalar>(
     e: &'a Epilogue<'a>,
-    types: WgmmaTypes,
     dims: &GemmDims,
     swapped: bool,
     inputs: &mut Inputs<'a>,
@@ -885,6 +1064,7 @@ fn kernel_fusion<'a, C: Scalar>(
         let c_type = bias.type_for::<C>()? != "f32";
         let address = match bias {
             Bias::F32(v) => inputs.address("the bias", v, needed, Owned::F32)?,
+            Bias::F64(v) => inputs.address("the bias", v, needed, Owned::F64)?,
             Bias::F16(v) => inputs.address("the bias", v, needed, Owned::F16)?,
             Bias::Bf16(v) => inputs.address("the bias", v, needed, Owned::Bf16)?,
         };
@@ -898,7 +1078,6 @@ fn kernel_fusion<'a, C: Scalar>(
         Activation::Gelu => ACT_GELU,
     };
     if let Some(s) = &e.block_scales {
-        debug_assert!(types.fp8());
         let block = BLOCK_SCALE_K as usize;
         s.checked_a_rows()?;
         let (a_blocks, b_blocks, k_blocks) = (m.div_ceil(s.a_rows), n.div_ceil(block), k.div_ceil(block).max(1));
@@ -1044,22 +1223,54 @@ mod tests {
 
     /// What a call refuses before it opens the device, the plan refuses
     /// with the same typed error.
+    /// f64 and f32 (without TF32) fuse on the ladder's top stages, on any
+    /// device: stage 8's `dgemm_mma_*_fused`, stage 7's
+    /// `sgemm_pipelined_*_fused`, k not split.
+    #[test]
+    fn f64_and_f32_plan_a_fused_ladder_kernel() {
+        let bias = vec![0.5f64; 1000];
+        let e = Epilogue::new().bias(Along::Rows, Bias::f64(&bias)).activation(Activation::Gelu);
+        for (m, n, k) in [(1000, 1000, 1000), (3, 5, 7), (4096, 4096, 64)] {
+            let plan = Gemm::new().epilogue(&e).plan_for::<f64, f64>(m, n, k).unwrap();
+            assert!(plan.why.contains("dgemm_mma_") && plan.why.contains("_fused"), "{plan}");
+            assert!(plan.why.contains("GELU") && plan.why.contains("f64"), "{plan}");
+            assert_eq!(plan.split_k, 1, "{plan}");
+            let KernelFamily::Ladder(p) = &plan.family else { panic!("{plan}") };
+            assert_eq!(p.config.stage(), CoreStage::TensorCore, "{plan}");
+            let f32_bias = vec![0.5f32; 1000];
+            let e32 = Epilogue::new().bias(Along::Columns, &f32_bias).activation(Activation::Relu);
+            let plan = Gemm::new().epilogue(&e32).plan_for::<f32, f32>(m, n, k).unwrap();
+            assert!(plan.why.contains("sgemm_pipelined_") && plan.why.contains("_fused"), "{plan}");
+            let KernelFamily::Ladder(p) = &plan.family else { panic!("{plan}") };
+            assert!(p.config.stage() == CoreStage::Pipelined && !p.pack && p.tail.is_none(), "{plan}");
+        }
+        // An f64 bias for an f32 C is the wrong type.
+        let wrong = Epilogue::new().bias(Along::Rows, Bias::f64(&bias));
+        let err = Gemm::new().epilogue(&wrong).plan_for::<f32, f32>(64, 64, 64).unwrap_err();
+        assert!(matches!(err, Error::Epilogue { what: "the bias", .. }), "{err}");
+    }
+
     #[test]
     fn products_that_do_not_fuse_are_errors() {
         let e = Epilogue::new().activation(Activation::Relu);
         let g = Gemm::new();
         let unsupported = |r: Result<ProductPlan, Error>| matches!(r, Err(Error::Unsupported { .. }));
-        assert!(unsupported(g.epilogue(&e).plan_for::<f64, f64>(64, 64, 64)));
-        assert!(unsupported(g.epilogue(&e).plan_for::<f32, f32>(64, 64, 64)));
         assert!(unsupported(g.epilogue(&e).plan_for::<i8, i32>(64, 64, 64)));
+        // The f64/f32 ladder fuses, without its tuning options, block
+        // scales or emulation.
+        let staged = Gemm::new().stage(Stage::TensorCore);
+        assert!(unsupported(staged.epilogue(&e).plan_for::<f64, f64>(64, 64, 64)));
         let tuned = Gemm::new().block_tile(128, 128, 16);
+        let none: Vec<f32> = Vec::new();
+        let scaled = Epilogue::new().block_scales(BlockScales::new(&none, &none));
+        assert!(unsupported(g.epilogue(&scaled).plan_for::<f32, f32>(64, 64, 64)));
+        let emulated = Gemm::new().emulation(crate::emulation::Emulation::new(14).unwrap());
+        assert!(unsupported(emulated.epilogue(&e).plan_for::<f64, f64>(64, 64, 64)));
         assert!(unsupported(tuned.epilogue(&e).plan_for::<bf16, bf16>(64, 64, 64)));
         let stage8 = Gemm::new().stage(Stage::TensorCore);
         assert!(unsupported(stage8.epilogue(&e).plan_for::<bf16, bf16>(64, 64, 64)));
         let host = Gemm::new().memory_budget(1 << 30);
         assert!(unsupported(host.epilogue(&e).plan_for::<bf16, bf16>(64, 64, 64)));
-        let none: Vec<f32> = Vec::new();
-        let scaled = Epilogue::new().block_scales(BlockScales::new(&none, &none));
         assert!(unsupported(g.epilogue(&scaled).plan_for::<bf16, f32>(64, 64, 64)));
         // TF32 fuses.
         let tf32 = Gemm::new().allow_tf32(true);

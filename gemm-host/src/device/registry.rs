@@ -20,6 +20,9 @@ pub struct EntryPoint {
     /// stage keeps a separate batched entry
     /// (`gemm_core::batch::separate_batched_entry`).
     pub batched_name: &'static str,
+    /// The fused-epilogue twin `<name>_fused` (one product, C stored through
+    /// a `Fusion`), for the lines of [`gemm_core::fused_menu!`].
+    pub fused_name: Option<&'static str>,
     /// Element type.
     pub precision: Precision,
     /// The compiled configuration ([`KernelConfig::kernel_key`]: stages 1 and
@@ -44,10 +47,44 @@ macro_rules! registry_entries {
             } else {
                 stringify!($name)
             },
+            fused_name: if listed(FUSED_MENU, stringify!($name)) {
+                Some(concat!(stringify!($name), "_fused"))
+            } else {
+                None
+            },
             precision: gemm_core::menu_precision!($t),
             config: gemm_core::menu_config!($stage, [$($p),*]),
         }),*]
     };
+}
+
+macro_rules! menu_names {
+    ($( ($name:ident, $t:tt, $stage:ident, [$($p:literal),*]) )*) => {
+        &[$(stringify!($name)),*]
+    };
+}
+
+/// The symbols of [`gemm_core::fused_menu!`]: the kernels with a fused twin.
+pub static FUSED_MENU: &[&str] = gemm_core::fused_menu!(menu_names);
+
+/// Whether `name` is in `list` (a const fn: the registry's table is built
+/// at compile time).
+const fn listed(list: &[&str], name: &str) -> bool {
+    let mut i = 0;
+    while i < list.len() {
+        let (a, b) = (list[i].as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return true;
+            }
+        }
+        i += 1;
+    }
+    false
 }
 
 /// Every compiled entry point.

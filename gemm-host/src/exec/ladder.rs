@@ -8,12 +8,16 @@ use crate::device::memory::alloc_scratch;
 use crate::device::Device;
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
-use crate::exec::launch::{launch, launch_pack, launch_reduce, product_geometry, Batch, ListViews, Operands, SINGLE};
-use cudarc::driver::{CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
+use crate::exec::launch::{
+    checked_geometry, launch, launch_pack, launch_reduce, product_geometry, Batch, ListViews, Operands, SINGLE,
+};
+use crate::exec::warpgroup::fusion_bytes;
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use gemm_core::batch::GroupProblem;
 use gemm_core::pack::{self, PackCopy};
 use gemm_core::shape::{Layout, MatrixDims};
 use gemm_core::split_k::{self, TailSplit};
+use gemm_core::warpgroup::Fusion;
 use gemm_core::{GemmDims, KernelConfig, Precision};
 use std::sync::Arc;
 
@@ -106,6 +110,53 @@ fn enqueue_product<T: Element>(
         return enqueue_split_k(device, stream, config, kdims, (alpha, beta), (a, b, c), (k_slice, slices));
     }
     launch(device, stream, config, kdims, alpha, a, b, beta, c, SINGLE)
+}
+
+/// Enqueues one product of `kdims` (kernel form, validated, k > 0 or
+/// alpha 0 as the caller planned) with `config`'s fused entry point
+/// (`<name>_fused`): each element of C stored through `fusion`'s epilogue,
+/// whose vectors (device addresses) cover the kernel form's m x n. The
+/// description is copied to the device on `stream` and freed after the
+/// launch, stream-ordered.
+///
+/// # Errors
+/// [`Error::NoKernel`] when the configuration has no fused twin; the
+/// launch's errors.
+pub(crate) fn enqueue_fused<T: Element>(
+    device: &Device,
+    stream: &Arc<CudaStream>,
+    config: KernelConfig,
+    kdims: &GemmDims,
+    (alpha, beta): (T, T),
+    (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>),
+    fusion: &Fusion,
+) -> Result<(), Error> {
+    let (entry, g) = checked_geometry::<T>(device, config, kdims, SINGLE)?;
+    let name = entry.fused_name.ok_or(Error::NoKernel { precision: T::PRECISION, config })?;
+    if g.blocks() == 0 {
+        return Ok(());
+    }
+    let described = stream.clone_htod(&fusion_bytes(fusion)).during("cuMemcpyHtoDAsync")?;
+    let func = device.function(name, kdims.layouts())?;
+    let cfg = LaunchConfig {
+        grid_dim: (g.grid[0], g.grid[1], g.grid[2]),
+        block_dim: (g.block[0], g.block[1], g.block[2]),
+        shared_mem_bytes: g.smem_bytes,
+    };
+    let (m, n, k) = (kdims.m as u32, kdims.n as u32, kdims.k as u32);
+    let (lda, ldb, ldc) = (kdims.lda as u32, kdims.ldb as u32, kdims.ldc as u32);
+    let (fusion_at, _guard) = described.device_ptr(stream);
+    let mut builder = stream.launch_builder(&func);
+    builder.arg(&m).arg(&n).arg(&k).arg(&alpha).arg(a).arg(&lda).arg(b).arg(&ldb).arg(&beta).arg(c).arg(&ldc);
+    builder.arg(&fusion_at);
+    // SAFETY: the argument list matches the fused entry point's signature
+    // (gemm-kernels/src/entry_points.rs: m, n, k, alpha, a, lda, b, ldb,
+    // beta, c, ldc, fusion); the module is the one compiled for A's and B's
+    // layouts; the shapes were validated against the buffers and the
+    // epilogue's vectors against m and n (the caller), so every access lies
+    // inside them; the grid is gemm-core's and fits the device.
+    unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
+    Ok(())
 }
 
 /// Enqueues the pack copy of one operand ([`gemm_core::pack`]): `copy`'s
