@@ -473,6 +473,21 @@ impl Fused<'_, '_> {
         (Plan { config: nearest, source: PlanSource::Fallback, ..whole }, kd, swapped)
     }
 
+    /// A device call's product (validated; the call's options checked), its
+    /// device and stream; None when there is nothing to do (an empty C, or
+    /// a C the product leaves as it is and the epilogue does not change).
+    #[allow(clippy::type_complexity)]
+    fn device_problem<T: Scalar, C: Scalar>(
+        &self,
+        a: &DeviceView<'_, T>,
+        b: &DeviceView<'_, T>,
+        c: &DeviceViewMut<'_, C>,
+    ) -> Result<Option<(GemmDims, Arc<Device>, Arc<CudaStream>)>, Error> {
+        let gemm = self.gemm;
+        gemm.check_device_call()?;
+        gemm.desc.device_problem_with(a, b, c, gemm.target(), !self.epilogue.changes_c())
+    }
+
     /// [`Fused::run_device`] on the f64/f32 ladder: one launch of the
     /// planned configuration's `<name>_fused` entry point, k not split, the
     /// operands read in place.
@@ -483,11 +498,8 @@ impl Fused<'_, '_> {
         b: DeviceView<'_, T>,
         mut c: DeviceViewMut<'_, C>,
     ) -> Result<(), Error> {
-        let gemm = self.gemm;
-        gemm.check_device_call()?;
-        let e = self.epilogue;
-        let Some((dims, device, stream)) = gemm.desc.device_problem_with(&a, &b, &c, gemm.target(), !e.changes_c())?
-        else {
+        let (gemm, e) = (self.gemm, self.epilogue);
+        let Some((dims, device, stream)) = self.device_problem(&a, &b, &c)? else {
             return Ok(());
         };
         let alpha = e.alpha(gemm.desc.alpha);
@@ -520,11 +532,8 @@ impl Fused<'_, '_> {
         b: DeviceView<'_, T>,
         mut c: DeviceViewMut<'_, C>,
     ) -> Result<(), Error> {
-        let gemm = self.gemm;
-        gemm.check_device_call()?;
-        let e = self.epilogue;
-        let Some((dims, device, stream)) = gemm.desc.device_problem_with(&a, &b, &c, gemm.target(), !e.changes_c())?
-        else {
+        let (gemm, e) = (self.gemm, self.epilogue);
+        let Some((dims, device, stream)) = self.device_problem(&a, &b, &c)? else {
             return Ok(());
         };
         if Gemm::mixed_stage(types, &device, false)? != TensorCoreStage::Warpgroup {
