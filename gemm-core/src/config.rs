@@ -704,7 +704,7 @@ pub const fn tile_origin(block_idx: [u32; 2], tile: u32) -> (u32, u32) {
 /// The ladder's kernels that also have a fused-epilogue twin
 /// (`<symbol>_fused`: one product, each thread applying a
 /// [`crate::warpgroup::Fusion`] to its sums before the plain stores), as
-/// lines of [`kernel_menu!`]: stage 8's f64 and stage 7's f32 tiles for
+/// lines of [`crate::kernel_menu!`]: stage 8's f64 and stage 7's f32 tiles for
 /// large, middle and small products (the planner's fused product takes the
 /// measured fastest configuration where it is one of these, else the
 /// nearest of them in tile size). Few, because each twin adds its machine
