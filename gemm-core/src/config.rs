@@ -714,8 +714,10 @@ macro_rules! fused_menu {
     ($callback:ident) => {
         $callback! {
             (dgemm_mma_b128x128x16_w64x32_d3, f64, TensorCore, [128, 128, 16, 64, 32, 3])
+            (dgemm_mma_b128x128x16_w64x32_d4, f64, TensorCore, [128, 128, 16, 64, 32, 4])
             (dgemm_mma_b128x64x16_w64x32_d3, f64, TensorCore, [128, 64, 16, 64, 32, 3])
             (dgemm_mma_b64x64x16_w32x32_d4, f64, TensorCore, [64, 64, 16, 32, 32, 4])
+            (sgemm_pipelined_b128x128x32_w64x32_t8x8_d3, f32, Pipelined, [128, 128, 32, 64, 32, 8, 8, 3])
             (sgemm_pipelined_b128x128x16_w64x32_t8x8_d3, f32, Pipelined, [128, 128, 16, 64, 32, 8, 8, 3])
             (sgemm_pipelined_b128x64x16_w64x32_t8x8_d4, f32, Pipelined, [128, 64, 16, 64, 32, 8, 8, 4])
             (sgemm_pipelined_b64x64x16_w32x32_t4x8_d3, f32, Pipelined, [64, 64, 16, 32, 32, 4, 8, 3])

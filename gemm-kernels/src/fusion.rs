@@ -60,7 +60,7 @@ pub unsafe fn fuse_in_place<T: Element>(
         for (i, x) in acc.iter_mut().enumerate() {
             *x = (g.alpha * f32_at(f.row_scales, row(i))) * *x;
         }
-    } else {
+    } else if g.alpha != T::from_f32(1.0) {
         for x in acc.iter_mut() {
             *x = g.alpha * *x;
         }
@@ -141,24 +141,54 @@ pub fn relu<T: Element>(v: T) -> T {
     }
 }
 
+/// sqrt(2 / pi), GELU's scale of its cubic.
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+
 /// GELU, tanh approximation (as cuBLASLt's `CUBLASLT_EPILOGUE_GELU`):
 /// `0.5 v (1 + tanh(u))` with `u = sqrt(2 / pi) (v + 0.044715 v^3)`,
-/// computed as `v / (1 + exp(-2 u))` (the same function) with `ex2.approx`
-/// (relative error below 2^-22) and `div.approx` (2 ulp; a denominator
-/// above 2^126, where v < -9.7, gives 0 for a true value below 1e-37).
-/// Large |v| give v and -0; a NaN stays NaN.
+/// computed as `v / (1 + 2^x)` (the same function), `x = -2 log2(e) u =
+/// v (K1 + K2 v^2)` (the constants folded: three f32 roundings), with
+/// `ex2.approx.ftz` (relative error below 2^-22) and `rcp.approx.ftz` (1
+/// ulp) times v. Within 2^-20 |v| of the true value. The flushes to zero
+/// cost nothing here: 2^x below 2^-126 leaves 1 + 2^x = 1, and a reciprocal
+/// below 2^-126 (v < -9.7) gives -0 for a true value below 1e-37. Large
+/// |v| give v and -0; a NaN stays NaN, and so does -inf. Seven
+/// instructions, two of them on the SFU (`div.approx` and `ex2.approx`
+/// without `.ftz` took sixteen: ptxas scales subnormal arguments).
 #[inline(always)]
 pub fn gelu_f32(v: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    const LOG2_E: f32 = core::f32::consts::LOG2_E;
-    let u = SQRT_2_OVER_PI * (v + 0.044_715 * v * v * v);
-    let (e, out): (f32, f32);
+    const K1: f32 = (-2.0 * core::f64::consts::LOG2_E * SQRT_2_OVER_PI) as f32;
+    const K2: f32 = (-2.0 * core::f64::consts::LOG2_E * SQRT_2_OVER_PI * 0.044_715) as f32;
+    let x = v * <f32 as Element>::fma(K2, v * v, K1);
+    let (e, r): (f32, f32);
     // SAFETY: register-to-register approximations.
     unsafe {
-        asm!("ex2.approx.f32 {e}, {x};", e = out(reg32) e, x = in(reg32) -2.0 * LOG2_E * u, options(pure, nomem, nostack));
-        asm!("div.approx.f32 {o}, {v}, {d};", o = out(reg32) out, v = in(reg32) v, d = in(reg32) 1.0 + e, options(pure, nomem, nostack));
+        asm!("ex2.approx.ftz.f32 {e}, {x};", e = out(reg32) e, x = in(reg32) x, options(pure, nomem, nostack));
+        asm!("rcp.approx.ftz.f32 {r}, {d};", r = out(reg32) r, d = in(reg32) 1.0 + e, options(pure, nomem, nostack));
     };
-    out
+    v * r
+}
+
+/// [`gelu_f32`]'s function with the SFU's `tanh.approx.f32` (relative
+/// error about 2^-11, PTX ISA): `h + h tanh(u)`, `h = v / 2`, `u = v (K1
+/// + K2 v^2)`. Within 2^-12 |v| of the true value (below half an ulp of v
+/// in bf16 and f16; relative to the result, large where v < -2, the
+/// result near 0); one SFU operation and five on the FMA pipes, where
+/// [`gelu_f32`] takes two on the SFU, whose 16 results a clock per
+/// multiprocessor bound a 16-bit product's fused epilogue. Stage 9 uses it
+/// for 16-bit C (as NVIDIA's CUTLASS and TensorRT-LLM epilogues use this
+/// instruction). Large v give v, large negative v +0 or -0; a NaN stays
+/// NaN, and so does -inf.
+#[inline(always)]
+pub fn gelu_tanh_f32(v: f32) -> f32 {
+    const K1: f32 = SQRT_2_OVER_PI as f32;
+    const K2: f32 = (SQRT_2_OVER_PI * 0.044_715) as f32;
+    let u = v * <f32 as Element>::fma(K2, v * v, K1);
+    let t: f32;
+    // SAFETY: a register-to-register approximation.
+    unsafe { asm!("tanh.approx.f32 {t}, {u};", t = out(reg32) t, u = in(reg32) u, options(pure, nomem, nostack)) };
+    let h = 0.5 * v;
+    <f32 as Element>::fma(h, t, h)
 }
 
 /// [`gelu_f32`]'s function in f64: `v / (1 + exp(-2 u))` with
@@ -171,7 +201,6 @@ pub fn gelu_f32(v: f32) -> f32 {
 /// magnitude); a NaN stays NaN, and so does -inf.
 #[inline(always)]
 pub fn gelu_f64(v: f64) -> f64 {
-    const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
     let fma = <f64 as Element>::fma;
     let u = SQRT_2_OVER_PI * (v + 0.044_715 * v * v * v);
     let x = -2.0 * u;

@@ -174,7 +174,7 @@
 //! sm90 kernels (`KernelTmaWarpSpecialized`).
 
 use crate::element::Element;
-use crate::fusion::{gelu_f32 as gelu, relu};
+use crate::fusion::{gelu_f32, gelu_tanh_f32, relu};
 use crate::mixed::{store_one, store_pair, Bf16, E4m3, E4m3E5m2, E5m2E4m3, Output, Tf32, F16, S8};
 use crate::thread::smem_base;
 use core::arch::asm;
@@ -1371,11 +1371,21 @@ unsafe fn fuse_accumulators<O: Output, const ACC: usize>(
     // columns all lie in C the indices are the thread's first plus
     // constants (the loads' addresses one register plus offsets); at C's
     // edge they are clamped.
-    let rows_and_c = (rows, rs, rb, (c, transposed));
+    let rows_and_c = (rows, rs, (c, transposed));
     if col + 8 * (ACC / 4 - 1) as u32 + 1 < q.n {
         fuse_columns::<O, ACC>(acc, q, &f, rows_and_c, |i| col as usize + 8 * (i / 2) + i % 2);
     } else {
         fuse_columns::<O, ACC>(acc, q, &f, rows_and_c, |i| clamp(col + 8 * (i / 2) as u32 + (i % 2) as u32, q.n));
+    }
+    // The bias by rows, in a loop of its own after the column terms: as
+    // the column bias's alternative inside `fuse_columns`, LLVM merged the
+    // two loops' additions into one over 128 selected operands (a copy of
+    // a row's bias per element), and the 128 x 256 kernels spilled 200-390
+    // registers (ptxas, 2026-11-29).
+    if by_rows {
+        for (i, x) in acc.iter_mut().enumerate() {
+            *x += rb[i / 2 % 2];
+        }
     }
     match f.activation {
         ACT_RELU => {
@@ -1383,9 +1393,16 @@ unsafe fn fuse_accumulators<O: Output, const ACC: usize>(
                 *x = relu(*x);
             }
         }
+        // A 16-bit C takes the SFU's tanh (within 2^-12 |v|, below half
+        // an ulp of v in C's type): one SFU operation an element, not two.
+        ACT_GELU if core::mem::size_of::<O>() == 2 => {
+            for x in acc.iter_mut() {
+                *x = gelu_tanh_f32(*x);
+            }
+        }
         ACT_GELU => {
             for x in acc.iter_mut() {
-                *x = gelu(*x);
+                *x = gelu_f32(*x);
             }
         }
         _ => {}
@@ -1394,9 +1411,12 @@ unsafe fn fuse_accumulators<O: Output, const ACC: usize>(
 
 /// [`fuse_accumulators`]' terms after the row factors: in the order of the
 /// plain kernel's alpha acc + beta C, ((acc alpha rs(i)) cs(j) + beta C) +
-/// row bias + column bias, the absent terms 1 or +0; `column(i)` the index
-/// of the thread's column i (2 jj + e). Each loop's loads are unrolled side
-/// by side (ptxas keeps as many in flight as the registers allow).
+/// a bias by column (the caller adds a bias by row next), an absent term
+/// not computed (a row factor of exactly 1, alpha 1 without row scales,
+/// multiplies nothing);
+/// `column(i)` the index of the thread's column i (2 jj + e). Each loop's
+/// loads are unrolled side by side (ptxas keeps as many in flight as the
+/// registers allow).
 ///
 /// # Safety
 /// As [`fuse_accumulators`]; `column` gives indices inside C.
@@ -1406,7 +1426,7 @@ unsafe fn fuse_columns<O: Output, const ACC: usize>(
     acc: &mut [f32; ACC],
     q: &Params<O>,
     f: &Fusion,
-    (rows, rs, rb, (c, transposed)): ([usize; 2], [f32; 2], [f32; 2], (*mut O, bool)),
+    (rows, rs, (c, transposed)): ([usize; 2], [f32; 2], (*mut O, bool)),
     column: impl Fn(usize) -> usize,
 ) {
     let beta = O::value_f32(q.beta);
@@ -1414,8 +1434,10 @@ unsafe fn fuse_columns<O: Output, const ACC: usize>(
     let o_at = |p: u64, i: usize| O::value_f32((*(p as *const O).add(i)).to_value());
     // acc[4 jj + 2 h + e] is on row h, column 2 jj + e.
     let at = |i: usize, h: usize| 4 * (i / 2) + 2 * h + i % 2;
-    for (i, x) in acc.iter_mut().enumerate() {
-        *x *= rs[i / 2 % 2];
+    if rs != [1.0; 2] {
+        for (i, x) in acc.iter_mut().enumerate() {
+            *x *= rs[i / 2 % 2];
+        }
     }
     if f.col_scales != 0 {
         for i in 0..ACC / 2 {
@@ -1434,24 +1456,22 @@ unsafe fn fuse_columns<O: Output, const ACC: usize>(
             }
         }
     }
-    let by_cols = f.bias != 0 && f.bias_along != BIAS_ROWS;
-    if by_cols && f.bias_type == BIAS_F32 {
+    if f.bias == 0 || f.bias_along == BIAS_ROWS {
+        return;
+    }
+    if f.bias_type == BIAS_F32 {
         for i in 0..ACC / 2 {
             let b = f32_at(f.bias, column(i));
             for h in 0..2 {
-                acc[at(i, h)] = acc[at(i, h)] + rb[h] + b;
-            }
-        }
-    } else if by_cols {
-        for i in 0..ACC / 2 {
-            let b = o_at(f.bias, column(i));
-            for h in 0..2 {
-                acc[at(i, h)] = acc[at(i, h)] + rb[h] + b;
+                acc[at(i, h)] += b;
             }
         }
     } else {
-        for (i, x) in acc.iter_mut().enumerate() {
-            *x = *x + rb[i / 2 % 2] + 0.0;
+        for i in 0..ACC / 2 {
+            let b = o_at(f.bias, column(i));
+            for h in 0..2 {
+                acc[at(i, h)] += b;
+            }
         }
     }
 }

@@ -1074,8 +1074,7 @@ impl Gemm {
         let plan = self.plan_on(self.plan_device().as_deref(), precision, (m, n, k), layouts, count)?;
         let name = precision.name();
         let device = self.plan_device().map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string());
-        let copies =
-            if plan.pack { vec!["A and B packed (their lines along m and n)".to_string()] } else { Vec::new() };
+        let copies = ladder_copies(&plan);
         Ok(ProductPlan {
             product: format!("{name} x {name} -> {name}"),
             split_k: plan.split_k,
@@ -1275,5 +1274,14 @@ fn short(types: WgmmaTypes) -> &'static str {
         WgmmaTypes::Bf16 | WgmmaTypes::Bf16F32 => "bf16",
         WgmmaTypes::E4m3Bf16 | WgmmaTypes::E4m3F16 | WgmmaTypes::E4m3F32 => "e4m3",
         _ => "FP8",
+    }
+}
+
+/// A ladder plan's copies, as a [`ProductPlan`] lists them.
+pub(crate) fn ladder_copies(plan: &Plan) -> Vec<String> {
+    if plan.pack {
+        vec!["A and B packed (their lines along m and n)".to_string()]
+    } else {
+        Vec::new()
     }
 }

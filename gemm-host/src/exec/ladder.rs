@@ -115,9 +115,11 @@ fn enqueue_product<T: Element>(
 /// Enqueues one product of `kdims` (kernel form, validated, k > 0 or
 /// alpha 0 as the caller planned) with `config`'s fused entry point
 /// (`<name>_fused`): each element of C stored through `fusion`'s epilogue,
-/// whose vectors (device addresses) cover the kernel form's m x n. The
-/// description is copied to the device on `stream` and freed after the
-/// launch, stream-ordered.
+/// whose vectors (device addresses) cover the kernel form's m x n; A and B
+/// read from packed copies when `pack` (as the plain product's plan). The
+/// description's device copy is the device's cached one for the same bytes
+/// (`Device::tensor_maps`: a product run again with the same epilogue on
+/// the same buffers uploads nothing), else uploaded on `stream`.
 ///
 /// # Errors
 /// [`Error::NoKernel`] when the configuration has no fused twin; the
@@ -125,18 +127,29 @@ fn enqueue_product<T: Element>(
 pub(crate) fn enqueue_fused<T: Element>(
     device: &Device,
     stream: &Arc<CudaStream>,
-    config: KernelConfig,
+    (config, pack): (KernelConfig, bool),
     kdims: &GemmDims,
     (alpha, beta): (T, T),
     (a, b, c): (&CudaView<'_, T>, &CudaView<'_, T>, &mut CudaViewMut<'_, T>),
     fusion: &Fusion,
 ) -> Result<(), Error> {
+    if pack && kdims.k > 0 {
+        let (pdims, copy_a, copy_b) = pack::packed(kdims, T::PRECISION);
+        let pa = copy_a.map(|copy| enqueue_pack(device, stream, copy, a)).transpose()?;
+        let pb = copy_b.map(|copy| enqueue_pack(device, stream, copy, b)).transpose()?;
+        let pa_view = pa.as_ref().map(|w| w.slice(..));
+        let pb_view = pb.as_ref().map(|w| w.slice(..));
+        let (a, b) = (pa_view.as_ref().unwrap_or(a), pb_view.as_ref().unwrap_or(b));
+        return enqueue_fused(device, stream, (config, false), &pdims, (alpha, beta), (a, b, c), fusion);
+    }
     let (entry, g) = checked_geometry::<T>(device, config, kdims, SINGLE)?;
     let name = entry.fused_name.ok_or(Error::NoKernel { precision: T::PRECISION, config })?;
     if g.blocks() == 0 {
         return Ok(());
     }
-    let described = stream.clone_htod(&fusion_bytes(fusion)).during("cuMemcpyHtoDAsync")?;
+    // The description in device memory: the copy made for the same bytes
+    // before (stage 9's cache of tensor maps), else a new one.
+    let described = device.tensor_maps(stream, &fusion_bytes(fusion))?;
     let func = device.function(name, kdims.layouts())?;
     let cfg = LaunchConfig {
         grid_dim: (g.grid[0], g.grid[1], g.grid[2]),
