@@ -59,9 +59,7 @@ pub(crate) fn enqueue<T: Element>(
     let (ka, kb, sa, sb) = if swapped { (b, a, strides[1], strides[0]) } else { (a, b, strides[0], strides[1]) };
     let (alpha, beta) = (T::from_f64(alpha), T::from_f64(beta));
     if count == 1 && pack {
-        let (pdims, copy_a, copy_b) = pack::packed(&kdims, precision);
-        let pa = copy_a.map(|copy| enqueue_pack(device, stream, copy, ka)).transpose()?;
-        let pb = copy_b.map(|copy| enqueue_pack(device, stream, copy, kb)).transpose()?;
+        let (pdims, pa, pb) = enqueue_packs(device, stream, &kdims, precision, (ka, kb))?;
         let pa_view = pa.as_ref().map(|w| w.slice(..));
         let pb_view = pb.as_ref().map(|w| w.slice(..));
         let (ka, kb) = (pa_view.as_ref().unwrap_or(ka), pb_view.as_ref().unwrap_or(kb));
@@ -134,9 +132,7 @@ pub(crate) fn enqueue_fused<T: Element>(
     fusion: &Fusion,
 ) -> Result<(), Error> {
     if pack && kdims.k > 0 {
-        let (pdims, copy_a, copy_b) = pack::packed(kdims, T::PRECISION);
-        let pa = copy_a.map(|copy| enqueue_pack(device, stream, copy, a)).transpose()?;
-        let pb = copy_b.map(|copy| enqueue_pack(device, stream, copy, b)).transpose()?;
+        let (pdims, pa, pb) = enqueue_packs(device, stream, kdims, T::PRECISION, (a, b))?;
         let pa_view = pa.as_ref().map(|w| w.slice(..));
         let pb_view = pb.as_ref().map(|w| w.slice(..));
         let (a, b) = (pa_view.as_ref().unwrap_or(a), pb_view.as_ref().unwrap_or(b));
@@ -170,6 +166,23 @@ pub(crate) fn enqueue_fused<T: Element>(
     // inside them; the grid is gemm-core's and fits the device.
     unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
     Ok(())
+}
+
+/// The packed form of `kdims` ([`gemm_core::pack::packed`]) and the packed
+/// copies of A and B it needs, enqueued on `stream` (None: that operand is
+/// read as it is).
+#[allow(clippy::type_complexity)]
+fn enqueue_packs<T: Element>(
+    device: &Device,
+    stream: &Arc<CudaStream>,
+    kdims: &GemmDims,
+    precision: Precision,
+    (a, b): (&CudaView<'_, T>, &CudaView<'_, T>),
+) -> Result<(GemmDims, Option<cudarc::driver::CudaSlice<T>>, Option<cudarc::driver::CudaSlice<T>>), Error> {
+    let (pdims, copy_a, copy_b) = pack::packed(kdims, precision);
+    let pa = copy_a.map(|copy| enqueue_pack(device, stream, copy, a)).transpose()?;
+    let pb = copy_b.map(|copy| enqueue_pack(device, stream, copy, b)).transpose()?;
+    Ok((pdims, pa, pb))
 }
 
 /// Enqueues the pack copy of one operand ([`gemm_core::pack`]): `copy`'s
