@@ -38,7 +38,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, De
 use gemm_core::warpgroup::{
     Fusion, WgmmaTypes, ACT_GELU, ACT_NONE, ACT_RELU, BIAS_COLUMNS, BIAS_C_TYPE, BIAS_F32, BIAS_ROWS, BLOCK_SCALE_K,
 };
-use gemm_core::{GemmDims, KernelConfig, Precision, Stage as CoreStage};
+use gemm_core::{GemmDims, KernelConfig, KernelLayouts, Precision, Stage as CoreStage};
 use std::any::TypeId;
 use std::sync::Arc;
 
@@ -711,7 +711,7 @@ impl Fused<'_, '_> {
             family: KernelFamily::Ladder(plan),
             split_k: 1,
             route: String::new(),
-            copies: crate::api::gemm::ladder_copies(&plan),
+            copies: crate::api::gemm::ladder_copies(&plan, KernelLayouts { a: dims.a_layout, b: dims.b_layout }),
             why,
             device: device.map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string()),
             devices: None,
@@ -1268,9 +1268,13 @@ mod tests {
         let e32 = Epilogue::new().activation(Activation::Gelu);
         let plan = Gemm::new().epilogue(&e32).plan_for::<f32, f32>(4096, 4096, 4096).unwrap();
         assert!(plan.why.contains("sgemm_pipelined_b128x128x32_") && plan.why.contains("_fused"), "{plan}");
-        assert!(plan.why.contains("packed first") && !plan.copies.is_empty(), "{plan}");
+        assert!(plan.why.contains("packed first"), "{plan}");
+        // Row-major A and B: A's lines run along k, B's along n.
+        assert_eq!(plan.copies, ["A packed (its lines along m)"], "{plan}");
         let KernelFamily::Ladder(p) = &plan.family else { panic!("{plan}") };
         assert!(p.pack, "{plan}");
+        let plan = Gemm::new().op_b(Op::T).epilogue(&e32).plan_for::<f32, f32>(4096, 4096, 4096).unwrap();
+        assert_eq!(plan.copies, ["A packed (its lines along m)", "B packed (its lines along n)"], "{plan}");
         // alpha = 0 reads neither operand: nothing to pack.
         let plan = Gemm::new().alpha(0.0).epilogue(&e32).plan_for::<f32, f32>(4096, 4096, 4096).unwrap();
         assert!(plan.copies.is_empty() && plan.why.contains("read in place"), "{plan}");

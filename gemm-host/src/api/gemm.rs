@@ -1074,7 +1074,7 @@ impl Gemm {
         let plan = self.plan_on(self.plan_device().as_deref(), precision, (m, n, k), layouts, count)?;
         let name = precision.name();
         let device = self.plan_device().map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string());
-        let copies = ladder_copies(&plan);
+        let copies = ladder_copies(&plan, layouts);
         Ok(ProductPlan {
             product: format!("{name} x {name} -> {name}"),
             split_k: plan.split_k,
@@ -1277,11 +1277,17 @@ fn short(types: WgmmaTypes) -> &'static str {
     }
 }
 
-/// A ladder plan's copies, as a [`ProductPlan`] lists them.
-pub(crate) fn ladder_copies(plan: &Plan) -> Vec<String> {
-    if plan.pack {
-        vec!["A and B packed (their lines along m and n)".to_string()]
-    } else {
-        Vec::new()
+/// A ladder plan's copies for operands read in `layouts` (kernel form), as
+/// a [`ProductPlan`] lists them: where the plan packs, each operand whose
+/// lines run along k ([`gemm_core::pack::packed`]: a row-major A, a
+/// column-major B).
+pub(crate) fn ladder_copies(plan: &Plan, layouts: KernelLayouts) -> Vec<String> {
+    let mut copies = Vec::new();
+    if plan.pack && layouts.a == Layout::RowMajor {
+        copies.push("A packed (its lines along m)".to_string());
     }
+    if plan.pack && layouts.b == Layout::ColMajor {
+        copies.push("B packed (its lines along n)".to_string());
+    }
+    copies
 }
