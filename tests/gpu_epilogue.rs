@@ -588,7 +588,8 @@ fn alpha_zero_still_applies_the_epilogue() {
 /// each expert's own B (column-major) and B scales, skewed row counts (an
 /// empty expert, one row, rows across block-tile edges); each expert's C
 /// checked against the reference and the bound of the block-scaled test.
-/// Then bf16 experts with their own bias and GELU.
+/// Then bf16 experts with their own bias and GELU, and one launch of
+/// experts with and without them (alpha and beta not 1 and 0).
 #[test]
 #[ignore = "needs a GPU of compute capability 9.0"]
 fn grouped_experts_with_their_own_epilogues() {
@@ -674,6 +675,46 @@ fn grouped_experts_with_their_own_epilogues() {
                     + 2f64.powi(-30);
                 let got = c[(i, j)].as_f64();
                 assert!((got - want).abs() <= tol, "bf16 expert {e}: C({i}, {j}) = {got}, want {want}");
+            }
+        }
+    }
+    // One launch, experts with and without terms (bias + GELU on the even
+    // ones, none on the odd), alpha 1.5 and beta 0.5 on a C read back: each
+    // expert's epilogue is fused or applied by the stores as its own
+    // description says.
+    let c0 = |e: usize, i: usize, j: usize| bf16::from_f64(((i + 2 * j + e) % 7) as f64 / 4.0 - 0.75);
+    let mut dcs: Vec<DeviceMatrix<bf16>> = rows
+        .iter()
+        .enumerate()
+        .map(|(e, &m)| DeviceMatrix::from_host(&dev, &Matrix::from_fn(m, n, |i, j| c0(e, i, j))).unwrap())
+        .collect();
+    let mut cv: Vec<_> = dcs.iter_mut().map(|c| c.as_view_mut()).collect();
+    let epilogues: Vec<Epilogue> = biases
+        .iter()
+        .enumerate()
+        .map(|(e, b)| {
+            if e % 2 == 0 {
+                Epilogue::new().bias(Along::Columns, b).activation(Activation::Gelu)
+            } else {
+                Epilogue::new()
+            }
+        })
+        .collect();
+    Gemm::new().alpha(1.5).beta(0.5).run_grouped_fused_device(&av, &bv, &mut cv, &epilogues).unwrap();
+    drop(cv);
+    for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
+        let c = dcs[e].to_host().unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 = (0..k).map(|p| a16[(r0 + i, p)].as_f64() * b16[e][(p, j)].as_f64()).sum();
+                let old = c0(e, i, j).as_f64();
+                let v = 1.5 * dot + 0.5 * old + if e % 2 == 0 { biases[e][j] as f64 } else { 0.0 };
+                let want = if e % 2 == 0 { gelu(v) } else { v };
+                let tol = 1.2 * (2f64.powi(-21) * (1.5 * dot.abs() + old.abs() + 1.0) + GELU_16 * v.abs())
+                    + <bf16 as Scalar>::EPSILON / 2.0 * want.abs()
+                    + 2f64.powi(-30);
+                let got = c[(i, j)].as_f64();
+                assert!((got - want).abs() <= tol, "mixed bf16 expert {e}: C({i}, {j}) = {got}, want {want}");
             }
         }
     }
