@@ -155,27 +155,6 @@ pub struct Fusion {
     pub reserved2: u32,
 }
 
-impl Fusion {
-    /// Whether the description has terms the stores cannot apply (row or
-    /// column scales, a bias, an activation): its address then carries
-    /// [`FUSION_EPILOGUE`].
-    pub const fn has_terms(&self) -> bool {
-        self.row_scales != 0 || self.col_scales != 0 || self.bias != 0 || self.activation != ACT_NONE
-    }
-}
-
-/// Bit 0 of a [`Fusion`]'s address as a launch passes it (the kernel's
-/// `fusion` parameter, [`GroupProblem::fusion`]; a description is 8-byte
-/// aligned): the kernel applies the description's terms
-/// ([`Fusion::has_terms`]) with alpha and beta to the accumulators, and its
-/// stores then convert the values as they are (alpha 1, beta 0); without
-/// it, only the block scales. A kernel parameter is the same in every
-/// thread, and so is the stores' test of beta that follows from it: decided
-/// by the description in global memory, that test cost a branch and its
-/// reconvergence per pair of elements (192 of the fused bf16 epilogue's
-/// 2,020 instructions a warp, ncu, 4096³, NVIDIA H200, 2026-11-29).
-pub const FUSION_EPILOGUE: u64 = 1;
-
 /// k of one block scale along k (FP8's k-tile: 128 one-byte elements), and
 /// the columns of B one B scale covers.
 pub const BLOCK_SCALE_K: u32 = 128;

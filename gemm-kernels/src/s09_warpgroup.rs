@@ -180,8 +180,7 @@ use crate::thread::smem_base;
 use core::arch::asm;
 use gemm_core::warpgroup::{
     Fusion, GroupProblem, WgmmaTile, ACT_GELU, ACT_RELU, BIAS_F32, BIAS_ROWS, BLOCK_SCALE_K, C_BOX_BYTES, C_STORE_TMA,
-    C_STORE_TRANSPOSED, FUSION_EPILOGUE, GROUP_MAPS_BYTES, PRODUCER_REGISTERS, ROW_BYTES, SMEM_ALIGN, WARPGROUP_M,
-    WARPGROUP_THREADS,
+    C_STORE_TRANSPOSED, GROUP_MAPS_BYTES, PRODUCER_REGISTERS, ROW_BYTES, SMEM_ALIGN, WARPGROUP_M, WARPGROUP_THREADS,
 };
 
 /// Bytes of one 64 x 64 box of an MN-major 16-bit operand (64 rows of 128
@@ -701,20 +700,12 @@ pub struct Params<O: Output> {
     /// c_store and k_slice above are then unused.
     pub group: *const GroupProblem,
     /// Null, or what the product fuses (block scales, row and column
-    /// scales, bias, activation: [`Fusion`]), its address with
-    /// [`FUSION_EPILOGUE`] where the epilogue is fused; a grouped product's
-    /// is its [`GroupProblem::fusion`].
+    /// scales, bias, activation: [`Fusion`]); a grouped product's is its
+    /// [`GroupProblem::fusion`].
     pub fusion: *const Fusion,
 }
 
 impl<O: Output> Params<O> {
-    /// The product's [`Fusion`] (null for none): `fusion` without its
-    /// [`FUSION_EPILOGUE`] bit.
-    #[inline(always)]
-    fn fusion(&self) -> *const Fusion {
-        (self.fusion as u64 & !FUSION_EPILOGUE) as *const Fusion
-    }
-
     /// The product that job `job` of a grouped launch belongs to, as the
     /// parameters of a single product, and the job's block tile in it.
     /// `cursor` is the product of the caller's previous job (jobs of a block
@@ -901,7 +892,7 @@ pub unsafe fn warpgroup<
                 let (za, zb) = ((z * q.batch_a) as i32, (z * q.batch_b) as i32);
                 let (k_first, k_end) = k_range(&q, z);
                 let sources =
-                    if staged { ScaleSources::of::<BM>(q.fusion(), (m0, n0), q.m, t) } else { ScaleSources::NONE };
+                    if staged { ScaleSources::of::<BM>(q.fusion, (m0, n0), q.m, t) } else { ScaleSources::NONE };
                 for kt in k_first..k_end {
                     let (s, u) = (it % DEPTH, it / DEPTH);
                     if u > 0 {
@@ -986,11 +977,8 @@ pub unsafe fn warpgroup<
         let mut total = [0f32; ACC];
         let (k_first, k_end) = k_range(&q, z);
         let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
-        let scales = if I::PROMOTE && FUSED && !staged {
-            BlockScales::of(q.fusion(), (row, n0), q.m)
-        } else {
-            BlockScales::NONE
-        };
+        let scales =
+            if I::PROMOTE && FUSED && !staged { BlockScales::of(q.fusion, (row, n0), q.m) } else { BlockScales::NONE };
         // k-tile kt, the it-th of this block: its buffer, phase parity and
         // the previous k-tile's `empty` barrier (released through `release_buffer`).
         // A promoting type releases each k-tile's buffer itself, as soon as
@@ -1081,8 +1069,7 @@ pub unsafe fn warpgroup<
         let cbase = q.c.add(z as usize * q.stride_c as usize);
         // A fused epilogue (floating-point C only) is applied to the
         // accumulators here, C's old value included; the stores below then
-        // convert them (alpha 1, beta 0: for a single product the same in
-        // every thread, as `fusion`'s `FUSION_EPILOGUE` bit).
+        // convert them (alpha 1, beta 0).
         let fused = if FUSED { Epilogue::of(q.fusion) } else { Epilogue::OFF };
         let mut q = q;
         if fused.on {
@@ -1311,8 +1298,7 @@ impl BlockScales {
 
 /// The fused epilogue of one product ([`Fusion`] without its block scales:
 /// row and column scales, bias, activation), if any: `on` false without
-/// one (a fused kernel's C is a floating-point type), as the address's
-/// [`FUSION_EPILOGUE`] bit says.
+/// one (a fused kernel's C is a floating-point type).
 #[derive(Clone, Copy)]
 struct Epilogue {
     on: bool,
@@ -1324,9 +1310,12 @@ impl Epilogue {
     const OFF: Epilogue = Epilogue { on: false, f: core::ptr::null() };
 
     #[inline(always)]
-    fn of(fusion: *const Fusion) -> Epilogue {
-        let address = fusion as u64;
-        Epilogue { on: address & FUSION_EPILOGUE != 0, f: (address & !FUSION_EPILOGUE) as *const Fusion }
+    unsafe fn of(fusion: *const Fusion) -> Epilogue {
+        if fusion.is_null() {
+            return Epilogue::OFF;
+        }
+        let f = &*fusion;
+        Epilogue { on: f.row_scales != 0 || f.col_scales != 0 || f.bias != 0 || f.activation != 0, f: fusion }
     }
 }
 

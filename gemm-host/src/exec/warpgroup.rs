@@ -21,8 +21,8 @@ use cudarc::driver::{
 };
 use gemm_core::shape::Layout;
 use gemm_core::warpgroup::{
-    Fusion, GroupProblem, WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, FUSION_EPILOGUE,
-    GROUP_MAPS_BYTES, ROW_BYTES, WARPGROUP_M,
+    Fusion, GroupProblem, WgmmaTile, WgmmaTypes, C_STORE_THREADS, C_STORE_TMA, C_STORE_TRANSPOSED, GROUP_MAPS_BYTES,
+    ROW_BYTES, WARPGROUP_M,
 };
 use gemm_core::GemmDims;
 use gemm_core::KernelLayouts;
@@ -205,10 +205,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     // The same operands' maps are uploaded once (`Device::tensor_maps`).
     let uploaded = device.tensor_maps(stream, &bytes)?;
     let maps = uploaded.slice(..GROUP_MAPS_BYTES);
-    let fusion_at = match fusion {
-        Some(f) => tagged(uploaded.device_ptr(stream).0 + fusion_offset, f),
-        None => NO_FUSION,
-    };
+    let fusion_at = if fusion.is_some() { uploaded.device_ptr(stream).0 + fusion_offset } else { NO_FUSION };
     if !reads_ab {
         // With alpha = 0 or k = 0 the maps are not read: any layout's
         // kernel, `_nt`, which every family has (a narrow one reads B
@@ -422,9 +419,9 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
         }
         None => None,
     };
-    let fusion_of = |i: usize| match (&uploaded_fusions, fusions) {
-        (Some(u), Some(f)) => tagged(u.device_ptr(stream).0 + (i * FUSION_BYTES) as u64, &f[i]),
-        _ => NO_FUSION,
+    let fusion_of = |i: usize| match &uploaded_fusions {
+        Some(u) => u.device_ptr(stream).0 + (i * FUSION_BYTES) as u64,
+        None => NO_FUSION,
     };
     let (types, kernel) = (first.types, first.kernel);
     let tile = kernel.tile;
@@ -610,18 +607,6 @@ const NOT_GROUPED: u64 = 0;
 /// The `fusion` argument of a launch without a fused epilogue (null), and
 /// a grouped product's [`GroupProblem::fusion`] without one.
 const NO_FUSION: u64 = 0;
-
-/// The address `at` of `f` in device memory as a launch passes it: with
-/// [`FUSION_EPILOGUE`] where `f` has terms the kernel applies in its
-/// epilogue.
-fn tagged(at: u64, f: &Fusion) -> u64 {
-    debug_assert_eq!(at % 8, 0);
-    if f.has_terms() {
-        at | FUSION_EPILOGUE
-    } else {
-        at
-    }
-}
 
 /// A grouped launch's table entry as the kernel reads it: 10 words in
 /// [`GroupProblem`]'s `repr(C)` order (addresses low word first, little
