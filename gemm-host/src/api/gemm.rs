@@ -1130,7 +1130,8 @@ impl Gemm {
         let product = product_name(types);
         if cc != (9, 0) || mma_sync {
             let mut copies = Vec::new();
-            let max_smem = device.as_ref().map_or(232_448, |d| d.limits().max_smem_per_block);
+            let max_smem =
+                device.as_ref().map_or(gemm_core::warpgroup::MAX_SMEM_BYTES, |d| d.limits().max_smem_per_block);
             let kernel = mma_launch(types, &row_major_c, sm_count, max_smem).kernel;
             // Stage 8 reads f16/bf16 in any layout (ldmatrix .trans); tf32
             // and i8 only K-major: others are transposed first.
