@@ -7,7 +7,7 @@
 //! only in cuBLASLt (`cublasGemmEx` refuses FP8).
 
 use crate::device::Device;
-use crate::element::Scalar;
+use crate::element::{Fp8, Scalar};
 use crate::error::{DriverContext, Error};
 use crate::operands::device_matrix::DeviceMatrix;
 use cudarc::cublas::result::CublasError;
@@ -99,15 +99,15 @@ impl CublasLt {
     /// GPU below compute capability 8.9, or no cuBLASLt algorithm for the
     /// shape (FP8 wants leading dimensions that are multiples of 16);
     /// [`Error::Cublas`] when a cuBLASLt call fails.
-    pub fn matmul_fp8<C: Scalar>(
+    pub fn matmul_fp8<A: Fp8, B: Fp8, C: Scalar>(
         &self,
         alpha: f32,
-        a: &DeviceMatrix<F8E4M3>,
-        b: &DeviceMatrix<F8E4M3>,
+        a: &DeviceMatrix<A>,
+        b: &DeviceMatrix<B>,
         beta: f32,
         c: &mut DeviceMatrix<C>,
     ) -> Result<(), Error> {
-        let product = format!("e4m3 x e4m3 -> {} (cuBLASLt)", C::NAME);
+        let product = format!("{} x {} -> {} (cuBLASLt)", A::NAME, B::NAME, C::NAME);
         let Some((dims, c_type)) = self.fp8_problem(&product, a, b, c)? else {
             return Ok(());
         };
@@ -122,6 +122,90 @@ impl CublasLt {
         // buffers', on the device's stream, and their records (`_ra`...)
         // live until the matmul is enqueued.
         unsafe { self.enqueue(&problem, (alpha, beta), (pb, pa, pc), || no_fp8_algorithm(&product, &dims)) }
+    }
+
+    /// Enqueues `C <- rs(i) cs(j) (A * B)(i, j)` through `cublasLtMatmul`
+    /// on the device's stream (not synchronized): per-channel FP8 scaling,
+    /// one f32 scale per row of A (`row_scales`, m values, A's "per-token"
+    /// scales) and one per column of B (`col_scales`, n values, B's
+    /// "per-channel" scales), alpha 1 and beta 0; cuBLASLt's
+    /// `CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F` on both operands
+    /// (cuBLAS 12.9 and newer, compute capability 9.0). Operands and C as
+    /// [`CublasLt::matmul_fp8`] (A row-major, B column-major, e4m3 or e5m2
+    /// but not both e5m2; C row-major bf16, f16 or f32). Each scale buffer
+    /// must start on 16 bytes (a whole [`CudaSlice`] does); the scales are
+    /// applied as they are. Ours is [`crate::Epilogue::row_scales`] with
+    /// [`crate::Epilogue::col_scales`].
+    ///
+    /// # Errors
+    /// As [`CublasLt::matmul_fp8`]; [`Error::Epilogue`] when a scale buffer
+    /// is shorter than m (rows) or n (columns); [`Error::ContextMismatch`]
+    /// when it belongs to another device's context; [`Error::Unsupported`]
+    /// below compute capability 9.0, with a cuBLASLt older than 12.9, for a
+    /// scale buffer not on 16 bytes, or no cuBLASLt algorithm for the
+    /// shape.
+    pub fn matmul_fp8_channel_scaled<A: Fp8, B: Fp8, C: Scalar>(
+        &self,
+        a: &DeviceMatrix<A>,
+        b: &DeviceMatrix<B>,
+        c: &mut DeviceMatrix<C>,
+        row_scales: &CudaSlice<f32>,
+        col_scales: &CudaSlice<f32>,
+    ) -> Result<(), Error> {
+        let product = format!("{} x {} -> {} channel-scaled (cuBLASLt)", A::NAME, B::NAME, C::NAME);
+        let unsupported = |why: String| Error::Unsupported { product: product.clone(), why };
+        let Some((dims, types)) = self.fp8_problem(&product, a, b, c)? else {
+            return Ok(());
+        };
+        let (major, minor) = self.device.compute_capability();
+        if major < 9 {
+            return Err(unsupported(format!(
+                "cuBLASLt's per-row and per-column FP8 scaling needs compute capability 9.0; {} has {major}.{minor}",
+                self.device.name()
+            )));
+        }
+        let version = self.version();
+        if version < BLOCK_SCALING_VERSION {
+            return Err(unsupported(format!(
+                "cuBLASLt {version} has no per-row or per-column scaling (cuBLAS 12.9, 120900, added it)"
+            )));
+        }
+        let stream = self.device.stream();
+        for (what, scales, needed) in
+            [("the row scales (cuBLASLt)", row_scales, dims.m), ("the column scales (cuBLASLt)", col_scales, dims.n)]
+        {
+            if scales.len() < needed {
+                return Err(Error::Epilogue {
+                    what,
+                    why: format!("{} values; a {} x {} product reads {needed}", scales.len(), dims.m, dims.n),
+                });
+            }
+            if **scales.context() != **self.device.context() {
+                return Err(Error::ContextMismatch { what, device: self.device.name().into() });
+            }
+        }
+        let (prs, _rrs) = row_scales.device_ptr(stream);
+        let (pcs, _rcs) = col_scales.device_ptr(stream);
+        if prs % 16 != 0 || pcs % 16 != 0 {
+            return Err(unsupported(format!(
+                "cuBLASLt's scale buffers start on 16 bytes; the row scales start at {prs:#x}, the column scales at \
+                 {pcs:#x}"
+            )));
+        }
+        // cuBLASLt's A' is our B (its m our n: the column scales), its B'
+        // our A (its n our m: the row scales).
+        let outer = sys::cublasLtMatmulMatrixScale_t::CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        let problem = LtMatmul::fp8_tn(&dims, types, Some([(outer, pcs), (outer, prs)]));
+        let (pa, _ra) = a.buffer().device_ptr(stream);
+        let (pb, _rb) = b.buffer().device_ptr(stream);
+        let (pc, _rc) = c.buffer_mut().device_ptr_mut(stream);
+        // SAFETY: `fp8_problem` validated the shapes and leading dimensions
+        // against the buffers' lengths, so cuBLASLt reads A and B and reads
+        // and writes C (also D) inside them; the scale buffers hold n and m
+        // values (checked above); the addresses are the buffers', on the
+        // device's stream, and their records live until the matmul is
+        // enqueued.
+        unsafe { self.enqueue(&problem, (1.0, 0.0), (pb, pa, pc), || no_fp8_algorithm(&product, &dims)) }
     }
 
     /// Enqueues `C <- A * B` with DeepGEMM's FP8 block scales through
@@ -377,7 +461,7 @@ impl CublasLt {
             Layout::ColMajor => (cublasOperation_t::CUBLAS_OP_T, lt_n, kk, dims.lda as i64),
         };
         let problem = LtMatmul {
-            operands: bf16_type,
+            operands: (bf16_type, bf16_type),
             output: bf16_type,
             a: lt_a,
             b: lt_b,
@@ -428,16 +512,22 @@ impl CublasLt {
     }
 
     /// Checks an FP8 product's operands as [`CublasLt::matmul_fp8`]
-    /// documents and binds the device's context: the dimensions and C's
-    /// cuBLASLt type, or `None` when C is empty (nothing to do).
-    fn fp8_problem<C: Scalar>(
+    /// documents and binds the device's context: the dimensions, C's
+    /// cuBLASLt type and A's and B's, or `None` when C is empty (nothing to
+    /// do).
+    #[allow(clippy::type_complexity)]
+    fn fp8_problem<A: Fp8, B: Fp8, C: Scalar>(
         &self,
         product: &str,
-        a: &DeviceMatrix<F8E4M3>,
-        b: &DeviceMatrix<F8E4M3>,
+        a: &DeviceMatrix<A>,
+        b: &DeviceMatrix<B>,
         c: &DeviceMatrix<C>,
-    ) -> Result<Option<(GemmDims, sys::cudaDataType)>, Error> {
+    ) -> Result<Option<(GemmDims, (sys::cudaDataType, [sys::cudaDataType; 2]))>, Error> {
         let unsupported = |why: String| Error::Unsupported { product: product.into(), why };
+        if A::E5M2 && B::E5M2 {
+            return Err(unsupported("cuBLASLt has no e5m2 x e5m2 matmul".into()));
+        }
+        let fp8 = |e5m2: bool| if e5m2 { sys::cudaDataType::CUDA_R_8F_E5M2 } else { sys::cudaDataType::CUDA_R_8F_E4M3 };
         let dims = self.checked_dims(a, b, c)?;
         let layouts = (dims.a_layout, dims.b_layout, dims.c_layout);
         if layouts != (Layout::RowMajor, Layout::ColMajor, Layout::RowMajor) {
@@ -466,7 +556,7 @@ impl CublasLt {
             )));
         }
         self.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
-        Ok(Some((dims, c_type)))
+        Ok(Some((dims, (c_type, [fp8(A::E5M2), fp8(B::E5M2)]))))
     }
 
     /// Enqueues one `cublasLtMatmul` of `p` on the device's stream: compute
@@ -525,8 +615,8 @@ impl CublasLt {
                 .map_err(set)?;
         }
         let layout = call("cublasLtMatrixLayoutCreate");
-        desc.a = lt::create_matrix_layout(p.operands, p.a.1, p.a.2, p.a.3).map_err(layout)?;
-        desc.b = lt::create_matrix_layout(p.operands, p.b.1, p.b.2, p.b.3).map_err(layout)?;
+        desc.a = lt::create_matrix_layout(p.operands.0, p.a.1, p.a.2, p.a.3).map_err(layout)?;
+        desc.b = lt::create_matrix_layout(p.operands.1, p.b.1, p.b.2, p.b.3).map_err(layout)?;
         desc.c = lt::create_matrix_layout(p.output, p.d.0, p.d.1, p.d.2).map_err(layout)?;
         desc.pref = lt::create_matmul_pref().map_err(call("cublasLtMatmulPreferenceCreate"))?;
         let workspace_bytes: usize = WORKSPACE_BYTES;
@@ -608,8 +698,8 @@ impl CublasLt {
 /// with D over C's storage: A' is our B and B' our A (the swapped form of
 /// [`CublasLt::matmul_fp8`]).
 struct LtMatmul {
-    /// Element type of A' and B'.
-    operands: sys::cudaDataType,
+    /// Element types of A' and B' (our B's and A's).
+    operands: (sys::cudaDataType, sys::cudaDataType),
     /// Element type of C and D.
     output: sys::cudaDataType,
     /// A''s op and its stored (rows, columns, leading dimension).
@@ -627,10 +717,11 @@ struct LtMatmul {
 
 impl LtMatmul {
     /// The "TN" form of an FP8 product (A row-major, B column-major, C
-    /// row-major: `dims` checked so) with C of type `c_type`.
+    /// row-major: `dims` checked so) with C of type `c_type` and A's and
+    /// B's FP8 types `types`.
     fn fp8_tn(
         dims: &GemmDims,
-        c_type: sys::cudaDataType,
+        (c_type, types): (sys::cudaDataType, [sys::cudaDataType; 2]),
         scales: Option<[(sys::cublasLtMatmulMatrixScale_t, u64); 2]>,
     ) -> Self {
         // cuBLASLt's (column-major) product, its m x n x k our n x m x k:
@@ -639,7 +730,8 @@ impl LtMatmul {
         // column-major k x m, op N); D and C are our C over its storage.
         let (lt_m, lt_n, k) = (dims.n as u64, dims.m as u64, dims.k as u64);
         LtMatmul {
-            operands: sys::cudaDataType::CUDA_R_8F_E4M3,
+            // cuBLASLt's A' is our B, its B' our A.
+            operands: (types[1], types[0]),
             output: c_type,
             a: (cublasOperation_t::CUBLAS_OP_T, k, lt_m, dims.ldb as i64),
             b: (cublasOperation_t::CUBLAS_OP_N, k, lt_n, dims.lda as i64),
