@@ -1,7 +1,8 @@
-//! cuBLASLt, the reference for the FP8 (e4m3) products, tensor-scaled
-//! ([`CublasLt::matmul_fp8`]) and block-scaled
-//! ([`CublasLt::matmul_fp8_block_scaled`]: DeepGEMM's 1 x 128 and
-//! 128 x 128 blocks), and for bf16 products with a fused bias and GELU
+//! cuBLASLt, the reference for the FP8 products (e4m3 x e4m3, e4m3 x e5m2,
+//! e5m2 x e4m3), tensor-scaled ([`CublasLt::matmul_fp8`]), scaled per row
+//! of A and column of B ([`CublasLt::matmul_fp8_channel_scaled`]) and
+//! block-scaled ([`CublasLt::matmul_fp8_block_scaled`], e4m3: DeepGEMM's
+//! 1 x 128 and 128 x 128 blocks), and for bf16 products with a fused bias and GELU
 //! ([`CublasLt::matmul_bf16_bias_gelu`]) beside the plain one
 //! ([`CublasLt::matmul_bf16`]): cuBLAS's FP8 matmul and its epilogues are
 //! only in cuBLASLt (`cublasGemmEx` refuses FP8).
@@ -79,7 +80,8 @@ impl CublasLt {
     /// Enqueues `C <- alpha * A * B + beta * C` through `cublasLtMatmul` on
     /// the device's stream (not synchronized): A is `m x k` row-major and B
     /// `k x n` column-major (both K-major, the one FP8 layout cuBLASLt takes
-    /// on Ada and Hopper), both e4m3; C is `m x n` row-major of bf16, f16 or
+    /// on Ada and Hopper), e4m3 or e5m2 each (not both e5m2: cuBLASLt has no
+    /// such matmul); C is `m x n` row-major of bf16, f16 or
     /// f32. Compute type `CUBLAS_COMPUTE_32F`, scale type f32 (alpha and
     /// beta), no per-tensor scales (all 1), the default epilogue and
     /// cuBLASLt's default accumulation (fast accumulation off); the
@@ -95,8 +97,9 @@ impl CublasLt {
     /// [`Error::Shape`] when A's columns are not B's rows or C is not
     /// `m x n`; [`Error::DeviceMismatch`] when an operand lives on another
     /// device; [`Error::Unsupported`] for another layout (A column-major,
-    /// B or C row-major...), a C type other than bf16, f16 or f32, k = 0, a
-    /// GPU below compute capability 8.9, or no cuBLASLt algorithm for the
+    /// B or C row-major...), e5m2 x e5m2, a C type other than bf16, f16 or
+    /// f32, k = 0, a GPU below compute capability 8.9, or no cuBLASLt
+    /// algorithm for the
     /// shape (FP8 wants leading dimensions that are multiples of 16);
     /// [`Error::Cublas`] when a cuBLASLt call fails.
     pub fn matmul_fp8<A: Fp8, B: Fp8, C: Scalar>(
