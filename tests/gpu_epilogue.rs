@@ -663,21 +663,30 @@ fn grouped_experts_with_their_own_epilogues() {
         biases.iter().map(|b| Epilogue::new().bias(Along::Columns, b).activation(Activation::Gelu)).collect();
     Gemm::new().run_grouped_fused_device(&av, &bv, &mut cv, &epilogues).unwrap();
     drop(cv);
-    for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
-        let c = dcs[e].to_host().unwrap();
-        for i in 0..m {
-            for j in 0..n {
-                let dot: f64 = (0..k).map(|p| a16[(r0 + i, p)].as_f64() * b16[e][(p, j)].as_f64()).sum();
-                let v = dot + biases[e][j] as f64;
-                let want = gelu(v);
-                let tol = 1.2 * (2f64.powi(-21) * (dot.abs() + 1.0) + GELU_16 * v.abs())
-                    + <bf16 as Scalar>::EPSILON / 2.0 * want.abs()
-                    + 2f64.powi(-30);
-                let got = c[(i, j)].as_f64();
-                assert!((got - want).abs() <= tol, "bf16 expert {e}: C({i}, {j}) = {got}, want {want}");
+    // Each bf16 expert's C against `expected(e, i, j, dot)`: the value
+    // before the activation, its activation, and the f32 sum's share of
+    // the bound.
+    let check_bf16 =
+        |dcs: &[DeviceMatrix<bf16>], what: &str, expected: &dyn Fn(usize, usize, usize, f64) -> [f64; 3]| {
+            for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
+                let c = dcs[e].to_host().unwrap();
+                for i in 0..m {
+                    for j in 0..n {
+                        let dot: f64 = (0..k).map(|p| a16[(r0 + i, p)].as_f64() * b16[e][(p, j)].as_f64()).sum();
+                        let [v, want, sum] = expected(e, i, j, dot);
+                        let tol = 1.2 * (2f64.powi(-21) * (sum + 1.0) + GELU_16 * v.abs())
+                            + <bf16 as Scalar>::EPSILON / 2.0 * want.abs()
+                            + 2f64.powi(-30);
+                        let got = c[(i, j)].as_f64();
+                        assert!((got - want).abs() <= tol, "{what} expert {e}: C({i}, {j}) = {got}, want {want}");
+                    }
+                }
             }
-        }
-    }
+        };
+    check_bf16(&dcs, "bf16", &|e, _, j, dot| {
+        let v = dot + biases[e][j] as f64;
+        [v, gelu(v), dot.abs()]
+    });
     // One launch, experts with and without terms (bias + GELU on the even
     // ones, none on the odd), alpha 1.5 and beta 0.5 on a C read back: each
     // expert's epilogue is fused or applied by the stores as its own
@@ -702,22 +711,11 @@ fn grouped_experts_with_their_own_epilogues() {
         .collect();
     Gemm::new().alpha(1.5).beta(0.5).run_grouped_fused_device(&av, &bv, &mut cv, &epilogues).unwrap();
     drop(cv);
-    for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
-        let c = dcs[e].to_host().unwrap();
-        for i in 0..m {
-            for j in 0..n {
-                let dot: f64 = (0..k).map(|p| a16[(r0 + i, p)].as_f64() * b16[e][(p, j)].as_f64()).sum();
-                let old = c0(e, i, j).as_f64();
-                let v = 1.5 * dot + 0.5 * old + if e % 2 == 0 { biases[e][j] as f64 } else { 0.0 };
-                let want = if e % 2 == 0 { gelu(v) } else { v };
-                let tol = 1.2 * (2f64.powi(-21) * (1.5 * dot.abs() + old.abs() + 1.0) + GELU_16 * v.abs())
-                    + <bf16 as Scalar>::EPSILON / 2.0 * want.abs()
-                    + 2f64.powi(-30);
-                let got = c[(i, j)].as_f64();
-                assert!((got - want).abs() <= tol, "mixed bf16 expert {e}: C({i}, {j}) = {got}, want {want}");
-            }
-        }
-    }
+    check_bf16(&dcs, "mixed bf16", &|e, i, j, dot| {
+        let old = c0(e, i, j).as_f64();
+        let v = 1.5 * dot + 0.5 * old + if e % 2 == 0 { biases[e][j] as f64 } else { 0.0 };
+        [v, if e % 2 == 0 { gelu(v) } else { v }, 1.5 * dot.abs() + old.abs()]
+    });
 }
 
 /// The masked layout ([`Gemm::run_masked_device`]): each expert a slot of

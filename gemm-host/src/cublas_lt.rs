@@ -160,33 +160,15 @@ impl CublasLt {
         let Some((dims, types)) = self.fp8_problem(&product, a, b, c)? else {
             return Ok(());
         };
-        let (major, minor) = self.device.compute_capability();
-        if major < 9 {
-            return Err(unsupported(format!(
-                "cuBLASLt's per-row and per-column FP8 scaling needs compute capability 9.0; {} has {major}.{minor}",
-                self.device.name()
-            )));
-        }
-        let version = self.version();
-        if version < BLOCK_SCALING_VERSION {
-            return Err(unsupported(format!(
-                "cuBLASLt {version} has no per-row or per-column scaling (cuBLAS 12.9, 120900, added it)"
-            )));
-        }
+        self.check_scaling(&product, "per-row and per-column scaling")?;
+        self.check_scale_buffers(
+            &dims,
+            [
+                ("the row scales (cuBLASLt)", row_scales, dims.m, String::new()),
+                ("the column scales (cuBLASLt)", col_scales, dims.n, String::new()),
+            ],
+        )?;
         let stream = self.device.stream();
-        for (what, scales, needed) in
-            [("the row scales (cuBLASLt)", row_scales, dims.m), ("the column scales (cuBLASLt)", col_scales, dims.n)]
-        {
-            if scales.len() < needed {
-                return Err(Error::Epilogue {
-                    what,
-                    why: format!("{} values; a {} x {} product reads {needed}", scales.len(), dims.m, dims.n),
-                });
-            }
-            if **scales.context() != **self.device.context() {
-                return Err(Error::ContextMismatch { what, device: self.device.name().into() });
-            }
-        }
         let (prs, _rrs) = row_scales.device_ptr(stream);
         let (pcs, _rcs) = col_scales.device_ptr(stream);
         if prs % 16 != 0 || pcs % 16 != 0 {
@@ -276,20 +258,7 @@ impl CublasLt {
             return Ok(());
         };
         let (m, n, k) = (dims.m, dims.n, dims.k);
-        let (major, minor) = self.device.compute_capability();
-        if major < 9 {
-            return Err(unsupported(format!(
-                "cuBLASLt's 128-element and 128x128 FP8 block scaling needs compute capability 9.0; {} has \
-                 {major}.{minor}",
-                self.device.name()
-            )));
-        }
-        let version = self.version();
-        if version < BLOCK_SCALING_VERSION {
-            return Err(unsupported(format!(
-                "cuBLASLt {version} has no 128-element or 128x128 block scaling (cuBLAS 12.9, 120900, added it)"
-            )));
-        }
+        self.check_scaling(&product, "128-element and 128x128 block scaling")?;
         if m % 4 != 0 || n % 4 != 0 {
             return Err(unsupported(format!(
                 "cuBLASLt's block scaling wants m and n multiples of 4 (its scale columns start on 16 bytes); \
@@ -298,29 +267,22 @@ impl CublasLt {
         }
         let (a_len, b_len) = cublaslt_scale_lens(m, n, k);
         let k_blocks = k.div_ceil(SCALE_BLOCK);
-        for (what, scales, needed, layout) in [
-            ("A's block scales (cuBLASLt)", a_scales, a_len, format!("column-major {m} x {k_blocks}")),
-            (
-                "B's block scales (cuBLASLt)",
-                b_scales,
-                b_len,
-                format!(
-                    "column-major {k_blocks} x {} with leading dimension {}",
-                    n.div_ceil(SCALE_BLOCK),
-                    k_blocks.next_multiple_of(4)
+        self.check_scale_buffers(
+            &dims,
+            [
+                ("A's block scales (cuBLASLt)", a_scales, a_len, format!(" (column-major {m} x {k_blocks})")),
+                (
+                    "B's block scales (cuBLASLt)",
+                    b_scales,
+                    b_len,
+                    format!(
+                        " (column-major {k_blocks} x {} with leading dimension {})",
+                        n.div_ceil(SCALE_BLOCK),
+                        k_blocks.next_multiple_of(4)
+                    ),
                 ),
-            ),
-        ] {
-            if scales.len() < needed {
-                return Err(Error::Epilogue {
-                    what,
-                    why: format!("{} values; a {m} x {n} x {k} product reads {needed} ({layout})", scales.len()),
-                });
-            }
-            if **scales.context() != **self.device.context() {
-                return Err(Error::ContextMismatch { what, device: self.device.name().into() });
-            }
-        }
+            ],
+        )?;
         let stream = self.device.stream();
         let (psa, _rsa) = a_scales.device_ptr(stream);
         let (psb, _rsb) = b_scales.device_ptr(stream);
@@ -488,6 +450,51 @@ impl CublasLt {
         // device's stream, and their records live until the matmul is
         // enqueued.
         unsafe { self.enqueue(&problem, (1.0, 0.0), (pb, pa, pc), no_algorithm) }
+    }
+
+    /// Checks that cuBLASLt offers `scaling` (FP8 scale modes of cuBLAS
+    /// 12.9, on compute capability 9.0) here, as [`Error::Unsupported`] of
+    /// `product`.
+    fn check_scaling(&self, product: &str, scaling: &str) -> Result<(), Error> {
+        let unsupported = |why: String| Error::Unsupported { product: product.into(), why };
+        let (major, minor) = self.device.compute_capability();
+        if major < 9 {
+            return Err(unsupported(format!(
+                "cuBLASLt's FP8 {scaling} needs compute capability 9.0; {} has {major}.{minor}",
+                self.device.name()
+            )));
+        }
+        let version = self.version();
+        if version < BLOCK_SCALING_VERSION {
+            return Err(unsupported(format!(
+                "cuBLASLt {version} has no FP8 {scaling} (cuBLAS 12.9, 120900, added it)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks each scale buffer `(what, buffer, values needed, its layout
+    /// for the message)` of a `dims` product: long enough
+    /// ([`Error::Epilogue`]) and in the device's context
+    /// ([`Error::ContextMismatch`]).
+    fn check_scale_buffers(
+        &self,
+        dims: &GemmDims,
+        scales: [(&'static str, &CudaSlice<f32>, usize, String); 2],
+    ) -> Result<(), Error> {
+        let (m, n, k) = (dims.m, dims.n, dims.k);
+        for (what, buffer, needed, layout) in scales {
+            if buffer.len() < needed {
+                return Err(Error::Epilogue {
+                    what,
+                    why: format!("{} values; a {m} x {n} x {k} product reads {needed}{layout}", buffer.len()),
+                });
+            }
+            if **buffer.context() != **self.device.context() {
+                return Err(Error::ContextMismatch { what, device: self.device.name().into() });
+            }
+        }
+        Ok(())
     }
 
     /// The dimensions of `C = A * B` (operands validated against their
