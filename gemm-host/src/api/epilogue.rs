@@ -38,7 +38,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, De
 use gemm_core::warpgroup::{
     Fusion, WgmmaTypes, ACT_GELU, ACT_NONE, ACT_RELU, BIAS_COLUMNS, BIAS_C_TYPE, BIAS_F32, BIAS_ROWS, BLOCK_SCALE_K,
 };
-use gemm_core::{GemmDims, KernelConfig, KernelLayouts, Precision, Stage as CoreStage};
+use gemm_core::{GemmDims, KernelConfig, Precision, Stage as CoreStage};
 use std::any::TypeId;
 use std::sync::Arc;
 
@@ -685,7 +685,7 @@ impl Fused<'_, '_> {
         let (gemm, e) = (self.gemm, self.epilogue);
         let parts = e.parts::<C>(gemm.desc.alpha)?;
         let dims = gemm.planned_dims((m, n, k));
-        let (plan, _, _) = Self::ladder_launch(precision, device, &dims, e.alpha(gemm.desc.alpha));
+        let (plan, kd, _) = Self::ladder_launch(precision, device, &dims, e.alpha(gemm.desc.alpha));
         let kernel = crate::device::registry::entry_point(precision, plan.config)?
             .fused_name
             .expect("the ladder fuses on the stages with fused entry points");
@@ -711,7 +711,7 @@ impl Fused<'_, '_> {
             family: KernelFamily::Ladder(plan),
             split_k: 1,
             route: String::new(),
-            copies: crate::api::gemm::ladder_copies(&plan, KernelLayouts { a: dims.a_layout, b: dims.b_layout }),
+            copies: crate::api::gemm::ladder_copies(&plan, &kd, precision),
             why,
             device: device.map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string()),
             devices: None,

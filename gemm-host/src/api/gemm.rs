@@ -1069,12 +1069,11 @@ impl Gemm {
         (m, n, k): (usize, usize, usize),
         count: usize,
     ) -> Result<ProductPlan, Error> {
-        let of = |op: Op| if op == Op::N { Layout::RowMajor } else { Layout::ColMajor };
-        let layouts = KernelLayouts { a: of(self.desc.op_a), b: of(self.desc.op_b) };
-        let plan = self.plan_on(self.plan_device().as_deref(), precision, (m, n, k), layouts, count)?;
+        let dims = self.planned_dims((m, n, k));
+        let plan = self.plan_on(self.plan_device().as_deref(), precision, (m, n, k), dims.layouts(), count)?;
         let name = precision.name();
         let device = self.plan_device().map_or_else(|| ASSUMED.2.to_string(), |d| d.name().to_string());
-        let copies = ladder_copies(&plan, layouts);
+        let copies = ladder_copies(&plan, &dims, precision);
         Ok(ProductPlan {
             product: format!("{name} x {name} -> {name}"),
             split_k: plan.split_k,
@@ -1278,17 +1277,16 @@ fn short(types: WgmmaTypes) -> &'static str {
     }
 }
 
-/// A ladder plan's copies for operands read in `layouts` (kernel form), as
-/// a [`ProductPlan`] lists them: where the plan packs, each operand whose
-/// lines run along k ([`gemm_core::pack::packed`]: a row-major A, a
-/// column-major B).
-pub(crate) fn ladder_copies(plan: &Plan, layouts: KernelLayouts) -> Vec<String> {
-    let mut copies = Vec::new();
-    if plan.pack && layouts.a == Layout::RowMajor {
-        copies.push("A packed (its lines along m)".to_string());
+/// A ladder plan's copies of the product `kdims` (kernel form), as a
+/// [`ProductPlan`] lists them: where the plan packs, the copies
+/// [`gemm_core::pack::packed`] makes (of each operand whose lines run
+/// along k).
+pub(crate) fn ladder_copies(plan: &Plan, kdims: &GemmDims, precision: Precision) -> Vec<String> {
+    if !plan.pack {
+        return Vec::new();
     }
-    if plan.pack && layouts.b == Layout::ColMajor {
-        copies.push("B packed (its lines along n)".to_string());
-    }
-    copies
+    let (_, copy_a, copy_b) = gemm_core::pack::packed(kdims, precision);
+    let a = copy_a.map(|_| "A packed (its lines along m)".to_string());
+    let b = copy_b.map(|_| "B packed (its lines along n)".to_string());
+    a.into_iter().chain(b).collect()
 }
