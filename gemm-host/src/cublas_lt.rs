@@ -161,7 +161,7 @@ impl CublasLt {
             return Ok(());
         };
         self.check_scaling(&product, "per-row and per-column scaling")?;
-        self.check_scale_buffers(
+        self.check_buffers(
             &dims,
             [
                 ("the row scales (cuBLASLt)", row_scales, dims.m, String::new()),
@@ -267,7 +267,7 @@ impl CublasLt {
         }
         let (a_len, b_len) = cublaslt_scale_lens(m, n, k);
         let k_blocks = k.div_ceil(SCALE_BLOCK);
-        self.check_scale_buffers(
+        self.check_buffers(
             &dims,
             [
                 ("A's block scales (cuBLASLt)", a_scales, a_len, format!(" (column-major {m} x {k_blocks})")),
@@ -390,16 +390,7 @@ impl CublasLt {
         }
         let (m, n, k) = (dims.m, dims.n, dims.k);
         if let Some(bias) = bias {
-            let what = "the bias (cuBLASLt)";
-            if bias.len() < n {
-                return Err(Error::Epilogue {
-                    what,
-                    why: format!("{} values; one per column of C, {n}, are read", bias.len()),
-                });
-            }
-            if **bias.context() != **self.device.context() {
-                return Err(Error::ContextMismatch { what, device: self.device.name().into() });
-            }
+            self.check_buffers(&dims, [("the bias (cuBLASLt)", bias, n, " (one per column of C)".to_string())])?;
         }
         self.device.context().bind_to_thread().during("cuCtxSetCurrent")?;
         let stream = self.device.stream();
@@ -473,17 +464,18 @@ impl CublasLt {
         Ok(())
     }
 
-    /// Checks each scale buffer `(what, buffer, values needed, its layout
-    /// for the message)` of a `dims` product: long enough
+    /// Checks each epilogue input `(what, buffer, values needed, its layout
+    /// for the message)` of a `dims` product (scales, a bias): long enough
     /// ([`Error::Epilogue`]) and in the device's context
     /// ([`Error::ContextMismatch`]).
-    fn check_scale_buffers(
+    #[allow(clippy::type_complexity)]
+    fn check_buffers<T, const N: usize>(
         &self,
         dims: &GemmDims,
-        scales: [(&'static str, &CudaSlice<f32>, usize, String); 2],
+        buffers: [(&'static str, &CudaSlice<T>, usize, String); N],
     ) -> Result<(), Error> {
         let (m, n, k) = (dims.m, dims.n, dims.k);
-        for (what, buffer, needed, layout) in scales {
+        for (what, buffer, needed, layout) in buffers {
             if buffer.len() < needed {
                 return Err(Error::Epilogue {
                     what,
