@@ -1,23 +1,30 @@
 //! Stage 9, the Hopper stage: f16 and bf16 GEMM (f32 accumulation), f32 on
-//! TF32 tensor cores (`Gemm::allow_tf32`) and i8 GEMM (i32 accumulation) on
+//! TF32 tensor cores (`Gemm::allow_tf32`), i8 GEMM (i32 accumulation) and
+//! FP8 e4m3 GEMM (f32 accumulation, promoted every 128 of k) on
 //! warpgroup MMA (`wgmma.mma_async`) fed by TMA in a warp-specialized
 //! pipeline. Needs a compute capability 9.0 GPU (H100, H200).
 //!
 //! For each size and each product (f16 -> f32, f16 -> f16, bf16 -> f32,
-//! bf16 -> bf16, tf32 -> f32, i8 -> i32): random inputs (in [-1, 1); i8 in
+//! bf16 -> bf16, tf32 -> f32, i8 -> i32; with `e4m3` in `--products`, e4m3
+//! -> bf16 and e4m3 -> f32): random inputs (in [-1, 1); i8 in
 //! [-128, 127]), a poisoned C (NaN; i32::MIN) checked against cuBLAS
 //! `cublasGemmEx` (same types; compute type `CUBLAS_COMPUTE_32F`,
-//! `_32F_FAST_TF32`, `_32I`) by relative Frobenius error (the i8 product
+//! `_32F_FAST_TF32`, `_32I`; for e4m3 cuBLASLt's `cublasLtMatmul`,
+//! `CUBLAS_COMPUTE_32F`, per-tensor scales 1, which reads FP8 only with B
+//! column-major: with B row-major it gets a column-major copy of the same
+//! values, made outside its timing) by relative Frobenius error (the i8 product
 //! must match exactly), then both timed with CUDA events in 5 interleaved
 //! passes (order alternating), the median pass of each kept; prints ms,
 //! TFLOP/s (TOP/s for i8) and the ratio to cuBLAS. Exits 1 on a wrong
 //! result.
 //!
-//! With `--csv PATH`, appends one row per product and one for cuBLAS to
-//! PATH in the ladder's columns (`benches/results/latest.csv`; precision
-//! `f16`, `bf16`, `tf32` or `i8`, the operands' type; C's type in the
-//! configuration). `--products f16,bf16,tf32,i8` picks the products (default
-//! all). `--b-col-major` stores B column-major (both operands K-major: the
+//! With `--csv PATH`, appends one row per product and one for the reference
+//! to PATH in the ladder's columns (`benches/results/latest.csv`) and a
+//! `scaling` column (`benches/results/warpgroup.csv`; precision
+//! `f16`, `bf16`, `tf32`, `i8` or `e4m3`, the operands' type; C's type in the
+//! configuration; scaling `tensor` for e4m3, `none` for the others).
+//! `--products f16,bf16,tf32,i8,e4m3` picks the products (default
+//! f16, bf16, tf32, i8). `--b-col-major` stores B column-major (both operands K-major: the
 //! layout wgmma reads i8 in without a transposed copy, tf32 without the
 //! transposed product, and the one cuBLAS's fast INT8 kernels want; layout
 //! column `b-col`). `--stage 8`
@@ -33,6 +40,8 @@
 use gemm::bench::time_kernel;
 use gemm::check::{random_matrix, random_matrix_in};
 use gemm::cublas::Cublas;
+use gemm::cublas_lt::CublasLt;
+use gemm::float8::F8E4M3;
 use gemm::half::{bf16, f16};
 use gemm::{DeviceMatrix, Gemm, Layout, Product, Scalar};
 use std::process::exit;
@@ -57,11 +66,60 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The ladder CSV's header.
+/// The ladder CSV's header and the scaling column (`warpgroup.csv`'s).
 const CSV_HEAD: &str = "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct_fma_peak,\
-cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path,split_k,pack";
+cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path,split_k,pack,scaling";
 
-/// One product: check, then time ours and cuBLAS; CSV rows into `csv`.
+/// The library a product is compared with: `C <- A B` on A, B (column-major
+/// for cuBLASLt's FP8) and C.
+struct Reference<'a, T: Scalar, C: Scalar> {
+    /// `cublasGemmEx` or `cublasLtMatmul`.
+    name: &'static str,
+    /// Whether it reads B only column-major (cuBLASLt's FP8).
+    b_col_major: bool,
+    call: &'a dyn Fn(&DeviceMatrix<T>, &DeviceMatrix<T>, &mut DeviceMatrix<C>) -> Result<(), gemm::Error>,
+}
+
+/// [`run`] against cuBLAS's `cublasGemmEx`.
+#[allow(clippy::too_many_arguments)]
+fn run_cublas<T: Product<C>, C: Scalar>(
+    mma_sync: bool,
+    precision: &str,
+    b_layout: Layout,
+    device: &Arc<gemm::Device>,
+    cublas: &Cublas,
+    s: (usize, usize, usize),
+    budget_ms: f64,
+    csv: &mut Vec<String>,
+) -> bool {
+    let call = |a: &DeviceMatrix<T>, b: &DeviceMatrix<T>, r: &mut DeviceMatrix<C>| {
+        cublas.gemm_ex(gemm::Op::N, gemm::Op::N, 1.0, a, b, 0.0, r)
+    };
+    let reference = Reference { name: "cublasGemmEx", b_col_major: false, call: &call };
+    run::<T, C>(mma_sync, precision, b_layout, device, &reference, s, budget_ms, csv)
+}
+
+/// [`run`] for e4m3 against cuBLASLt's FP8 `cublasLtMatmul`.
+#[allow(clippy::too_many_arguments)]
+fn run_e4m3<C: Scalar>(
+    mma_sync: bool,
+    b_layout: Layout,
+    device: &Arc<gemm::Device>,
+    lt: &CublasLt,
+    s: (usize, usize, usize),
+    budget_ms: f64,
+    csv: &mut Vec<String>,
+) -> bool
+where
+    F8E4M3: Product<C>,
+{
+    let call =
+        |a: &DeviceMatrix<F8E4M3>, b: &DeviceMatrix<F8E4M3>, r: &mut DeviceMatrix<C>| lt.matmul_fp8(1.0, a, b, 0.0, r);
+    let reference = Reference { name: "cublasLtMatmul", b_col_major: true, call: &call };
+    run::<F8E4M3, C>(mma_sync, "e4m3", b_layout, device, &reference, s, budget_ms, csv)
+}
+
+/// One product: check, then time ours and the reference; CSV rows into `csv`.
 /// Returns false on a wrong result.
 #[allow(clippy::too_many_arguments)]
 fn run<T: Product<C>, C: Scalar>(
@@ -69,7 +127,7 @@ fn run<T: Product<C>, C: Scalar>(
     precision: &str,
     b_layout: Layout,
     device: &Arc<gemm::Device>,
-    cublas: &Cublas,
+    reference: &Reference<'_, T, C>,
     (m, n, k): (usize, usize, usize),
     budget_ms: f64,
     csv: &mut Vec<String>,
@@ -79,7 +137,16 @@ fn run<T: Product<C>, C: Scalar>(
         exit(2)
     };
     let a = DeviceMatrix::from_host(device, &random_matrix::<T>(m, k, 1)).unwrap_or_else(|e| fail(e));
-    let b = DeviceMatrix::from_host(device, &random_matrix_in::<T>(k, n, b_layout, 2)).unwrap_or_else(|e| fail(e));
+    let bh = random_matrix_in::<T>(k, n, b_layout, 2);
+    let b = DeviceMatrix::from_host(device, &bh).unwrap_or_else(|e| fail(e));
+    // The reference's B: the same values, column-major where it reads no other.
+    let b_ref = if reference.b_col_major && b_layout != Layout::ColMajor {
+        let col = gemm::Matrix::from_fn_in(k, n, Layout::ColMajor, |p, j| bh[(p, j)]);
+        Some(DeviceMatrix::from_host(device, &col).unwrap_or_else(|e| fail(e)))
+    } else {
+        None
+    };
+    let b_ref = b_ref.as_ref().unwrap_or(&b);
     let poison = gemm::Matrix::<C>::filled(m, n, C::POISON);
     let mut c = DeviceMatrix::from_host(device, &poison).unwrap_or_else(|e| fail(e));
     let mut r = DeviceMatrix::from_host(device, &poison).unwrap_or_else(|e| fail(e));
@@ -89,7 +156,7 @@ fn run<T: Product<C>, C: Scalar>(
     // cuBLAS refuses some shapes (INT8 with leading dimensions not
     // multiples of 4): ours is then timed alone, unchecked here (the GPU
     // tests check such shapes against the CPU).
-    let refused = match cublas.gemm_ex(gemm::Op::N, gemm::Op::N, 1.0, &a, &b, 0.0, &mut r) {
+    let refused = match (reference.call)(&a, b_ref, &mut r) {
         Ok(()) => None,
         Err(e @ gemm::Error::Cublas { .. }) => Some(e.to_string()),
         Err(e) => fail(e),
@@ -112,11 +179,7 @@ fn run<T: Product<C>, C: Scalar>(
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for pass in 0..5 {
         let mut time_ours = || time_kernel(device, budget_ms / 10.0, 1000, |_| g.run_device(&a, &b, &mut c));
-        let mut time_cublas = || {
-            time_kernel(device, budget_ms / 10.0, 1000, |_| {
-                cublas.gemm_ex(gemm::Op::N, gemm::Op::N, 1.0, &a, &b, 0.0, &mut r)
-            })
-        };
+        let mut time_cublas = || time_kernel(device, budget_ms / 10.0, 1000, |_| (reference.call)(&a, b_ref, &mut r));
         if refused.is_some() {
             ours.push(time_ours().unwrap_or_else(|e| fail(e)).median_ms);
             theirs.push(f64::NAN);
@@ -136,6 +199,9 @@ fn run<T: Product<C>, C: Scalar>(
         ("bf16", "bf16") => gemm::tuning::WgmmaTypes::Bf16,
         ("bf16", _) => gemm::tuning::WgmmaTypes::Bf16F32,
         ("f32", _) => gemm::tuning::WgmmaTypes::Tf32,
+        ("e4m3", "bf16") => gemm::tuning::WgmmaTypes::E4m3Bf16,
+        ("e4m3", "f16") => gemm::tuning::WgmmaTypes::E4m3F16,
+        ("e4m3", _) => gemm::tuning::WgmmaTypes::E4m3F32,
         _ => gemm::tuning::WgmmaTypes::S8,
     };
     let bytes = size_of::<T>() as u32;
@@ -158,20 +224,23 @@ fn run<T: Product<C>, C: Scalar>(
     let intensity = 2.0 * (m * n * k) as f64
         / (size_of::<T>() as f64 * (m * k + k * n) as f64 + size_of::<C>() as f64 * (m * n) as f64);
     let (date, commit) = (gemm::bench::today_utc(), gemm::bench::commit());
+    let library = if reference.name == "cublasLtMatmul" { "cuBLASLt" } else { "cuBLAS" };
     let check = match &refused {
-        Some(_) => "unchecked (cuBLAS refused the shape)".to_string(),
-        None if ok => format!("ok (rel. error {err:.1e} to cuBLAS)"),
+        Some(_) => format!("unchecked ({library} refused the shape)"),
+        None if ok => format!("ok (rel. error {err:.1e} to {library})"),
         None => format!("WRONG (rel. error {err:.1e})"),
     };
     let layout = if b_layout == Layout::ColMajor { "b-col" } else { "row" };
+    // FP8: per-tensor scales (of 1); the other types have none.
+    let scaling = if T::NAME == "e4m3" { "tensor" } else { "none" };
     let cublas_row = refused.is_none();
     for (stage, stage_name, cfg, ms, kname, ratio, check) in [
         (
             0,
             "cublas",
-            format!("cublasGemmEx; C {}", C::NAME),
+            format!("{}; C {}", reference.name, C::NAME),
             theirs,
-            "cublasGemmEx".to_string(),
+            reference.name.to_string(),
             1.0,
             "reference".to_string(),
         ),
@@ -187,14 +256,14 @@ fn run<T: Product<C>, C: Scalar>(
             (String::new(), String::new())
         };
         csv.push(format!(
-            "{},{date},{commit},{},{stage},{stage_name},{cfg},{m},{n},{k},{ms:.4},{:.1},,{cublas_gflops},{ratio},{check},{intensity:.1},{kname},NN,{layout},1,single,stage-best,{split},0",
+            "{},{date},{commit},{},{stage},{stage_name},{cfg},{m},{n},{k},{ms:.4},{:.1},,{cublas_gflops},{ratio},{check},{intensity:.1},{kname},NN,{layout},1,single,stage-best,{split},0,{scaling}",
             device.name(),
             precision,
             tflops(ms) * 1e3,
         ));
     }
     println!(
-        "{:>5} -> {:<4} {m:>6}x{n}x{k}  {:<32} {:>8.3} ms {:>7.1} TFLOP/s | cuBLAS {:>8.3} ms {:>7.1} TFLOP/s | ratio {:.3} | rel. error {err:.1e} {}",
+        "{:>5} -> {:<4} {m:>6}x{n}x{k}  {:<32} {:>8.3} ms {:>7.1} TFLOP/s | {library} {:>8.3} ms {:>7.1} TFLOP/s | ratio {:.3} | rel. error {err:.1e} {}",
         precision,
         C::NAME,
         name,
@@ -272,21 +341,39 @@ fn main() {
     println!("device: {} ({} SMs), {}", device.name(), device.sm_count(), gemm::bench::today_utc());
     let mut ok = true;
     let mut csv = Vec::new();
+    let mut lt = None;
     for &s in &sizes {
         for p in &products {
             match p.as_str() {
                 "f16" => {
-                    ok &= run::<f16, f32>(mma_sync, "f16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
-                    ok &= run::<f16, f16>(mma_sync, "f16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
+                    ok &= run_cublas::<f16, f32>(mma_sync, "f16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
+                    ok &= run_cublas::<f16, f16>(mma_sync, "f16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
                 }
                 "bf16" => {
-                    ok &= run::<bf16, f32>(mma_sync, "bf16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
-                    ok &= run::<bf16, bf16>(mma_sync, "bf16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
+                    ok &= run_cublas::<bf16, f32>(mma_sync, "bf16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
+                    ok &=
+                        run_cublas::<bf16, bf16>(mma_sync, "bf16", b_layout, &device, &cublas, s, budget_ms, &mut csv);
                 }
-                "tf32" => ok &= run::<f32, f32>(mma_sync, "tf32", b_layout, &device, &cublas, s, budget_ms, &mut csv),
-                "i8" => ok &= run::<i8, i32>(mma_sync, "i8", b_layout, &device, &cublas, s, budget_ms, &mut csv),
+                "tf32" => {
+                    ok &= run_cublas::<f32, f32>(mma_sync, "tf32", b_layout, &device, &cublas, s, budget_ms, &mut csv)
+                }
+                "i8" => ok &= run_cublas::<i8, i32>(mma_sync, "i8", b_layout, &device, &cublas, s, budget_ms, &mut csv),
+                "e4m3" if mma_sync => {
+                    eprintln!("stage 8 has no FP8 kernels (e4m3 runs on stage 9 only)");
+                    exit(2)
+                }
+                "e4m3" => {
+                    let lt = lt.get_or_insert_with(|| {
+                        CublasLt::new(&device).unwrap_or_else(|e| {
+                            eprintln!("error: {e}");
+                            exit(2)
+                        })
+                    });
+                    ok &= run_e4m3::<bf16>(mma_sync, b_layout, &device, lt, s, budget_ms, &mut csv);
+                    ok &= run_e4m3::<f32>(mma_sync, b_layout, &device, lt, s, budget_ms, &mut csv);
+                }
                 other => {
-                    eprintln!("unknown product {other} (f16, bf16, tf32, i8)");
+                    eprintln!("unknown product {other} (f16, bf16, tf32, i8, e4m3)");
                     exit(2)
                 }
             }

@@ -467,19 +467,23 @@ fn e4m3_block_scales_every_layout() {
     check_block_scaled((1850, 2300, 300), (R, R, R), 1, false, 29);
 }
 
-/// The 192 x 128 tile's fused FP8 kernels (the planner's tile for these
-/// shapes, `plan_for` says so): the richest epilogue variant (row and
-/// column scales, a bias, GELU, alpha and beta, per-tensor scales of A
-/// and B) into bf16 and f32, C stored by TMA (row-major, unpadded), by the
-/// threads (padded) and transposed (column-major).
+/// The fused FP8 kernels without block scales (`<entry>_epilogue`) of the
+/// tiles whose `_fused` kernels stage block scales, 192 x 128 and 128 x
+/// 128 (the planner's tiles for these shapes, `plan_for` says so): the
+/// richest epilogue variant (row and column scales, a bias, GELU, alpha
+/// and beta, per-tensor scales of A and B) into bf16 and f32, C stored by
+/// TMA (row-major, unpadded), by the threads (padded) and transposed
+/// (column-major).
 #[test]
 #[ignore = "needs a GPU of compute capability 9.0"]
-fn e4m3_192_row_tile_fuses_every_epilogue() {
+fn e4m3_staging_tiles_fuse_every_epilogue() {
     let g = Gemm::new();
-    for (at, dims) in [(1000, 2304, 200), (900, 3000, 130)].into_iter().enumerate() {
+    let tiles =
+        [((1000, 2304, 200), "_b192x128_"), ((900, 3000, 130), "_b192x128_"), ((1100, 3000, 300), "_b128x128_d5_")];
+    for (at, (dims, tile)) in tiles.into_iter().enumerate() {
         let (m, n, k) = dims;
         let plan = g.epilogue(&Epilogue::new().activation(Activation::Gelu)).plan_for::<F8E4M3, bf16>(m, n, k).unwrap();
-        assert!(plan.to_string().contains("_b192x128_"), "{plan}");
+        assert!(plan.to_string().contains(tile) && plan.to_string().contains("_epilogue"), "{plan}");
         for (v, (layouts, pad)) in [((R, C, R), 0), ((R, C, R), 3), ((R, C, C), 1)].into_iter().enumerate() {
             let base = Case { layouts, pad, ..Case::new(dims) };
             let case = Case { tensor: Some((0.5, 3.0)), ..variants(&base, false).pop().expect("the richest variant") };
@@ -587,7 +591,8 @@ fn alpha_zero_still_applies_the_epilogue() {
 /// one A (row-major) with DeepGEMM's column-major A scales over all rows,
 /// each expert's own B (column-major) and B scales, skewed row counts (an
 /// empty expert, one row, rows across block-tile edges); each expert's C
-/// checked against the reference and the bound of the block-scaled test.
+/// checked against the reference and the bound of the block-scaled test;
+/// the same FP8 experts without block scales, with a bias and ReLU each.
 /// Then bf16 experts with their own bias and GELU, and one launch of
 /// experts with and without them (alpha and beta not 1 and 0).
 #[test]
@@ -641,6 +646,35 @@ fn grouped_experts_with_their_own_epilogues() {
                 let got = c[(i, j)] as f64;
                 let tol = 2f64.powi(-9) * bound + 2f64.powi(-23) * (kb as f64 + 1.0) * bound + 1e-30;
                 assert!((got - want).abs() <= tol, "expert {e}: C({i}, {j}) = {got}, want {want} (tolerance {tol})");
+            }
+        }
+    }
+    // The same FP8 experts without block scales, each with its own bias
+    // (by column) and ReLU: the launch runs the `_epilogue` kernels (no
+    // block scales to stage), C f32.
+    let biases8: Vec<Vec<f32>> =
+        rows.iter().enumerate().map(|(e, _)| (0..n).map(|j| ((j * 3 + e) % 17) as f32 / 4.0 - 2.0).collect()).collect();
+    let mut dcs: Vec<DeviceMatrix<f32>> =
+        rows.iter().map(|&m| DeviceMatrix::from_host(&dev, &Matrix::from_fn(m, n, |_, _| f32::NAN)).unwrap()).collect();
+    let mut cv: Vec<_> = dcs.iter_mut().map(|c| c.as_view_mut()).collect();
+    let epilogues: Vec<Epilogue> =
+        biases8.iter().map(|b| Epilogue::new().bias(Along::Columns, b).activation(Activation::Relu)).collect();
+    Gemm::new().run_grouped_fused_device(&av, &bv, &mut cv, &epilogues).unwrap();
+    drop(cv);
+    for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
+        let c = dcs[e].to_host().unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let (mut dot, mut bound) = (0f64, 0f64);
+                for p in 0..k {
+                    let x = a[(r0 + i, p)].as_f64() * bs[e][(p, j)].as_f64();
+                    dot += x;
+                    bound += x.abs();
+                }
+                let want = (dot + biases8[e][j] as f64).max(0.0);
+                let got = c[(i, j)] as f64;
+                let tol = 2f64.powi(-9) * bound + 2f64.powi(-23) * (kb as f64 + 2.0) * (bound + 2.0) + 1e-30;
+                assert!((got - want).abs() <= tol, "FP8 bias+ReLU expert {e}: C({i}, {j}) = {got}, want {want}");
             }
         }
     }

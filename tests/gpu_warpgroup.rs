@@ -36,7 +36,7 @@ use common::{device, op_view, seed, store, Variant};
 use gemm::check::{random_int_matrix, random_matrix, Reference};
 use gemm::float8::F8E4M3;
 use gemm::half::{bf16, f16};
-use gemm::tuning::{warpgroup_plan, WgmmaTypes};
+use gemm::tuning::{warpgroup_plan, Flavour, WgmmaTypes};
 use gemm::{DeviceMatrix, Error, Gemm, Layout, Matrix, Op, Product, Scalar};
 
 /// Shapes around the tiles (BM = 128, BN = 128 or 256, BK = 64): one
@@ -376,7 +376,7 @@ fn tf32_mn_major_operands_in_every_route() {
     }
 }
 
-/// Every stage-9 kernel (plain and fused), after the driver's JIT on this device: no local
+/// Every stage-9 kernel (plain, fused, and fused without block scales), after the driver's JIT on this device: no local
 /// memory (no spills), and resident (one block per SM at least). The fused FP8 kernels of
 /// 128 x 128 into an f32 C may keep 8 bytes in local memory, stored once and reloaded in the
 /// epilogue, outside the k-loop (the spills `cargo xtask ptxas` accepts, with their reason).
@@ -387,15 +387,12 @@ fn no_warpgroup_kernel_uses_local_memory() {
     let mut offenders = Vec::new();
     let mut seen = 0;
     for kernel in gemm::tuning::WARPGROUP_KERNELS {
-        for layout in 0..8 {
-            let info = if layout < 4 {
-                dev.warpgroup_kernel_info(kernel, layout)
-            } else {
-                dev.warpgroup_fused_kernel_info(kernel, layout - 4)
-            };
-            if let Some(info) = info.unwrap() {
+        for (layout, flavour) in
+            (0..4).flat_map(|l| [Flavour::Plain, Flavour::Fused, Flavour::Epilogue].map(|f| (l, f)))
+        {
+            if let Some(info) = dev.warpgroup_flavour_info(kernel, layout, flavour).unwrap() {
                 seen += 1;
-                let allowed = if layout >= 4 && info.name.contains("_f32_b128x128_d5_") { 8 } else { 0 };
+                let allowed = if flavour == Flavour::Fused && info.name.contains("_f32_b128x128_d5_") { 8 } else { 0 };
                 if info.local_bytes > allowed || info.blocks_per_sm == 0 {
                     offenders.push(format!(
                         "{}: {} bytes of local memory, {} registers, {} blocks/SM",

@@ -62,7 +62,7 @@ fn expected_warpgroup_names() -> BTreeSet<String> {
     let reductions = ["warpgroup_reduce_f32", "warpgroup_reduce_f16", "warpgroup_reduce_bf16", "warpgroup_reduce_i32"];
     gemm::tuning::WARPGROUP_KERNELS
         .iter()
-        .flat_map(|k| k.names.iter().chain(&k.fused).flatten().copied())
+        .flat_map(|k| k.names.iter().chain(&k.fused).chain(&k.epilogue).flatten().copied())
         .chain(reductions)
         .chain(gemm::tuning::pack::TRANSPOSE_ENTRIES)
         .chain(["copy_lines_16", "warpgroup_masked_rows"])

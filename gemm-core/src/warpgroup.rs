@@ -155,6 +155,15 @@ pub struct Fusion {
     pub reserved2: u32,
 }
 
+impl Fusion {
+    /// Whether the description has FP8 block scales (A's or B's): a launch
+    /// with them runs a line's `<entry>_fused` kernels; one without them may
+    /// run `<entry>_epilogue` ([`warpgroup_menu!`]).
+    pub const fn block_scaled(&self) -> bool {
+        self.a_scales != 0 || self.b_scales != 0
+    }
+}
+
 /// k of one block scale along k (FP8's k-tile: 128 one-byte elements), and
 /// the columns of B one B scale covers.
 pub const BLOCK_SCALE_K: u32 = 128;
@@ -480,7 +489,11 @@ impl WgmmaTile {
     /// unclustered tiles of at most 128 columns whose buffers leave room
     /// for them (128 x 128 at depth 5 and 192 x 128 at depth 4; not 128 x
     /// 64 at depth 8). The others' consumers load their scales from global
-    /// memory a k-tile ahead.
+    /// memory a k-tile ahead. The choice is made when the kernel is
+    /// compiled: such a line also has kernels without block scales
+    /// (`<entry>_epilogue`, marked `epilogue` in [`warpgroup_menu!`]) for
+    /// the fused launches that have none, which would otherwise stage
+    /// scales of 1 on every k-tile.
     pub const fn stages_scales(self) -> bool {
         self.fuses()
             && self.cluster == 1
@@ -590,7 +603,11 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 /// depth, cluster])`, `(name, types, [BM, BN, depth, cluster], narrow)`,
 /// `(.., fused)` (the lines whose kernels also come as `<entry>_fused`,
 /// with FP8 block scales and the fused epilogue: floating-point C, tiles
-/// that [fuse](WgmmaTile::fuses), BN at least 64) or `(.., fused_only)`
+/// that [fuse](WgmmaTile::fuses), BN at least 64), `(.., fused, epilogue)`
+/// (FP8 lines whose fused kernels [stage](WgmmaTile::stages_scales) their
+/// block scales, a choice made when the kernel is compiled: their kernels
+/// come a third time as `<entry>_epilogue`, the fused epilogue without
+/// block scales, for the launches that have none) or `(.., fused_only)`
 /// (those whose kernels come as `<entry>_fused` only): the kernel crate exports
 /// `<name>_<ab>` for each layout suffix `ab` of `nn`, `nt`, `tn`, `tt` (A
 /// then B; `n` row-major, `t` column-major; `nt` only when the types do not
@@ -632,24 +649,24 @@ macro_rules! warpgroup_menu {
             (wgmma_e4m3_bf16_b128x64_d8, E4m3Bf16, [128, 64, 8, 1], fused)
             (wgmma_e4m3_f16_b128x64_d8, E4m3F16, [128, 64, 8, 1], fused)
             (wgmma_e4m3_f32_b128x64_d8, E4m3F32, [128, 64, 8, 1], fused)
-            (wgmma_e4m3_bf16_b128x128_d5, E4m3Bf16, [128, 128, 5, 1], fused)
-            (wgmma_e4m3_f16_b128x128_d5, E4m3F16, [128, 128, 5, 1], fused)
-            (wgmma_e4m3_f32_b128x128_d5, E4m3F32, [128, 128, 5, 1], fused)
-            (wgmma_e4m3_e5m2_bf16_b128x128_d5, E4m3E5m2Bf16, [128, 128, 5, 1], fused)
-            (wgmma_e4m3_e5m2_f16_b128x128_d5, E4m3E5m2F16, [128, 128, 5, 1], fused)
-            (wgmma_e4m3_e5m2_f32_b128x128_d5, E4m3E5m2F32, [128, 128, 5, 1], fused)
-            (wgmma_e5m2_e4m3_bf16_b128x128_d5, E5m2E4m3Bf16, [128, 128, 5, 1], fused)
-            (wgmma_e5m2_e4m3_f16_b128x128_d5, E5m2E4m3F16, [128, 128, 5, 1], fused)
-            (wgmma_e5m2_e4m3_f32_b128x128_d5, E5m2E4m3F32, [128, 128, 5, 1], fused)
-            (wgmma_e4m3_bf16_b192x128_d4, E4m3Bf16, [192, 128, 4, 1], fused)
-            (wgmma_e4m3_f16_b192x128_d4, E4m3F16, [192, 128, 4, 1], fused)
-            (wgmma_e4m3_f32_b192x128_d4, E4m3F32, [192, 128, 4, 1], fused)
-            (wgmma_e4m3_e5m2_bf16_b192x128_d4, E4m3E5m2Bf16, [192, 128, 4, 1], fused)
-            (wgmma_e4m3_e5m2_f16_b192x128_d4, E4m3E5m2F16, [192, 128, 4, 1], fused)
-            (wgmma_e4m3_e5m2_f32_b192x128_d4, E4m3E5m2F32, [192, 128, 4, 1], fused)
-            (wgmma_e5m2_e4m3_bf16_b192x128_d4, E5m2E4m3Bf16, [192, 128, 4, 1], fused)
-            (wgmma_e5m2_e4m3_f16_b192x128_d4, E5m2E4m3F16, [192, 128, 4, 1], fused)
-            (wgmma_e5m2_e4m3_f32_b192x128_d4, E5m2E4m3F32, [192, 128, 4, 1], fused)
+            (wgmma_e4m3_bf16_b128x128_d5, E4m3Bf16, [128, 128, 5, 1], fused, epilogue)
+            (wgmma_e4m3_f16_b128x128_d5, E4m3F16, [128, 128, 5, 1], fused, epilogue)
+            (wgmma_e4m3_f32_b128x128_d5, E4m3F32, [128, 128, 5, 1], fused, epilogue)
+            (wgmma_e4m3_e5m2_bf16_b128x128_d5, E4m3E5m2Bf16, [128, 128, 5, 1], fused, epilogue)
+            (wgmma_e4m3_e5m2_f16_b128x128_d5, E4m3E5m2F16, [128, 128, 5, 1], fused, epilogue)
+            (wgmma_e4m3_e5m2_f32_b128x128_d5, E4m3E5m2F32, [128, 128, 5, 1], fused, epilogue)
+            (wgmma_e5m2_e4m3_bf16_b128x128_d5, E5m2E4m3Bf16, [128, 128, 5, 1], fused, epilogue)
+            (wgmma_e5m2_e4m3_f16_b128x128_d5, E5m2E4m3F16, [128, 128, 5, 1], fused, epilogue)
+            (wgmma_e5m2_e4m3_f32_b128x128_d5, E5m2E4m3F32, [128, 128, 5, 1], fused, epilogue)
+            (wgmma_e4m3_bf16_b192x128_d4, E4m3Bf16, [192, 128, 4, 1], fused, epilogue)
+            (wgmma_e4m3_f16_b192x128_d4, E4m3F16, [192, 128, 4, 1], fused, epilogue)
+            (wgmma_e4m3_f32_b192x128_d4, E4m3F32, [192, 128, 4, 1], fused, epilogue)
+            (wgmma_e4m3_e5m2_bf16_b192x128_d4, E4m3E5m2Bf16, [192, 128, 4, 1], fused, epilogue)
+            (wgmma_e4m3_e5m2_f16_b192x128_d4, E4m3E5m2F16, [192, 128, 4, 1], fused, epilogue)
+            (wgmma_e4m3_e5m2_f32_b192x128_d4, E4m3E5m2F32, [192, 128, 4, 1], fused, epilogue)
+            (wgmma_e5m2_e4m3_bf16_b192x128_d4, E5m2E4m3Bf16, [192, 128, 4, 1], fused, epilogue)
+            (wgmma_e5m2_e4m3_f16_b192x128_d4, E5m2E4m3F16, [192, 128, 4, 1], fused, epilogue)
+            (wgmma_e5m2_e4m3_f32_b192x128_d4, E5m2E4m3F32, [192, 128, 4, 1], fused, epilogue)
             (wgmma_e4m3_bf16_b128x192_d4, E4m3Bf16, [128, 192, 4, 1])
             (wgmma_e4m3_f16_b128x192_d4, E4m3F16, [128, 192, 4, 1])
             (wgmma_e4m3_f32_b128x192_d4, E4m3F32, [128, 192, 4, 1])
@@ -696,11 +713,24 @@ mod tests {
                 // tiles that fuse, with a floating-point C.
                 let marked: &[&str] = &[$(stringify!($flag)),*];
                 assert_eq!(marked.contains(&"narrow"), tile.narrow(), "{}", stringify!($name));
-                assert!(marked.len() <= 1 && marked.iter().all(|m| ["narrow", "fused", "fused_only"].contains(m)));
+                assert!(
+                    marked == ["narrow"] || marked == ["fused"] || marked == ["fused_only"]
+                        || marked == ["fused", "epilogue"] || marked.is_empty(),
+                    "{}",
+                    stringify!($name)
+                );
                 if marked.contains(&"fused") || marked.contains(&"fused_only") {
                     assert!(tile.fuses() && !tile.narrow(), "{}", stringify!($name));
                     assert!(WgmmaTypes::$t != WgmmaTypes::S8, "{}", stringify!($name));
                 }
+                // `epilogue` exactly on the fused FP8 lines whose fused
+                // kernels stage block scales.
+                assert_eq!(
+                    marked.contains(&"epilogue"),
+                    marked.contains(&"fused") && WgmmaTypes::$t.fp8() && tile.stages_scales(),
+                    "{}",
+                    stringify!($name)
+                );
             )*};
         }
         warpgroup_menu!(check);
@@ -790,7 +820,7 @@ mod tests {
         assert!(!WgmmaTile { bn: 256, depth: 4, ..t }.stages_scales());
         // Every tile that stages them still fits with them.
         macro_rules! check {
-            ($(($name:ident, $t:ident, [$bm:expr, $bn:expr, $depth:expr, $cl:expr] $(, $flag:ident)?))*) => {$(
+            ($(($name:ident, $t:ident, [$bm:expr, $bn:expr, $depth:expr, $cl:expr] $(, $flag:ident)*))*) => {$(
                 let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $depth, cluster: $cl };
                 assert!(tile.kernel_smem_bytes(true) <= MAX_SMEM_BYTES, "{}", stringify!($name));
             )*};

@@ -111,7 +111,7 @@ pub use plan::product_plan::{DeviceBlock, DeviceSplit, KernelFamily, ProductPlan
 pub mod tuning {
     pub use crate::device::memory::MAX_SPLIT_WORKSPACE;
     pub use crate::device::registry::{
-        MmaKernel, WarpgroupKernel, EMULATION_BOUND_KERNELS, EMULATION_KERNELS, MMA_KERNELS, SKINNY_KERNELS,
+        Flavour, MmaKernel, WarpgroupKernel, EMULATION_BOUND_KERNELS, EMULATION_KERNELS, MMA_KERNELS, SKINNY_KERNELS,
         SKINNY_MMA_KERNELS, WARPGROUP_KERNELS,
     };
     pub use crate::device::KernelInfo;

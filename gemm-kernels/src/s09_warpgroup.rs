@@ -99,7 +99,10 @@
 //! (DeepSeek-AI, "DeepGEMM") stages its
 //! scales. On the other tiles (128 x 64 at depth 8, and tiles run in
 //! clusters), each consumer thread loads its scales from global memory one
-//! k-tile ahead ([`BlockScales`]).
+//! k-tile ahead ([`BlockScales`]). Staging is compiled in: a fused launch
+//! without block scales on a staging tile runs the line's `<entry>_epilogue`
+//! kernels instead (`BLOCK_SCALES` false: no slots, promotion by additions,
+//! as the plain kernels, and the fused epilogue), which the host picks.
 //!
 //! # An MN-major tf32 A: through registers
 //! wgmma reads tf32 operands from shared memory K-major only, but takes A
@@ -755,7 +758,10 @@ impl<O: Output> Params<O> {
 /// (block scales at promotion, the fused epilogue); without it the
 /// argument is ignored and none of that code is compiled in (the block
 /// scales' state is live across the k-loop: the plain kernels carry none
-/// of it).
+/// of it). `BLOCK_SCALES` (with `FUSED`): the kernel applies `p.fusion`'s
+/// block scales; without it (the `_epilogue` kernels, for launches without
+/// block scales) a promoting type promotes by additions and stages
+/// nothing, and only the epilogue reads `p.fusion`.
 ///
 /// # Safety
 /// Launched with the geometry of `WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER }`
@@ -773,11 +779,13 @@ pub unsafe fn warpgroup<
     const A_MN: bool,
     const B_MN: bool,
     const FUSED: bool,
+    const BLOCK_SCALES: bool,
     const CLUSTER: u32,
 >(
     p: Params<O>,
 ) {
     const { assert!(ACC as u32 * 2 == BN, "ACC must be BN / 2") };
+    const { assert!(FUSED || !BLOCK_SCALES, "block scales come with a fused kernel") };
     const {
         assert!(
             !FUSED || (O::FLOAT && WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER }.fuses()),
@@ -804,7 +812,7 @@ pub unsafe fn warpgroup<
     // (`stage_scales`; its 32 lanes arrive on the buffer's `full` barrier
     // besides the TMA's thread), and each consumer warp reads them after the
     // barrier's wait and releases the buffer itself (the reads done).
-    let staged = I::PROMOTE && FUSED && tile.stages_scales();
+    let staged = I::PROMOTE && FUSED && BLOCK_SCALES && tile.stages_scales();
     let scales_slot = |s: u32| base + tile.scales_offset() + s * tile.scales_slot_bytes();
     if staged {
         let smem: u32;
@@ -977,8 +985,11 @@ pub unsafe fn warpgroup<
         let mut total = [0f32; ACC];
         let (k_first, k_end) = k_range(&q, z);
         let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
-        let scales =
-            if I::PROMOTE && FUSED && !staged { BlockScales::of(q.fusion, (row, n0), q.m) } else { BlockScales::NONE };
+        let scales = if I::PROMOTE && FUSED && BLOCK_SCALES && !staged {
+            BlockScales::of(q.fusion, (row, n0), q.m)
+        } else {
+            BlockScales::NONE
+        };
         // k-tile kt, the it-th of this block: its buffer, phase parity and
         // the previous k-tile's `empty` barrier (released through `release_buffer`).
         // A promoting type releases each k-tile's buffer itself, as soon as

@@ -7,7 +7,9 @@
 //! line (BN below 64) reads B K-major only: `_nt` and `_tt`. A line marked
 //! `fused` has each of its entry points twice: plain, and `<entry>_fused`,
 //! which reads `fusion` (block scales, the fused epilogue); the plain ones
-//! ignore it; a line marked `fused_only` has the `_fused` ones alone. A line with clusters of 2 has its entry points declared
+//! ignore it; a line marked `fused, epilogue` has them three times, the third
+//! `<entry>_epilogue` (the fused epilogue without block scales: FP8 tiles
+//! whose `_fused` kernels stage block scales in shared memory); a line marked `fused_only` has the `_fused` ones alone. A line with clusters of 2 has its entry points declared
 //! with `.reqnctapercluster 2, 1, 1` (the xtask adds it, as the launch
 //! bounds): a plain launch runs them in clusters.
 //! Parameters, in this order: `m, n, k: u32`, `alpha, beta` (f32; i32 for
@@ -27,7 +29,7 @@ use crate::s09_warpgroup::{masked_rows, warpgroup, Params};
 use gemm_core::warpgroup::{Fusion, GroupProblem};
 
 macro_rules! layout_entry {
-    ([$tail:literal, $fused:literal], $name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal, $cl:literal], $amn:literal, $bmn:literal) => {
+    ([$tail:literal, $fused:literal, $block:literal], $name:ident, $fn:ident, $suffix:literal, $i:ty, $o:ty, [$bm:literal, $bn:literal, $d:literal, $cl:literal], $amn:literal, $bmn:literal) => {
         #[doc = concat!("Entry point `", stringify!($name), "_", $suffix, $tail, "`.")]
         ///
         /// # Safety
@@ -71,13 +73,15 @@ macro_rules! layout_entry {
                 group,
                 fusion,
             };
-            warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn, $fused, $cl>(p)
+            warpgroup::<$i, $o, $bm, $bn, $d, { $bn / 2 }, $amn, $bmn, $fused, $block, $cl>(p)
         }
     };
 }
 
 /// The layouts of one menu line, with the line's operand and C types; `$v`
-/// is the variant, `["", false]` (plain) or `["_fused", true]`.
+/// is the variant, `["", false, false]` (plain), `["_fused", true, true]`
+/// (block scales and the fused epilogue) or `["_epilogue", true, false]`
+/// (the fused epilogue alone).
 macro_rules! layouts {
     ($v:tt, $name:ident, F16, $p:tt) => { layouts!(@go $v, $name, F16, H, $p); };
     ($v:tt, $name:ident, F16F32, $p:tt) => { layouts!(@go $v, $name, F16, f32, $p); };
@@ -114,7 +118,19 @@ macro_rules! layouts {
         #[doc = concat!("The fused-epilogue entry points of `", stringify!($name), "` (it has no others).")]
         pub mod fused {
             use super::*;
-            layouts!(["_fused", true], $name, $t, $p);
+            layouts!(["_fused", true, true], $name, $t, $p);
+        }
+    };
+    // A line marked `fused, epilogue` (FP8 tiles whose fused kernels stage
+    // their block scales): as `fused`, and in the submodule `epilogue` the
+    // same layouts with the fused epilogue but no block scales
+    // (`<entry>_epilogue`).
+    ($v:tt, $name:ident, $t:ident, $p:tt, fused, epilogue) => {
+        layouts!($v, $name, $t, $p, fused);
+        #[doc = concat!("The fused-epilogue entry points of `", stringify!($name), "` without block scales.")]
+        pub mod epilogue {
+            use super::*;
+            layouts!(["_epilogue", true, false], $name, $t, $p);
         }
     };
     // A line marked `fused`: its plain kernels and, in the submodule
@@ -124,7 +140,7 @@ macro_rules! layouts {
         #[doc = concat!("The fused-epilogue entry points of `", stringify!($name), "`.")]
         pub mod fused {
             use super::*;
-            layouts!(["_fused", true], $name, $t, $p);
+            layouts!(["_fused", true, true], $name, $t, $p);
         }
     };
     (@k_major $v:tt, $name:ident, $i:ty, $o:ty, [$($p:literal),*]) => {
@@ -148,7 +164,7 @@ macro_rules! export_warpgroup {
         #[doc = concat!("Entry points `", stringify!($name), "_{nn,nt,tn,tt}` (those of its types and tile).")]
         pub mod $name {
             use super::*;
-            layouts!(["", false], $name, $t, [$bm, $bn, $d, $cl] $(, $flag)*);
+            layouts!(["", false, false], $name, $t, [$bm, $bn, $d, $cl] $(, $flag)*);
         }
     )*};
 }

@@ -488,10 +488,13 @@ fn launch_bounds(ptx: &str) -> Result<String> {
             let tile = WgmmaTile { bm: $bm, bn: $bn, depth: $d, cluster: $cl };
             for ab in ["nn", "nt", "tn", "tt"] {
                 bounds.insert(format!("{}_{ab}", stringify!($name)), (tile.threads_per_block(), 1, tile.cluster));
-                // A `fused` line's entry points come twice.
-                bounds.insert(format!("{}_{ab}_fused", stringify!($name)), (tile.threads_per_block(), 1, tile.cluster));
+                // A `fused` line's entry points come twice, a `fused,
+                // epilogue` line's three times.
+                for tail in ["_fused", "_epilogue"] {
+                    bounds.insert(format!("{}_{ab}{tail}", stringify!($name)), (tile.threads_per_block(), 1, tile.cluster));
+                }
             }
-            warpgroup_lines += 1 $(+ (stringify!($flag) == "fused") as usize)*;
+            warpgroup_lines += 1 $(+ ["fused", "epilogue"].contains(&stringify!($flag)) as usize)*;
         )*};
     }
     gemm_core::warpgroup_menu!(entries);
@@ -1581,6 +1584,9 @@ fn warpgroup_table(csv: &str, stage_number: &str) -> Result<String> {
         header.iter().position(|h| *h == name).ok_or(format!("benches/results/warpgroup.csv has no column {name}"))
     };
     let layout = header.iter().position(|h| *h == "layout");
+    // FP8 rows (scaling other than `none`) are compared with cuBLASLt, and
+    // have their own tables in docs/benchmarks.md.
+    let scaling = header.iter().position(|h| *h == "scaling");
     let (prec, stage, config, m, n, k, gflops, ratio, check) = (
         need("precision")?,
         need("stage")?,
@@ -1596,6 +1602,7 @@ fn warpgroup_table(csv: &str, stage_number: &str) -> Result<String> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| l.split(',').collect::<Vec<&str>>())
         .filter(|r| r.get(stage) == Some(&stage_number))
+        .filter(|r| scaling.and_then(|i| r.get(i)).is_none_or(|s| *s == "none"))
         .collect();
     let Some(first) = rows.first() else {
         return Ok(format!("No stage-{stage_number} rows in benches/results/warpgroup.csv.\n"));

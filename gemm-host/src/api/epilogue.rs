@@ -753,8 +753,9 @@ impl Fused<'_, '_> {
         };
         let (route, copies, layouts) = describe_warpgroup(types, &launch, Some(applied));
         let family = launch.kernel;
+        let flavour = family.flavour(true, e.block_scales.is_some());
         let kernel = family
-            .entry(layouts, true)
+            .entry(layouts, flavour)
             .expect("the planner picks a family with fused kernels for the layouts the operands are brought to");
         let mut why = if parts.is_empty() {
             "no epilogue inputs (alpha op(A) op(B) + beta C)".to_string()
@@ -1133,6 +1134,7 @@ fn kernel_fusion<'a, C: Scalar>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::registry::Flavour;
     use crate::exec::warpgroup::read_in_layout;
     use crate::tuning::Stage;
     use crate::Op;
@@ -1234,6 +1236,15 @@ mod tests {
         // B^T of a row-major B is K-major: no copy.
         let nt = Gemm::new().op_b(Op::T).epilogue(&e).plan_for::<F8E4M3, bf16>(4096, 7168, 2048).unwrap();
         assert!(nt.copies.is_empty() && kernel_of(&nt).ends_with("_nt_fused"), "{nt}");
+        // Without block scales (a bias and GELU): the kernels without the
+        // block scales' staging, on the same tile.
+        let g = Epilogue::new().bias(Along::Columns, &none).activation(Activation::Gelu);
+        let p = Gemm::new().op_b(Op::T).epilogue(&g).plan_for::<F8E4M3, bf16>(4096, 7168, 2048).unwrap();
+        assert!(kernel_of(&p).ends_with("_nt_epilogue"), "{p}");
+        assert_eq!(kernel_of(&p).trim_end_matches("_epilogue"), kernel_of(&nt).trim_end_matches("_fused"), "{p}");
+        // The staging 128 x 128 tile too (the GPU test's shape).
+        let p = Gemm::new().epilogue(&g).plan_for::<F8E4M3, bf16>(1100, 3000, 300).unwrap();
+        assert!(kernel_of(&p).contains("_b128x128_d5_") && kernel_of(&p).ends_with("_epilogue"), "{p}");
         // 128 x 128 A blocks: A may trade places, and the plan says so.
         let e128 = Epilogue::new().block_scales(BlockScales::new(&none, &none).a_rows(128));
         let p = Gemm::new().epilogue(&e128).plan_for::<F8E4M3, f32>(4096, 4096, 4096).unwrap();
@@ -1348,12 +1359,13 @@ mod tests {
                 let g = Gemm::new().op_a(op_a).op_b(op_b).alpha(alpha).allow_tf32(true);
                 for (m, n, k) in shapes {
                     let dims = g.planned_dims((m, n, k));
-                    let cases: [(WgmmaTypes, &Epilogue<'_>, Result<ProductPlan, Error>); 5] = [
+                    let cases: [(WgmmaTypes, &Epilogue<'_>, Result<ProductPlan, Error>); 6] = [
                         (WgmmaTypes::Bf16, &plain, g.epilogue(&plain).plan_for::<bf16, bf16>(m, n, k)),
                         (WgmmaTypes::F16F32, &plain, g.epilogue(&plain).plan_for::<half::f16, f32>(m, n, k)),
                         (WgmmaTypes::Tf32, &plain, g.epilogue(&plain).plan_for::<f32, f32>(m, n, k)),
                         (WgmmaTypes::E4m3Bf16, &per_row, g.epilogue(&per_row).plan_for::<F8E4M3, bf16>(m, n, k)),
                         (WgmmaTypes::E4m3F32, &per_block, g.epilogue(&per_block).plan_for::<F8E4M3, f32>(m, n, k)),
+                        (WgmmaTypes::E4m3Bf16, &plain, g.epilogue(&plain).plan_for::<F8E4M3, bf16>(m, n, k)),
                     ];
                     for (types, e, plan) in cases {
                         let plan = plan.unwrap();
@@ -1376,7 +1388,16 @@ mod tests {
                         } else {
                             KernelLayouts { a: Layout::RowMajor, b: Layout::ColMajor }
                         };
-                        let expected = family.fused[layouts.index()].expect("a fused kernel for the read layouts");
+                        // FP8 without block scales: the `_epilogue` kernels
+                        // where the family's fused ones stage them.
+                        let flavour = family.flavour(true, e.block_scales.is_some());
+                        if types.fp8() && e.block_scales.is_none() && family.tile.stages_scales() {
+                            assert_eq!(flavour, Flavour::Epilogue);
+                        } else {
+                            assert_eq!(flavour, Flavour::Fused);
+                        }
+                        let expected =
+                            family.entry(layouts.index(), flavour).expect("a fused kernel for the read layouts");
                         assert_eq!(kernel_of(&plan), expected, "{m}x{n}x{k} {op_a:?}{op_b:?} alpha {alpha}: {plan}");
                         assert!(family.fuses() && launch.split == (1, 0) && launch.tail.is_none());
                         let KernelFamily::Warpgroup { tile, .. } = plan.family else { unreachable!() };
@@ -1387,6 +1408,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 4 * 2 * shapes.len() * 5);
+        assert_eq!(checked, 4 * 2 * shapes.len() * 6);
     }
 }

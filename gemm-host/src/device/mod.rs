@@ -13,6 +13,7 @@ pub(crate) mod staging;
 
 use crate::device::kernels::{Format, KernelCode, PtxModule};
 use crate::device::memory::keep_pool_memory;
+use crate::device::registry::Flavour;
 use crate::error::{DriverContext, Error};
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUfunction_attribute as FnAttr};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
@@ -601,30 +602,22 @@ impl Device {
         kernel: &crate::device::registry::WarpgroupKernel,
         layout: usize,
     ) -> Result<Option<KernelInfo>, Error> {
-        self.warpgroup_entry_info(kernel, kernel.names.get(layout).copied().flatten(), false)
+        self.warpgroup_flavour_info(kernel, layout, Flavour::Plain)
     }
 
-    /// [`Device::warpgroup_kernel_info`] of the family's fused-epilogue
-    /// kernel in that layout (its `fused` entry points); `Ok(None)` when
-    /// it has none there.
+    /// [`Device::warpgroup_kernel_info`] of the family's kernel in that
+    /// layout and [`Flavour`] (its `_fused` or `_epilogue` entry points,
+    /// or the plain ones); `Ok(None)` when it has none there.
     ///
     /// # Errors
     /// As [`Device::warpgroup_kernel_info`].
-    pub fn warpgroup_fused_kernel_info(
+    pub fn warpgroup_flavour_info(
         &self,
         kernel: &crate::device::registry::WarpgroupKernel,
         layout: usize,
+        flavour: Flavour,
     ) -> Result<Option<KernelInfo>, Error> {
-        self.warpgroup_entry_info(kernel, kernel.fused.get(layout).copied().flatten(), true)
-    }
-
-    fn warpgroup_entry_info(
-        &self,
-        kernel: &crate::device::registry::WarpgroupKernel,
-        name: Option<&'static str>,
-        fused: bool,
-    ) -> Result<Option<KernelInfo>, Error> {
-        let Some(name) = name else {
+        let Some(name) = (layout < 4).then(|| kernel.entry(layout, flavour)).flatten() else {
             return Ok(None);
         };
         if self.compute_capability() != (9, 0) {
@@ -634,7 +627,7 @@ impl Device {
             });
         }
         let f = self.warpgroup_function(name)?;
-        self.launch_info(name, &f, kernel.tile.threads_per_block(), kernel.smem_bytes(fused)).map(Some)
+        self.launch_info(name, &f, kernel.tile.threads_per_block(), kernel.smem_bytes(flavour)).map(Some)
     }
 
     fn info_of(

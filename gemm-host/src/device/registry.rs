@@ -146,10 +146,26 @@ pub struct WarpgroupKernel {
     /// menu lines marked `fused` or `fused_only`; none elsewhere (the plain kernels ignore
     /// `fusion`).
     pub fused: [Option<&'static str>; 4],
+    /// The same layouts' kernels with the fused epilogue but no block
+    /// scales (`<entry>_epilogue`), on the FP8 menu lines marked `epilogue`:
+    /// those whose `_fused` kernels [stage](WgmmaTile::stages_scales) block
+    /// scales, a choice compiled into them; none elsewhere.
+    pub epilogue: [Option<&'static str>; 4],
     /// Operand and C types.
     pub types: WgmmaTypes,
     /// Block tile and pipeline depth.
     pub tile: WgmmaTile,
+}
+
+/// Which of a [`WarpgroupKernel`] family's kernels a launch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    /// The plain product (`<entry>`): `fusion` ignored.
+    Plain,
+    /// Block scales and the fused epilogue (`<entry>_fused`).
+    Fused,
+    /// The fused epilogue without block scales (`<entry>_epilogue`).
+    Epilogue,
 }
 
 impl WarpgroupKernel {
@@ -158,26 +174,40 @@ impl WarpgroupKernel {
         self.fused.iter().any(Option::is_some)
     }
 
-    /// The entry point for layouts `index` ([`gemm_core::shape::KernelLayouts::index`]
-    /// order), fused or plain.
-    pub fn entry(&self, index: usize, fused: bool) -> Option<&'static str> {
-        if fused {
-            self.fused[index]
+    /// The flavour of a launch: plain without a fusion; with one, the
+    /// family's `_epilogue` kernels where it has them and the launch has
+    /// no block scales ([`gemm_core::warpgroup::Fusion::block_scaled`]),
+    /// else its `_fused` kernels.
+    pub fn flavour(&self, fused: bool, block_scaled: bool) -> Flavour {
+        if !fused {
+            Flavour::Plain
+        } else if !block_scaled && self.epilogue.iter().any(Option::is_some) {
+            Flavour::Epilogue
         } else {
-            self.names[index]
+            Flavour::Fused
         }
     }
 
-    /// Dynamic shared memory of the family's kernels, fused or plain: a
-    /// fused FP8 kernel's producer may stage block scales beside the
-    /// buffers ([`WgmmaTile::stages_scales`]).
-    pub fn smem_bytes(&self, fused: bool) -> u32 {
-        self.tile.kernel_smem_bytes(fused && self.types.fp8())
+    /// The entry point for layouts `index` ([`gemm_core::shape::KernelLayouts::index`]
+    /// order) in `flavour`.
+    pub fn entry(&self, index: usize, flavour: Flavour) -> Option<&'static str> {
+        match flavour {
+            Flavour::Plain => self.names[index],
+            Flavour::Fused => self.fused[index],
+            Flavour::Epilogue => self.epilogue[index],
+        }
+    }
+
+    /// Dynamic shared memory of the family's kernels in `flavour`: a fused
+    /// FP8 kernel's producer may stage block scales beside the buffers
+    /// ([`WgmmaTile::stages_scales`]).
+    pub fn smem_bytes(&self, flavour: Flavour) -> u32 {
+        self.tile.kernel_smem_bytes(flavour == Flavour::Fused && self.types.fp8())
     }
 }
 
-/// The layout entry points of one menu line with suffix `$tail` ("" or
-/// "_fused"), as [`WarpgroupKernel::names`] says.
+/// The layout entry points of one menu line with suffix `$tail` ("",
+/// "_fused" or "_epilogue"), as [`WarpgroupKernel::names`] says.
 macro_rules! layout_names {
     ($name:ident, $t:ident, [$bm:literal, $bn:literal, $d:literal, $cl:literal], $tail:literal) => {
         if WgmmaTypes::$t.transposes() && (WgmmaTile { bm: $bm, bn: $bn, depth: $d, cluster: $cl }).narrow() {
@@ -230,6 +260,11 @@ macro_rules! warpgroup_entries {
             },
             fused: if marked(&[$(stringify!($flag)),*], "fused") || marked(&[$(stringify!($flag)),*], "fused_only") {
                 layout_names!($name, $t, [$bm, $bn, $d, $cl], "_fused")
+            } else {
+                [None; 4]
+            },
+            epilogue: if marked(&[$(stringify!($flag)),*], "epilogue") {
+                layout_names!($name, $t, [$bm, $bn, $d, $cl], "_epilogue")
             } else {
                 [None; 4]
             },

@@ -214,13 +214,15 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     }
     let layout_index = KernelLayouts { a: a_layout, b: b_layout }.index();
     // A fused epilogue takes the family's fused kernels (the planner
-    // picks a family that has them: `warpgroup_fused_launch`).
-    let name =
-        kernel.entry(layout_index, fusion.is_some()).expect("a kernel for every layout the operands are brought to");
+    // picks a family that has them: `warpgroup_fused_launch`), or its
+    // `_epilogue` ones where the launch has no block scales and the fused
+    // ones would stage them (`WarpgroupKernel::flavour`).
+    let flavour = kernel.flavour(fusion.is_some(), fusion.is_some_and(Fusion::block_scaled));
+    let name = kernel.entry(layout_index, flavour).expect("a kernel for every layout the operands are brought to");
     let func = device.warpgroup_function(name)?;
     // Persistent blocks: as many as run at once (a clustered tile's
     // clusters may fill fewer than all SMs).
-    let smem_bytes = kernel.smem_bytes(fusion.is_some());
+    let smem_bytes = kernel.smem_bytes(flavour);
     let slots = device.warpgroup_slots(name, &func, tile, smem_bytes)?;
     let grid = tile.grid(m, n, count, slots);
     let cfg = LaunchConfig {
@@ -539,15 +541,17 @@ pub(crate) fn enqueue_grouped<T: Scalar, C: Scalar>(
             // it, on the same stream, is the only reader of the table.
             unsafe { builder.launch(cfg) }.during("cuLaunchKernel")?;
         }
-        let name =
-            kernel.entry(index, fusions.is_some()).expect("a kernel for every layout the operands are brought to");
+        // Block scales in any product's description: the `_fused` kernels.
+        let block_scaled = fusions.is_some_and(|f| f.iter().any(Fusion::block_scaled));
+        let flavour = kernel.flavour(fusions.is_some(), block_scaled);
+        let name = kernel.entry(index, flavour).expect("a kernel for every layout the operands are brought to");
         let func = device.warpgroup_function(name)?;
         // Persistent blocks, as for one product of `jobs` block tiles.
         let [blocks, _, _] = tile.grid(tile.bm, tile.bn, jobs as u32, device.sm_count());
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (tile.threads_per_block(), 1, 1),
-            shared_mem_bytes: kernel.smem_bytes(fusions.is_some()),
+            shared_mem_bytes: kernel.smem_bytes(flavour),
         };
         let (zero, wide_zero) = (0u32, 0u64);
         let mut builder = stream.launch_builder(&func);
