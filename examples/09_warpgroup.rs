@@ -70,6 +70,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 const CSV_HEAD: &str = "device,date,commit,precision,stage,stage_name,configuration,m,n,k,ms,gflops,pct_fma_peak,\
 cublas_gflops,ratio_to_cublas,check,intensity,kernel,ops,layout,batch,batch_kind,path,split_k,pack,scaling";
 
+/// A library's `C <- A B` on A, B and C.
+type Call<'a, T, C> = &'a dyn Fn(&DeviceMatrix<T>, &DeviceMatrix<T>, &mut DeviceMatrix<C>) -> Result<(), gemm::Error>;
+
 /// The library a product is compared with: `C <- A B` on A, B (column-major
 /// for cuBLASLt's FP8) and C.
 struct Reference<'a, T: Scalar, C: Scalar> {
@@ -77,7 +80,7 @@ struct Reference<'a, T: Scalar, C: Scalar> {
     name: &'static str,
     /// Whether it reads B only column-major (cuBLASLt's FP8).
     b_col_major: bool,
-    call: &'a dyn Fn(&DeviceMatrix<T>, &DeviceMatrix<T>, &mut DeviceMatrix<C>) -> Result<(), gemm::Error>,
+    call: Call<'a, T, C>,
 }
 
 /// [`run`] against cuBLAS's `cublasGemmEx`.

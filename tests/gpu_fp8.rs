@@ -151,6 +151,11 @@ fn e4m3_integer_inputs_are_exact_every_shape_and_layout() {
     every_output((260, 6000, 128), (R, C, R), 0, true);
     every_output((390, 6000, 128), (R, C, R), 0, true);
     every_output((260, 6000, 200), (R, C, R), 5, true);
+    // MN-major operands, each copied K-major by the byte transpose: whole
+    // 128 x 128 tiles by words (leading dimensions multiples of 4) and by
+    // bytes (padded by 3), and the partial tiles at the edges.
+    every_output((300, 260, 384), (C, R, R), 0, true);
+    every_output((300, 260, 384), (C, R, R), 3, true);
 }
 
 #[test]

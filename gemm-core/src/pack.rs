@@ -69,6 +69,45 @@ pub const fn pack_grid(rows: u32, cols: u32) -> [u32; 3] {
     [if x == 0 { 1 } else { x }, if y == 0 { 1 } else { y }, 1]
 }
 
+/// Side of the square tile, in bytes, of the transposed copy of 1-byte
+/// elements (`transpose_b8`): each thread moves 4-byte words, and a 4 x 4
+/// block of bytes is transposed in registers (byte permutes), so a warp
+/// reads and writes whole 128-byte lines.
+pub const BYTE_TILE: u32 = 128;
+
+/// Side of the square tile of the transposed copy of elements of
+/// `element_bytes` bytes: [`BYTE_TILE`] for 1-byte elements, else
+/// [`PACK_TILE`].
+pub const fn transpose_tile(element_bytes: u32) -> u32 {
+    if element_bytes == 1 {
+        BYTE_TILE
+    } else {
+        PACK_TILE
+    }
+}
+
+/// Grid of the transposed copy (`transpose_b64` .. `transpose_b8`) of a
+/// `rows x cols` source of elements of `element_bytes` bytes: one block
+/// per [`transpose_tile`], y capped at 65535 (blocks then loop).
+pub const fn transpose_grid(rows: u32, cols: u32, element_bytes: u32) -> [u32; 3] {
+    let tile = transpose_tile(element_bytes);
+    let x = ceil_div(cols, tile);
+    let y = ceil_div(rows, tile);
+    let y = if y > MAX_GRID_Y { MAX_GRID_Y } else { y };
+    [if x == 0 { 1 } else { x }, if y == 0 { 1 } else { y }, 1]
+}
+
+/// Dynamic shared memory of a transposed copy's block: the padded 32 x 33
+/// tile ([`pack_tile_bytes`]), or for 1-byte elements a 128 x 128 one
+/// (its 4-byte words swizzled instead of padded).
+pub const fn transpose_smem_bytes(element_bytes: u32) -> u32 {
+    if element_bytes == 1 {
+        BYTE_TILE * BYTE_TILE
+    } else {
+        pack_tile_bytes(element_bytes)
+    }
+}
+
 /// Threads per block of stage 9's realigning copy (`copy_lines_16`: an
 /// operand's lines copied to lines on 128 bytes, 16 bytes per thread).
 pub const COPY_THREADS: u32 = 256;
@@ -89,7 +128,7 @@ pub const fn pack_smem_bytes(precision: Precision) -> u32 {
 }
 
 /// The 32 x 33 tile of a pack block for elements of `element_bytes` bytes
-/// (also stage 9's transposes of u32 and u8 words).
+/// (also the transposes of 8-, 4- and 2-byte words).
 pub const fn pack_tile_bytes(element_bytes: u32) -> u32 {
     PACK_TILE * (PACK_TILE + 1) * element_bytes
 }

@@ -158,7 +158,7 @@ pub struct Fusion {
 impl Fusion {
     /// Whether the description has FP8 block scales (A's or B's): a launch
     /// with them runs a line's `<entry>_fused` kernels; one without them may
-    /// run `<entry>_epilogue` ([`warpgroup_menu!`]).
+    /// run `<entry>_epilogue` ([`crate::warpgroup_menu!`]).
     pub const fn block_scaled(&self) -> bool {
         self.a_scales != 0 || self.b_scales != 0
     }
@@ -491,7 +491,7 @@ impl WgmmaTile {
     /// 64 at depth 8). The others' consumers load their scales from global
     /// memory a k-tile ahead. The choice is made when the kernel is
     /// compiled: such a line also has kernels without block scales
-    /// (`<entry>_epilogue`, marked `epilogue` in [`warpgroup_menu!`]) for
+    /// (`<entry>_epilogue`, marked `epilogue` in [`crate::warpgroup_menu!`]) for
     /// the fused launches that have none, which would otherwise stage
     /// scales of 1 on every k-tile.
     pub const fn stages_scales(self) -> bool {

@@ -212,12 +212,13 @@ pub(crate) unsafe fn launch_transpose<T: Scalar>(
     src: &CudaView<'_, T>,
     (dst, ld_dst): (&mut CudaViewMut<'_, T>, u32),
 ) -> Result<(), Error> {
-    use gemm_core::pack::{pack_grid, pack_tile_bytes, PACK_BLOCK};
-    let grid = pack_grid(rows, cols);
+    use gemm_core::pack::{transpose_grid, transpose_smem_bytes, PACK_BLOCK};
+    let bytes = size_of::<T>() as u32;
+    let grid = transpose_grid(rows, cols, bytes);
     let cfg = LaunchConfig {
         grid_dim: (grid[0], grid[1], grid[2]),
         block_dim: (PACK_BLOCK[0], PACK_BLOCK[1], 1),
-        shared_mem_bytes: pack_tile_bytes(size_of::<T>() as u32),
+        shared_mem_bytes: transpose_smem_bytes(bytes),
     };
     let mut builder = stream.launch_builder(func);
     builder.arg(&rows).arg(&cols).arg(src).arg(&ld).arg(dst).arg(&ld_dst);
@@ -319,5 +320,25 @@ mod tests {
         let t = TmaOperand { elem: 4, ..bytes }.transposed();
         assert_eq!((t.line, t.lines, t.ld), (5, 33, 32));
         assert!(t.aligned(0));
+    }
+
+    /// The transposes' launches cover the matrix with their tiles (128 x
+    /// 128 bytes for 1-byte elements, 32 x 32 otherwise) within the 48 KiB
+    /// a block gets without opting in.
+    #[test]
+    fn transpose_launches_cover_the_matrix() {
+        use gemm_core::pack::{transpose_grid, transpose_smem_bytes, transpose_tile};
+        for bytes in [1, 2, 4, 8] {
+            let tile = transpose_tile(bytes);
+            assert_eq!(tile, if bytes == 1 { 128 } else { 32 });
+            assert!(transpose_smem_bytes(bytes) <= 48 * 1024);
+            for (rows, cols) in [(1, 1), (129, 300), (4096, 4096), (10_000_000, 3)] {
+                let g = transpose_grid(rows, cols, bytes);
+                assert_eq!(g[0], cols.div_ceil(tile));
+                assert_eq!(g[1], rows.div_ceil(tile).min(65_535), "{rows}x{cols}");
+            }
+        }
+        assert_eq!(transpose_smem_bytes(1), 128 * 128);
+        assert_eq!(transpose_smem_bytes(4), 32 * 33 * 4);
     }
 }
