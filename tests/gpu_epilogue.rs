@@ -630,25 +630,36 @@ fn grouped_experts_with_their_own_epilogues() {
         .collect();
     Gemm::new().run_grouped_fused_device(&av, &bv, &mut cv, &epilogues).unwrap();
     drop(cv);
-    for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
-        let c = dcs[e].to_host().unwrap();
-        for i in 0..m {
-            for j in 0..n {
-                let (mut want, mut bound) = (0f64, 0f64);
-                for q in 0..kb {
-                    let s = sa[q * total + r0 + i] as f64 * sbs[e][(j / 128) * kb + q] as f64;
-                    for p in q * 128..((q + 1) * 128).min(k) {
-                        let x = a[(r0 + i, p)].as_f64() * bs[e][(p, j)].as_f64();
-                        want += s * x;
-                        bound += s * x.abs();
+    // Each FP8 expert's C (f32) against the f64 reference: `scale(e, i, j,
+    // q)` the product of k-tile q's block scales (1 without them),
+    // `finish(e, j, v)` the epilogue on the scaled sum; within FP8's
+    // accumulation (2^-9 of each k-tile's sum of |terms|) and f32's.
+    type Scale<'a> = &'a dyn Fn(usize, usize, usize, usize) -> f64;
+    let check_fp8 = |dcs: &[DeviceMatrix<f32>], what: &str, scale: Scale, finish: &dyn Fn(usize, usize, f64) -> f64| {
+        for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
+            let c = dcs[e].to_host().unwrap();
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut sum, mut bound) = (0f64, 0f64);
+                    for q in 0..kb {
+                        let s = scale(e, i, j, q);
+                        for p in q * 128..((q + 1) * 128).min(k) {
+                            let x = a[(r0 + i, p)].as_f64() * bs[e][(p, j)].as_f64();
+                            sum += s * x;
+                            bound += s * x.abs();
+                        }
                     }
+                    let (got, want) = (c[(i, j)] as f64, finish(e, j, sum));
+                    let tol = 2f64.powi(-9) * bound + 2f64.powi(-23) * (kb as f64 + 2.0) * (bound + 2.0);
+                    assert!((got - want).abs() <= tol, "{what} expert {e}: C({i}, {j}) = {got}, want {want} ({tol})");
                 }
-                let got = c[(i, j)] as f64;
-                let tol = 2f64.powi(-9) * bound + 2f64.powi(-23) * (kb as f64 + 1.0) * bound + 1e-30;
-                assert!((got - want).abs() <= tol, "expert {e}: C({i}, {j}) = {got}, want {want} (tolerance {tol})");
             }
         }
-    }
+    };
+    let block_scale = |e: usize, i: usize, j: usize, q: usize| {
+        sa[q * total + first_rows[e] + i] as f64 * sbs[e][(j / 128) * kb + q] as f64
+    };
+    check_fp8(&dcs, "block-scaled", &block_scale, &|_, _, v| v);
     // The same FP8 experts without block scales, each with its own bias
     // (by column) and ReLU: the launch runs the `_epilogue` kernels (no
     // block scales to stage), C f32.
@@ -661,23 +672,7 @@ fn grouped_experts_with_their_own_epilogues() {
         biases8.iter().map(|b| Epilogue::new().bias(Along::Columns, b).activation(Activation::Relu)).collect();
     Gemm::new().run_grouped_fused_device(&av, &bv, &mut cv, &epilogues).unwrap();
     drop(cv);
-    for (e, (&m, &r0)) in rows.iter().zip(&first_rows).enumerate() {
-        let c = dcs[e].to_host().unwrap();
-        for i in 0..m {
-            for j in 0..n {
-                let (mut dot, mut bound) = (0f64, 0f64);
-                for p in 0..k {
-                    let x = a[(r0 + i, p)].as_f64() * bs[e][(p, j)].as_f64();
-                    dot += x;
-                    bound += x.abs();
-                }
-                let want = (dot + biases8[e][j] as f64).max(0.0);
-                let got = c[(i, j)] as f64;
-                let tol = 2f64.powi(-9) * bound + 2f64.powi(-23) * (kb as f64 + 2.0) * (bound + 2.0) + 1e-30;
-                assert!((got - want).abs() <= tol, "FP8 bias+ReLU expert {e}: C({i}, {j}) = {got}, want {want}");
-            }
-        }
-    }
+    check_fp8(&dcs, "FP8 bias+ReLU", &|_, _, _, _| 1.0, &|e, j, v| (v + biases8[e][j] as f64).max(0.0));
     // bf16 experts, each with its own bias (by column) and GELU.
     let a16 = Matrix::from_fn(total, k, |i, p| bf16::from_f64(((i * 7 + p * 3) % 9) as f64 / 4.0 - 1.0));
     let b16: Vec<Matrix<bf16>> = rows
