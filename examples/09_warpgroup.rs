@@ -78,6 +78,8 @@ type Call<'a, T, C> = &'a dyn Fn(&DeviceMatrix<T>, &DeviceMatrix<T>, &mut Device
 struct Reference<'a, T: Scalar, C: Scalar> {
     /// `cublasGemmEx` or `cublasLtMatmul`.
     name: &'static str,
+    /// The library: `cuBLAS` or `cuBLASLt`.
+    library: &'static str,
     /// Whether it reads B only column-major (cuBLASLt's FP8).
     b_col_major: bool,
     call: Call<'a, T, C>,
@@ -98,7 +100,7 @@ fn run_cublas<T: Product<C>, C: Scalar>(
     let call = |a: &DeviceMatrix<T>, b: &DeviceMatrix<T>, r: &mut DeviceMatrix<C>| {
         cublas.gemm_ex(gemm::Op::N, gemm::Op::N, 1.0, a, b, 0.0, r)
     };
-    let reference = Reference { name: "cublasGemmEx", b_col_major: false, call: &call };
+    let reference = Reference { name: "cublasGemmEx", library: "cuBLAS", b_col_major: false, call: &call };
     run::<T, C>(mma_sync, precision, b_layout, device, &reference, s, budget_ms, csv)
 }
 
@@ -118,7 +120,7 @@ where
 {
     let call =
         |a: &DeviceMatrix<F8E4M3>, b: &DeviceMatrix<F8E4M3>, r: &mut DeviceMatrix<C>| lt.matmul_fp8(1.0, a, b, 0.0, r);
-    let reference = Reference { name: "cublasLtMatmul", b_col_major: true, call: &call };
+    let reference = Reference { name: "cublasLtMatmul", library: "cuBLASLt", b_col_major: true, call: &call };
     run::<F8E4M3, C>(mma_sync, "e4m3", b_layout, device, &reference, s, budget_ms, csv)
 }
 
@@ -227,7 +229,7 @@ fn run<T: Product<C>, C: Scalar>(
     let intensity = 2.0 * (m * n * k) as f64
         / (size_of::<T>() as f64 * (m * k + k * n) as f64 + size_of::<C>() as f64 * (m * n) as f64);
     let (date, commit) = (gemm::bench::today_utc(), gemm::bench::commit());
-    let library = if reference.name == "cublasLtMatmul" { "cuBLASLt" } else { "cuBLAS" };
+    let library = reference.library;
     let check = match &refused {
         Some(_) => format!("unchecked ({library} refused the shape)"),
         None if ok => format!("ok (rel. error {err:.1e} to {library})"),
