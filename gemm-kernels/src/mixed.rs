@@ -149,7 +149,17 @@ macro_rules! half_output {
             type Pair = U16x2;
             #[inline(always)]
             fn pair(a: f32, b: f32) -> U16x2 {
-                U16x2([Self::from_value(a).0, Self::from_value(b).0])
+                // One `cvt.rn.$ty x2.f32` (its first operand into the upper
+                // half): one F2FP in SASS, where two scalar conversions
+                // were two F2F and a PRMT.
+                let p: u32;
+                // SAFETY: a conversion between registers.
+                unsafe {
+                    asm!(concat!("cvt.rn.", $ty, "x2.f32 {p}, {b}, {a};"), p = out(reg32) p, a = in(reg32) a,
+                         b = in(reg32) b, options(pure, nomem, nostack))
+                };
+                // SAFETY: U16x2 is two u16 in 4 bytes, a the lower.
+                unsafe { core::mem::transmute::<u32, U16x2>(p) }
             }
             #[inline(always)]
             fn unpair(p: U16x2) -> (f32, f32) {
