@@ -1679,16 +1679,18 @@ const SUMMARY_SIZES: [&str; 2] = ["4096", "8192"];
 /// The rows of the README's performance table: the label, whether the figures
 /// are the shape suite's of `latest.csv` (f64, f32) or stage 9's of
 /// `warpgroup.csv`, the precision column, C's type (warpgroup.csv) and the
-/// `layout` column.
-const SUMMARY_ROWS: [(&str, bool, &str, &str, &str); 8] = [
-    ("f64 → f64", true, "f64", "", "row"),
-    ("f32 → f32", true, "f32", "", "row"),
-    ("f32 → f32 on TF32 (`.allow_tf32(true)`)", false, "tf32", "f32", "row"),
-    ("f16 → f32", false, "f16", "f32", "row"),
-    ("f16 → f16", false, "f16", "f16", "row"),
-    ("bf16 → f32", false, "bf16", "f32", "row"),
-    ("bf16 → bf16", false, "bf16", "bf16", "row"),
-    ("i8 → i32, B column-major", false, "i8", "i32", "b-col"),
+/// `layout` column, and the `scaling` column where one is asked for (FP8's
+/// per-tensor scales; "" takes any row).
+const SUMMARY_ROWS: [(&str, bool, &str, &str, &str, &str); 9] = [
+    ("f64 → f64", true, "f64", "", "row", ""),
+    ("f32 → f32", true, "f32", "", "row", ""),
+    ("f32 → f32 on TF32 (`.allow_tf32(true)`)", false, "tf32", "f32", "row", ""),
+    ("f16 → f32", false, "f16", "f32", "row", ""),
+    ("f16 → f16", false, "f16", "f16", "row", ""),
+    ("bf16 → f32", false, "bf16", "f32", "row", ""),
+    ("bf16 → bf16", false, "bf16", "bf16", "row", ""),
+    ("i8 → i32, B column-major", false, "i8", "i32", "b-col", ""),
+    ("FP8 e4m3 → bf16, per-tensor scales, B column-major", false, "e4m3", "bf16", "b-col", "tensor"),
 ];
 
 /// The README's one performance table: for each product, the default path
@@ -1716,7 +1718,7 @@ fn summary_table(csv: &str, warpgroup_csv: &str, up: &str) -> Result<String> {
     }
     t.push_str(&format!("measured on |\n|---|---|{}---|\n", "---:|".repeat(SUMMARY_SIZES.len())));
     let mut runs: Vec<(String, &str)> = Vec::new();
-    for (label, from_suite, precision, c_type, layout) in SUMMARY_ROWS {
+    for (label, from_suite, precision, c_type, layout, scaling) in SUMMARY_ROWS {
         let ((header, rows), file) = if from_suite { (&suite, "latest.csv") } else { (&warpgroup, "warpgroup.csv") };
         let col = |name: &str| {
             header.iter().position(|h| *h == name).ok_or(format!("benches/results/{file} has no column {name}"))
@@ -1733,9 +1735,13 @@ fn summary_table(csv: &str, warpgroup_csv: &str, up: &str) -> Result<String> {
             col("layout")?,
         );
         let path = if from_suite { Some(col("path")?) } else { None };
+        // A file without the column has no row of a scaling asked for.
+        let scaling_col = header.iter().position(|h| *h == "scaling");
+        let scaled = |r: &&Vec<&str>| scaling.is_empty() || scaling_col.is_some_and(|i| r.get(i) == Some(&scaling));
         let wanted = |r: &&Vec<&str>, size: &str| {
             r.get(prec) == Some(&precision)
                 && r.get(lay) == Some(&layout)
+                && scaled(r)
                 && [m, n, k].iter().all(|&i| r.get(i) == Some(&size))
                 && match path {
                     Some(p) => r.get(p) == Some(&"suite"),
@@ -1773,8 +1779,9 @@ fn summary_table(csv: &str, warpgroup_csv: &str, up: &str) -> Result<String> {
     let commits: Vec<String> = runs.iter().map(|(run, commit)| format!("{run}: commit {commit}")).collect();
     t.push_str(&format!(
         "\nTFLOP/s (TOP/s for i8) of the default path (`Gemm::new()`), kernel time, random inputs, beside cuBLAS \
-         in the same run (`cublasDgemm`, `cublasSgemm`; `cublasGemmEx` with the same types and compute type), \
-         checked against it. i8 with B column-major, the layout cuBLAS's INT8 kernels are built for. {}. Every \
+         in the same run (`cublasDgemm`, `cublasSgemm`; `cublasGemmEx` with the same types and compute type; \
+         `cublasLtMatmul` for FP8, its A and B scales one f32 each), checked against it. i8 and FP8 with B \
+         column-major, the layout cuBLAS's INT8 and FP8 kernels are built for. {}. Every \
          shape: [docs/benchmarks.md]({up}docs/benchmarks.md) (f64, f32) and [docs/stages.md]({up}{STAGE9_ANCHOR}) \
          (the other types).\n",
         commits.join("; ")
