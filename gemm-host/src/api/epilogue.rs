@@ -32,7 +32,7 @@ use crate::exec::warpgroup::{enqueue, enqueue_grouped};
 use crate::exec::TensorCoreStage;
 use crate::operands::device_matrix::{DeviceMatrix, DeviceView, DeviceViewMut};
 use crate::operands::matrix::{MatMut, MatRef};
-use crate::plan::product_plan::{warpgroup_fused_launch, warpgroup_fused_list, KernelFamily, ProductPlan};
+use crate::plan::product_plan::{warpgroup_fused_launch, warpgroup_fused_list, Fuse, KernelFamily, ProductPlan};
 use crate::tuning::{PackReason, Plan, PlanSource, SplitReason};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceSlice, SyncOnDrop};
 use gemm_core::warpgroup::{
@@ -318,6 +318,23 @@ impl<'v> Epilogue<'v> {
         self.bias.is_some() || self.activation != Activation::None
     }
 
+    /// How a stage-9 launch fuses it: [`Fuse::Splittable`] where nothing
+    /// in it needs the sums of the whole of k (no row or column scales,
+    /// bias or activation: at most block scales, applied per k-tile, and
+    /// per-tensor scales, in alpha), so k may be split; else
+    /// [`Fuse::Epilogue`].
+    fn fuse(&self) -> Fuse {
+        let whole_k = self.row_scales.is_some()
+            || self.col_scales.is_some()
+            || self.bias.is_some()
+            || self.activation != Activation::None;
+        if whole_k {
+            Fuse::Epilogue
+        } else {
+            Fuse::Splittable
+        }
+    }
+
     /// Whether the user's A stays the kernel's A (`keep_a` of
     /// `warpgroup_fused_launch`): A's block scales are per row (1 x 128),
     /// which the kernel applies to its A only.
@@ -549,7 +566,7 @@ impl Fused<'_, '_> {
             return Err(unsupported(types, "fused epilogues run on stage 9 (compute capability 9.0) only"));
         }
         let alpha = e.alpha(gemm.desc.alpha);
-        let launch = warpgroup_fused_launch(types, &dims, alpha, device.sm_count(), e.keeps_a());
+        let launch = warpgroup_fused_launch(types, &dims, alpha, (device.sm_count(), e.fuse()), e.keeps_a());
         let mut inputs = Inputs { device: &device, stream: &stream, owned: Vec::new(), guards: Vec::new() };
         let fusion = kernel_fusion::<C>(e, &dims, launch.swapped, &mut inputs)?;
         let ops = (&a.data, &b.data, &mut c.data);
@@ -613,9 +630,13 @@ impl Fused<'_, '_> {
     /// kernel being the family's fused entry point (`<entry>_fused`) for
     /// the layouts the operands are read in, among the tiles that fuse. The
     /// plan states what the epilogue has (per-tensor, row, column and FP8
-    /// block scales, the bias and its type, the activation); a fused
-    /// product is one launch: k is not split (`split_k` 1) and the last
-    /// wave is not balanced. [`Fused::run`] runs the same kernel once the
+    /// block scales, the bias and its type, the activation); the last wave
+    /// is not balanced, and k is split (`split_k` above 1: slices by the
+    /// tile's fused kernel with an f32 C, then a reduction that applies
+    /// alpha and beta) only on stage 9 where the epilogue has nothing
+    /// applied to the whole sums (at most FP8 block scales and per-tensor
+    /// scales) and the block tiles would leave most SMs idle (m of 64 or
+    /// 128 with a long k); otherwise a fused product is one launch. [`Fused::run`] runs the same kernel once the
     /// operands are on the device. The lengths of the epilogue's inputs
     /// are checked by the call, not here.
     ///
@@ -745,7 +766,7 @@ impl Fused<'_, '_> {
         // the kernel form, unless the route runs the transposed product).
         let dims = gemm.planned_dims((m, n, k));
         let keep_a = e.keeps_a();
-        let launch = warpgroup_fused_launch(types, &dims, e.alpha(gemm.desc.alpha), sm_count, keep_a);
+        let launch = warpgroup_fused_launch(types, &dims, e.alpha(gemm.desc.alpha), (sm_count, e.fuse()), keep_a);
         let applied = if e.block_scales.is_some() {
             "FP8 block scales on each 128 of k, the epilogue on the f32 sums before C is stored"
         } else {
@@ -762,7 +783,20 @@ impl Fused<'_, '_> {
         } else {
             parts.join(", ")
         };
-        why.push_str(" fused in the kernel's epilogue, one launch, k not split (a split's sum would have to apply it)");
+        let (slices, k_tiles) = launch.split;
+        if slices > 1 {
+            why.push_str(&format!(
+                " fused in the kernel, k in {slices} slices of {k_tiles} k-tiles (each applies its own k-tiles' block \
+                 scales; the reduction sums the slices and applies alpha and beta): the block tiles alone would leave \
+                 most SMs idle"
+            ));
+        } else if e.fuse() == Fuse::Splittable {
+            why.push_str(" fused in the kernel's epilogue, one launch, k not split (enough block tiles)");
+        } else {
+            why.push_str(
+                " fused in the kernel's epilogue, one launch, k not split (a split's sum would have to apply it)",
+            );
+        }
         if keep_a {
             why.push_str(
                 "; A's 1 x 128 block scales keep the user's A as the kernel's A: a column-major C is stored transposed \
@@ -780,7 +814,7 @@ impl Fused<'_, '_> {
         Ok(ProductPlan {
             product: product_name(types),
             family: KernelFamily::Warpgroup { kernel, tile: family.tile },
-            split_k: 1,
+            split_k: slices,
             route,
             copies,
             why,
@@ -1353,7 +1387,7 @@ mod tests {
         let per_block = Epilogue::new().block_scales(BlockScales::new(&none, &none).a_rows(128));
         let shapes = [(4096, 4096, 4096), (16, 8192, 4096), (8192, 32, 1024), (333, 129, 65), (1000, 1000, 0)];
         let ops = [(Op::N, Op::N), (Op::N, Op::T), (Op::T, Op::N), (Op::T, Op::T)];
-        let mut checked = 0;
+        let (mut checked, mut splits) = (0, 0);
         for (op_a, op_b) in ops {
             for alpha in [1.0, 0.0] {
                 let g = Gemm::new().op_a(op_a).op_b(op_b).alpha(alpha).allow_tf32(true);
@@ -1369,7 +1403,8 @@ mod tests {
                     ];
                     for (types, e, plan) in cases {
                         let plan = plan.unwrap();
-                        let launch = warpgroup_fused_launch(types, &dims, e.alpha(alpha), sm_count(), e.keeps_a());
+                        let launch =
+                            warpgroup_fused_launch(types, &dims, e.alpha(alpha), (sm_count(), e.fuse()), e.keeps_a());
                         let kd = launch.route.dims;
                         let family = launch.kernel;
                         // The layouts `ready_warpgroup` and `enqueue` give the kernel.
@@ -1399,15 +1434,59 @@ mod tests {
                         let expected =
                             family.entry(layouts.index(), flavour).expect("a fused kernel for the read layouts");
                         assert_eq!(kernel_of(&plan), expected, "{m}x{n}x{k} {op_a:?}{op_b:?} alpha {alpha}: {plan}");
-                        assert!(family.fuses() && launch.split == (1, 0) && launch.tail.is_none());
+                        assert!(family.fuses() && launch.tail.is_none());
+                        // k split only without terms on the whole sums, by
+                        // the fused family with an f32 C.
+                        if launch.split.0 > 1 {
+                            assert_eq!(e.fuse(), Fuse::Splittable, "{m}x{n}x{k}: {plan}");
+                            assert_eq!(family.types, types.accumulating());
+                            splits += 1;
+                        } else {
+                            assert_eq!(launch.split, (1, 0));
+                        }
                         let KernelFamily::Warpgroup { tile, .. } = plan.family else { unreachable!() };
                         assert_eq!(tile, family.tile);
-                        assert_eq!(plan.split_k, 1);
+                        assert_eq!(plan.split_k, launch.split.0);
                         checked += 1;
                     }
                 }
             }
         }
         assert_eq!(checked, 4 * 2 * shapes.len() * 6);
+        // A block-scaled product of few block tiles and a long k splits it
+        // (16 x 8192 x 4096 keeps A's place: one row of 128-row tiles).
+        assert!(splits > 0);
+    }
+
+    /// Block scales alone (and per-tensor scales) let the planner split k
+    /// where the block tiles leave most SMs idle (DeepGEMM's m = 64 and
+    /// 128 shapes); a bias, an activation, row or column scales keep k
+    /// whole, as does a product with enough tiles.
+    #[test]
+    fn block_scales_alone_split_k_where_the_tiles_are_few() {
+        if !fuses_here() {
+            return;
+        }
+        let none: Vec<f32> = Vec::new();
+        let bias = vec![0.0f32; 1];
+        let block = Epilogue::new().block_scales(BlockScales::new(&none, &none));
+        let scaled = Epilogue::new().scale_a(2.0).scale_b(0.5).block_scales(BlockScales::new(&none, &none));
+        let with_bias = Epilogue::new().block_scales(BlockScales::new(&none, &none)).bias(Along::Columns, &bias);
+        let g = Gemm::new();
+        for (m, n, k) in [(64, 7168, 16384), (128, 2112, 7168), (64, 4096, 7168)] {
+            for e in [&block, &scaled] {
+                let plan = g.epilogue(e).plan_for::<F8E4M3, bf16>(m, n, k).unwrap();
+                assert!(plan.split_k > 1, "{m}x{n}x{k}: {plan}");
+                assert!(
+                    kernel_of(&plan).starts_with("wgmma_e4m3_f32_") && kernel_of(&plan).ends_with("_fused"),
+                    "{plan}"
+                );
+                assert!(plan.to_string().contains("slices"), "{plan}");
+            }
+            let plan = g.epilogue(&with_bias).plan_for::<F8E4M3, bf16>(m, n, k).unwrap();
+            assert_eq!(plan.split_k, 1, "{m}x{n}x{k}: {plan}");
+        }
+        let plan = g.epilogue(&block).plan_for::<F8E4M3, bf16>(4096, 7168, 16384).unwrap();
+        assert_eq!(plan.split_k, 1, "{plan}");
     }
 }

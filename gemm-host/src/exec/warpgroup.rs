@@ -133,9 +133,13 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     fusion: Option<&Fusion>,
 ) -> Result<(), Error> {
     let WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign, tail } = *launch;
-    // A fused epilogue runs in the product's one launch (the planner
-    // splits neither k nor the last wave for one: `warpgroup_fused_launch`).
-    debug_assert!(fusion.is_none() || (split.0 == 1 && tail.is_none()));
+    // A fused product splits no last wave, and k only where nothing but
+    // block scales (each k-tile's) are fused (`warpgroup_fused_launch`).
+    debug_assert!(fusion.is_none() || tail.is_none());
+    debug_assert!(
+        split.0 == 1
+            || fusion.is_none_or(|f| f.row_scales == 0 && f.col_scales == 0 && f.bias == 0 && f.activation == 0)
+    );
     let (kd, transposed_c) = (route.dims, route.transposed_c);
     let (ka, kb) = if swapped { (b, a) } else { (a, b) };
     let (sa, sb) = if swapped { (stride_b, stride_a) } else { (stride_a, stride_b) };
@@ -256,7 +260,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         let tail_m = m - head;
         let g = tile.grid(tail_m, n, t.split.0, tail_slots);
         let tail_cfg = LaunchConfig { grid_dim: (g[0], g[1], g[2]), ..cfg };
-        let sliced = (&tail_func, tail_cfg, [batch_a, batch_b], tail_store);
+        let sliced = (&tail_func, tail_cfg, [batch_a, batch_b], tail_store, NO_FUSION);
         enqueue_slices(stream, types, sliced, (tail_m, n, k), t.split, &tail_maps, (&mut w, transposed_c))?;
         let mut tail_c = c.slice_mut(offset..);
         reduce(device, stream, types, (tail_m, n, transposed_c), (t.split.0, &w), (alpha, beta), (&mut tail_c, ldc))?;
@@ -279,7 +283,8 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         drop(keep);
         return Ok(());
     };
-    let sliced = (&func, cfg, [batch_a, batch_b], c_store);
+    // The slices of a fused launch read its description (block scales).
+    let sliced = (&func, cfg, [batch_a, batch_b], c_store, fusion_at);
     enqueue_slices(stream, types, sliced, (m, n, k), split, &maps, (&mut w, transposed_c))?;
     reduce(device, stream, types, (m, n, transposed_c), (slices, &w), (alpha, beta), (c, ldc))?;
     drop((keep, w, uploaded));
@@ -333,12 +338,14 @@ fn slices_store(maps: &mut [u8; GROUP_MAPS_BYTES], w_map: Option<[u8; 128]>, tra
 /// Split-K's first launch: slice z of k (`split`: slices, k-tiles per
 /// slice) of an m x n product (kernel form) into matrix z of the workspace
 /// `w` (m x n, ld n, alpha 1, beta 0; transposed: n x m, ld m), with the
-/// f32 (i32) C kernel `func` at `cfg` reading the tensor maps `maps`.
+/// f32 (i32) C kernel `func` at `cfg` reading the tensor maps `maps` and,
+/// for a fused kernel, the description at `fusion_at` (block scales only:
+/// each slice applies its own k-tiles').
 #[allow(clippy::too_many_arguments)]
 fn enqueue_slices(
     stream: &Arc<CudaStream>,
     types: WgmmaTypes,
-    (func, cfg, [batch_a, batch_b], c_store): (&CudaFunction, LaunchConfig, [u32; 2], u32),
+    (func, cfg, [batch_a, batch_b], c_store, fusion_at): (&CudaFunction, LaunchConfig, [u32; 2], u32, u64),
     (m, n, k): (u32, u32, u32),
     (slices, k_slice): (u32, u32),
     maps: &CudaView<'_, u8>,
@@ -351,7 +358,7 @@ fn enqueue_slices(
     let mut builder = stream.launch_builder(func);
     builder.arg(&m).arg(&n).arg(&k).arg(&one).arg(&zero).arg(maps).arg(w).arg(&ldw);
     builder.arg(&stride_w).arg(&batch_a).arg(&batch_b).arg(&slices).arg(&c_store).arg(&k_slice).arg(&NOT_GROUPED);
-    builder.arg(&NO_FUSION);
+    builder.arg(&fusion_at);
     // SAFETY: the arguments match the entry point's signature
     // (gemm-kernels/src/warpgroup_entry_points.rs), the tensor maps
     // describe buffers that live until the work queued on `stream` is

@@ -377,22 +377,38 @@ fn warpgroup_plan_with(
     (batch, sm_count): (usize, u32),
     (tails, narrow): (bool, bool),
 ) -> WarpgroupPlan {
-    warpgroup_plan_among(types, (m, n, k), (batch, sm_count), (tails, narrow, true), false)
+    warpgroup_plan_among(types, (m, n, k), (batch, sm_count), (tails, narrow, true), Fuse::No)
 }
 
-/// [`warpgroup_plan_with`]; `fused`: among the tiles that apply a fused
-/// epilogue ([`WgmmaTile::fuses`]), k whole (a split's reduction would
-/// have to apply the epilogue); `clusters`: the tiles run in clusters may
-/// be picked (not for a grouped launch, whose products differ in k: a
-/// cluster's blocks run their k-loops in step).
+/// What the kernel a plan picks applies besides alpha op(A) op(B) + beta C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fuse {
+    /// Nothing: a plain product.
+    No,
+    /// A fused epilogue (row or column scales, a bias, an activation), on
+    /// the sums of the whole of k: k is not split (a split's reduction
+    /// would have to apply it).
+    Epilogue,
+    /// At most FP8 block scales (and per-tensor scales, in alpha): each
+    /// k-tile's, applied at its promotion, so k may be split (each slice
+    /// applies its own k-tiles'; the reduction sums the slices and applies
+    /// alpha and beta).
+    Splittable,
+}
+
+/// [`warpgroup_plan_with`]; `fuse`: other than [`Fuse::No`], among the
+/// tiles that fuse ([`WgmmaTile::fuses`]), k whole for [`Fuse::Epilogue`];
+/// `clusters`: the tiles run in clusters may be picked (not for a grouped
+/// launch, whose products differ in k: a cluster's blocks run their
+/// k-loops in step).
 fn warpgroup_plan_among(
     types: WgmmaTypes,
     dims: (usize, usize, usize),
     batch: (usize, u32),
     flags: (bool, bool, bool),
-    fused: bool,
+    fuse: Fuse,
 ) -> WarpgroupPlan {
-    warpgroup_plan_rows(types, dims, batch, flags, fused, &[])
+    warpgroup_plan_rows(types, dims, batch, flags, fuse, &[])
 }
 
 /// [`warpgroup_plan_among`] for `batch` products of `m` rows each, or, where
@@ -406,9 +422,10 @@ fn warpgroup_plan_rows(
     (m, n, k): (usize, usize, usize),
     (batch, sm_count): (usize, u32),
     (tails, narrow, clusters): (bool, bool, bool),
-    fused: bool,
+    fuse: Fuse,
     rows: &[usize],
 ) -> WarpgroupPlan {
+    let fused = fuse != Fuse::No;
     let tails = tails && !fused;
     // Seconds per multiply-add of one SM (989 TFLOP/s f16 over 132 SMs; the
     // other types scale alike) and per byte of HBM (about 3.3 TB/s).
@@ -490,7 +507,7 @@ fn warpgroup_plan_rows(
     for kernel in candidates {
         // Each tile whole, or split where split_k offers it (single
         // products), or the last wave's rows split (`warpgroup_tail`).
-        let split = if batch == 1 && !fused {
+        let split = if batch == 1 && fuse != Fuse::Epilogue {
             kernel.tile.split_k(m32, n32, k32, types.input_bytes(), sm_count)
         } else {
             (1, 0)
@@ -643,26 +660,38 @@ pub(crate) fn warpgroup_launch(
 
 /// The stage-9 launch of one product in user form `dims` with a fused
 /// epilogue ([`crate::Epilogue`]): as [`warpgroup_launch`], among the tiles
-/// that fuse, k whole, no tail split; with `keep_a` (A's block scales are
-/// per row, which the kernel applies to its A only), the user's A stays
-/// the kernel's A: a column-major C is stored transposed by the threads
-/// (`C_STORE_TRANSPOSED`) instead of running the product transposed, and
-/// no token-sized route.
+/// that fuse, no tail split, k whole unless `fuse` is
+/// [`Fuse::Splittable`] (then split where the planner splits a plain
+/// product: slices of k by the tile's fused family with an f32 C into a
+/// workspace, each applying its own k-tiles' block scales, and the
+/// reduction); with `keep_a` (A's block scales are per row, which the
+/// kernel applies to its A only), the user's A stays the kernel's A: a
+/// column-major C is stored transposed by the threads (`C_STORE_TRANSPOSED`)
+/// instead of running the product transposed, and no token-sized route.
 pub(crate) fn warpgroup_fused_launch(
     types: WgmmaTypes,
     dims: &GemmDims,
     alpha: f64,
-    sm_count: u32,
+    (sm_count, fuse): (u32, Fuse),
     keep_a: bool,
 ) -> WarpgroupLaunch {
+    debug_assert!(fuse != Fuse::No);
     let (route, swapped, reads_ab) = fused_form(types, dims, alpha, keep_a);
     let types = if swapped { types.operands_swapped() } else { types };
     let kd = route.dims;
     let narrow = narrow_allowed(types, &kd, 1);
     let dims_k = (kd.m, kd.n, if reads_ab { kd.k } else { 0 });
-    let plan = warpgroup_plan_among(types, dims_k, (1, sm_count), (false, narrow, true), true);
+    let plan = warpgroup_plan_among(types, dims_k, (1, sm_count), (false, narrow, true), fuse);
     let realign = realign_wanted(types, &kd, plan.kernel.tile);
-    WarpgroupLaunch { types, route, swapped, reads_ab, kernel: plan.kernel, split: (1, 0), realign, tail: None }
+    let kernel = if plan.split.0 > 1 {
+        WARPGROUP_KERNELS
+            .iter()
+            .find(|f| f.types == types.accumulating() && f.tile == plan.kernel.tile && f.fuses())
+            .expect("every tile that fuses has a fused family with an f32 C")
+    } else {
+        plan.kernel
+    };
+    WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split: plan.split, realign, tail: None }
 }
 
 /// [`warpgroup_form`] of a product with a fused epilogue: with `keep_a`
@@ -725,7 +754,8 @@ fn list_of_forms(
     // A list's problems each take their own copies: B K-major as it is.
     let narrow = forms.iter().all(|f| narrow_allowed(types, &f.1 .0.dims, usize::MAX));
     let average = (each.iter().sum::<usize>().div_ceil(count), n, k);
-    let kernel = warpgroup_plan_rows(types, average, (count, sm_count), (true, narrow, false), fused, &each).kernel;
+    let fuse = if fused { Fuse::Epilogue } else { Fuse::No };
+    let kernel = warpgroup_plan_rows(types, average, (count, sm_count), (true, narrow, false), fuse, &each).kernel;
     forms
         .into_iter()
         .map(|(i, (route, swapped, reads_ab))| {
@@ -909,6 +939,18 @@ mod tests {
         }
     }
 
+    /// Every family that fuses has a fused twin of the same tile with an
+    /// f32 (i32) C: a split fused product's slices run it
+    /// (`warpgroup_fused_launch`).
+    #[test]
+    fn every_fused_family_has_an_f32_fused_twin() {
+        for f in WARPGROUP_KERNELS.iter().filter(|f| f.fuses()) {
+            let twin =
+                WARPGROUP_KERNELS.iter().find(|t| t.types == f.types.accumulating() && t.tile == f.tile && t.fuses());
+            assert!(twin.is_some(), "{:?} {:?}", f.types, f.tile);
+        }
+    }
+
     /// Fused FP8 products (block scales) run on 128 x 128 tiles, whose
     /// producer stages the scales, where that tile fills the SMs best (the
     /// shapes of the GPU tests, odd tile rows among them).
@@ -916,7 +958,7 @@ mod tests {
     fn fused_fp8_products_take_the_staging_128_row_tile_where_it_fills_the_sms() {
         for (m, n, k) in [(1100, 3000, 300), (1300, 1024, 512), (1700, 1900, 1000)] {
             for t in [WgmmaTypes::E4m3Bf16, WgmmaTypes::E4m3F32, WgmmaTypes::E5m2E4m3F16] {
-                let f = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), true);
+                let f = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), Fuse::Epilogue);
                 assert_eq!((f.kernel.tile.bm, f.kernel.tile.bn), (128, 128), "{m}x{n}x{k}");
                 assert!(f.kernel.fuses() && f.kernel.tile.stages_scales());
             }
@@ -940,16 +982,17 @@ mod tests {
         ];
         for (m, n, k) in shapes {
             for t in [WgmmaTypes::E4m3Bf16, WgmmaTypes::E4m3F32, WgmmaTypes::E5m2E4m3F16, WgmmaTypes::E4m3E5m2F16] {
-                let f = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), true);
+                let f = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), Fuse::Epilogue);
                 assert_eq!((f.kernel.tile.bm, f.kernel.tile.bn), (192, 128), "{t:?} {m}x{n}x{k}");
                 assert!(f.kernel.fuses() && f.kernel.names[1].is_some());
-                let g = warpgroup_plan_among(t, (m, n, k), (2, 132), (true, true, false), true);
+                let g = warpgroup_plan_among(t, (m, n, k), (2, 132), (true, true, false), Fuse::Epilogue);
                 assert_eq!(g.kernel.tile.bm, 192, "{t:?} {m}x{n}x{k}");
             }
         }
         // f16 and bf16 have no 192 x 128 kernels; their fused products keep
         // their tiles.
-        let f = warpgroup_plan_among(WgmmaTypes::Bf16, (4096, 2112, 7168), (1, 132), (false, true, true), true);
+        let f =
+            warpgroup_plan_among(WgmmaTypes::Bf16, (4096, 2112, 7168), (1, 132), (false, true, true), Fuse::Epilogue);
         assert!(f.kernel.tile.bm <= 128);
     }
 
@@ -960,8 +1003,8 @@ mod tests {
     fn fused_half_products_take_the_plain_products_wide_tile() {
         for t in [WgmmaTypes::Bf16, WgmmaTypes::F16, WgmmaTypes::F16F32, WgmmaTypes::Bf16F32] {
             for (m, n, k) in [(1535, 2560, 136), (2560, 1535, 136), (4096, 4096, 4096), (8192, 8192, 8192)] {
-                let plain = warpgroup_plan_among(t, (m, n, k), (1, 132), (true, true, true), false);
-                let fused = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), true);
+                let plain = warpgroup_plan_among(t, (m, n, k), (1, 132), (true, true, true), Fuse::No);
+                let fused = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), Fuse::Epilogue);
                 assert_eq!((plain.kernel.tile.bm, plain.kernel.tile.bn), (128, 256), "{t:?} {m}x{n}x{k}");
                 assert_eq!(fused.kernel.tile, plain.kernel.tile, "{t:?} {m}x{n}x{k}");
                 assert!(fused.kernel.fuses());
@@ -978,14 +1021,14 @@ mod tests {
         let rows = [3000, 1, 1, 1];
         let average = (rows.iter().sum::<usize>().div_ceil(4), 2048, 4096);
         let flags = (true, true, false);
-        let uniform = warpgroup_plan_rows(WgmmaTypes::Bf16, average, (4, 132), flags, false, &[]);
-        let skewed = warpgroup_plan_rows(WgmmaTypes::Bf16, average, (4, 132), flags, false, &rows);
+        let uniform = warpgroup_plan_rows(WgmmaTypes::Bf16, average, (4, 132), flags, Fuse::No, &[]);
+        let skewed = warpgroup_plan_rows(WgmmaTypes::Bf16, average, (4, 132), flags, Fuse::No, &rows);
         assert_eq!((uniform.kernel.tile.bm, uniform.kernel.tile.bn), (128, 128));
         assert_eq!((skewed.kernel.tile.bm, skewed.kernel.tile.bn), (128, 256));
         // Equal rows: the same plan either way.
         for m in [100, 1000, 4096] {
-            let a = warpgroup_plan_rows(WgmmaTypes::Bf16, (m, 2048, 4096), (4, 132), flags, false, &[]);
-            let b = warpgroup_plan_rows(WgmmaTypes::Bf16, (m, 2048, 4096), (4, 132), flags, false, &[m; 4]);
+            let a = warpgroup_plan_rows(WgmmaTypes::Bf16, (m, 2048, 4096), (4, 132), flags, Fuse::No, &[]);
+            let b = warpgroup_plan_rows(WgmmaTypes::Bf16, (m, 2048, 4096), (4, 132), flags, Fuse::No, &[m; 4]);
             assert_eq!(a.kernel.tile, b.kernel.tile, "m {m}");
         }
     }
