@@ -319,16 +319,11 @@ impl<'v> Epilogue<'v> {
     }
 
     /// How a stage-9 launch fuses it: [`Fuse::Splittable`] where nothing
-    /// in it needs the sums of the whole of k (no row or column scales,
-    /// bias or activation: at most block scales, applied per k-tile, and
-    /// per-tensor scales, in alpha), so k may be split; else
-    /// [`Fuse::Epilogue`].
+    /// in it needs the sums of the whole of k (no bias or activation:
+    /// scales only, each linear in the sums, so each slice of a split k
+    /// may apply them to its own), else [`Fuse::Epilogue`].
     fn fuse(&self) -> Fuse {
-        let whole_k = self.row_scales.is_some()
-            || self.col_scales.is_some()
-            || self.bias.is_some()
-            || self.activation != Activation::None;
-        if whole_k {
+        if self.changes_c() {
             Fuse::Epilogue
         } else {
             Fuse::Splittable
@@ -786,9 +781,9 @@ impl Fused<'_, '_> {
         let (slices, k_tiles) = launch.split;
         if slices > 1 {
             why.push_str(&format!(
-                " fused in the kernel, k in {slices} slices of {k_tiles} k-tiles (each applies its own k-tiles' block \
-                 scales; the reduction sums the slices and applies alpha and beta): the block tiles alone would leave \
-                 most SMs idle"
+                " fused in the kernel, k in {slices} slices of {k_tiles} k-tiles (each applies the scales to its own \
+                 k-tiles' sum; the reduction sums the slices and applies alpha and beta): the block tiles alone would \
+                 leave most SMs idle"
             ));
         } else if e.fuse() == Fuse::Splittable {
             why.push_str(" fused in the kernel's epilogue, one launch, k not split (enough block tiles)");
@@ -1458,12 +1453,12 @@ mod tests {
         assert!(splits > 0);
     }
 
-    /// Block scales alone (and per-tensor scales) let the planner split k
-    /// where the block tiles leave most SMs idle (DeepGEMM's m = 64 and
-    /// 128 shapes); a bias, an activation, row or column scales keep k
-    /// whole, as does a product with enough tiles.
+    /// Scales alone (block, row, column, per-tensor) let the planner split
+    /// k where the block tiles leave most SMs idle (DeepGEMM's m = 64 and
+    /// 128 shapes); a bias or an activation keeps k whole, as does a
+    /// product with enough tiles.
     #[test]
-    fn block_scales_alone_split_k_where_the_tiles_are_few() {
+    fn scales_alone_split_k_where_the_tiles_are_few() {
         if !fuses_here() {
             return;
         }
@@ -1472,19 +1467,28 @@ mod tests {
         let block = Epilogue::new().block_scales(BlockScales::new(&none, &none));
         let scaled = Epilogue::new().scale_a(2.0).scale_b(0.5).block_scales(BlockScales::new(&none, &none));
         let with_bias = Epilogue::new().block_scales(BlockScales::new(&none, &none)).bias(Along::Columns, &bias);
+        let channels = Epilogue::new().row_scales(&bias).col_scales(&bias);
+        let gelu = Epilogue::new().row_scales(&bias).activation(Activation::Gelu);
         let g = Gemm::new();
         for (m, n, k) in [(64, 7168, 16384), (128, 2112, 7168), (64, 4096, 7168)] {
-            for e in [&block, &scaled] {
+            for e in [&block, &scaled, &channels] {
                 let plan = g.epilogue(e).plan_for::<F8E4M3, bf16>(m, n, k).unwrap();
                 assert!(plan.split_k > 1, "{m}x{n}x{k}: {plan}");
-                assert!(
-                    kernel_of(&plan).starts_with("wgmma_e4m3_f32_") && kernel_of(&plan).ends_with("_fused"),
-                    "{plan}"
-                );
+                // The f32-C family's fused kernel: `_epilogue` without
+                // block scales on a tile whose `_fused` one stages them.
+                let kernel = kernel_of(&plan);
+                let flavour = if e.block_scales.is_none() && plan.to_string().contains("_b128x128_d5_") {
+                    "_epilogue"
+                } else {
+                    "_fused"
+                };
+                assert!(kernel.starts_with("wgmma_e4m3_f32_") && kernel.ends_with(flavour), "{plan}");
                 assert!(plan.to_string().contains("slices"), "{plan}");
             }
-            let plan = g.epilogue(&with_bias).plan_for::<F8E4M3, bf16>(m, n, k).unwrap();
-            assert_eq!(plan.split_k, 1, "{m}x{n}x{k}: {plan}");
+            for e in [&with_bias, &gelu] {
+                let plan = g.epilogue(e).plan_for::<F8E4M3, bf16>(m, n, k).unwrap();
+                assert_eq!(plan.split_k, 1, "{m}x{n}x{k}: {plan}");
+            }
         }
         let plan = g.epilogue(&block).plan_for::<F8E4M3, bf16>(4096, 7168, 16384).unwrap();
         assert_eq!(plan.split_k, 1, "{plan}");

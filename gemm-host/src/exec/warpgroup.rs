@@ -133,13 +133,10 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
     fusion: Option<&Fusion>,
 ) -> Result<(), Error> {
     let WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign, tail } = *launch;
-    // A fused product splits no last wave, and k only where nothing but
-    // block scales (each k-tile's) are fused (`warpgroup_fused_launch`).
+    // A fused product splits no last wave, and k only where it fuses
+    // scales alone (linear in the sums; `warpgroup_fused_launch`).
     debug_assert!(fusion.is_none() || tail.is_none());
-    debug_assert!(
-        split.0 == 1
-            || fusion.is_none_or(|f| f.row_scales == 0 && f.col_scales == 0 && f.bias == 0 && f.activation == 0)
-    );
+    debug_assert!(split.0 == 1 || fusion.is_none_or(|f| f.bias == 0 && f.activation == 0));
     let (kd, transposed_c) = (route.dims, route.transposed_c);
     let (ka, kb) = if swapped { (b, a) } else { (a, b) };
     let (sa, sb) = if swapped { (stride_b, stride_a) } else { (stride_a, stride_b) };

@@ -385,14 +385,15 @@ fn warpgroup_plan_with(
 pub(crate) enum Fuse {
     /// Nothing: a plain product.
     No,
-    /// A fused epilogue (row or column scales, a bias, an activation), on
-    /// the sums of the whole of k: k is not split (a split's reduction
-    /// would have to apply it).
+    /// A fused epilogue with a bias or an activation, on the sums of the
+    /// whole of k: k is not split (a split's reduction would have to apply
+    /// it).
     Epilogue,
-    /// At most FP8 block scales (and per-tensor scales, in alpha): each
-    /// k-tile's, applied at its promotion, so k may be split (each slice
-    /// applies its own k-tiles'; the reduction sums the slices and applies
-    /// alpha and beta).
+    /// Scales only, each linear in the sums: FP8 block scales (each
+    /// k-tile's, applied at its promotion), row and column scales
+    /// (applied to each slice's sum alike) and per-tensor scales (in
+    /// alpha), so k may be split: each slice applies them to its own
+    /// k-tiles, the reduction sums the slices and applies alpha and beta.
     Splittable,
 }
 
@@ -663,7 +664,7 @@ pub(crate) fn warpgroup_launch(
 /// that fuse, no tail split, k whole unless `fuse` is
 /// [`Fuse::Splittable`] (then split where the planner splits a plain
 /// product: slices of k by the tile's fused family with an f32 C into a
-/// workspace, each applying its own k-tiles' block scales, and the
+/// workspace, each applying the scales to its own k-tiles, and the
 /// reduction); with `keep_a` (A's block scales are per row, which the
 /// kernel applies to its A only), the user's A stays the kernel's A: a
 /// column-major C is stored transposed by the threads (`C_STORE_TRANSPOSED`)
