@@ -391,7 +391,10 @@ impl Gemm {
     /// f32 on stage 7's fused kernels (`gemm_core::fused_menu!`; any
     /// device; no emulation); i8 (an
     /// integer C) does not fuse. The product runs in one launch without a
-    /// split of k; the tuning options of stages 1-8 do not apply.
+    /// split of k, except on stage 9 where the epilogue has scales alone
+    /// (no bias, no activation) and the planner splits k as for a plain
+    /// product ([`Fused::plan_for`]); the tuning options of stages 1-8 (a
+    /// forced `.split_k` among them) do not apply.
     /// [`Fused::plan_for`] says which kernel it runs, and why.
     pub fn epilogue<'g, 'v>(&'g self, epilogue: &'g Epilogue<'v>) -> Fused<'g, 'v> {
         Fused { gemm: self, epilogue }

@@ -280,7 +280,7 @@ pub(crate) fn enqueue<T: Scalar, C: Scalar>(
         drop(keep);
         return Ok(());
     };
-    // The slices of a fused launch read its description (block scales).
+    // The slices of a fused launch read its description (its scales).
     let sliced = (&func, cfg, [batch_a, batch_b], c_store, fusion_at);
     enqueue_slices(stream, types, sliced, (m, n, k), split, &maps, (&mut w, transposed_c))?;
     reduce(device, stream, types, (m, n, transposed_c), (slices, &w), (alpha, beta), (c, ldc))?;
@@ -336,8 +336,8 @@ fn slices_store(maps: &mut [u8; GROUP_MAPS_BYTES], w_map: Option<[u8; 128]>, tra
 /// slice) of an m x n product (kernel form) into matrix z of the workspace
 /// `w` (m x n, ld n, alpha 1, beta 0; transposed: n x m, ld m), with the
 /// f32 (i32) C kernel `func` at `cfg` reading the tensor maps `maps` and,
-/// for a fused kernel, the description at `fusion_at` (block scales only:
-/// each slice applies its own k-tiles').
+/// for a fused kernel, the description at `fusion_at` (scales alone: each
+/// slice applies them to its own k-tiles' sum).
 #[allow(clippy::too_many_arguments)]
 fn enqueue_slices(
     stream: &Arc<CudaStream>,
