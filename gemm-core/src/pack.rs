@@ -63,8 +63,14 @@ pub const fn transpose_entry(element_bytes: usize) -> Option<&'static str> {
 /// Grid of the pack kernel for a `rows x cols` source (lines of `cols`):
 /// one block per 32 x 32 tile, y capped at 65535 (blocks then loop).
 pub const fn pack_grid(rows: u32, cols: u32) -> [u32; 3] {
-    let x = ceil_div(cols, PACK_TILE);
-    let y = ceil_div(rows, PACK_TILE);
+    tile_grid(rows, cols, PACK_TILE)
+}
+
+/// One block per `tile x tile` tile of a `rows x cols` source, y capped at
+/// 65535 (blocks then loop), at least one block each way.
+const fn tile_grid(rows: u32, cols: u32, tile: u32) -> [u32; 3] {
+    let x = ceil_div(cols, tile);
+    let y = ceil_div(rows, tile);
     let y = if y > MAX_GRID_Y { MAX_GRID_Y } else { y };
     [if x == 0 { 1 } else { x }, if y == 0 { 1 } else { y }, 1]
 }
@@ -90,11 +96,7 @@ pub const fn transpose_tile(element_bytes: u32) -> u32 {
 /// `rows x cols` source of elements of `element_bytes` bytes: one block
 /// per [`transpose_tile`], y capped at 65535 (blocks then loop).
 pub const fn transpose_grid(rows: u32, cols: u32, element_bytes: u32) -> [u32; 3] {
-    let tile = transpose_tile(element_bytes);
-    let x = ceil_div(cols, tile);
-    let y = ceil_div(rows, tile);
-    let y = if y > MAX_GRID_Y { MAX_GRID_Y } else { y };
-    [if x == 0 { 1 } else { x }, if y == 0 { 1 } else { y }, 1]
+    tile_grid(rows, cols, transpose_tile(element_bytes))
 }
 
 /// Dynamic shared memory of a transposed copy's block: the padded 32 x 33
