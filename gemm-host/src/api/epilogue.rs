@@ -631,11 +631,11 @@ impl Fused<'_, '_> {
     /// block scales, the bias and its type, the activation); the last wave
     /// is not balanced, and k is split (`split_k` above 1: slices by the
     /// tile's fused kernel with an f32 C, then a reduction that applies
-    /// alpha and beta) only on stage 9 where the epilogue has nothing
-    /// applied to the whole sums (at most FP8 block scales and per-tensor
-    /// scales) and the block tiles would leave most SMs idle (m of 64 or
-    /// 128 with a long k); otherwise a fused product is one launch. [`Fused::run`] runs the same kernel once the
-    /// operands are on the device. The lengths of the epilogue's inputs
+    /// alpha and beta) only on stage 9 where the epilogue has scales alone
+    /// (no bias, no activation) and the block tiles would leave most SMs
+    /// idle (m of 64 or 128 with a long k); otherwise a fused product is
+    /// one launch. [`Fused::run`] runs the same kernel once the operands
+    /// are on the device. The lengths of the epilogue's inputs
     /// are checked by the call, not here.
     ///
     /// ```
@@ -1480,11 +1480,8 @@ mod tests {
                 // The f32-C family's fused kernel: `_epilogue` without
                 // block scales on a tile whose `_fused` one stages them.
                 let kernel = kernel_of(&plan);
-                let flavour = if e.block_scales.is_none() && plan.to_string().contains("_b128x128_d5_") {
-                    "_epilogue"
-                } else {
-                    "_fused"
-                };
+                let KernelFamily::Warpgroup { tile, .. } = plan.family else { unreachable!() };
+                let flavour = if e.block_scales.is_none() && tile.stages_scales() { "_epilogue" } else { "_fused" };
                 assert!(kernel.starts_with("wgmma_e4m3_f32_") && kernel.ends_with(flavour), "{plan}");
                 assert!(plan.to_string().contains("slices"), "{plan}");
             }

@@ -646,17 +646,18 @@ pub(crate) fn warpgroup_launch(
     let plan = warpgroup_plan_with(types, dims_k, (count, sm_count), (tails, narrow));
     let realign = realign_wanted(types, &kd, plan.kernel.tile);
     let split = forced.unwrap_or(plan.split);
-    // A split product's slices (and a tail's) go to a workspace: the
-    // family of the tile with an f32 (i32) C.
-    let f32_family = || {
-        WARPGROUP_KERNELS
-            .iter()
-            .find(|f| f.types == types.accumulating() && f.tile == plan.kernel.tile)
-            .expect("every tile has an f32 (i32) C family")
-    };
+    let f32_family =
+        || accumulating_family(types, plan.kernel.tile, false).expect("every tile has an f32 (i32) C family");
     let kernel = if split.0 > 1 { f32_family() } else { plan.kernel };
     let tail = plan.tail.filter(|_| count == 1 && reads_ab).map(|t| (t, f32_family()));
     WarpgroupLaunch { types, route, swapped, reads_ab, kernel, split, realign, tail }
+}
+
+/// The family of `tile` with `types`' f32 (i32) C, one with fused kernels
+/// where `fused`: a split product's slices (and a tail's) run it into the
+/// workspace.
+fn accumulating_family(types: WgmmaTypes, tile: WgmmaTile, fused: bool) -> Option<&'static WarpgroupKernel> {
+    WARPGROUP_KERNELS.iter().find(|f| f.types == types.accumulating() && f.tile == tile && (!fused || f.fuses()))
 }
 
 /// The stage-9 launch of one product in user form `dims` with a fused
@@ -685,10 +686,7 @@ pub(crate) fn warpgroup_fused_launch(
     let plan = warpgroup_plan_among(types, dims_k, (1, sm_count), (false, narrow, true), fuse);
     let realign = realign_wanted(types, &kd, plan.kernel.tile);
     let kernel = if plan.split.0 > 1 {
-        WARPGROUP_KERNELS
-            .iter()
-            .find(|f| f.types == types.accumulating() && f.tile == plan.kernel.tile && f.fuses())
-            .expect("every tile that fuses has a fused family with an f32 C")
+        accumulating_family(types, plan.kernel.tile, true).expect("every tile that fuses has a fused f32 C family")
     } else {
         plan.kernel
     };
@@ -946,9 +944,7 @@ mod tests {
     #[test]
     fn every_fused_family_has_an_f32_fused_twin() {
         for f in WARPGROUP_KERNELS.iter().filter(|f| f.fuses()) {
-            let twin =
-                WARPGROUP_KERNELS.iter().find(|t| t.types == f.types.accumulating() && t.tile == f.tile && t.fuses());
-            assert!(twin.is_some(), "{:?} {:?}", f.types, f.tile);
+            assert!(accumulating_family(f.types, f.tile, true).is_some(), "{:?} {:?}", f.types, f.tile);
         }
     }
 
