@@ -15,10 +15,10 @@
 //! registers).
 //!
 //! # Shared memory
-//! DEPTH buffers, each the A tile then the B tile of one k-tile, after the
-//! dynamic buffer's start is rounded up to 1024 bytes (the 128-byte swizzle
-//! repeats every 1024 bytes; TMA and the wgmma descriptors assume tiles on
-//! that grid), then the epilogue's staging buffers (two [`C_BOX_BYTES`]
+//! DEPTH buffers, each the A tile then the B tile of one k-tile, from the
+//! dynamic buffer's start, which the kernels declare aligned to 1024 bytes
+//! ([`SMEM_ALIGN`]: the 128-byte swizzle repeats every 1024 bytes; TMA
+//! and the wgmma descriptors assume tiles on that grid), then the epilogue's staging buffers (two [`C_BOX_BYTES`]
 //! boxes of C per consumer warpgroup, for the TMA store), then 2 x DEPTH
 //! mbarriers of 8 bytes (`full`, `empty`). A row
 //! of a tile along its contiguous dimension is [`ROW_BYTES`] = 128 bytes
@@ -188,8 +188,9 @@ pub const GROUP_MAPS_BYTES: usize = 384;
 /// Registers of an SM (and the most one block may have).
 pub const SM_REGISTERS: u32 = 65536;
 
-/// Bytes the dynamic shared-memory buffer is over-allocated by, so its start
-/// can be rounded up to 1024 bytes.
+/// Alignment in bytes of the dynamic shared-memory buffer's start: the
+/// kernels declare it so (`.extern .shared .align 1024`, as CUTLASS and
+/// DeepGEMM align theirs), and a warpgroup kernel traps if it is not.
 pub const SMEM_ALIGN: u32 = 1024;
 
 /// The most dynamic shared memory a Hopper block may have (227 KiB).
@@ -444,10 +445,11 @@ impl WgmmaTile {
     /// 256 columns, and 192 x 128 (for FP8's block-scaled products: B's
     /// block scales are per 128 columns, one per tile). With three
     /// consumers of 152 registers, 192 x 192's epilogue spilled (ptxas -v);
-    /// 192 x 128's FP8 kernels spill a few bytes of per-tile state outside
-    /// the k-loop (accepted by `cargo xtask ptxas`, with the measurement);
     /// 128 x 256 (128 accumulators a thread) fuses without spills since the
-    /// epilogue loads its values outside the per-element branches.
+    /// epilogue loads its values outside the per-element branches, but for
+    /// FP8 (128 promoted sums and 64 wgmma accumulators a thread), whose
+    /// kernels keep a few values of per-tile state in local memory outside
+    /// the k-loop (accepted by `cargo xtask ptxas`, with the reason).
     pub const fn fuses(self) -> bool {
         self.bn <= 256 && (self.bm <= 128 || self.bn <= 128)
     }
@@ -465,13 +467,13 @@ impl WgmmaTile {
 
     /// Dynamic shared memory to request at launch.
     pub const fn smem_bytes(self) -> u32 {
-        SMEM_ALIGN + self.barriers_offset() + 16 * self.depth
+        self.barriers_offset() + 16 * self.depth
     }
 
     /// Bytes of one buffer's block scales where the producer stages them
     /// ([`WgmmaTile::stages_scales`]): A's scales of the tile's BM rows,
-    /// then B's of its columns (BN divides 128: one), f32 each, padded to
-    /// 16 bytes.
+    /// then B's, one per 128 of its columns (one, or two for BN = 256), f32
+    /// each, padded to 16 bytes.
     pub const fn scales_slot_bytes(self) -> u32 {
         4 * self.bm + 16
     }
@@ -486,9 +488,9 @@ impl WgmmaTile {
     /// producer warp stage each k-tile's block scales in shared memory
     /// beside the buffer (`cp.async`, counted on the buffer's `full`
     /// barrier), where the consumers read them after the barrier's wait:
-    /// unclustered tiles of at most 128 columns whose buffers leave room
-    /// for them (128 x 128 at depth 5 and 192 x 128 at depth 4; not 128 x
-    /// 64 at depth 8). The others' consumers load their scales from global
+    /// unclustered tiles of at most 128 columns, or 256 (two B scales a
+    /// k-tile), whose buffers leave room for them (128 x 128 at depth 5,
+    /// 192 x 128 and 128 x 256 at depth 4; not 128 x 64 at depth 8). The others' consumers load their scales from global
     /// memory a k-tile ahead. The choice is made when the kernel is
     /// compiled: such a line also has kernels without block scales
     /// (`<entry>_epilogue`, marked `epilogue` in [`crate::warpgroup_menu!`]) for
@@ -497,7 +499,7 @@ impl WgmmaTile {
     pub const fn stages_scales(self) -> bool {
         self.fuses()
             && self.cluster == 1
-            && self.bn <= BLOCK_SCALE_K
+            && (self.bn <= BLOCK_SCALE_K || self.bn == 2 * BLOCK_SCALE_K)
             && self.smem_bytes() + self.depth * self.scales_slot_bytes() <= MAX_SMEM_BYTES
     }
 
@@ -587,8 +589,10 @@ pub const fn k_major(col_major: bool, operand_is_a: bool) -> bool {
 }
 
 /// Every compiled warpgroup-MMA kernel family: 128 x 256 (depth 4) and
-/// 128 x 128 (depth 5) for large C (FP8's fused kernels of 128 x 128 and
-/// 192 x 128 [stage](WgmmaTile::stages_scales) their block scales; no
+/// 128 x 128 (depth 5) for large C (FP8's fused kernels of 128 x 128,
+/// 192 x 128 and 128 x 256 [stage](WgmmaTile::stages_scales) their block
+/// scales; FP8's 128 x 256 multiplies and promotes each k-tile in two
+/// halves of 128 columns; no
 /// line runs in [clusters](WgmmaTile::cluster) at present: FP8's 128 x 128
 /// pair at depth 6, with the scales loaded by its consumers, measured
 /// 1-3% slower than the lone tile that stages them, NVIDIA H200,
@@ -667,6 +671,15 @@ macro_rules! warpgroup_menu {
             (wgmma_e5m2_e4m3_bf16_b192x128_d4, E5m2E4m3Bf16, [192, 128, 4, 1], fused, epilogue)
             (wgmma_e5m2_e4m3_f16_b192x128_d4, E5m2E4m3F16, [192, 128, 4, 1], fused, epilogue)
             (wgmma_e5m2_e4m3_f32_b192x128_d4, E5m2E4m3F32, [192, 128, 4, 1], fused, epilogue)
+            (wgmma_e4m3_bf16_b128x256_d4, E4m3Bf16, [128, 256, 4, 1], fused, epilogue)
+            (wgmma_e4m3_f16_b128x256_d4, E4m3F16, [128, 256, 4, 1], fused, epilogue)
+            (wgmma_e4m3_f32_b128x256_d4, E4m3F32, [128, 256, 4, 1], fused, epilogue)
+            (wgmma_e4m3_e5m2_bf16_b128x256_d4, E4m3E5m2Bf16, [128, 256, 4, 1], fused, epilogue)
+            (wgmma_e4m3_e5m2_f16_b128x256_d4, E4m3E5m2F16, [128, 256, 4, 1], fused, epilogue)
+            (wgmma_e4m3_e5m2_f32_b128x256_d4, E4m3E5m2F32, [128, 256, 4, 1], fused, epilogue)
+            (wgmma_e5m2_e4m3_bf16_b128x256_d4, E5m2E4m3Bf16, [128, 256, 4, 1], fused, epilogue)
+            (wgmma_e5m2_e4m3_f16_b128x256_d4, E5m2E4m3F16, [128, 256, 4, 1], fused, epilogue)
+            (wgmma_e5m2_e4m3_f32_b128x256_d4, E5m2E4m3F32, [128, 256, 4, 1], fused, epilogue)
             (wgmma_e4m3_bf16_b128x192_d4, E4m3Bf16, [128, 192, 4, 1])
             (wgmma_e4m3_f16_b128x192_d4, E4m3F16, [128, 192, 4, 1])
             (wgmma_e4m3_f32_b128x192_d4, E4m3F32, [128, 192, 4, 1])
@@ -741,7 +754,7 @@ mod tests {
         let t = WgmmaTile { bm: 128, bn: 256, depth: 4, cluster: 1 };
         assert_eq!(t.threads_per_block(), 384);
         assert_eq!(t.buffer_bytes(), 384 * 128);
-        assert_eq!(t.smem_bytes(), 1024 + 4 * 49152 + 4 * 8192 + 64);
+        assert_eq!(t.smem_bytes(), 4 * 49152 + 4 * 8192 + 64);
         assert_eq!(t.tiles(1000, 513, 3), 3 * 8 * 3);
         assert_eq!(t.grid(1000, 513, 3, 132), [72, 1, 1]);
         assert_eq!(t.grid(8192, 8192, 1, 132), [132, 1, 1]);
@@ -780,7 +793,7 @@ mod tests {
     fn cluster_geometry() {
         let pair = WgmmaTile { bm: 128, bn: 128, depth: 6, cluster: 2 };
         assert_eq!(pair.check(), Ok(()));
-        assert_eq!(pair.smem_bytes(), 1024 + 6 * 32768 + 4 * 8192 + 96);
+        assert_eq!(pair.smem_bytes(), 6 * 32768 + 4 * 8192 + 96);
         // 3 tile rows are run as 2 pairs: 4 rows of blocks' tiles.
         assert_eq!(pair.tiles(300, 256, 2), 4 * 2 * 2);
         assert_eq!(pair.tiles(256, 128, 1), 2);
@@ -804,7 +817,7 @@ mod tests {
         assert_eq!(t.kernel_smem_bytes(false), t.smem_bytes());
         let tall = WgmmaTile { bm: 192, bn: 128, depth: 4, cluster: 1 };
         assert!(tall.stages_scales() && tall.kernel_smem_bytes(true) <= MAX_SMEM_BYTES);
-        assert_eq!(tall.kernel_smem_bytes(true), 217_216);
+        assert_eq!(tall.kernel_smem_bytes(true), 216_192);
         assert!(!WgmmaTile { bn: 64, depth: 8, ..t }.stages_scales());
         assert!(!WgmmaTile { depth: 6, cluster: 2, ..t }.stages_scales());
         // The staging producer's registers and the consumers' fit in the
@@ -816,8 +829,13 @@ mod tests {
             assert!(s.staging_producer_registers() >= PRODUCER_REGISTERS && used <= entry * s.threads_per_block());
         }
         assert_eq!((t.staging_producer_registers(), tall.staging_producer_registers()), (40, 56));
-        // B's scale is one per 128 columns: a wider tile would need two.
-        assert!(!WgmmaTile { bn: 256, depth: 4, ..t }.stages_scales());
+        // B's scale is one per 128 columns: 128 x 256 stages two a k-tile
+        // (with the buffer's start declared aligned, 128 bytes to spare);
+        // 192 columns would straddle B's blocks.
+        let wide = WgmmaTile { bn: 256, depth: 4, ..t };
+        assert!(wide.stages_scales());
+        assert_eq!(wide.kernel_smem_bytes(true), 4 * 49152 + 4 * 8192 + 64 + 4 * (512 + 16));
+        assert!(!WgmmaTile { bn: 192, depth: 4, ..t }.stages_scales());
         // Every tile that stages them still fits with them.
         macro_rules! check {
             ($(($name:ident, $t:ident, [$bm:expr, $bn:expr, $depth:expr, $cl:expr] $(, $flag:ident)*))*) => {$(

@@ -33,7 +33,9 @@
 //! (1 + BM / 64 warpgroups), `WgmmaTile::kernel_smem_bytes` of dynamic
 //! shared memory (`WgmmaTile::smem_bytes`, and for a fused FP8 kernel the
 //! staged block scales' slots; see `gemm_core::warpgroup` for its layout;
-//! a kernel that stages them traps when launched with less), a 1D grid of at most
+//! a kernel that stages them traps when launched with less, and every
+//! kernel if the buffer's start is not on 1024 bytes, which its declaration
+//! asks for), a 1D grid of at most
 //! one block per SM (`WgmmaTile::grid`): persistent blocks. The tiles of
 //! all products of the launch are numbered i = 0, 1, ...; block b computes
 //! tiles b, b + gridDim.x, ... Within a product, tile i is block tile
@@ -78,7 +80,14 @@
 //! (`wgmma.wait_group 1`) releases that k-tile's buffer (`empty`). A
 //! promoting type (FP8) waits for each group anyway (`wgmma.wait_group 0`,
 //! then the promotion): it releases the k-tile's own buffer right there,
-//! one k-tile earlier, so the producer runs one buffer further ahead. The
+//! one k-tile earlier, so the producer runs one buffer further ahead. On
+//! the 128 x 256 tile a promoting type multiplies and promotes each k-tile
+//! in two halves of 128 columns (B's rows 0..128 of the buffer, then
+//! 128..256), each a group of four `m64n128k32` into the same 64 wgmma
+//! accumulators (the first k-step with scale-d false: D = A B), promoted
+//! into its half of the 128 sums: two sets of 128 accumulators would need
+//! 256 registers a thread. The second half runs even where its columns are
+//! past n (a branch around it made ptxas spill the sums in the k-loop). The
 //! mbarriers' phases alternate with each use of a buffer: use u of buffer s
 //! is k-tile s + u DEPTH and waits for parity u % 2.
 //!
@@ -86,9 +95,10 @@
 //! Each k-tile's partial product is promoted times its block scales: sa(r)
 //! sb for row r (A's scale of that row and k block, B's of the tile's 128
 //! columns). Where the tile leaves room (`WgmmaTile::stages_scales`: 128 x
-//! 128 at depth 5, 192 x 128 at depth 4), the producer's whole first warp
+//! 128 at depth 5, 192 x 128 and 128 x 256 at depth 4), the producer's whole first warp
 //! runs its loop and stages them beside the buffer: after the `empty` wait,
-//! each lane copies A's scales of rows `lane + 32 j` (and lane 0 B's) into
+//! each lane copies A's scales of rows `lane + 32 j` (and lane 0 B's; on
+//! 128 x 256 lane 1 B's of columns 128.., unless they are past n) into
 //! the buffer's slot with 4-byte `cp.async`, whose completion arrives on
 //! the buffer's `full` barrier (`cp.async.mbarrier.arrive.noinc`: the
 //! barrier counts 1 + 32 arrivals; without block scales the lanes store
@@ -122,8 +132,14 @@
 //! then gives most of its share back (`setmaxnreg.dec` to 40) and the
 //! consumers take it (`setmaxnreg.inc` to 232): 128 x 40 + 256 x 232 <=
 //! 65536. A consumer of the 128 x 256 tile holds 128 accumulators and needs
-//! more than 168 registers in the TMA-store epilogue; one consumer (BM =
-//! 64, 256 threads) has 255 from the start (PTX ISA, "setmaxnreg").
+//! more than 168 registers in the TMA-store epilogue (FP8: 128 sums and 64
+//! wgmma accumulators); one consumer (BM = 64, 256 threads) has 255 from
+//! the start (PTX ISA, "setmaxnreg"). Each thread reads its warpgroup's
+//! index from lane 0 (`shfl.sync.idx`, CUTLASS's
+//! `canonical_warp_group_idx`): ptxas then knows it is the same across the
+//! warp and builds the consumer's wgmma descriptors in uniform registers
+//! (from `%tid.x` directly it built them per thread and moved them over,
+//! 16 `R2UR` a k-tile).
 //!
 //! # Epilogue (TMA store)
 //! When C's start, rows and matrices lie on 16 bytes (TMA's alignment) and
@@ -203,7 +219,8 @@ pub trait Input {
     const PROMOTE: bool = false;
     /// One k-tile (four k-steps of `wgmma.mma_async.m64nNk*`) into `acc`
     /// (N = 2 x ACC; f32 accumulators, or s32 ones as their bits),
-    /// committed as one wgmma group.
+    /// committed as one wgmma group; with `accumulate` false the first
+    /// k-step ignores `acc`'s values (wgmma's scale-d false: D = A B).
     ///
     /// # Safety
     /// Warpgroup-collective: all 128 threads of the warpgroup, in uniform
@@ -214,6 +231,7 @@ pub trait Input {
         acc: &mut [f32; ACC],
         da: [u64; 4],
         db: [u64; 4],
+        accumulate: bool,
     );
 
     /// One k-tile with A from registers (`a[kk]`: the A fragment of k-step
@@ -273,15 +291,19 @@ macro_rules! wgmma_k_tile {
     ($name:ident, $n:literal, $k:literal, $acc:literal, ($ta:literal, $tb:literal), $args:literal, [$($i:literal)*]) => {
         #[inline(always)]
         unsafe fn $name<const TA: bool, const TB: bool>(
-            acc: &mut [f32; $n / 2], da: [u64; 4], db: [u64; 4],
+            acc: &mut [f32; $n / 2], da: [u64; 4], db: [u64; 4], accumulate: bool,
         ) {
             asm!(
                 "wgmma.fence.sync.aligned;",
                 "{{",
                 ".reg .pred p;",
-                "setp.ne.b32 p, {one}, 0;",
+                "setp.ne.b32 p, {first}, 0;",
                 concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ta, ".", $tb,
                         " {{{0}" $(, ", {", $i, "}")*, "}}, {da0}, {db0}, ", $args, ";"),
+                "}}",
+                "{{",
+                ".reg .pred p;",
+                "setp.ne.b32 p, {one}, 0;",
                 concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ta, ".", $tb,
                         " {{{0}" $(, ", {", $i, "}")*, "}}, {da1}, {db1}, ", $args, ";"),
                 concat!("wgmma.mma_async.sync.aligned.m64n", $n, "k", $k, ".", $acc, ".", $ta, ".", $tb,
@@ -295,6 +317,7 @@ macro_rules! wgmma_k_tile {
                 da0 = in(reg64) da[0], da1 = in(reg64) da[1], da2 = in(reg64) da[2], da3 = in(reg64) da[3],
                 db0 = in(reg64) db[0], db1 = in(reg64) db[1], db2 = in(reg64) db[2], db3 = in(reg64) db[3],
                 one = in(reg32) 1u32,
+                first = in(reg32) accumulate as u32,
                 ta = const TA as u32, tb = const TB as u32,
                 options(nostack),
             );
@@ -388,16 +411,17 @@ macro_rules! wgmma_input {
                 acc: &mut [f32; ACC],
                 da: [u64; 4],
                 db: [u64; 4],
+                accumulate: bool,
             ) {
                 // ACC is BN / 2, fixed by the menu: one arm survives.
                 match ACC {
-                    4 => $n8::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 4]), da, db),
-                    8 => $n16::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 8]), da, db),
-                    16 => $n32::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), da, db),
-                    32 => $n64::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), da, db),
-                    64 => $n128::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), da, db),
-                    96 => $n192::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 96]), da, db),
-                    128 => $n256::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), da, db),
+                    4 => $n8::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 4]), da, db, accumulate),
+                    8 => $n16::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 8]), da, db, accumulate),
+                    16 => $n32::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 16]), da, db, accumulate),
+                    32 => $n64::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 32]), da, db, accumulate),
+                    64 => $n128::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 64]), da, db, accumulate),
+                    96 => $n192::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 96]), da, db, accumulate),
+                    128 => $n256::<TA, TB>(&mut *(acc.as_mut_ptr() as *mut [f32; 128]), da, db, accumulate),
                     _ => core::arch::nvptx::trap(),
                 }
             }
@@ -801,7 +825,11 @@ pub unsafe fn warpgroup<
     const { assert!(WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER }.check().is_ok(), "invalid warpgroup tile") };
     const { assert!(!(B_MN && BN < 64), "a narrow tile reads B K-major only") };
     let tile = WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER };
-    let base = (smem_base() + SMEM_ALIGN - 1) & !(SMEM_ALIGN - 1);
+    let base = smem_base();
+    if base % SMEM_ALIGN != 0 {
+        // The buffer is declared aligned (`SMEM` in `thread`): never.
+        core::arch::nvptx::trap();
+    }
     let full = |s: u32| base + tile.barriers_offset() + 8 * s;
     let empty = |s: u32| base + tile.barriers_offset() + 8 * (DEPTH + s);
     let a_tile = |s: u32| base + s * tile.buffer_bytes();
@@ -813,6 +841,14 @@ pub unsafe fn warpgroup<
     // besides the TMA's thread), and each consumer warp reads them after the
     // barrier's wait and releases the buffer itself (the reads done).
     let staged = I::PROMOTE && FUSED && BLOCK_SCALES && tile.stages_scales();
+    let halves = I::PROMOTE && BN == 256;
+    const {
+        assert!(
+            !(I::PROMOTE && BN == 256 && FUSED && BLOCK_SCALES)
+                || WgmmaTile { bm: BM, bn: BN, depth: DEPTH, cluster: CLUSTER }.stages_scales(),
+            "a promoting type's 256-column tile takes block scales staged only"
+        )
+    };
     let scales_slot = |s: u32| base + tile.scales_offset() + s * tile.scales_slot_bytes();
     if staged {
         let smem: u32;
@@ -872,7 +908,17 @@ pub unsafe fn warpgroup<
             (first, if first + q.k_slice < k_tiles { first + q.k_slice } else { k_tiles })
         }
     };
-    let warpgroup = t / WARPGROUP_THREADS;
+    // The warpgroup's index, read from lane 0 (`shfl.sync.idx`): the same
+    // value, which ptxas then knows is uniform across the warp, so what
+    // is computed from it (the consumer's A-tile descriptors) lives in
+    // uniform registers (CUTLASS's `canonical_warp_group_idx`).
+    let warpgroup: u32;
+    asm!(
+        "shfl.sync.idx.b32 {w}, {v}, 0, 31, -1;",
+        w = out(reg32) warpgroup,
+        v = in(reg32) t / WARPGROUP_THREADS,
+        options(pure, nomem, nostack)
+    );
     if warpgroup == 0 {
         // The producer needs few registers: give them to the consumers.
         if tile.reallocates() {
@@ -899,15 +945,18 @@ pub unsafe fn warpgroup<
                 let (m0, n0) = ((CLUSTER * by + rank) * BM, bx * BN);
                 let (za, zb) = ((z * q.batch_a) as i32, (z * q.batch_b) as i32);
                 let (k_first, k_end) = k_range(&q, z);
-                let sources =
-                    if staged { ScaleSources::of::<BM>(q.fusion, (m0, n0), q.m, t) } else { ScaleSources::NONE };
+                let sources = if staged {
+                    ScaleSources::of::<BM, BN>(q.fusion, (m0, n0), (q.m, q.n), t)
+                } else {
+                    ScaleSources::NONE
+                };
                 for kt in k_first..k_end {
                     let (s, u) = (it % DEPTH, it / DEPTH);
                     if u > 0 {
                         mbarrier_wait(empty(s), (u - 1) & 1);
                     }
                     if staged {
-                        stage_scales::<BM>(&sources, kt, scales_slot(s), t, full(s));
+                        stage_scales::<BM, BN>(&sources, kt, scales_slot(s), t, full(s));
                     }
                     if staged && t != 0 {
                         it += 1;
@@ -983,6 +1032,11 @@ pub unsafe fn warpgroup<
         // The full-precision accumulator of a promoting type (unused, and
         // optimized away, otherwise).
         let mut total = [0f32; ACC];
+        // A promoting type on a tile of 256 columns multiplies and promotes
+        // each k-tile in two halves of 128 columns, one wgmma group each
+        // into these 64 accumulators (beside the 128 of `total`: two full
+        // sets would take 256 registers a thread).
+        let mut half = [0f32; 64];
         let (k_first, k_end) = k_range(&q, z);
         let row = m0 + c * WARPGROUP_M + 16 * warp + lane / 4;
         let scales = if I::PROMOTE && FUSED && BLOCK_SCALES && !staged {
@@ -1012,7 +1066,34 @@ pub unsafe fn warpgroup<
             // Staged scales: this thread's rows' and the tile's, read after
             // the buffer's `full` wait, before its wgmma group is issued.
             let slot = if staged { Some((scales_slot(it % DEPTH), row - m0)) } else { None };
-            let staged_scales = consume::<I, ACC, A_MN, B_MN, CLUSTER, BM>(&mut acc, args(kt, it), row0, slot);
+            if halves {
+                // Half 0 (B's rows 0..128 of the buffer), promoted, then
+                // half 1 (rows 128..256) into the same accumulators; each
+                // group's first k-step overwrites them (scale-d false).
+                // Half 1 runs even where its columns are past n (a branch
+                // around it made ptxas spill the sums in the k-loop).
+                let s = it % DEPTH;
+                let staged_scales =
+                    consume::<I, 64, A_MN, B_MN, CLUSTER, BM>(&mut half, args(kt, it), row0, slot, false);
+                asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+                let sb1 = if staged { f32::ld_shared(scales_slot(s) + 4 * BM + 4) } else { 0.0 };
+                let [a0, a1, sb0] = staged_scales;
+                promote_half(&mut half, &mut total, 0, staged.then_some(BlockScales::factors([a0, a1, sb0])));
+                let da = k_tile_descriptors(a_tile(s), row0, A_MN);
+                I::k_tile::<64, A_MN, B_MN>(&mut half, da, k_tile_descriptors(b_tile(s), 128, B_MN), false);
+                asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
+                if staged {
+                    if lane == 0 {
+                        mbarrier_arrive(empty(s));
+                    }
+                } else {
+                    release_buffer::<CLUSTER>(empty(s));
+                }
+                promote_half(&mut half, &mut total, 1, staged.then_some(BlockScales::factors([a0, a1, sb1])));
+                it += 1;
+                continue;
+            }
+            let staged_scales = consume::<I, ACC, A_MN, B_MN, CLUSTER, BM>(&mut acc, args(kt, it), row0, slot, true);
             if I::PROMOTE {
                 // This k-tile's group is done: its buffer is free, its
                 // partial product (times its block scales) joins the
@@ -1126,6 +1207,30 @@ pub unsafe fn warpgroup<
     }
 }
 
+/// Promotes one half of a k-tile on a tile of 256 columns (a promoting
+/// type): `half`'s 64 wgmma accumulators (columns 128 h .. 128 h + 128 of
+/// the tile, in the fragment layout of an m64n128 group) join `total`'s
+/// entries 64 h .., times `factors` (this thread's rows r and r + 8: sa sb)
+/// if given (the next group overwrites them: scale-d false). The group
+/// has completed.
+#[inline(always)]
+unsafe fn promote_half<const ACC: usize>(
+    half: &mut [f32; 64],
+    total: &mut [f32; ACC],
+    h: usize,
+    factors: Option<[f32; 2]>,
+) {
+    for (i, x) in half.iter_mut().enumerate() {
+        asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
+        let t = &mut total[64 * h + i];
+        // half[4j + 2h' + e] is on row `row + 8 h'`.
+        *t = match factors {
+            Some(s) => core::intrinsics::fmaf32(*x, s[i / 2 % 2], *t),
+            None => *t + *x,
+        };
+    }
+}
+
 /// One k-tile of a consumer warpgroup (rows `row0 .. row0 + 64` of the block
 /// tile): waits for its buffer (`full` barrier and phase parity), issues its
 /// wgmma group, and once the previous k-tile's group has completed arrives
@@ -1147,6 +1252,7 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
     ((full, parity), (a_tile, b_tile), release): ((u32, u32), (u32, u32), Option<u32>),
     row0: u32,
     scales: Option<(u32, u32)>,
+    accumulate: bool,
 ) -> [f32; 3] {
     mbarrier_wait(full, parity);
     // The staged block scales (`scales`: the buffer's slot and this
@@ -1167,7 +1273,7 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
         I::k_tile_rs::<ACC>(acc, a, db);
     } else {
         let da = k_tile_descriptors(a_tile, row0, A_MN);
-        I::k_tile::<ACC, A_MN, B_MN>(acc, da, db);
+        I::k_tile::<ACC, A_MN, B_MN>(acc, da, db, accumulate);
         // The previous k-tile's group has completed: its buffer is free.
         asm!("wgmma.wait_group.sync.aligned 1;", options(nostack));
         if let Some(bar) = release {
@@ -1188,17 +1294,26 @@ struct ScaleSources {
     rows: [u32; 8],
     /// B's scale of the tile at k-tile 0.
     b: *const f32,
+    /// On a tile of 256 columns, B's scale of its columns 128.. at k-tile
+    /// 0, or null: none, or those columns are past n.
+    b2: *const f32,
     /// `a_scales_k` and `b_scales_k`.
     k: [u32; 2],
 }
 
 impl ScaleSources {
-    const NONE: ScaleSources = ScaleSources { a: core::ptr::null(), rows: [0; 8], b: core::ptr::null(), k: [0; 2] };
+    const NONE: ScaleSources =
+        ScaleSources { a: core::ptr::null(), rows: [0; 8], b: core::ptr::null(), b2: core::ptr::null(), k: [0; 2] };
 
-    /// Lane `lane`'s sources for the block tile at `(m0, n0)` of a product
-    /// of `m` rows fusing `fusion` (as [`BlockScales::of`]).
+    /// Lane `lane`'s sources for the block tile at `(m0, n0)` of an m x n
+    /// product fusing `fusion` (as [`BlockScales::of`]).
     #[inline(always)]
-    unsafe fn of<const BM: u32>(fusion: *const Fusion, (m0, n0): (u32, u32), m: u32, lane: u32) -> ScaleSources {
+    unsafe fn of<const BM: u32, const BN: u32>(
+        fusion: *const Fusion,
+        (m0, n0): (u32, u32),
+        (m, n): (u32, u32),
+        lane: u32,
+    ) -> ScaleSources {
         if fusion.is_null() || (*fusion).a_scales == 0 {
             return ScaleSources::NONE;
         }
@@ -1209,18 +1324,22 @@ impl ScaleSources {
             let i = m0 + 32 * j as u32 + lane;
             *r = if i < last { i } else { last } / f.a_scales_rows * f.a_scales_mn;
         }
+        let b = (f.b_scales as *const f32).add((n0 / BLOCK_SCALE_K * f.b_scales_mn) as usize);
+        let second = BN > BLOCK_SCALE_K && n0 + BLOCK_SCALE_K < n;
         ScaleSources {
             a: f.a_scales as *const f32,
             rows,
-            b: (f.b_scales as *const f32).add((n0 / BLOCK_SCALE_K * f.b_scales_mn) as usize),
+            b,
+            b2: if second { b.add(f.b_scales_mn as usize) } else { core::ptr::null() },
             k: [f.a_scales_k, f.b_scales_k],
         }
     }
 }
 
 /// One producer lane's part of staging k-tile `kt`'s block scales in the
-/// buffer's slot at shared address `slot` (BM f32 of A's rows, then B's):
-/// rows `lane + 32 j` and (lane 0) B's, copied by `cp.async` whose
+/// buffer's slot at shared address `slot` (BM f32 of A's rows, then B's
+/// one per 128 columns): rows `lane + 32 j` and (lane 0) B's, (lane 1, BN
+/// = 256) B's of columns 128.. unless they are past n, copied by `cp.async` whose
 /// completion arrives on the buffer's `full` barrier (`.noinc`: the
 /// barrier counts these 32 arrivals); without block scales, ones stored
 /// and a plain arrival. PTX ISA, "cp.async", "cp.async.mbarrier.arrive".
@@ -1229,13 +1348,13 @@ impl ScaleSources {
 /// All 32 lanes of the producer's first warp, the slot free (its buffer's
 /// `empty` wait passed) and `full` counting them.
 #[inline(always)]
-unsafe fn stage_scales<const BM: u32>(src: &ScaleSources, kt: u32, slot: u32, lane: u32, full: u32) {
+unsafe fn stage_scales<const BM: u32, const BN: u32>(src: &ScaleSources, kt: u32, slot: u32, lane: u32, full: u32) {
     if src.a.is_null() {
         for j in 0..BM / 32 {
             f32::st_shared(slot + 4 * (32 * j + lane), 1.0);
         }
-        if lane == 0 {
-            f32::st_shared(slot + 4 * BM, 1.0);
+        if lane < BN.div_ceil(BLOCK_SCALE_K) {
+            f32::st_shared(slot + 4 * (BM + lane), 1.0);
         }
         mbarrier_arrive(full);
         return;
@@ -1246,6 +1365,9 @@ unsafe fn stage_scales<const BM: u32>(src: &ScaleSources, kt: u32, slot: u32, la
     }
     if lane == 0 {
         f32::cp_async_elem(slot + 4 * BM, src.b.add((kt * src.k[1]) as usize));
+    }
+    if BN > BLOCK_SCALE_K && lane == 1 && !src.b2.is_null() {
+        f32::cp_async_elem(slot + 4 * BM + 4, src.b2.add((kt * src.k[1]) as usize));
     }
     asm!("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{b}];", b = in(reg32) full, options(nostack));
 }

@@ -5,8 +5,10 @@ use crate::element::Element;
 use core::arch::{asm, global_asm, nvptx};
 
 // The one dynamic shared-memory buffer of every kernel; its size is set at
-// launch (`LaunchGeometry::smem_bytes`). PTX ISA, "State spaces: shared".
-global_asm!(".extern .shared .align 16 .b8 SMEM[];");
+// launch (`LaunchGeometry::smem_bytes`), its start aligned to 1024 bytes
+// (`gemm_core::warpgroup::SMEM_ALIGN`: the 128-byte swizzle's period, which
+// stage 9's tiles need). PTX ISA, "State spaces: shared", ".align".
+global_asm!(".extern .shared .align 1024 .b8 SMEM[];");
 
 /// (x, y) of threadIdx.
 #[inline(always)]

@@ -1035,9 +1035,29 @@ const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f32_s8_wk", 8, SKINNY_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_f64_s4_wk", 80, SKINNY_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "skinny_s8_s4_wn", 172, SKINNY_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_f32_b128x128_d5_nt_fused", 8, FP8_STAGED_F32_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_e5m2_f32_b128x128_d5_nt_fused", 8, FP8_STAGED_F32_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_f32_b128x128_d5_nt_fused", 8, FP8_STAGED_F32_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_bf16_b128x256_d4_nt_fused", 72, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_f16_b128x256_d4_nt_fused", 72, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_f32_b128x256_d4_nt_fused", 48, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_f16_b128x256_d4_nt_epilogue", 8, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_f32_b128x256_d4_nt_epilogue", 8, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_e5m2_bf16_b128x256_d4_nt_fused", 72, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_e5m2_f16_b128x256_d4_nt_fused", 72, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_e5m2_f32_b128x256_d4_nt_fused", 48, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_e5m2_f16_b128x256_d4_nt_epilogue", 8, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e4m3_e5m2_f32_b128x256_d4_nt_epilogue", 8, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_bf16_b128x256_d4_nt_fused", 72, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_f16_b128x256_d4_nt_fused", 72, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_f32_b128x256_d4_nt_fused", 48, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_f16_b128x256_d4_nt_epilogue", 8, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_f32_b128x256_d4_nt_epilogue", 8, FP8_WIDE_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_bf16_f32_b128x256_d4_nn_fused", 8, WIDE_F32_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_bf16_f32_b128x256_d4_nt_fused", 8, WIDE_F32_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_bf16_f32_b128x256_d4_tn_fused", 8, WIDE_F32_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_bf16_f32_b128x256_d4_tt_fused", 8, WIDE_F32_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_f16_f32_b128x256_d4_nn_fused", 8, WIDE_F32_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_f16_f32_b128x256_d4_nt_fused", 8, WIDE_F32_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_f16_f32_b128x256_d4_tn_fused", 8, WIDE_F32_SPILLS),
+    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_f16_f32_b128x256_d4_tt_fused", 8, WIDE_F32_SPILLS),
 ];
 
 /// Stage 8's fused f64 kernels (`dgemm_mma_*_fused`, every layout
@@ -1051,10 +1071,16 @@ const FUSED_F64_STACK: (u32, u32, &str) = (
      checked: no STL/LDL between a k-loop's first instruction and its branch back, 2026-11-28)",
 );
 
-/// Why the fused FP8 kernels of 128 x 128 into an f32 C may spill.
-const FP8_STAGED_F32_SPILLS: &str = "with the block scales staged in shared memory, a consumer stores one value \
-     once after `setmaxnreg.inc` and reloads it in the f32 epilogue, once a tile, outside the k-loop (SASS checked); \
-     the kernels were tested in this form (gpu_epilogue, gpu_fp8; NVIDIA H200, 2026-11-28)";
+/// Why FP8's fused kernels of 128 x 256 may spill.
+const FP8_WIDE_SPILLS: &str = "a consumer holds 128 promoted sums and 64 wgmma accumulators (each k-tile in two \
+     halves of 128 columns); a few values of per-tile state are stored before the k-loop and reloaded in the \
+     epilogue, none in the k-loop (SASS checked: no STL/LDL between the k-loop's first and last wgmma and its \
+     branch back, 2026-11-29); the kernels were tested in this form (gpu_epilogue, gpu_fp8; NVIDIA H200, 2026-11-29)";
+
+/// Why the fused 16-bit kernels of 128 x 256 into an f32 C may spill.
+const WIDE_F32_SPILLS: &str = "one value stored and reloaded once a tile in the f32 epilogue, 700 instructions \
+     after the k-loop (SASS checked, 2026-11-29); it appeared with the warpgroup index read through `shfl.sync` \
+     (uniform descriptors), the scale-d argument of the k-tile and the aligned buffer, together";
 
 /// Why the token-sized kernels' spills are accepted.
 const SKINNY_SPILLS: &str = "compiled for 2 blocks per SM (128 registers), the configuration measured on an NVIDIA \
