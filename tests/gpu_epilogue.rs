@@ -452,7 +452,7 @@ fn e4m3_block_scales_every_layout() {
         check_block_scaled(dims, (R, C, R), 1, true, 24);
     }
     // A product on the 128 x 128 tile (its producer stages the scales in
-    // shared memory), with an odd number of tile rows, the last one past m.
+    // shared memory), the last tile row past m.
     let plan_of = |(m, n, k): (usize, usize, usize)| {
         let (sa, sb) = (vec![1f32; m * k.div_ceil(128)], vec![1f32; n.div_ceil(128) * k.div_ceil(128)]);
         let plan = Gemm::new()
@@ -460,10 +460,22 @@ fn e4m3_block_scales_every_layout() {
             .plan_for::<F8E4M3, f32>(m, n, k);
         plan.unwrap().to_string()
     };
-    let dims = (1100, 3000, 300);
+    let dims = (1000, 1900, 700);
     assert!(plan_of(dims).contains("_b128x128_d5_"), "{}", plan_of(dims));
     check_block_scaled(dims, (R, C, R), 1, false, 25);
     check_block_scaled(dims, (R, C, C), 128, true, 26);
+    // The 128 x 256 tile: each k-tile multiplied and promoted in two halves
+    // of 128 columns, B's two scales of a k-tile staged beside A's. Nine
+    // tile rows (the last past m); n = 3000 leaves the last column of
+    // tiles 184 columns (its second half partly past n), n = 2900 leaves
+    // 84 (its second half wholly past n: no B scale is read for it).
+    for (i, dims) in [(1100, 3000, 300), (1100, 2900, 300)].into_iter().enumerate() {
+        assert!(plan_of(dims).contains("_b128x256_d4_"), "{}", plan_of(dims));
+        let seed = 30 + 3 * i as u64;
+        check_block_scaled(dims, (R, C, R), 1, false, seed);
+        check_block_scaled(dims, (R, C, C), 128, true, seed + 1);
+        check_block_scaled(dims, (R, R, R), 128, false, seed + 2);
+    }
     // The 192 x 128 tile (three consumers; 1800 rows are 9.4 of its tiles,
     // so the last tile's rows run past m), and an odd shape with B
     // row-major (copied K-major).
@@ -547,8 +559,8 @@ fn scales_alone_split_k() {
 }
 
 /// The fused FP8 kernels without block scales (`<entry>_epilogue`) of the
-/// tiles whose `_fused` kernels stage block scales, 192 x 128 and 128 x
-/// 128 (the planner's tiles for these shapes, `plan_for` says so): the
+/// tiles whose `_fused` kernels stage block scales, 192 x 128, 128 x 128
+/// and 128 x 256 (the planner's tiles for these shapes, `plan_for` says so): the
 /// richest epilogue variant (row and column scales, a bias, GELU, alpha
 /// and beta, per-tensor scales of A and B) into bf16 and f32, C stored by
 /// TMA (row-major, unpadded), by the threads (padded) and transposed
@@ -558,7 +570,8 @@ fn scales_alone_split_k() {
 fn e4m3_staging_tiles_fuse_every_epilogue() {
     let g = Gemm::new();
     let tiles =
-        [((1000, 2304, 200), "_b192x128_"), ((900, 3000, 130), "_b192x128_"), ((1100, 3000, 300), "_b128x128_d5_")];
+        [((1000, 2304, 200), "_b192x128_"), ((900, 3000, 130), "_b192x128_"), ((1000, 1900, 700), "_b128x128_d5_")];
+    let tiles = tiles.into_iter().chain([((1100, 3000, 300), "_b128x256_d4_")]);
     for (at, (dims, tile)) in tiles.into_iter().enumerate() {
         let (m, n, k) = dims;
         let plan = g.epilogue(&Epilogue::new().activation(Activation::Gelu)).plan_for::<F8E4M3, bf16>(m, n, k).unwrap();

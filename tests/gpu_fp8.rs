@@ -151,6 +151,16 @@ fn e4m3_integer_inputs_are_exact_every_shape_and_layout() {
     every_output((260, 6000, 128), (R, C, R), 0, true);
     every_output((390, 6000, 128), (R, C, R), 0, true);
     every_output((260, 6000, 200), (R, C, R), 5, true);
+    // The 128 x 256 tile (each k-tile multiplied and promoted in two
+    // halves of 128 columns): n = 3000 leaves the last column of tiles 184
+    // columns (its second half partly past n), n = 2900 84 (wholly past
+    // n); C by TMA and (padded) by the threads.
+    for dims in [(1100, 3000, 300), (1100, 2900, 300)] {
+        let plan = Gemm::new().plan_for::<F8E4M3, bf16>(dims.0, dims.1, dims.2).unwrap().to_string();
+        assert!(plan.contains("_b128x256_d4_"), "{plan}");
+        every_output(dims, (R, C, R), 0, true);
+    }
+    every_output((1100, 3000, 300), (R, C, R), 5, true);
     // MN-major operands, each copied K-major by the byte transpose: whole
     // 128 x 128 tiles by words (leading dimensions multiples of 4) and by
     // bytes (padded by 3), and the partial tiles at the edges.
@@ -368,6 +378,9 @@ fn e4m3_with_e5m2_both_ways_exact_every_layout() {
     // The 192 x 128 and 128 x 192 tiles (in the row-major C's layouts).
     check_mixed::<F8E4M3, F8E5M2, bf16>((260, 6000, 128), 45);
     check_mixed::<F8E5M2, F8E4M3, f32>((390, 6000, 128), 46);
+    // The 128 x 256 tile.
+    check_mixed::<F8E4M3, F8E5M2, bf16>((1100, 3000, 300), 47);
+    check_mixed::<F8E5M2, F8E4M3, f16>((1100, 2900, 300), 48);
 }
 
 /// e5m2's infinities and NaNs pass through as IEEE says: inf times a

@@ -307,15 +307,25 @@ pub fn warpgroup_tail(
 /// memory per multiply-add,
 /// and one consumer warpgroup (BM = 64) hides less latency than two. Rough
 /// ranks, checked by the suite's results (NVIDIA H100, 2026-11-25;
-/// docs/stages.md, stage 9); FP8's 192 x 128 and 128 x 192 are set from
-/// same-run A/B measurements (cited beside them).
-fn tile_efficiency(tile: WgmmaTile) -> f64 {
+/// docs/stages.md, stage 9); FP8's (`fp8`) 192 x 128, 128 x 192
+/// and 128 x 256 are set from same-run A/B measurements (cited beside
+/// them).
+fn tile_efficiency(tile: WgmmaTile, fp8: bool) -> f64 {
     if tile.narrow() {
         // wgmma m64nNk16 reads 2 KiB of A from shared memory whatever N:
         // below N = 32 that read, not the multiply-adds, sets its time.
         return 0.6 * tile.bn as f64 / 32.0;
     }
     match (tile.bm, tile.bn) {
+        // FP8 multiplies and promotes each k-tile in two halves of 128
+        // columns (64 wgmma accumulators beside the 128 of the promoted
+        // sum): per multiply-add, 0.95-0.96x 192 x 128 where both fill
+        // their waves (e4m3 -> bf16 per-tensor, same binary, the planner
+        // restricted: 8192³ 0.785-0.791 against 0.749 ms, 16384³ 6.97
+        // against 6.70-6.73; NVIDIA H200, 2026-11-29), so it wins where its
+        // fewer, larger tiles fill the last wave better (4096³ 0.110-0.113
+        // against 0.118-0.121 ms).
+        (128, 256) if fp8 => 0.86,
         (128, 256) => 1.0,
         (192, 192) => 0.95,
         (128, 128) => 0.8,
@@ -464,7 +474,8 @@ fn warpgroup_plan_rows(
         let tile = kernel.tile;
         let bk = tile.bk(types.input_bytes()) as usize;
         let waves = |units: u64| units.div_ceil(sm_count.max(1) as u64) as f64;
-        let tile_macs = |k_unit: usize| (tile.bm as usize * tile.bn as usize * k_unit) as f64 / tile_efficiency(tile);
+        let tile_macs =
+            |k_unit: usize| (tile.bm as usize * tile.bn as usize * k_unit) as f64 / tile_efficiency(tile, types.fp8());
         let whole_k = k.div_ceil(bk) * bk;
         let mut bytes = batch as f64 * ((m * k + k * n) as f64 * ib + (m * n) as f64 * ob);
         if tile.narrow() {
