@@ -1275,8 +1275,11 @@ mod tests {
         assert!(kernel_of(&p).ends_with("_nt_epilogue"), "{p}");
         assert_eq!(kernel_of(&p).trim_end_matches("_epilogue"), kernel_of(&nt).trim_end_matches("_fused"), "{p}");
         // The staging 128 x 128 tile too (the GPU test's shape).
-        let p = Gemm::new().epilogue(&g).plan_for::<F8E4M3, bf16>(1100, 3000, 300).unwrap();
+        let p = Gemm::new().epilogue(&g).plan_for::<F8E4M3, bf16>(1000, 1900, 700).unwrap();
         assert!(kernel_of(&p).contains("_b128x128_d5_") && kernel_of(&p).ends_with("_epilogue"), "{p}");
+        // And 128 x 256.
+        let p = Gemm::new().epilogue(&g).plan_for::<F8E4M3, bf16>(1100, 3000, 300).unwrap();
+        assert!(kernel_of(&p).contains("_b128x256_d4_") && kernel_of(&p).ends_with("_epilogue"), "{p}");
         // 128 x 128 A blocks: A may trade places, and the plan says so.
         let e128 = Epilogue::new().block_scales(BlockScales::new(&none, &none).a_rows(128));
         let p = Gemm::new().epilogue(&e128).plan_for::<F8E4M3, f32>(4096, 4096, 4096).unwrap();
