@@ -571,7 +571,7 @@ fn e4m3_staging_tiles_fuse_every_epilogue() {
     let g = Gemm::new();
     let tiles =
         [((1000, 2304, 200), "_b192x128_"), ((900, 3000, 130), "_b192x128_"), ((1000, 1900, 700), "_b128x128_d5_")];
-    let tiles = tiles.into_iter().chain([((1100, 3000, 300), "_b128x256_d4_")]);
+    let tiles = tiles.into_iter().chain([((1100, 2900, 200), "_b128x256_d4_")]);
     for (at, (dims, tile)) in tiles.into_iter().enumerate() {
         let (m, n, k) = dims;
         let plan = g.epilogue(&Epilogue::new().activation(Activation::Gelu)).plan_for::<F8E4M3, bf16>(m, n, k).unwrap();
