@@ -23,7 +23,7 @@
 
 mod common;
 
-use common::{device, store, Rng};
+use common::{block_dots, device, dots, store, Rng};
 use gemm::float8::F8E4M3;
 use gemm::half::{bf16, f16};
 use gemm::{
@@ -203,10 +203,10 @@ fn check<T: Product<Cc>, Cc: Scalar>(gemm: &Gemm, case: &Case, seed: u64) {
     }
     let s = case.tensor.map_or(1.0, |(sa, sb)| sa as f64 * sb as f64);
     let u_c = Cc::EPSILON / 2.0;
+    let (dots, sums_abs) = dots(&a, &b);
     for i in 0..m {
         for j in 0..n {
-            let dot: f64 = (0..k).map(|p| a[(i, p)].as_f64() * b[(p, j)].as_f64()).sum();
-            let abs: f64 = (0..k).map(|p| (a[(i, p)].as_f64() * b[(p, j)].as_f64()).abs()).sum();
+            let (dot, abs) = (dots[i * n + j], sums_abs[i * n + j]);
             let rs = if case.row_scales { rows[i] as f64 } else { 1.0 };
             let cs = if case.col_scales { cols[j] as f64 } else { 1.0 };
             let old = if beta == 0.0 { 0.0 } else { c0[(i, j)].as_f64() };
@@ -413,17 +413,13 @@ fn check_block_scaled(
         }
     }
     let mut worst = 0f64;
+    let blocks = block_dots(&a, &b, 128);
     for i in 0..m {
         for j in 0..n {
             let (mut want, mut bound) = (0f64, 0f64);
-            for q in 0..kb {
+            for (q, (dots, sums_abs)) in blocks.iter().enumerate() {
                 let s = sa[a_at(i / a_rows, q)] as f64 * sb[b_at(j / 128, q)] as f64;
-                let (mut dot, mut abs) = (0f64, 0f64);
-                for p in q * 128..((q + 1) * 128).min(k) {
-                    let x = a[(i, p)].as_f64() * b[(p, j)].as_f64();
-                    dot += x;
-                    abs += x.abs();
-                }
+                let (dot, abs) = (dots[i * n + j], sums_abs[i * n + j]);
                 want += s * dot;
                 bound += s * abs;
             }

@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::{device, store, Rng};
+use common::{device, dots, store, Rng};
 use gemm::float8::F8E4M3;
 use gemm::half::{bf16, f16};
 use gemm::{DeviceMatrix, Error, Gemm, Layout, Matrix, Op, Product, Scalar};
@@ -89,14 +89,10 @@ fn check<C: Scalar>(
     }
     let u_c = C::EPSILON / 2.0;
     let mut worst = 0f64;
+    let (dots, sums_abs) = dots(&a, &b);
     for i in 0..m {
         for j in 0..n {
-            let (mut dot, mut abs) = (0f64, 0f64);
-            for p in 0..k {
-                let x = a[(i, p)].as_f64() * b[(p, j)].as_f64();
-                dot += x;
-                abs += x.abs();
-            }
+            let (dot, abs) = (dots[i * n + j], sums_abs[i * n + j]);
             let old = if beta == 0.0 { 0.0 } else { c0[(i, j)].as_f64() };
             let want = alpha * dot + beta * old;
             let got = c[(i, j)].as_f64();
@@ -358,10 +354,10 @@ where
                 assert!(x.as_f64().is_nan() && y.as_f64().is_nan(), "{what}: C's padding at {at} changed");
             }
         }
+        let (dots, _) = dots(&a, &b);
         for i in 0..m {
             for j in 0..n {
-                let dot: f64 = (0..k).map(|p| a[(i, p)].as_f64() * b[(p, j)].as_f64()).sum();
-                let want = Cc::from_f64(dot).as_f64();
+                let want = Cc::from_f64(dots[i * n + j]).as_f64();
                 assert_eq!(c[(i, j)].as_f64(), want, "{what}: C({i}, {j})");
             }
         }
