@@ -98,7 +98,8 @@
 //! 128 at depth 5, 192 x 128 and 128 x 256 at depth 4), the producer's whole first warp
 //! runs its loop and stages them beside the buffer: after the `empty` wait,
 //! each lane copies A's scales of rows `lane + 32 j` (and lane 0 B's; on
-//! 128 x 256 lane 1 B's of columns 128.., unless they are past n) into
+//! 128 x 256 lane 1 B's of columns 128.., unless they are past n: that
+//! entry of every slot is set to 1.0 at the start) into
 //! the buffer's slot with 4-byte `cp.async`, whose completion arrives on
 //! the buffer's `full` barrier (`cp.async.mbarrier.arrive.noinc`: the
 //! barrier counts 1 + 32 arrivals; without block scales the lanes store
@@ -868,6 +869,11 @@ pub unsafe fn warpgroup<
     let blocks = crate::thread::grid_dim()[0] / CLUSTER;
     let block = crate::thread::block_idx()[0] / CLUSTER;
     let consumers = BM / WARPGROUP_M;
+    if staged && BN > BLOCK_SCALE_K && t < DEPTH {
+        // A tile's second B scale is not staged where its columns are past
+        // n: the slots hold a value from the start (ordered by the barrier below).
+        f32::st_shared(slot_b_scale::<BM>(scales_slot(t), 1), 1.0);
+    }
     if t == 0 {
         for s in 0..DEPTH {
             mbarrier_init(full(s), if staged { 1 + 32 } else { 1 });
@@ -1076,7 +1082,11 @@ pub unsafe fn warpgroup<
                 let staged_scales =
                     consume::<I, 64, A_MN, B_MN, CLUSTER, BM>(&mut half, args(kt, it), row0, slot, false);
                 asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-                let sb1 = if staged { f32::ld_shared(scales_slot(s) + 4 * BM + 4) } else { 0.0 };
+                // B's scale of the second half's columns (where they are
+                // past n, none is staged: the slot keeps an earlier tile's
+                // or the 1.0 stored at the start, times sums not stored;
+                // choosing 1.0 here instead made ptxas spill 3 KB).
+                let sb1 = if staged { f32::ld_shared(slot_b_scale::<BM>(scales_slot(s), 1)) } else { 0.0 };
                 let [a0, a1, sb0] = staged_scales;
                 promote_half(&mut half, &mut total, 0, staged.then_some(BlockScales::factors([a0, a1, sb0])));
                 let da = k_tile_descriptors(a_tile(s), row0, A_MN);
@@ -1258,9 +1268,11 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
     // The staged block scales (`scales`: the buffer's slot and this
     // thread's first row in the tile): sa(r), sa(r + 8), sb.
     let loaded = match scales {
-        Some((slot, r)) => {
-            [f32::ld_shared(slot + 4 * r), f32::ld_shared(slot + 4 * (r + 8)), f32::ld_shared(slot + 4 * BM)]
-        }
+        Some((slot, r)) => [
+            f32::ld_shared(slot_a_scale(slot, r)),
+            f32::ld_shared(slot_a_scale(slot, r + 8)),
+            f32::ld_shared(slot_b_scale::<BM>(slot, 0)),
+        ],
         None => [0f32; 3],
     };
     let db = k_tile_descriptors(b_tile, 0, B_MN);
@@ -1281,6 +1293,21 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
         }
     }
     loaded
+}
+
+/// The shared address of A's scale of tile row `r` in a k-tile's scales
+/// slot at `slot` (BM f32 of A's rows, then B's, one per 128 columns:
+/// `gemm_core::warpgroup::WgmmaTile::scales_slot_bytes`).
+#[inline(always)]
+const fn slot_a_scale(slot: u32, r: u32) -> u32 {
+    slot + 4 * r
+}
+
+/// The shared address of B's scale of the tile's columns `128 h ..` in a
+/// k-tile's scales slot at `slot` ([`slot_a_scale`]).
+#[inline(always)]
+const fn slot_b_scale<const BM: u32>(slot: u32, h: u32) -> u32 {
+    slot + 4 * (BM + h)
 }
 
 /// Where one producer lane copies a product's block scales from, for one
@@ -1351,23 +1378,23 @@ impl ScaleSources {
 unsafe fn stage_scales<const BM: u32, const BN: u32>(src: &ScaleSources, kt: u32, slot: u32, lane: u32, full: u32) {
     if src.a.is_null() {
         for j in 0..BM / 32 {
-            f32::st_shared(slot + 4 * (32 * j + lane), 1.0);
+            f32::st_shared(slot_a_scale(slot, 32 * j + lane), 1.0);
         }
         if lane < BN.div_ceil(BLOCK_SCALE_K) {
-            f32::st_shared(slot + 4 * (BM + lane), 1.0);
+            f32::st_shared(slot_b_scale::<BM>(slot, lane), 1.0);
         }
         mbarrier_arrive(full);
         return;
     }
     let a = src.a.add((kt * src.k[0]) as usize);
     for j in 0..BM / 32 {
-        f32::cp_async_elem(slot + 4 * (32 * j + lane), a.add(src.rows[j as usize] as usize));
+        f32::cp_async_elem(slot_a_scale(slot, 32 * j + lane), a.add(src.rows[j as usize] as usize));
     }
     if lane == 0 {
-        f32::cp_async_elem(slot + 4 * BM, src.b.add((kt * src.k[1]) as usize));
+        f32::cp_async_elem(slot_b_scale::<BM>(slot, 0), src.b.add((kt * src.k[1]) as usize));
     }
     if BN > BLOCK_SCALE_K && lane == 1 && !src.b2.is_null() {
-        f32::cp_async_elem(slot + 4 * BM + 4, src.b2.add((kt * src.k[1]) as usize));
+        f32::cp_async_elem(slot_b_scale::<BM>(slot, 1), src.b2.add((kt * src.k[1]) as usize));
     }
     asm!("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{b}];", b = in(reg32) full, options(nostack));
 }
