@@ -13,7 +13,7 @@ use crate::plan::tuning_plan::Plan;
 use gemm_core::mma_sync::MmaTile;
 use gemm_core::shape::{GemmDims, Layout};
 use gemm_core::skinny::{SkinnyTypes, WLayout};
-use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes};
+use gemm_core::warpgroup::{WgmmaTile, WgmmaTypes, WARPGROUP_M};
 use std::fmt;
 
 /// The kernels a product runs on.
@@ -350,7 +350,8 @@ fn tile_efficiency(tile: WgmmaTile, fp8: bool) -> f64 {
 /// time, where the time is the k-loops' multiply-adds per SM (whole waves
 /// of block tiles, their padding included, over the tile's relative speed,
 /// at Hopper's dense rate) plus the bytes every product must move (A, B
-/// and C once, and split-K's workspace twice) at HBM's rate. The padding
+/// and C once, and split-K's workspace twice) at HBM's rate, and for FP8
+/// each wave's epilogues (a consumer's 64 x BN elements). The padding
 /// term picks narrow tiles for skinny C (n = 32: 128 x 32; m = 16: 64 x
 /// 256; a [narrow](WgmmaTile::narrow) tile's reads of A again for each of
 /// its columns of tiles count as bytes, and it assumes B K-major, which a
@@ -459,6 +460,18 @@ fn warpgroup_plan_rows(
     // 13 (221 KiB in flight each) read a 4096 x 4096 f16 operand in 15.7
     // us, 67 GB/s a block.
     const IN_FLIGHT_S: f64 = 3.3e-6;
+    // FP8's epilogue, per element a consumer warpgroup stores (64 x BN a
+    // block tile, the consumers side by side), in the units of MAC_S (the
+    // FP8 k-loop counted at the f16 rate): the last promotion, the
+    // conversion and the store of each tile, while its tensor cores wait.
+    // Fitted to one H200 run (2026-11-29, block-scaled e4m3 -> bf16, 128
+    // x 256 against 192 x 128, same binary): 4096 x 24576 x 1536 took 0.341-0.351
+    // against 0.295-0.297 ms and 4096 x 7168 x 2048 0.142 against 0.134,
+    // which the k-loops' time alone ranked the other way; with 3e-10 s
+    // every pair of that run and the per-tensor squares ranks as
+    // measured (4096³ 0.110-0.113 against 0.118-0.121 ms, 8192³ 0.785-0.791
+    // against 0.749). The other types' tile rates were fitted without it.
+    const FP8_EPILOGUE_S: f64 = 3e-10;
     let (m32, n32, k32) =
         (m.min(u32::MAX as usize) as u32, n.min(u32::MAX as usize) as u32, k.min(u32::MAX as usize) as u32);
     let (ib, ob) = (types.input_bytes() as f64, types.output_bytes() as f64);
@@ -487,22 +500,30 @@ fn warpgroup_plan_rows(
         let mut fixed = 0.0;
         // The blocks that stream the operands at once (one per SM).
         let mut blocks = batch_tiles(tile).min(sm_count as u64);
-        let macs = if let Some(t) = tail {
+        // The k-loops' multiply-adds, and the waves of tiles each ending
+        // in an epilogue.
+        let (macs, epilogues) = if let Some(t) = tail {
             // The head's whole tiles, then the tail's slices.
             let tail_m = m - t.head_rows as usize;
             let (head, rest) = (tile.tiles(t.head_rows, n32, 1), tile.tiles(tail_m as u32, n32, 1));
             bytes += 2.0 * 4.0 * t.split.0 as f64 * (tail_m * n) as f64;
             fixed = TAIL_S;
             let tail_k = (t.split.1 + TAIL_FIXED_K_TILES) as usize * bk;
-            waves(head) * tile_macs(whole_k) + waves(rest * t.split.0 as u64) * tile_macs(tail_k)
+            let waves = (waves(head), waves(rest * t.split.0 as u64));
+            (waves.0 * tile_macs(whole_k) + waves.1 * tile_macs(tail_k), waves.0 + waves.1)
         } else if split.0 > 1 {
             bytes += 2.0 * 4.0 * split.0 as f64 * (m * n) as f64;
             fixed = SPLIT_S;
             blocks = (tile.tiles(m32, n32, 1) * split.0 as u64).min(sm_count as u64);
-            waves(tile.tiles(m32, n32, 1) * split.0 as u64) * tile_macs(split.1 as usize * bk)
+            let waves = waves(tile.tiles(m32, n32, 1) * split.0 as u64);
+            (waves * tile_macs(split.1 as usize * bk), waves)
         } else {
-            waves(batch_tiles(tile)) * tile_macs(whole_k)
+            let waves = waves(batch_tiles(tile));
+            (waves * tile_macs(whole_k), waves)
         };
+        if types.fp8() {
+            fixed += epilogues * (WARPGROUP_M * tile.bn) as f64 * FP8_EPILOGUE_S;
+        }
         let in_flight = (tile.depth * tile.buffer_bytes()) as f64;
         let byte_s = BYTE_S.max(IN_FLIGHT_S / in_flight / blocks.max(1) as f64);
         macs * MAC_S + bytes * if tail.is_some() { BYTE_S } else { byte_s } + fixed
@@ -977,11 +998,20 @@ mod tests {
     /// Fused FP8 products whose 192 x 128 tiles fill the SMs better than
     /// 128 x 128 and 128 x 256 take them (the GPU tests' shapes and the
     /// benchmark's: 4096 x 2112 x 7168 is 2.8 waves of 192 x 128 against
-    /// 4.1 of 128 x 128 and 2.2 of 128 x 256), grouped ones too.
+    /// 4.1 of 128 x 128 and 2.2 of 128 x 256), grouped ones too; and where
+    /// 128 x 256's epilogue per tile costs more than its waves save (4096
+    /// x 7168 x 2048: 0.142 ms against 0.134 on 192 x 128, NVIDIA H200,
+    /// 2026-11-29).
     #[test]
     fn fused_fp8_products_take_the_192_row_tile_where_it_fills_the_sms() {
-        let shapes =
-            [(1800, 2304, 384), (2100, 3000, 300), (4096, 2112, 7168), (4096, 24576, 1536), (4096, 32768, 512)];
+        let shapes = [
+            (1800, 2304, 384),
+            (2100, 3000, 300),
+            (4096, 2112, 7168),
+            (4096, 24576, 1536),
+            (4096, 32768, 512),
+            (4096, 7168, 2048),
+        ];
         for (m, n, k) in shapes {
             for t in [WgmmaTypes::E4m3Bf16, WgmmaTypes::E4m3F32, WgmmaTypes::E5m2E4m3F16, WgmmaTypes::E4m3E5m2F16] {
                 let f = warpgroup_plan_among(t, (m, n, k), (1, 132), (false, true, true), Fuse::Epilogue);
