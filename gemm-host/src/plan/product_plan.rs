@@ -351,7 +351,8 @@ fn tile_efficiency(tile: WgmmaTile, fp8: bool) -> f64 {
 /// of block tiles, their padding included, over the tile's relative speed,
 /// at Hopper's dense rate) plus the bytes every product must move (A, B
 /// and C once, and split-K's workspace twice) at HBM's rate, and for FP8
-/// each wave's epilogues (a consumer's 64 x BN elements). The padding
+/// the epilogues between a block's tiles (a consumer's 64 x BN elements
+/// each wave but the last). The padding
 /// term picks narrow tiles for skinny C (n = 32: 128 x 32; m = 16: 64 x
 /// 256; a [narrow](WgmmaTile::narrow) tile's reads of A again for each of
 /// its columns of tiles count as bytes, and it assumes B K-major, which a
@@ -463,14 +464,18 @@ fn warpgroup_plan_rows(
     // FP8's epilogue, per element a consumer warpgroup stores (64 x BN a
     // block tile, the consumers side by side), in the units of MAC_S (the
     // FP8 k-loop counted at the f16 rate): the last promotion, the
-    // conversion and the store of each tile, while its tensor cores wait.
-    // Fitted to one H200 run (2026-11-29, block-scaled e4m3 -> bf16, 128
-    // x 256 against 192 x 128, same binary): 4096 x 24576 x 1536 took 0.341-0.351
-    // against 0.295-0.297 ms and 4096 x 7168 x 2048 0.142 against 0.134,
-    // which the k-loops' time alone ranked the other way; with 3e-10 s
-    // every pair of that run and the per-tensor squares ranks as
-    // measured (4096³ 0.110-0.113 against 0.118-0.121 ms, 8192³ 0.785-0.791
-    // against 0.749). The other types' tile rates were fitted without it.
+    // conversion and the store of a tile, while the block's tensor cores
+    // wait for its next tile; counted for every wave but the last. Fitted
+    // to the A/B of 128 x 256 against 192 x 128 (same binary, NVIDIA H200,
+    // 2026-11-29): block-scaled e4m3 -> bf16 4096 x 24576 x 1536 took
+    // 0.341-0.351 against 0.295-0.297 ms and 4096 x 7168 x 2048 0.136-0.142
+    // against 0.134, which the k-loops' time alone ranked the other way;
+    // with 2e-10 to 5e-10 s every pair of those runs and of the per-tensor
+    // squares ranks as measured (4096³ 0.110-0.113 against 0.118-0.121 ms,
+    // 8192³ 0.785-0.791 against 0.749). Counted for the last wave too, it
+    // moved single-wave products off 128 x 256 and they ran slower (64 x
+    // 24576 x 1536 block-scaled 0.034 ms on 128 x 64 against 0.029; H200,
+    // 2026-11-29). The other types' tile rates were fitted without it.
     const FP8_EPILOGUE_S: f64 = 3e-10;
     let (m32, n32, k32) =
         (m.min(u32::MAX as usize) as u32, n.min(u32::MAX as usize) as u32, k.min(u32::MAX as usize) as u32);
@@ -522,7 +527,7 @@ fn warpgroup_plan_rows(
             (waves * tile_macs(whole_k), waves)
         };
         if types.fp8() {
-            fixed += epilogues * (WARPGROUP_M * tile.bn) as f64 * FP8_EPILOGUE_S;
+            fixed += (epilogues - 1.0).max(0.0) * (WARPGROUP_M * tile.bn) as f64 * FP8_EPILOGUE_S;
         }
         let in_flight = (tile.depth * tile.buffer_bytes()) as f64;
         let byte_s = BYTE_S.max(IN_FLIGHT_S / in_flight / blocks.max(1) as f64);
