@@ -1661,7 +1661,14 @@ unsafe fn store_tma<O: Output, const ACC: usize>(
     stage: u32,
     consumer: u32,
 ) {
-    let t = core::arch::nvptx::_thread_idx_x() as u32;
+    // The thread index read here, by an asm LLVM may not move (not
+    // `pure`): the staging addresses below are then computed in each
+    // tile's epilogue. From the intrinsic, LLVM hoisted them out of the
+    // tile loop, and where registers were short (FP8's 128 x 256
+    // `_fused` kernels) ptxas kept them in local memory, each box store
+    // waiting for its reload.
+    let t: u32;
+    asm!("mov.u32 {t}, %tid.x;", t = out(reg32) t, options(nomem, nostack, preserves_flags));
     let (lane, warp) = (t % 32, (t % WARPGROUP_THREADS) / 32);
     let leader = t % WARPGROUP_THREADS == 0;
     let bytes = core::mem::size_of::<O>() as u32;
