@@ -134,7 +134,8 @@ pub struct Fusion {
     pub b_scales_k: u32,
     /// Elements from one column block's B scale to the next.
     pub b_scales_mn: u32,
-    /// Rows of A one A scale covers: 1 (DeepGEMM's 1 x 128 blocks) or 128.
+    /// Rows of A one A scale covers: 1 (DeepGEMM's 1 x 128 blocks) or 128
+    /// (the kernels divide by it as a power of two: a shift).
     pub a_scales_rows: u32,
     /// Padding (0).
     pub reserved: u32,

@@ -508,6 +508,24 @@ unsafe fn mbarrier_arrive_expect_tx(bar: u32, bytes: u32) {
     );
 }
 
+/// Copies `bytes` (a multiple of 16) from global memory at `src` into
+/// shared memory at `dst` (both 16-byte aligned) and completes them on
+/// the barrier at `bar`, first adding them to the transaction count its
+/// phase waits for (without arriving). PTX ISA, "cp.async.bulk",
+/// "mbarrier.expect_tx".
+#[inline(always)]
+unsafe fn bulk_load(dst: u32, src: *const u8, bytes: u32, bar: u32) {
+    asm!(
+        "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [{b}], {n};",
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [{s}], {n}, [{b}];",
+        d = in(reg32) dst,
+        s = in(reg64) src,
+        n = in(reg32) bytes,
+        b = in(reg32) bar,
+        options(nostack)
+    );
+}
+
 /// Arrives on `bar`.
 #[inline(always)]
 unsafe fn mbarrier_arrive(bar: u32) {
@@ -1081,12 +1099,13 @@ pub unsafe fn warpgroup<
                 let s = it % DEPTH;
                 let staged_scales =
                     consume::<I, 64, A_MN, B_MN, CLUSTER, BM>(&mut half, args(kt, it), row0, slot, false);
-                asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
-                // B's scale of the second half's columns (where they are
-                // past n, none is staged: the slot keeps an earlier tile's
-                // or the 1.0 stored at the start, times sums not stored;
-                // choosing 1.0 here instead made ptxas spill 3 KB).
+                // B's scale of the second half's columns, read while the
+                // group runs (where they are past n, none is staged: the
+                // slot keeps an earlier tile's or the 1.0 stored at the
+                // start, times sums not stored; choosing 1.0 here instead
+                // made ptxas spill 3 KB).
                 let sb1 = if staged { f32::ld_shared(slot_b_scale::<BM>(scales_slot(s), 1)) } else { 0.0 };
+                asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
                 let [a0, a1, sb0] = staged_scales;
                 promote_half(&mut half, &mut total, 0, staged.then_some(BlockScales::factors([a0, a1, sb0])));
                 let da = k_tile_descriptors(a_tile(s), row0, A_MN);
@@ -1116,30 +1135,13 @@ pub unsafe fn warpgroup<
                     if lane == 0 {
                         mbarrier_arrive(empty(it % DEPTH));
                     }
-                    let s = BlockScales::factors(staged_scales);
-                    for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
-                        asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
-                        // acc[4j + 2h + e] is on row `row + 8 h`.
-                        *t = core::intrinsics::fmaf32(*x, s[i / 2 % 2], *t);
-                        *x = 0.0;
-                    }
-                    it += 1;
-                    continue;
-                }
-                release_buffer::<CLUSTER>(empty(it % DEPTH));
-                if scales.present() {
-                    let s = BlockScales::factors(loaded);
-                    for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
-                        asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
-                        // acc[4j + 2h + e] is on row `row + 8 h`.
-                        *t = core::intrinsics::fmaf32(*x, s[i / 2 % 2], *t);
-                        *x = 0.0;
-                    }
+                    promote(&mut acc, &mut total, Some(BlockScales::factors(staged_scales)));
                 } else {
-                    for (x, t) in acc.iter_mut().zip(total.iter_mut()) {
-                        asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
-                        *t += *x;
-                        *x = 0.0;
+                    release_buffer::<CLUSTER>(empty(it % DEPTH));
+                    if scales.present() {
+                        promote(&mut acc, &mut total, Some(BlockScales::factors(loaded)));
+                    } else {
+                        promote(&mut acc, &mut total, None);
                     }
                 }
             }
@@ -1214,6 +1216,23 @@ pub unsafe fn warpgroup<
     }
     if CLUSTER > 1 {
         cluster_sync();
+    }
+}
+
+/// Promotes a k-tile (a promoting type): its `ACC` wgmma accumulators (in
+/// the fragment layout of an m64nN group) join the full-precision sums
+/// `total`, times `factors` (this thread's rows r and r + 8: sa sb) if
+/// given, and are cleared for the next k-tile. The group has completed.
+#[inline(always)]
+unsafe fn promote<const ACC: usize>(acc: &mut [f32; ACC], total: &mut [f32; ACC], factors: Option<[f32; 2]>) {
+    for (i, (x, t)) in acc.iter_mut().zip(total.iter_mut()).enumerate() {
+        asm!("// {x}", x = inout(reg32) * x, options(nomem, nostack, preserves_flags));
+        // acc[4j + 2h + e] is on row `row + 8 h`.
+        *t = match factors {
+            Some(s) => core::intrinsics::fmaf32(*x, s[i / 2 % 2], *t),
+            None => *t + *x,
+        };
+        *x = 0.0;
     }
 }
 
@@ -1319,18 +1338,21 @@ struct ScaleSources {
     a: *const f32,
     /// Offsets from `a` of rows `lane + 32 j` (rows past m read row m - 1's).
     rows: [u32; 8],
-    /// B's scale of the tile at k-tile 0.
+    /// The B scale this lane copies, at k-tile 0: lane 0 the tile's
+    /// (columns 0..), lane 1 on a tile of 256 columns that of its columns
+    /// 128.. unless they are past n; else null.
     b: *const f32,
-    /// On a tile of 256 columns, B's scale of its columns 128.. at k-tile
-    /// 0, or null: none, or those columns are past n.
-    b2: *const f32,
     /// `a_scales_k` and `b_scales_k`.
     k: [u32; 2],
+    /// Whether A's scales of the tile's BM rows lie side by side, 16-byte
+    /// aligned at every k-tile (one scale a row, rows contiguous, every
+    /// row inside m): lane 0 copies them as one bulk copy.
+    bulk: bool,
 }
 
 impl ScaleSources {
     const NONE: ScaleSources =
-        ScaleSources { a: core::ptr::null(), rows: [0; 8], b: core::ptr::null(), b2: core::ptr::null(), k: [0; 2] };
+        ScaleSources { a: core::ptr::null(), rows: [0; 8], b: core::ptr::null(), k: [0; 2], bulk: false };
 
     /// Lane `lane`'s sources for the block tile at `(m0, n0)` of an m x n
     /// product fusing `fusion` (as [`BlockScales::of`]).
@@ -1345,20 +1367,29 @@ impl ScaleSources {
             return ScaleSources::NONE;
         }
         let f = *fusion;
-        let last = m - 1;
+        let (last, shift) = (m - 1, f.a_scales_rows.trailing_zeros());
         let mut rows = [0u32; 8];
         for (j, r) in rows.iter_mut().enumerate().take((BM / 32) as usize) {
             let i = m0 + 32 * j as u32 + lane;
-            *r = if i < last { i } else { last } / f.a_scales_rows * f.a_scales_mn;
+            *r = (if i < last { i } else { last } >> shift) * f.a_scales_mn;
         }
-        let b = (f.b_scales as *const f32).add((n0 / BLOCK_SCALE_K * f.b_scales_mn) as usize);
-        let second = BN > BLOCK_SCALE_K && n0 + BLOCK_SCALE_K < n;
+        // Lane h copies B's scale of the tile's columns 128 h ..
+        let h = n0 / BLOCK_SCALE_K + lane;
+        let b = if lane < BN.div_ceil(BLOCK_SCALE_K) && BLOCK_SCALE_K * h < n {
+            (f.b_scales as *const f32).add((h * f.b_scales_mn) as usize)
+        } else {
+            core::ptr::null()
+        };
         ScaleSources {
             a: f.a_scales as *const f32,
             rows,
             b,
-            b2: if second { b.add(f.b_scales_mn as usize) } else { core::ptr::null() },
             k: [f.a_scales_k, f.b_scales_k],
+            bulk: f.a_scales_rows == 1
+                && f.a_scales_mn == 1
+                && f.a_scales % 16 == 0
+                && f.a_scales_k % 4 == 0
+                && m0 + BM <= m,
         }
     }
 }
@@ -1368,8 +1399,11 @@ impl ScaleSources {
 /// one per 128 columns): rows `lane + 32 j` and (lane 0) B's, (lane 1, BN
 /// = 256) B's of columns 128.. unless they are past n, copied by `cp.async` whose
 /// completion arrives on the buffer's `full` barrier (`.noinc`: the
-/// barrier counts these 32 arrivals); without block scales, ones stored
-/// and a plain arrival. PTX ISA, "cp.async", "cp.async.mbarrier.arrive".
+/// barrier counts these 32 arrivals); A's rows side by side
+/// ([`ScaleSources::bulk`]) instead by lane 0 in one bulk copy counted in
+/// the barrier's transaction bytes (as DeepGEMM's TMA copy of them);
+/// without block scales, ones stored and a plain arrival. PTX ISA,
+/// "cp.async", "cp.async.mbarrier.arrive", "cp.async.bulk".
 ///
 /// # Safety
 /// All 32 lanes of the producer's first warp, the slot free (its buffer's
@@ -1387,14 +1421,17 @@ unsafe fn stage_scales<const BM: u32, const BN: u32>(src: &ScaleSources, kt: u32
         return;
     }
     let a = src.a.add((kt * src.k[0]) as usize);
-    for j in 0..BM / 32 {
-        f32::cp_async_elem(slot_a_scale(slot, 32 * j + lane), a.add(src.rows[j as usize] as usize));
+    if src.bulk {
+        if lane == 0 {
+            bulk_load(slot_a_scale(slot, 0), a.add(src.rows[0] as usize) as *const u8, 4 * BM, full);
+        }
+    } else {
+        for j in 0..BM / 32 {
+            f32::cp_async_elem(slot_a_scale(slot, 32 * j + lane), a.add(src.rows[j as usize] as usize));
+        }
     }
-    if lane == 0 {
-        f32::cp_async_elem(slot_b_scale::<BM>(slot, 0), src.b.add((kt * src.k[1]) as usize));
-    }
-    if BN > BLOCK_SCALE_K && lane == 1 && !src.b2.is_null() {
-        f32::cp_async_elem(slot_b_scale::<BM>(slot, 1), src.b2.add((kt * src.k[1]) as usize));
+    if !src.b.is_null() {
+        f32::cp_async_elem(slot_b_scale::<BM>(slot, lane), src.b.add((kt * src.k[1]) as usize));
     }
     asm!("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{b}];", b = in(reg32) full, options(nostack));
 }
@@ -1425,8 +1462,8 @@ impl BlockScales {
             return BlockScales::NONE;
         }
         let f = *fusion;
-        let last = m - 1;
-        let block = |r: u32| (if r < last { r } else { last } / f.a_scales_rows * f.a_scales_mn) as usize;
+        let (last, shift) = (m - 1, f.a_scales_rows.trailing_zeros());
+        let block = |r: u32| ((if r < last { r } else { last } >> shift) * f.a_scales_mn) as usize;
         let a = f.a_scales as *const f32;
         BlockScales {
             a: [a.add(block(row)), a.add(block(row + 8))],
