@@ -378,13 +378,28 @@ fn tf32_and_e4m3_epilogues() {
 /// `a_rows` rows (1 or 128) and 128 of k, B's per 128 x 128, in the
 /// default layouts or transposed ones (`row_major_scales`).
 fn check_block_scaled(
+    dims: (usize, usize, usize),
+    layouts: (Layout, Layout, Layout),
+    a_rows: usize,
+    row_major_scales: bool,
+    seed: u64,
+) {
+    check_block_scaled_at(dims, layouts, a_rows, row_major_scales, seed, None);
+}
+
+/// [`check_block_scaled`], A's scales passed from host memory (`None`) or
+/// from a device buffer at an offset of `a_offset` elements (a view).
+fn check_block_scaled_at(
     (m, n, k): (usize, usize, usize),
     (la, lb, lc): (Layout, Layout, Layout),
     a_rows: usize,
     row_major_scales: bool,
     seed: u64,
+    a_offset: Option<usize>,
 ) {
-    let what = format!("block-scaled e4m3 -> f32 {m}x{n}x{k} {la:?}/{lb:?}/{lc:?} a_rows {a_rows} {row_major_scales}");
+    let what = format!(
+        "block-scaled e4m3 -> f32 {m}x{n}x{k} {la:?}/{lb:?}/{lc:?} a_rows {a_rows} {row_major_scales} A's scales at {a_offset:?}"
+    );
     let mut r = Rng::new(seed);
     // Random e4m3 values: each k-tile's sum is then not exact in FP8's
     // accumulation, whose bound the check uses.
@@ -397,12 +412,20 @@ fn check_block_scaled(
     // Element (ib, kb) of A's scales and (jb, kb) of B's in the layout used.
     let a_at = |i: usize, q: usize| if row_major_scales { i * kb + q } else { q * mb + i };
     let b_at = |j: usize, q: usize| if row_major_scales { q * nb + j } else { j * kb + q };
-    let mut scales = BlockScales::new(&sa, &sb).a_rows(a_rows);
+    let dev = device();
+    let d_sa = a_offset.map(|o| {
+        let padded: Vec<f32> = std::iter::repeat_n(f32::NAN, o).chain(sa.iter().copied()).collect();
+        (dev.stream().clone_htod(&padded).unwrap(), o)
+    });
+    let mut scales = match &d_sa {
+        Some((d, o)) => BlockScales::new(d.slice(*o..), &sb),
+        None => BlockScales::new(&sa, &sb),
+    }
+    .a_rows(a_rows);
     if row_major_scales {
         scales = scales.a_strides(kb, 1).b_strides(1, nb);
     }
     let e = Epilogue::new().block_scales(scales);
-    let dev = device();
     let (da, db) = (DeviceMatrix::from_host(&dev, &a).unwrap(), DeviceMatrix::from_host(&dev, &b).unwrap());
     let mut dc = DeviceMatrix::from_host(&dev, &c0).unwrap();
     Gemm::new().epilogue(&e).run_device(&da, &db, &mut dc).unwrap_or_else(|err| panic!("{what}: {err}"));
@@ -480,6 +503,29 @@ fn e4m3_block_scales_every_layout() {
     check_block_scaled(dims, (R, C, R), 1, false, 27);
     check_block_scaled(dims, (R, C, C), 128, true, 28);
     check_block_scaled((1850, 2300, 300), (R, R, R), 1, false, 29);
+}
+
+/// A's block scales (one a row, DeepGEMM's layout) in a device buffer at
+/// an offset: 16-byte aligned, so each block tile's producer copies a
+/// k-tile's scales of its rows in one bulk copy, and not (one `cp.async`
+/// a scale), on the 128 x 128 and 128 x 256 tiles that stage them, every
+/// tile row inside m but for the last (which takes the `cp.async` path).
+#[test]
+#[ignore = "needs a GPU of compute capability 9.0"]
+fn e4m3_block_scales_at_offsets() {
+    for (dims, tile) in [((1024, 1900, 700), "_b128x128_d5_"), ((1100, 3000, 300), "_b128x256_d4_")] {
+        let (m, n, k) = dims;
+        let (sa, sb) = (vec![1f32; m * k.div_ceil(128)], vec![1f32; n.div_ceil(128) * k.div_ceil(128)]);
+        let plan = Gemm::new()
+            .epilogue(&Epilogue::new().block_scales(BlockScales::new(&sa, &sb)))
+            .plan_for::<F8E4M3, f32>(m, n, k)
+            .unwrap()
+            .to_string();
+        assert!(plan.contains(tile), "{plan}");
+        for (i, offset) in [0, 4, 1, 6].into_iter().enumerate() {
+            check_block_scaled_at(dims, (R, C, R), 1, false, 50 + i as u64, Some(offset));
+        }
+    }
 }
 
 /// Block scales alone on few block tiles and a long k (DeepGEMM's m = 64
