@@ -387,6 +387,16 @@ fn check_block_scaled(
     check_block_scaled_at(dims, layouts, a_rows, row_major_scales, seed, None);
 }
 
+/// The plan of a block-scaled e4m3 -> f32 product of these dimensions
+/// (A's scales one a row).
+fn block_scaled_plan((m, n, k): (usize, usize, usize)) -> gemm::ProductPlan {
+    let (sa, sb) = (vec![1f32; m * k.div_ceil(128)], vec![1f32; n.div_ceil(128) * k.div_ceil(128)]);
+    Gemm::new()
+        .epilogue(&Epilogue::new().block_scales(BlockScales::new(&sa, &sb)))
+        .plan_for::<F8E4M3, f32>(m, n, k)
+        .unwrap()
+}
+
 /// [`check_block_scaled`], A's scales passed from host memory (`None`) or
 /// from a device buffer at an offset of `a_offset` elements (a view).
 fn check_block_scaled_at(
@@ -472,13 +482,7 @@ fn e4m3_block_scales_every_layout() {
     }
     // A product on the 128 x 128 tile (its producer stages the scales in
     // shared memory), the last tile row past m.
-    let plan_of = |(m, n, k): (usize, usize, usize)| {
-        let (sa, sb) = (vec![1f32; m * k.div_ceil(128)], vec![1f32; n.div_ceil(128) * k.div_ceil(128)]);
-        let plan = Gemm::new()
-            .epilogue(&Epilogue::new().block_scales(BlockScales::new(&sa, &sb)))
-            .plan_for::<F8E4M3, f32>(m, n, k);
-        plan.unwrap().to_string()
-    };
+    let plan_of = |dims| block_scaled_plan(dims).to_string();
     let dims = (1000, 1900, 700);
     assert!(plan_of(dims).contains("_b128x128_d5_"), "{}", plan_of(dims));
     check_block_scaled(dims, (R, C, R), 1, false, 25);
@@ -514,13 +518,7 @@ fn e4m3_block_scales_every_layout() {
 #[ignore = "needs a GPU of compute capability 9.0"]
 fn e4m3_block_scales_at_offsets() {
     for (dims, tile) in [((1024, 1900, 700), "_b128x128_d5_"), ((1100, 3000, 300), "_b128x256_d4_")] {
-        let (m, n, k) = dims;
-        let (sa, sb) = (vec![1f32; m * k.div_ceil(128)], vec![1f32; n.div_ceil(128) * k.div_ceil(128)]);
-        let plan = Gemm::new()
-            .epilogue(&Epilogue::new().block_scales(BlockScales::new(&sa, &sb)))
-            .plan_for::<F8E4M3, f32>(m, n, k)
-            .unwrap()
-            .to_string();
+        let plan = block_scaled_plan(dims).to_string();
         assert!(plan.contains(tile), "{plan}");
         for (i, offset) in [0, 4, 1, 6].into_iter().enumerate() {
             check_block_scaled_at(dims, (R, C, R), 1, false, 50 + i as u64, Some(offset));
@@ -537,12 +535,8 @@ fn e4m3_block_scales_at_offsets() {
 #[test]
 #[ignore = "needs a GPU of compute capability 9.0"]
 fn e4m3_block_scales_split_k() {
-    let split_of = |(m, n, k): (usize, usize, usize)| {
-        let (sa, sb) = (vec![1f32; m * k.div_ceil(128)], vec![1f32; n.div_ceil(128) * k.div_ceil(128)]);
-        let plan = Gemm::new()
-            .epilogue(&Epilogue::new().block_scales(BlockScales::new(&sa, &sb)))
-            .plan_for::<F8E4M3, f32>(m, n, k)
-            .unwrap();
+    let split_of = |dims| {
+        let plan = block_scaled_plan(dims);
         (plan.split_k, plan.to_string())
     };
     for (dims, tile) in
