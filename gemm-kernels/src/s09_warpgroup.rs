@@ -1270,7 +1270,9 @@ unsafe fn promote_half<const ACC: usize>(
 /// issued, so no register a wgmma reads is rewritten while it runs (PTX
 /// ISA, wgmma.mma_async) and ptxas need not serialize the wgmmas (its
 /// C7513: registers defined inside a pipeline stage). The tensor cores stay
-/// busy meanwhile with the other consumer's group.
+/// busy meanwhile with the other consumer's group. Returns the k-tile's
+/// staged block scales of this thread (`scales`), read after the group is
+/// issued, or zeros.
 ///
 /// # Safety
 /// All 128 threads of the consumer warpgroup, in uniform control flow; the
@@ -1284,16 +1286,6 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
     accumulate: bool,
 ) -> [f32; 3] {
     mbarrier_wait(full, parity);
-    // The staged block scales (`scales`: the buffer's slot and this
-    // thread's first row in the tile): sa(r), sa(r + 8), sb.
-    let loaded = match scales {
-        Some((slot, r)) => [
-            f32::ld_shared(slot_a_scale(slot, r)),
-            f32::ld_shared(slot_a_scale(slot, r + 8)),
-            f32::ld_shared(slot_b_scale::<BM>(slot, 0)),
-        ],
-        None => [0f32; 3],
-    };
     let db = k_tile_descriptors(b_tile, 0, B_MN);
     if I::BYTES == 4 && A_MN {
         asm!("wgmma.wait_group.sync.aligned 0;", options(nostack));
@@ -1311,7 +1303,18 @@ unsafe fn consume<I: Input, const ACC: usize, const A_MN: bool, const B_MN: bool
             release_buffer::<CLUSTER>(bar);
         }
     }
-    loaded
+    // The staged block scales (`scales`: the buffer's slot and this
+    // thread's first row in the tile): sa(r), sa(r + 8), sb, read while
+    // the group runs (read before it, their loads held up its issue:
+    // `wgmma.fence` waits for the warp's register writes in flight).
+    match scales {
+        Some((slot, r)) => [
+            f32::ld_shared(slot_a_scale(slot, r)),
+            f32::ld_shared(slot_a_scale(slot, r + 8)),
+            f32::ld_shared(slot_b_scale::<BM>(slot, 0)),
+        ],
+        None => [0f32; 3],
+    }
 }
 
 /// The shared address of A's scale of tile row `r` in a k-tile's scales
