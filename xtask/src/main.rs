@@ -1050,14 +1050,6 @@ const ACCEPTED_SPILLS: &[(&str, &str, u32, &str)] = &[
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_f32_b128x256_d4_nt_fused", 60, FP8_WIDE_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_f16_b128x256_d4_nt_epilogue", 8, FP8_WIDE_SPILLS),
     ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_e5m2_e4m3_f32_b128x256_d4_nt_epilogue", 8, FP8_WIDE_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_bf16_f32_b128x256_d4_nn_fused", 8, WIDE_F32_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_bf16_f32_b128x256_d4_nt_fused", 8, WIDE_F32_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_bf16_f32_b128x256_d4_tn_fused", 8, WIDE_F32_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_bf16_f32_b128x256_d4_tt_fused", 8, WIDE_F32_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_f16_f32_b128x256_d4_nn_fused", 8, WIDE_F32_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_f16_f32_b128x256_d4_nt_fused", 8, WIDE_F32_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_f16_f32_b128x256_d4_tn_fused", 8, WIDE_F32_SPILLS),
-    ("gemm-host/ptx/gemm_sm_90a.ptx.zst", "wgmma_f16_f32_b128x256_d4_tt_fused", 8, WIDE_F32_SPILLS),
 ];
 
 /// Stage 8's fused f64 kernels (`dgemm_mma_*_fused`, every layout
@@ -1079,11 +1071,6 @@ const FP8_WIDE_SPILLS: &str = "a consumer holds 128 promoted sums and 64 wgmma a
      reloaded from local memory before each box store), and the `_fused` kernels into f16 keep up to 200 \
      bytes in the paths of the fused epilogue (bias, scales, beta), after the k-loop (SASS checked, 2026-11-29); both kinds were tested in this form (gpu_epilogue's block-scaled tests and its \
      staging-tile test, also under compute-sanitizer's memcheck: 0 errors; NVIDIA H200, 2026-11-29)";
-
-/// Why the fused 16-bit kernels of 128 x 256 into an f32 C may spill.
-const WIDE_F32_SPILLS: &str = "one value stored and reloaded once a tile in the f32 epilogue, 700 instructions \
-     after the k-loop (SASS checked, 2026-11-29); it appeared with the warpgroup index read through `shfl.sync` \
-     (uniform descriptors), the scale-d argument of the k-tile and the aligned buffer, together";
 
 /// Why the token-sized kernels' spills are accepted.
 const SKINNY_SPILLS: &str = "compiled for 2 blocks per SM (128 registers), the configuration measured on an NVIDIA \
