@@ -1770,7 +1770,8 @@ fn summary_table(csv: &str, warpgroup_csv: &str, up: &str) -> Result<String> {
         t.push_str(&format!("| {label} |"));
         let mut cells = String::new();
         for size in SUMMARY_SIZES {
-            match rows.iter().find(|r| wanted(r, size)) {
+            // The latest such row: runs are appended to the files.
+            match rows.iter().rev().find(|r| wanted(r, size)) {
                 Some(r) => {
                     let num = |s: &str| s.parse::<f64>().unwrap_or(f64::NAN);
                     cells.push_str(&format!(" {:.1} ({:.2}) |", num(r[gflops]) / 1e3, num(r[ratio])));
