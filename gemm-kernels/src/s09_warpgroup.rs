@@ -1723,14 +1723,27 @@ unsafe fn store_tma<O: Output, const ACC: usize>(
             asm!("cp.async.bulk.wait_group.read 1;", options(nostack));
         }
         named_barrier(barrier);
-        // The test of beta taken out of the loop by hand: in the `_fused`
-        // kernels LLVM left it at each pair's store (a branch and a
-        // reconvergence a pair; SASS and ncu of FP8's 192 x 128).
-        let at = (b * per_box, buf, (lane, warp), (row, n0), cbase as *const O);
-        if O::is_zero(p.beta) {
-            stage_box::<O, ACC, false>(acc, p, per_box, at);
-        } else {
-            stage_box::<O, ACC, true>(acc, p, per_box, at);
+        for jj in 0..per_box {
+            let j = b * per_box + jj;
+            let col_in_box = 8 * jj as u32 + 2 * (lane % 4);
+            for h in 0..2usize {
+                let (x0, x1) = (O::acc(acc[4 * j + 2 * h]), O::acc(acc[4 * j + 2 * h + 1]));
+                let (mut v0, mut v1) = (O::mul(p.alpha, x0), O::mul(p.alpha, x1));
+                let r = 16 * warp + lane / 4 + 8 * h as u32;
+                if !O::is_zero(p.beta) {
+                    let (gr, gc) = (row + 8 * h as u32, n0 + 8 * j as u32 + 2 * (lane % 4));
+                    let q = cbase.add(gr as usize * p.ldc as usize + gc as usize);
+                    if gr < p.m && gc < p.n {
+                        v0 = O::mul_add(p.beta, (*q).to_value(), v0);
+                    }
+                    if gr < p.m && gc + 1 < p.n {
+                        v1 = O::mul_add(p.beta, (*q.add(1)).to_value(), v1);
+                    }
+                }
+                let x = col_in_box * bytes;
+                let at = buf + r * ROW_BYTES + (((x / 16) ^ (r % 8)) * 16) + x % 16;
+                st_shared_pair(at, O::pair(v0, v1));
+            }
         }
         asm!("fence.proxy.async.shared::cta;", options(nostack));
         named_barrier(barrier);
@@ -1738,47 +1751,6 @@ unsafe fn store_tma<O: Output, const ACC: usize>(
             let col = n0 + b as u32 * box_cols;
             tma_store_3d(p.maps.add(256), buf, col as i32, r0 as i32, z as i32);
             asm!("cp.async.bulk.commit_group;", options(nostack));
-        }
-    }
-}
-
-/// One consumer thread's part of a C box in [`store_tma`]: its
-/// accumulators' 8-column blocks `j0 .. j0 + per_box` as alpha acc (+ beta
-/// C where `READ_C`, C's elements inside m x n read from `cbase`), written
-/// in C's type into the staging box at shared address `buf` (128-byte
-/// rows, 16-byte chunks swizzled by row); `row` is the thread's first row
-/// in C, `n0` the tile's first column.
-///
-/// # Safety
-/// As [`store_tma`].
-#[inline(always)]
-unsafe fn stage_box<O: Output, const ACC: usize, const READ_C: bool>(
-    acc: &[f32; ACC],
-    p: &Params<O>,
-    per_box: usize,
-    (j0, buf, (lane, warp), (row, n0), cbase): (usize, u32, (u32, u32), (u32, u32), *const O),
-) {
-    let bytes = core::mem::size_of::<O>() as u32;
-    for jj in 0..per_box {
-        let j = j0 + jj;
-        let col_in_box = 8 * jj as u32 + 2 * (lane % 4);
-        for h in 0..2usize {
-            let (x0, x1) = (O::acc(acc[4 * j + 2 * h]), O::acc(acc[4 * j + 2 * h + 1]));
-            let (mut v0, mut v1) = (O::mul(p.alpha, x0), O::mul(p.alpha, x1));
-            let r = 16 * warp + lane / 4 + 8 * h as u32;
-            if READ_C {
-                let (gr, gc) = (row + 8 * h as u32, n0 + 8 * j as u32 + 2 * (lane % 4));
-                let q = cbase.add(gr as usize * p.ldc as usize + gc as usize);
-                if gr < p.m && gc < p.n {
-                    v0 = O::mul_add(p.beta, (*q).to_value(), v0);
-                }
-                if gr < p.m && gc + 1 < p.n {
-                    v1 = O::mul_add(p.beta, (*q.add(1)).to_value(), v1);
-                }
-            }
-            let x = col_in_box * bytes;
-            let at = buf + r * ROW_BYTES + (((x / 16) ^ (r % 8)) * 16) + x % 16;
-            st_shared_pair(at, O::pair(v0, v1));
         }
     }
 }
