@@ -1069,8 +1069,9 @@ const FP8_WIDE_SPILLS: &str = "a consumer holds 128 promoted sums and 64 wgmma a
      epilogue, none in the k-loop (SASS checked: no STL/LDL between the k-loop's first and last wgmma and its \
      branch back, 2026-11-29); the TMA store's staging addresses are computed in the epilogue (they were \
      reloaded from local memory before each box store), and the `_fused` kernels into f16 keep up to 200 \
-     bytes in the paths of the fused epilogue (bias, scales, beta), after the k-loop (SASS checked, 2026-11-29); both kinds were tested in this form (gpu_epilogue's block-scaled tests and its \
-     staging-tile test, also under compute-sanitizer's memcheck: 0 errors; NVIDIA H200, 2026-11-29)";
+     bytes in the paths of the fused epilogue (bias, scales, beta), after the k-loop (SASS checked, \
+     2026-11-29); both kinds were tested in this form (gpu_epilogue's block-scaled tests and its staging-tile \
+     test, also under compute-sanitizer's memcheck: 0 errors; NVIDIA H200, 2026-11-29)";
 
 /// Why the token-sized kernels' spills are accepted.
 const SKINNY_SPILLS: &str = "compiled for 2 blocks per SM (128 registers), the configuration measured on an NVIDIA \
